@@ -1,0 +1,119 @@
+"""Configuration options for versioned notifications.
+
+Two groups are involved:
+
+``[notifications]``
+    The subset of Nova's options whose meaning carries over unchanged:
+    ``notification_format`` and ``versioned_notifications_topics``. The others in
+    Nova's group (``notify_on_state_change``, ``default_level``,
+    ``bdms_in_notifications``, ``include_share_mapping``) only affect instance or
+    legacy notifications, which OpenKeel does not emit.
+
+``[oslo_messaging_notifications]``
+    oslo.messaging's own group (``driver``, ``transport_url``, ``topics``, ``retry``),
+    re-declared here with OpenKeel's defaults: ``driver = noop`` so nothing is sent
+    unless an operator asks for it, and ``retry = 1`` so a broker outage delays an
+    API answer by about a second instead of blocking it (oslo.messaging's own default
+    of -1 retries forever).
+
+``[DEFAULT] control_exchange``
+    Defaults to ``nova`` (oslo.messaging says ``openstack``), because Nova publishes its
+    notifications on the ``nova`` exchange and that is where consumers such as
+    Ceilometer bind their queues.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from oslo_messaging import opts as messaging_opts
+from oslo_config import cfg
+
+NOTIFICATIONS_GROUP = "notifications"
+OSLO_NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
+
+DEFAULT_DRIVER = ["noop"]
+DEFAULT_RETRY = 1
+DEFAULT_CONTROL_EXCHANGE = "nova"
+
+notifications_opts: list[cfg.Opt] = [
+    cfg.StrOpt(
+        "notification_format",
+        default="unversioned",
+        choices=[
+            ("both", "Both the legacy unversioned and the versioned notifications are emitted"),
+            ("versioned", "Only the versioned notifications are emitted"),
+            ("unversioned", "Only the legacy unversioned notifications are emitted"),
+        ],
+        deprecated_group="DEFAULT",
+        help=(
+            "Which notification format to emit, with Nova's meaning. Flavor notifications "
+            "exist only in the versioned format, so they are sent when this is 'versioned' "
+            "or 'both' and never with the default 'unversioned'. Notifications can also be "
+            "switched off entirely with driver=noop in [oslo_messaging_notifications]."
+        ),
+    ),
+    cfg.ListOpt(
+        "versioned_notifications_topics",
+        default=["versioned_notifications"],
+        help=(
+            "Topics the versioned notifications are published on; each topic receives "
+            "its own copy (routing key '<topic>.info' for flavor notifications)."
+        ),
+    ),
+]
+
+
+def _oslo_messaging_opts(group: str | None) -> list[cfg.Opt]:
+    """Return copies of oslo.messaging's own options of ``group`` (None: [DEFAULT])."""
+    for listed_group, opts in messaging_opts.list_opts():
+        if listed_group == group:
+            return list(opts)
+    raise LookupError(f"oslo.messaging no longer lists a [{group or 'DEFAULT'}] group")
+
+
+def _oslo_notification_opts() -> list[cfg.Opt]:
+    return _oslo_messaging_opts(OSLO_NOTIFICATIONS_GROUP)
+
+
+def _control_exchange_opt() -> cfg.Opt:
+    return next(opt for opt in _oslo_messaging_opts(None) if opt.name == "control_exchange")
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register both groups on ``conf`` and apply OpenKeel's defaults to this ``conf`` only.
+
+    The oslo.messaging options are registered unchanged (oslo.messaging registers the
+    very same options again when a notifier is built, and oslo.config only accepts that
+    when they are equal), then their defaults are overridden per ConfigOpts instance so
+    no process-wide state changes.
+    """
+    conf.register_opts(notifications_opts, group=NOTIFICATIONS_GROUP)
+    conf.register_opts(_oslo_notification_opts(), group=OSLO_NOTIFICATIONS_GROUP)
+    conf.set_default("driver", DEFAULT_DRIVER, group=OSLO_NOTIFICATIONS_GROUP)
+    conf.set_default("retry", DEFAULT_RETRY, group=OSLO_NOTIFICATIONS_GROUP)
+    conf.register_opt(_control_exchange_opt())
+    conf.set_default("control_exchange", DEFAULT_CONTROL_EXCHANGE)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """List the options for oslo-config-generator, with OpenKeel's defaults shown.
+
+    The oslo.messaging entries are copies, so changing their defaults here does not
+    leak into oslo.messaging. A generator configuration that also loads the
+    ``oslo.messaging`` namespace prints these options a second time with the library's
+    defaults.
+    """
+    oslo_opts = copy.deepcopy(_oslo_notification_opts())
+    for opt in oslo_opts:
+        if opt.name == "driver":
+            opt.default = list(DEFAULT_DRIVER)
+        elif opt.name == "retry":
+            opt.default = DEFAULT_RETRY
+    control_exchange = copy.deepcopy(_control_exchange_opt())
+    control_exchange.default = DEFAULT_CONTROL_EXCHANGE
+    return [
+        ("DEFAULT", [control_exchange]),
+        (NOTIFICATIONS_GROUP, list(notifications_opts)),
+        (OSLO_NOTIFICATIONS_GROUP, oslo_opts),
+    ]
