@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import copy
 
-from oslo_messaging import opts as messaging_opts
 from oslo_config import cfg
+from oslo_messaging import opts as messaging_opts
 
 NOTIFICATIONS_GROUP = "notifications"
 OSLO_NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
