@@ -1,0 +1,155 @@
+"""The flavor as GET /flavors/{id} returns it (microversion 2.61), checked and normalised.
+
+Everything the mapping reads goes through ``parse_flavor``, so a bad flavor is refused with a message
+naming the field or extra-spec key instead of producing a half-translated object.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+IS_PUBLIC = "os-flavor-access:is_public"
+EPHEMERAL = "OS-FLV-EXT-DATA:ephemeral"
+DISABLED = "OS-FLV-DISABLED:disabled"
+
+_KNOWN_FIELDS = frozenset(
+    {"id", "name", "description", "ram", "disk", "vcpus", "swap", EPHEMERAL, DISABLED, IS_PUBLIC,
+     "rxtx_factor", "extra_specs", "access", "links"}
+)
+
+
+class InvalidFlavor(ValueError):
+    """A flavor the mapping refuses; ``field`` names the field or extra-spec key at fault."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Flavor:
+    """A checked flavor. ``swap`` keeps the API form ('' for none) so the round trip is exact."""
+
+    id: str
+    name: str
+    description: str | None
+    vcpus: int
+    ram: int
+    disk: int
+    ephemeral: int
+    swap: int | str
+    is_public: bool
+    disabled: bool
+    rxtx_factor: float
+    extra_specs: Mapping[str, str]
+    access: tuple[str, ...]
+
+    @property
+    def swap_mib(self) -> int:
+        return self.swap if isinstance(self.swap, int) else 0
+
+    def as_api_dict(self) -> dict[str, Any]:
+        """The flavor in the shape it came in (GET /flavors/{id} at 2.61, plus "access")."""
+        body: dict[str, Any] = {
+            "id": self.id,
+            "name": self.name,
+            "description": self.description,
+            "ram": self.ram,
+            "disk": self.disk,
+            "vcpus": self.vcpus,
+            "swap": self.swap,
+            EPHEMERAL: self.ephemeral,
+            DISABLED: self.disabled,
+            IS_PUBLIC: self.is_public,
+            "rxtx_factor": self.rxtx_factor,
+            "extra_specs": dict(self.extra_specs),
+        }
+        if not self.is_public:
+            body["access"] = list(self.access)
+        return body
+
+
+def _int(body: Mapping[str, Any], field: str, minimum: int, default: int | None = None) -> int:
+    value = body.get(field, default)
+    if value is None:
+        raise InvalidFlavor(field, "is required")
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidFlavor(field, f"{value!r} is not an integer")
+    if value < minimum:
+        raise InvalidFlavor(field, f"{value} is less than {minimum}")
+    return value
+
+
+def _bool(body: Mapping[str, Any], field: str, default: bool) -> bool:
+    value = body.get(field, default)
+    if not isinstance(value, bool):
+        raise InvalidFlavor(field, f"{value!r} is not a boolean")
+    return value
+
+
+def _text(body: Mapping[str, Any], field: str, *, required: bool, max_length: int = 255) -> str | None:
+    value = body.get(field)
+    if value is None:
+        if required:
+            raise InvalidFlavor(field, "is required")
+        return None
+    if not isinstance(value, str):
+        raise InvalidFlavor(field, f"{value!r} is not a string")
+    if required and not value.strip():
+        raise InvalidFlavor(field, "is empty")
+    if len(value) > max_length:
+        raise InvalidFlavor(field, f"is longer than {max_length} characters")
+    return value
+
+
+def parse_flavor(body: Mapping[str, Any]) -> Flavor:
+    """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit."""
+    if not isinstance(body, Mapping):
+        raise InvalidFlavor("flavor", f"expected an object, got {type(body).__name__}")
+    unknown = [key for key in body if key not in _KNOWN_FIELDS]
+    if unknown:
+        raise InvalidFlavor(sorted(unknown)[0], "is not a field of a flavor")
+    flavor_id = _text(body, "id", required=True)
+    name = _text(body, "name", required=True)
+    assert flavor_id is not None and name is not None
+    description = _text(body, "description", required=False, max_length=65535)
+    swap = body.get("swap", "")
+    if swap != "":
+        swap = _int(body, "swap", 0)
+    rxtx = body.get("rxtx_factor", 1.0)
+    if isinstance(rxtx, bool) or not isinstance(rxtx, int | float) or not math.isfinite(rxtx) or rxtx <= 0:
+        raise InvalidFlavor("rxtx_factor", f"{rxtx!r} is not a positive number")
+    specs = body.get("extra_specs", {})
+    if not isinstance(specs, Mapping):
+        raise InvalidFlavor("extra_specs", f"expected an object, got {type(specs).__name__}")
+    for key, value in specs.items():
+        if not isinstance(key, str) or not key or len(key) > 255:
+            raise InvalidFlavor(f"extra_specs[{key!r}]", "a key must be a string of 1-255 characters")
+        if not isinstance(value, str) or len(value) > 255:
+            raise InvalidFlavor(key, f"value {value!r} is not a string of at most 255 characters")
+    is_public = _bool(body, IS_PUBLIC, True)
+    access_raw = body.get("access", [])
+    if not isinstance(access_raw, list) or not all(isinstance(p, str) and p for p in access_raw):
+        raise InvalidFlavor("access", "expected a list of project ids")
+    if is_public and access_raw:
+        raise InvalidFlavor("access", "a public flavor has no access list")
+    if len(set(access_raw)) != len(access_raw):
+        raise InvalidFlavor("access", "lists a project twice")
+    return Flavor(
+        id=flavor_id,
+        name=name,
+        description=description,
+        vcpus=_int(body, "vcpus", 1),
+        ram=_int(body, "ram", 1),
+        disk=_int(body, "disk", 0),
+        ephemeral=_int(body, EPHEMERAL, 0, default=0),
+        swap=swap,
+        is_public=is_public,
+        disabled=_bool(body, DISABLED, False),
+        rxtx_factor=rxtx,
+        extra_specs=dict(specs),
+        access=tuple(access_raw),
+    )
