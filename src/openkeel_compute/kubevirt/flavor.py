@@ -111,7 +111,7 @@ def parse_flavor(body: Mapping[str, Any]) -> Flavor:
         raise InvalidFlavor("flavor", f"expected an object, got {type(body).__name__}")
     unknown = [key for key in body if key not in _KNOWN_FIELDS]
     if unknown:
-        raise InvalidFlavor(sorted(unknown)[0], "is not a field of a flavor")
+        raise InvalidFlavor(min(unknown), "is not a field of a flavor")
     flavor_id = _text(body, "id", required=True)
     name = _text(body, "name", required=True)
     assert flavor_id is not None and name is not None

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from openkeel_compute.kubevirt.flavor import Flavor, InvalidFlavor, parse_flavor
+from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.names import kubernetes_name
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
 from openkeel_compute.kubevirt.rules import (
@@ -113,8 +114,8 @@ class FlavorObjects:
 class _Build:
     """Mutable state while one flavor is converted."""
 
-    __slots__ = ("flavor", "options", "report", "cpu", "memory", "spec", "pref", "devices", "volumes",
-                 "disks", "not_in", "pod_annotations", "dedicated", "launch", "page_kib", "sockets")
+    __slots__ = ("cpu", "dedicated", "devices", "flavor", "launch", "memory", "not_in", "options", "page_kib",
+                 "pod_annotations", "pref", "report", "sockets", "spec")
 
     def __init__(self, flavor: Flavor, options: MappingOptions) -> None:
         self.flavor = flavor
@@ -125,8 +126,6 @@ class _Build:
         self.spec: dict[str, Any] = {}
         self.pref: dict[str, dict[str, Any]] = {}
         self.devices: dict[str, Any] = {}
-        self.disks: list[dict[str, Any]] = []
-        self.volumes: list[dict[str, Any]] = []
         self.not_in: dict[str, None] = {}
         self.pod_annotations: dict[str, str] = {}
         self.dedicated = False
@@ -800,4 +799,5 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
             "spec": pref_spec if namespace is None else json.loads(json.dumps(pref_spec)),
         })
     vm = _vm_fragment(b, name, not parsed.is_public)
+    check_vm(vm, spec, pref_spec)  # a refusal here is a mapping bug, never the flavor's fault
     return FlavorObjects(parsed, name, tuple(instancetypes), tuple(preferences), vm, tuple(b.report))

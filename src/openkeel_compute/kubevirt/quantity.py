@@ -13,13 +13,11 @@ _FACTORS = {
 MIB = 1024**2
 
 
-def to_bytes(value: str | int | float) -> Decimal:
+def to_bytes(value: str | float) -> Decimal:
     """Bytes of a quantity such as ``2Gi``, ``512Mi``, ``1G`` or a bare number."""
-    if isinstance(value, bool):
-        raise ValueError(f"{value!r} is not a quantity")
-    if isinstance(value, int | float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return Decimal(str(value))
-    match = _QUANTITY.fullmatch(value.strip())
+    match = _QUANTITY.fullmatch(value.strip()) if isinstance(value, str) else None
     if match is None:
         raise ValueError(f"{value!r} is not a quantity")
     number, suffix = match.groups()
