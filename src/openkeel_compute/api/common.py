@@ -1,0 +1,83 @@
+"""What every handler shares: services, policy checks, catalogue error mapping, DB access."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable
+
+from oslo_policy import policy as oslo_policy
+from sqlalchemy import Engine
+
+from openkeel_compute import policies
+from openkeel_compute.api import faults
+from openkeel_compute.api.links import LinkBuilder
+from openkeel_compute.catalog import errors
+from openkeel_compute.catalog.flavors import Caller
+from openkeel_compute.db import api as db_api
+
+
+@dataclasses.dataclass
+class Services:
+    """Process-wide collaborators handed to handlers (no globals)."""
+
+    conf: object
+    engine: Engine
+    notifier: object | None = None
+    verify_project: Callable[[object, str], None] | None = None
+
+
+def services(req) -> Services:
+    return req.environ["openkeel.services"]
+
+
+def can(req, rule: str, target: dict | None = None, *, fatal: bool = True) -> bool:
+    """One policy check; a denial is Nova's 403 "Policy doesn't allow … to be performed."."""
+    try:
+        return policies.authorize(req.context, rule, target, fatal=fatal)
+    except oslo_policy.PolicyNotAuthorized:
+        raise faults.Forbidden(f"Policy doesn't allow {rule} to be performed.") from None
+    except oslo_policy.InvalidScope:
+        raise faults.Forbidden(f"Policy doesn't allow {rule} to be performed.") from None
+
+
+def caller(req) -> Caller:
+    return Caller(project_id=req.context.project_id, is_admin=req.context.is_admin)
+
+
+def links(req) -> LinkBuilder:
+    return LinkBuilder(req, services(req).conf.api.compute_link_prefix)
+
+
+@contextlib.contextmanager
+def catalog_errors():
+    """Catalogue errors → Nova's faults (404 / 409 / 400) with their messages."""
+    try:
+        yield
+    except errors.NotFound as exc:
+        raise faults.NotFound(exc.message) from None
+    except errors.Conflict as exc:
+        raise faults.Conflict(exc.message) from None
+    except errors.Invalid as exc:
+        raise faults.BadRequest(exc.message) from None
+
+
+@contextlib.contextmanager
+def write(req):
+    """One transaction for one API write, with catalogue errors mapped to faults."""
+    with catalog_errors(), db_api.transaction(services(req).engine) as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def read(req):
+    with catalog_errors(), db_api.reader(services(req).engine) as conn:
+        yield conn
+
+
+def notify(req, event: str, flavor: dict) -> None:
+    """Send a versioned notification after the transaction committed (never fails the request)."""
+    notifier = services(req).notifier
+    if notifier is None:
+        return
+    getattr(notifier, "flavor_" + event)(flavor)

@@ -1,0 +1,230 @@
+"""The whole WSGI pipeline, assembled in one place.
+
+Read from the outside in (the order a request meets them):
+
+  healthcheck        /healthcheck answers here, before anything else (oslo.middleware's app)
+  request id         x-openstack-request-id and x-compute-request-id on every answer
+  access log         one line per request, with its request id, status and time
+  url map            /, /v2.1, /v2 version documents (no auth); /v2.1/… and /v2/… to the API;
+                     anything else: Nova's 300 "multiple choices"
+  then, for the API only:
+  sizelimit          413 before authentication is looked at (Nova's order)
+  auth               keystonemiddleware auth_token, or noauth2 (development)
+  context            401 for anonymous requests, else the request context
+  the router         Falcon: routes, microversions, faults, handlers (api/router.py)
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+
+import falcon
+from oslo_config import cfg
+from oslo_middleware import healthcheck, request_id, sizelimit
+from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
+
+from openkeel_compute import policies
+from openkeel_compute.api import auth, faults, links, router, versions
+from openkeel_compute.api.common import Services
+from openkeel_compute.db import api as db_api
+
+LOG = logging.getLogger(__name__)
+ACCESS_LOG = logging.getLogger("openkeel_compute.api.access")
+
+# Nova routes /v2.1/{project_id}/… only for ids made of these characters.
+_PROJECT_ID_SEGMENT = re.compile(r"^[0-9a-f\-]+$")
+
+
+class ComputeRequestId(request_id.RequestId):
+    """oslo.middleware's request id, also answered as Nova's x-compute-request-id."""
+
+    compat_headers = ["x-compute-request-id"]
+
+
+class AccessLog:
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        started = time.monotonic()
+        seen: dict = {}
+
+        def _start_response(status, headers, exc_info=None):
+            seen["status"] = status.split(" ", 1)[0]
+            for name, value in headers:
+                if name.lower() == "openstack-api-version":
+                    seen["version"] = value
+            return start_response(status, headers, exc_info)
+
+        try:
+            return self.app(environ, _start_response)
+        finally:
+            if ACCESS_LOG.isEnabledFor(logging.INFO):
+                qs = environ.get("QUERY_STRING")
+                ACCESS_LOG.info(
+                    '[%s] %s "%s %s%s" status: %s microversion: %s time: %.4f',
+                    environ.get("openstack.request_id", "-"),
+                    environ.get("REMOTE_ADDR", "-"),
+                    environ.get("REQUEST_METHOD"),
+                    environ.get("SCRIPT_NAME", "") + environ.get("PATH_INFO", ""),
+                    "?" + qs if qs else "",
+                    seen.get("status", "-"),
+                    seen.get("version", "-"),
+                    time.monotonic() - started,
+                )
+
+
+class URLMap:
+    """Nova's url map: version documents, the two API prefixes, and 300 for everything else."""
+
+    def __init__(self, api_app, versions_app, conf, services):
+        self.api = api_app
+        self.versions_app = versions_app
+        self.link_prefix = conf.api.compute_link_prefix
+        self.services = services
+
+    @staticmethod
+    def _prefix(environ) -> str:
+        scheme = environ.get("wsgi.url_scheme", "http")
+        host = environ.get("HTTP_HOST") or environ.get("SERVER_NAME", "localhost")
+        return f"{scheme}://{host}" + environ.get("SCRIPT_NAME", "")
+
+    def _mount(self, environ, prefix: str, rest: str) -> None:
+        environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + prefix
+        environ["PATH_INFO"] = rest or "/"
+        if prefix == "/v2":
+            environ["openkeel.legacy_v2"] = True
+
+    def __call__(self, environ, start_response):
+        environ["openkeel.services"] = self.services
+        path = environ.get("PATH_INFO", "") or "/"
+        for prefix in ("/v2.1", "/v2"):
+            if path == prefix or path == prefix + "/":
+                self._mount(environ, prefix, "/")
+                environ["openkeel.version_document"] = True
+                return self.versions_app(environ, start_response)
+            if path.startswith(prefix + "/"):
+                rest = re.sub("//+", "/", path[len(prefix):])
+                self._mount(environ, prefix, rest)
+                self._take_project_id(environ)
+                return self.api(environ, start_response)
+        prefix = links.update_link_prefix(self._prefix(environ), self.link_prefix)
+        if path == "/":
+            body = versions.versions_document(prefix)
+            status = "200 OK"
+        else:
+            body = versions.choices_document(prefix, path)
+            status = "300 Multiple Choices"
+        start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
+
+    @staticmethod
+    def _take_project_id(environ) -> None:
+        # /v2.1/{project_id}/<resource>…: remember the id (checked against the token later, as
+        # Nova does after parsing the body) and route on the rest.
+        path = environ["PATH_INFO"]
+        first, sep, rest = path[1:].partition("/")
+        if sep and rest and _PROJECT_ID_SEGMENT.match(first):
+            environ["openkeel.url_project_id"] = first
+            environ["PATH_INFO"] = "/" + rest
+
+
+def _not_found(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
+    # Unknown routes and methods: webob's page with no version headers, as Nova's router answers.
+    status, headers, body = faults.webob_error(404, req.env)
+    resp.status = status
+    for name, value in headers:
+        if name.lower() == "content-type":
+            resp.content_type = value
+    resp.data = body
+
+
+def _unexpected(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
+    if isinstance(ex, falcon.HTTPError):
+        raise ex
+    LOG.exception("Unexpected exception in API method")
+    resp.status = 500
+    resp.content_type = faults.ERROR_CONTENT_TYPE
+    resp.data = faults.fault_body(
+        500, f"Unexpected API Error. Please contact the administrator\n{type(ex)}"
+    )
+
+
+class SplitVary:
+    """Nova sends one ``Vary`` line per header name; Falcon folds them into one. Unfold."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        def _start_response(status, headers, exc_info=None):
+            fixed = []
+            for name, value in headers:
+                if name.lower() == "vary" and "," in value:
+                    fixed.extend(("Vary", part.strip()) for part in value.split(","))
+                else:
+                    fixed.append((name, value))
+            return start_response(status, fixed, exc_info)
+
+        return self.app(environ, _start_response)
+
+
+def build_router(conf) -> falcon.App:
+    app = falcon.App(media_type="application/json")
+    app.req_options.strip_url_path_trailing_slash = False
+    app.req_options.auto_parse_qs_csv = False
+    app.resp_options.secure_cookies_by_default = False
+    for template, endpoint in router.endpoints():
+        app.add_route(template, endpoint)
+    app.add_error_handler(Exception, _unexpected)
+    app.add_error_handler(falcon.HTTPRouteNotFound, _not_found)
+    app.add_error_handler(falcon.HTTPMethodNotAllowed, _not_found)
+    app.add_error_handler(falcon.HTTPNotFound, _not_found)
+    return app
+
+
+def build_services(conf: cfg.ConfigOpts) -> Services:
+    notifier = None
+    try:
+        from openkeel_compute.notifications import FlavorNotifier
+    except ImportError:  # pragma: no cover - notifications room not installed
+        FlavorNotifier = None
+    if FlavorNotifier is not None:
+        notifier = FlavorNotifier(conf, host=conf.host)
+    verify = None
+    if conf.api.auth_strategy == "keystone":
+        from openkeel_compute.api.identity import ProjectVerifier
+
+        verify = ProjectVerifier(conf)
+    return Services(conf=conf, engine=db_api.get_engine(conf), notifier=notifier, verify_project=verify)
+
+
+def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
+    """Build the WSGI application for ``conf``."""
+    policies.init(conf)
+    services = services or build_services(conf)
+    router_app = SplitVary(build_router(conf))
+
+    api = auth.ContextMiddleware(router_app)
+    if conf.api.auth_strategy == "noauth2":
+        LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted. "
+                    "Development only.")
+        api = auth.NoAuth2(api)
+    else:
+        api = auth.keystone_auth_token(api, conf)
+    api = sizelimit.RequestBodySizeLimiter(api, conf)
+
+    app = URLMap(api, router_app, conf, services)
+    app = HTTPProxyToWSGI(app, conf)
+    app = AccessLog(app)
+    app = ComputeRequestId(app, conf)
+    health = healthcheck.Healthcheck(None, conf)
+
+    def application(environ, start_response):
+        if environ.get("PATH_INFO") == "/healthcheck":
+            return health(environ, start_response)
+        return app(environ, start_response)
+
+    return application

@@ -1,0 +1,35 @@
+"""The API surface on one screen: URI template → HTTP method (or body action) → handler.
+
+Templates are relative to /v2.1 (and /v2); an optional /{project_id} prefix is taken off
+before routing (api/deploy.py). Each handler states its own contract (api/wsgi.py).
+"""
+
+from __future__ import annotations
+
+from openkeel_compute.api.handlers import flavor_access, flavor_extra_specs, flavors, versions
+from openkeel_compute.api.wsgi import Endpoint
+
+ROUTES = {
+    "/": {"GET": versions.show},
+    "/flavors": {"GET": flavors.index, "POST": flavors.create},
+    "/flavors/detail": {"GET": flavors.detail},
+    "/flavors/{flavor_id}": {"GET": flavors.show, "PUT": flavors.update, "DELETE": flavors.delete},
+    "/flavors/{flavor_id}/action": {
+        "POST": {
+            "addTenantAccess": flavor_access.add_tenant_access,
+            "removeTenantAccess": flavor_access.remove_tenant_access,
+        }
+    },
+    "/flavors/{flavor_id}/os-flavor-access": {"GET": flavor_access.index},
+    "/flavors/{flavor_id}/os-extra_specs": {"GET": flavor_extra_specs.index, "POST": flavor_extra_specs.create},
+    "/flavors/{flavor_id}/os-extra_specs/{key}": {
+        "GET": flavor_extra_specs.show,
+        "PUT": flavor_extra_specs.update,
+        "DELETE": flavor_extra_specs.delete,
+    },
+}
+
+
+def endpoints():
+    for template, methods in ROUTES.items():
+        yield template, Endpoint(methods)

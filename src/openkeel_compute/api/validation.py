@@ -1,0 +1,228 @@
+"""Request validation with Nova's JSON-Schema dialect and its exact error messages.
+
+Nova validates with Draft 2020-12 plus three twists that clients can see:
+- ``minimum``/``maximum`` also apply to numeric strings ("10");
+- the ``name`` formats reject non-printable characters with their own message;
+- on the legacy /v2 endpoint unknown properties are dropped instead of refused.
+Messages embed Python reprs of the offending value, as Nova's do.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+import jsonschema
+
+from openkeel_compute.api import faults
+
+
+class InvalidName(Exception):
+    def __init__(self, reason: str):
+        super().__init__(f"An invalid 'name' value was provided. The name must be: {reason}")
+
+
+def _is_printable(char: str) -> bool:
+    # Printable: no "other" category (control, format, unassigned, private, surrogate) and
+    # no line/paragraph separator; horizontal spaces are printable.
+    category = unicodedata.category(char)
+    return not category.startswith("C") and (not category.startswith("Z") or category == "Zs")
+
+
+def build_char_ranges(*, ws: bool = True, invert: bool = False, exclude: tuple[str, ...] = ()) -> str:
+    """A regex character-class body covering the BMP characters that pass the printable test."""
+
+    def wanted(char: str) -> bool:
+        if char in exclude:
+            ok = False
+        elif ws:
+            ok = _is_printable(char)
+        else:
+            ok = _is_printable(char) and unicodedata.category(char) != "Zs"
+        return not ok if invert else ok
+
+    parts: list[str] = []
+    start = None
+    previous = None
+    for code in range(0xFFFF):  # the BMP, U+FFFF excluded, as Nova's validator does
+        char = chr(code)
+        if wanted(char):
+            if start is None:
+                start = char
+        elif start is not None:
+            parts.append(re.escape(start) if start == previous else f"{re.escape(start)}-{re.escape(previous)}")
+            start = None
+        previous = char
+    if start is not None:
+        # A range still open at U+FFFE is always written "a-b", even when a == b: Nova's
+        # pattern has "\ufffe-\ufffe" there, and the pattern text is part of its messages.
+        parts.append(f"{re.escape(start)}-{re.escape(previous)}")
+    return "".join(parts)
+
+
+@functools.lru_cache(maxsize=None)
+def name_regex() -> str:
+    not_printable_or_space = build_char_ranges(ws=False, invert=True)
+    return f"^(?![{not_printable_or_space}])[{build_char_ranges()}]*(?<![{not_printable_or_space}])$"
+
+
+@functools.lru_cache(maxsize=None)
+def name_with_spaces_regex() -> str:
+    ws = build_char_ranges()
+    no_ws = build_char_ranges(ws=False)
+    return f"^[{ws}]*[{no_ws}]+[{ws}]*$|^[{ws}]*[{no_ws}][{no_ws}{ws}]+[{no_ws}][{ws}]*$"
+
+
+@functools.lru_cache(maxsize=None)
+def description_regex() -> str:
+    return f"^[{build_char_ranges()}]*$"
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(which: str) -> re.Pattern:
+    return re.compile({"name": name_regex, "name_with_leading_trailing_spaces": name_with_spaces_regex}[which]())
+
+
+FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@FORMAT_CHECKER.checks("name", InvalidName)
+def _check_name(instance) -> bool:
+    try:
+        if _compiled("name").search(instance):
+            return True
+    except TypeError:
+        pass
+    raise InvalidName("printable characters. Can not start or end with whitespace.")
+
+
+@FORMAT_CHECKER.checks("name_with_leading_trailing_spaces", InvalidName)
+def _check_name_with_spaces(instance) -> bool:
+    try:
+        if _compiled("name_with_leading_trailing_spaces").search(instance):
+            return True
+    except TypeError:
+        pass
+    raise InvalidName("printable characters with at least one non space character")
+
+
+@FORMAT_CHECKER.checks("regex")
+def _check_regex(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    if not instance:
+        return False
+    try:
+        re.compile(instance)
+    except re.error:
+        return False
+    return True
+
+
+def _number_from_str(instance):
+    try:
+        return int(instance)
+    except (ValueError, TypeError):
+        try:
+            return float(instance)
+        except (ValueError, TypeError):
+            return None
+
+
+_BASE = jsonschema.Draft202012Validator
+
+
+def _minimum(validator, minimum, instance, schema):
+    number = _number_from_str(instance)
+    if number is None:
+        return
+    yield from _BASE.VALIDATORS["minimum"](validator, minimum, number, schema)
+
+
+def _maximum(validator, maximum, instance, schema):
+    number = _number_from_str(instance)
+    if number is None:
+        return
+    yield from _BASE.VALIDATORS["maximum"](validator, maximum, number, schema)
+
+
+def _soft_additional_properties(validator, value, instance, schema):
+    # Legacy /v2: unknown properties are removed instead of refused (patternProperties still apply).
+    if not validator.is_type(instance, "object") or value is True:
+        return
+    properties = schema.get("properties", {})
+    patterns = "|".join(schema.get("patternProperties", {}))
+    extra = set()
+    for prop in instance:
+        if prop not in properties:
+            if patterns:
+                if not re.search(patterns, prop):
+                    extra.add(prop)
+            else:
+                extra.add(prop)
+    if not extra:
+        return
+    if patterns:
+        error = "Additional properties are not allowed (%s %s unexpected)"
+        verb = "was" if len(extra) == 1 else "were"
+        yield jsonschema.ValidationError(error % (", ".join(repr(e) for e in sorted(extra)), verb))
+    else:
+        for prop in extra:
+            del instance[prop]
+
+
+_STRICT = jsonschema.validators.extend(_BASE, {"minimum": _minimum, "maximum": _maximum})
+_RELAXED = jsonschema.validators.extend(
+    _BASE, {"minimum": _minimum, "maximum": _maximum, "additionalProperties": _soft_additional_properties}
+)
+
+_validators: dict[tuple[int, bool], jsonschema.protocols.Validator] = {}
+
+
+def _validator(schema: dict, relaxed: bool):
+    key = (id(schema), relaxed)
+    validator = _validators.get(key)
+    if validator is None:
+        cls = _RELAXED if relaxed else _STRICT
+        validator = cls(schema, format_checker=FORMAT_CHECKER)
+        _validators[key] = validator
+    return validator
+
+
+def _raise(ex: jsonschema.ValidationError, *, is_body: bool):
+    if isinstance(ex.cause, InvalidName):
+        detail = str(ex.cause)
+    elif len(ex.path) > 0:
+        if is_body:
+            detail = f"Invalid input for field/attribute {ex.path.pop()}. Value: {ex.instance}. {ex.message}"
+        else:
+            detail = (
+                f"Invalid input for query parameters {ex.path.popleft()}. Value: {ex.instance}. {ex.message}"
+            )
+    else:
+        detail = ex.message
+    raise faults.BadRequest(detail) from None
+
+
+def validate_body(schema: dict, body, *, legacy_v2: bool = False):
+    """Validate ``body``; returns it (on /v2, with unknown properties removed)."""
+    try:
+        _validator(schema, legacy_v2).validate(body)
+    except jsonschema.ValidationError as ex:
+        _raise(ex, is_body=True)
+    except TypeError as ex:
+        raise faults.BadRequest(str(ex)) from None
+    return body
+
+
+def validate_query(schema: dict, query: dict[str, list[str]]) -> None:
+    """Validate multi-valued query parameters; properties not in the schema are dropped when allowed."""
+    try:
+        _validator(schema, False).validate(query)
+    except jsonschema.ValidationError as ex:
+        _raise(ex, is_body=False)
+    if schema.get("additionalProperties", True) is not False:
+        allowed = schema.get("properties", {})
+        for key in [k for k in query if k not in allowed]:
+            del query[key]

@@ -1,0 +1,288 @@
+"""The flavor catalogue: queries and changes, each change recorded in the outbox.
+
+Functions take a SQLAlchemy Connection already inside a transaction (``db.api.transaction``)
+or a read snapshot (``db.api.reader``), so one API write is one transaction, outbox row included.
+Reads use Core selects: a 1,000-flavor list is a handful of queries, never one per flavor.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import uuid
+
+from sqlalchemy import Connection, and_, delete, exists, false, func, insert, or_, select, true, update
+from sqlalchemy.exc import IntegrityError
+
+from openkeel_compute.catalog import errors
+from openkeel_compute.db import models
+
+FLAVORS = models.Flavor.__table__
+EXTRA_SPECS = models.FlavorExtraSpec.__table__
+PROJECTS = models.FlavorProject.__table__
+OUTBOX = models.Outbox.__table__
+
+_NULLABLE_SORT_KEYS = {"description", "vcpu_weight", "updated_at"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who asks: visibility depends on the project and on being an administrator."""
+
+    project_id: str | None
+    is_admin: bool
+
+
+@dataclasses.dataclass
+class ListQuery:
+    is_public: bool | None = True
+    disabled: bool | None = None
+    min_memory_mb: int | None = None
+    min_root_gb: int | None = None
+    name_regex: str | None = None
+    sort_key: str = "flavorid"
+    sort_dir: str = "asc"
+    limit: int | None = None
+    marker: str | None = None
+
+
+def _visible_to(caller: Caller):
+    """Public flavors, or private ones whose access list holds the caller's project."""
+    shared = exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == caller.project_id)
+    return or_(FLAVORS.c.is_public == true(), shared)
+
+
+def get(conn: Connection, flavorid: str, caller: Caller | None = None) -> dict:
+    """One flavor by its API id; a private flavor the caller cannot see is "not found"."""
+    query = select(FLAVORS).where(FLAVORS.c.flavorid == flavorid)
+    if caller is not None and not caller.is_admin:
+        query = query.where(_visible_to(caller))
+    row = conn.execute(query).mappings().first()
+    if row is None:
+        raise errors.FlavorNotFound(flavorid)
+    return dict(row)
+
+
+def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[str, str]]:
+    """Extra specs of many flavors in one query: internal id → {key: value}."""
+    result: dict[int, dict[str, str]] = {i: {} for i in internal_ids}
+    if not internal_ids:
+        return result
+    query = select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value).order_by(EXTRA_SPECS.c.id)
+    if len(internal_ids) < 500:
+        query = query.where(EXTRA_SPECS.c.flavor_id.in_(internal_ids))
+    for flavor_id, key, value in conn.execute(query):
+        specs = result.get(flavor_id)
+        if specs is not None:
+            specs[key] = value
+    return result
+
+
+def projects_of(conn: Connection, internal_id: int) -> list[str]:
+    query = select(PROJECTS.c.project_id).where(PROJECTS.c.flavor_id == internal_id).order_by(PROJECTS.c.id)
+    return [row[0] for row in conn.execute(query)]
+
+
+def _sort_columns(sort_key: str):
+    return [FLAVORS.c[sort_key], FLAVORS.c.id]
+
+
+def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
+    """Nova's flavor list: filters, then (sort_key, id) ordering in sort_dir, then marker and limit."""
+    query = select(FLAVORS)
+    if q.min_memory_mb is not None:
+        query = query.where(FLAVORS.c.memory_mb >= q.min_memory_mb)
+    if q.min_root_gb is not None:
+        query = query.where(FLAVORS.c.root_gb >= q.min_root_gb)
+    if q.disabled is not None:
+        query = query.where(FLAVORS.c.disabled == (true() if q.disabled else false()))
+    if q.is_public is not None:
+        public = FLAVORS.c.is_public == (true() if q.is_public else false())
+        if q.is_public and caller.project_id is not None:
+            query = query.where(or_(public, _visible_to(caller)))
+        else:
+            query = query.where(public)
+    if q.name_regex is not None:
+        try:
+            re.compile(q.name_regex)
+        except re.error as exc:
+            raise errors.InvalidFilter(f"Invalid name filter [{q.name_regex}]: {exc}") from None
+        query = query.where(FLAVORS.c.name.regexp_match(q.name_regex))
+    columns = _sort_columns(q.sort_key)
+    descending = q.sort_dir == "desc"
+    if q.marker is not None:
+        marker = conn.execute(select(FLAVORS).where(FLAVORS.c.flavorid == q.marker)).mappings().first()
+        if marker is None:
+            raise errors.MarkerNotFound(q.marker)
+        query = query.where(_after_marker(columns, [marker[c.name] for c in columns], descending))
+    order = []
+    for column in columns:
+        if column.name in _NULLABLE_SORT_KEYS:
+            # NULLs first in ascending order on every engine (SQLite's and MariaDB's own rule).
+            nulls_last = column.is_not(None)
+            order.append(nulls_last.desc() if descending else nulls_last.asc())
+        order.append(column.desc() if descending else column.asc())
+    query = query.order_by(*order)
+    if q.limit is not None:
+        query = query.limit(q.limit)
+    return [dict(row) for row in conn.execute(query).mappings()]
+
+
+def _after_marker(columns, values, descending: bool):
+    """Rows strictly after the marker in (col1, col2, …) order, NULLs sorting first."""
+    criteria = []
+    for i, column in enumerate(columns):
+        equal_before = [
+            (columns[j].is_(None) if values[j] is None else columns[j] == values[j]) for j in range(i)
+        ]
+        value = values[i]
+        if value is None:
+            beyond = column.is_not(None) if not descending else false()
+        elif descending:
+            beyond = or_(column < value, column.is_(None)) if column.name in _NULLABLE_SORT_KEYS else column < value
+        else:
+            beyond = column > value
+        criteria.append(and_(*equal_before, beyond))
+    return or_(*criteria)
+
+
+def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:
+    conn.execute(
+        insert(OUTBOX).values(kind="flavor", object_id=flavorid, operation=operation, payload=payload,
+                              created_at=models.utcnow(), attempts=0)
+    )
+
+
+def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: int, ephemeral_gb: int = 0,
+           flavorid=None, swap: int = 0, rxtx_factor: float = 1.0, is_public: bool = True,
+           description: str | None = None) -> dict:
+    """Insert a flavor; the database's unique constraints decide duplicates, even under races."""
+    if not flavorid:
+        flavorid = str(uuid.uuid4())
+    values = {
+        "flavorid": str(flavorid),
+        "name": name.strip() if isinstance(name, str) else name,
+        "memory_mb": memory_mb,
+        "vcpus": vcpus,
+        "root_gb": root_gb,
+        "ephemeral_gb": ephemeral_gb,
+        "swap": swap,
+        "rxtx_factor": rxtx_factor,
+        "vcpu_weight": None,
+        "disabled": False,
+        "is_public": is_public,
+        "description": description,
+        "created_at": models.utcnow(),
+        "updated_at": None,
+    }
+    try:
+        with conn.begin_nested():
+            result = conn.execute(insert(FLAVORS).values(**values))
+    except IntegrityError as exc:
+        if "flavorid" in str(exc.orig):
+            raise errors.FlavorIdExists(values["flavorid"]) from None
+        raise errors.FlavorExists(values["name"]) from None
+    values["id"] = result.inserted_primary_key[0]
+    _outbox(conn, "upsert", values["flavorid"])
+    return values
+
+
+def update_description(conn: Connection, flavorid: str, description: str | None) -> dict:
+    result = conn.execute(
+        update(FLAVORS)
+        .where(FLAVORS.c.flavorid == flavorid)
+        .values(description=description, updated_at=models.utcnow())
+    )
+    if result.rowcount == 0:
+        raise errors.FlavorNotFound(flavorid)
+    _outbox(conn, "upsert", flavorid)
+    return get(conn, flavorid)
+
+
+def destroy(conn: Connection, flavorid: str) -> dict:
+    """Delete a flavor with its access rows and extra specs, in the caller's transaction."""
+    flavor = get(conn, flavorid)
+    flavor["extra_specs"] = extra_specs_of(conn, [flavor["id"]])[flavor["id"]]
+    flavor["projects"] = projects_of(conn, flavor["id"])
+    conn.execute(delete(PROJECTS).where(PROJECTS.c.flavor_id == flavor["id"]))
+    conn.execute(delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == flavor["id"]))
+    conn.execute(delete(FLAVORS).where(FLAVORS.c.id == flavor["id"]))
+    _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
+    return flavor
+
+
+def add_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
+    try:
+        with conn.begin_nested():
+            conn.execute(
+                insert(PROJECTS).values(flavor_id=flavor["id"], project_id=project_id, created_at=models.utcnow())
+            )
+    except IntegrityError:
+        if get_or_none(conn, flavor["flavorid"]) is None:
+            raise errors.FlavorNotFound(flavor["flavorid"]) from None
+        raise errors.FlavorAccessExists(flavor["id"], project_id) from None
+    _outbox(conn, "upsert", flavor["flavorid"])
+    return projects_of(conn, flavor["id"])
+
+
+def remove_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
+    result = conn.execute(
+        delete(PROJECTS).where(PROJECTS.c.flavor_id == flavor["id"], PROJECTS.c.project_id == project_id)
+    )
+    if result.rowcount == 0:
+        raise errors.FlavorAccessNotFound(flavor["id"], project_id)
+    _outbox(conn, "upsert", flavor["flavorid"])
+    return projects_of(conn, flavor["id"])
+
+
+def get_or_none(conn: Connection, flavorid: str) -> dict | None:
+    row = conn.execute(select(FLAVORS).where(FLAVORS.c.flavorid == flavorid)).mappings().first()
+    return dict(row) if row else None
+
+
+def _upsert_statement(conn: Connection, rows: list[dict]):
+    dialect = conn.dialect.name
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+    elif dialect == "sqlite":
+        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+    elif dialect in ("mysql", "mariadb"):
+        from sqlalchemy.dialects.mysql import insert as mysql_insert
+
+        stmt = mysql_insert(EXTRA_SPECS).values(rows)
+        return stmt.on_duplicate_key_update(value=stmt.inserted.value, updated_at=stmt.inserted.created_at)
+    else:  # pragma: no cover - only the three supported engines
+        raise RuntimeError(f"unsupported database {dialect}")
+    stmt = dialect_insert(EXTRA_SPECS).values(rows)
+    return stmt.on_conflict_do_update(
+        index_elements=[EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key],
+        set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.created_at},
+    )
+
+
+def set_extra_specs(conn: Connection, flavor: dict, specs: dict[str, str]) -> None:
+    """Create or update keys in one statement: concurrent writers of one key never collide."""
+    if not specs:
+        return
+    now = models.utcnow()
+    rows = [{"flavor_id": flavor["id"], "key": k, "value": v, "created_at": now} for k, v in specs.items()]
+    try:
+        with conn.begin_nested():
+            conn.execute(_upsert_statement(conn, rows))
+    except IntegrityError:
+        # The flavor went away between our read and this write.
+        raise errors.FlavorNotFound(flavor["flavorid"]) from None
+    _outbox(conn, "upsert", flavor["flavorid"])
+
+
+def delete_extra_spec(conn: Connection, flavor: dict, key: str) -> None:
+    result = conn.execute(
+        delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == flavor["id"], EXTRA_SPECS.c.key == key)
+    )
+    if result.rowcount == 0:
+        raise errors.ExtraSpecNotFound(flavor["flavorid"], key)
+    _outbox(conn, "upsert", flavor["flavorid"])
+
+
+def count(conn: Connection) -> int:
+    return conn.execute(select(func.count()).select_from(FLAVORS)).scalar_one()

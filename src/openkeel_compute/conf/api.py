@@ -1,0 +1,52 @@
+"""[api] and [oslo_middleware] options."""
+
+from oslo_config import cfg
+
+api_group = cfg.OptGroup("api", title="API options")
+
+API_OPTS = [
+    cfg.StrOpt(
+        "auth_strategy",
+        default="keystone",
+        choices=[
+            ("keystone", "Authenticate with keystonemiddleware's auth_token ([keystone_authtoken])."),
+            (
+                "noauth2",
+                "Development only: 'X-Auth-Token: user:project' is trusted as is; user 'admin' is admin.",
+            ),
+        ],
+        help="How requests are authenticated. scripts/serve uses noauth2 on its embedded defaults.",
+    ),
+    cfg.IntOpt(
+        "max_limit",
+        default=1000,
+        min=0,
+        help="The largest number of items a collection returns in one response.",
+    ),
+    cfg.StrOpt(
+        "compute_link_prefix",
+        help="Replace the scheme, host and port of the links the API returns (behind a proxy).",
+    ),
+]
+
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(api_group)
+    conf.register_opts(API_OPTS, group=api_group)
+    # oslo.middleware owns [oslo_middleware] (max_request_body_size = 114688, as Nova has it)
+    # and [healthcheck]; registering its own option objects keeps one definition of each.
+    for group, opts in _middleware_opts():
+        conf.register_opts(opts, group=group)
+
+
+def _middleware_opts():
+    from oslo_middleware import opts as middleware_opts
+
+    return middleware_opts.list_opts_sizelimit() + middleware_opts.list_opts_http_proxy_to_wsgi() + (
+        middleware_opts.list_opts_healthcheck()
+    )
+
+
+def list_opts():
+    return [(api_group.name, API_OPTS)] + [(group, list(opts)) for group, opts in _middleware_opts()]

@@ -1,0 +1,32 @@
+"""[wsgi] options: how `openkeel-compute serve` listens."""
+
+from oslo_config import cfg
+
+wsgi_group = cfg.OptGroup("wsgi", title="WSGI server options")
+
+WSGI_OPTS = [
+    cfg.HostAddressOpt("host", default="127.0.0.1", help="Address the API listens on."),
+    cfg.PortOpt("port", default=8774, help="Port the API listens on (Nova's)."),
+    cfg.IntOpt("workers", default=1, min=1, help="API worker processes."),
+    cfg.IntOpt(
+        "threads",
+        default=8,
+        min=1,
+        help="Request threads per worker; keep it near [database] max_pool_size.",
+    ),
+    cfg.StrOpt(
+        "server",
+        default="granian",
+        choices=[("granian", "granian's WSGI interface"), ("gunicorn", "gunicorn with gthread workers")],
+        help="The WSGI server that runs the API.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_group(wsgi_group)
+    conf.register_opts(WSGI_OPTS, group=wsgi_group)
+
+
+def list_opts():
+    return [(wsgi_group.name, WSGI_OPTS)]

@@ -1,0 +1,117 @@
+"""Engines, sessions and transactions.
+
+One engine per process and URL. SQLite gets foreign keys, WAL and a busy timeout so that several
+threads (and the controller process) can share the file; server databases get a pool sized by
+[database] options. ``transaction()`` is the only way the catalogue writes: one transaction per
+API write, committed or rolled back as a whole.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import Connection
+from sqlalchemy.pool import StaticPool
+
+_ENGINES: dict[str, Engine] = {}
+_LOCK = threading.Lock()
+
+
+def connection_url(conf) -> str:
+    """[database] connection, or the embedded default: a SQLite file under [DEFAULT] state_path."""
+    url = conf.database.connection
+    if url:
+        return url
+    os.makedirs(conf.state_path, exist_ok=True)
+    return "sqlite:///" + os.path.join(conf.state_path, "openkeel.sqlite")
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection, _record):
+        # Let SQLAlchemy, not pysqlite, decide when transactions begin (BEGIN IMMEDIATE below).
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        if engine.url.database not in (None, "", ":memory:"):
+            cursor.execute("PRAGMA journal_mode=WAL")
+            cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        # Writers take the write lock at BEGIN, so two writers never deadlock upgrading a read
+        # lock; readers begin deferred and, under WAL, never block a writer.
+        if conn.get_execution_options().get("openkeel_readonly"):
+            conn.exec_driver_sql("BEGIN")
+        else:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20, pool_timeout: int = 30,
+                echo: bool = False) -> Engine:
+    if url.startswith("sqlite"):
+        kwargs: dict = {"connect_args": {"check_same_thread": False, "timeout": 30}}
+        if url in ("sqlite://", "sqlite:///:memory:"):
+            kwargs["poolclass"] = StaticPool
+        engine = create_engine(url, echo=echo, **kwargs)
+        _configure_sqlite(engine)
+        return engine
+    return create_engine(
+        url,
+        echo=echo,
+        pool_size=pool_size,
+        max_overflow=max_overflow,
+        pool_timeout=pool_timeout,
+        pool_pre_ping=True,
+        pool_recycle=3600,
+    )
+
+
+def get_engine(conf) -> Engine:
+    """The process-wide engine for ``conf``'s database."""
+    url = connection_url(conf)
+    engine = _ENGINES.get(url)
+    if engine is None:
+        with _LOCK:
+            engine = _ENGINES.get(url)
+            if engine is None:
+                engine = make_engine(
+                    url,
+                    pool_size=conf.database.max_pool_size,
+                    max_overflow=conf.database.max_overflow,
+                    pool_timeout=conf.database.pool_timeout,
+                    echo=conf.database.connection_debug,
+                )
+                _ENGINES[url] = engine
+    return engine
+
+
+def dispose_all() -> None:
+    with _LOCK:
+        for engine in _ENGINES.values():
+            engine.dispose()
+        _ENGINES.clear()
+
+
+@contextlib.contextmanager
+def transaction(engine: Engine) -> Iterator[Connection]:
+    """A connection inside one transaction: committed on success, rolled back on any error."""
+    with engine.begin() as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def reader(engine: Engine) -> Iterator[Connection]:
+    """A connection for reads: one consistent snapshot, never holding a write lock."""
+    with engine.connect() as conn:
+        conn.execution_options(openkeel_readonly=True)
+        try:
+            yield conn
+        finally:
+            conn.rollback()

@@ -1,0 +1,88 @@
+"""Policy through oslo.policy: Nova's rule names and defaults registered in code.
+
+One Enforcer per process. ``authorize()`` raises ``PolicyNotAuthorized`` for a denied rule and
+``PolicyNotRegistered`` for a typo, so a misspelt rule fails loudly instead of allowing.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+from oslo_config import cfg
+from oslo_policy import opts as policy_opts
+from oslo_policy import policy
+
+from openkeel_compute.policies import base, flavors
+
+_ENFORCER: policy.Enforcer | None = None
+_ENFORCER_CONF: cfg.ConfigOpts | None = None
+
+
+def list_rules():
+    """Every default rule (the ``oslo.policy.policies`` entry point)."""
+    return list(itertools.chain(base.list_rules(), flavors.list_rules()))
+
+
+# oslo.policy 6 removed [oslo_policy] enforce_scope: scope is always enforced. Deployments and
+# tools still write the option, so it stays accepted; turning it off is refused at start-up
+# rather than silently ignored.
+ENFORCE_SCOPE_OPT = cfg.BoolOpt(
+    "enforce_scope",
+    default=True,
+    help="Kept for configuration compatibility: oslo.policy 6 always checks the token scope "
+    "against each rule's scope_types, so this must stay true.",
+)
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    # oslo.policy owns [oslo_policy]; Nova's defaults: enforce_new_defaults on, policy.yaml.
+    policy_opts.set_defaults(conf, policy_file="policy.yaml", enforce_new_defaults=True)
+    conf.register_opt(ENFORCE_SCOPE_OPT, group="oslo_policy")
+
+
+def list_opts():
+    opts = policy_opts.list_opts()
+    return [(group, list(group_opts) + ([ENFORCE_SCOPE_OPT] if group == "oslo_policy" else []))
+            for group, group_opts in opts]
+
+
+def get_enforcer() -> policy.Enforcer:
+    """The ``oslo.policy.enforcer`` entry point (oslopolicy-policy-generator and friends)."""
+    from openkeel_compute.conf import build_conf
+
+    conf = build_conf([])
+    return init(conf)
+
+
+def init(conf: cfg.ConfigOpts) -> policy.Enforcer:
+    """Create (or return) the process Enforcer for ``conf``, with every default registered."""
+    global _ENFORCER, _ENFORCER_CONF
+    if not conf.oslo_policy.enforce_scope:
+        raise ValueError("[oslo_policy] enforce_scope = false is not supported: oslo.policy 6 always "
+                         "enforces scope")
+    if _ENFORCER is None or _ENFORCER_CONF is not conf:
+        enforcer = policy.Enforcer(conf)
+        enforcer.register_defaults(list_rules())
+        enforcer.load_rules()
+        _ENFORCER, _ENFORCER_CONF = enforcer, conf
+    return _ENFORCER
+
+
+def reset() -> None:
+    global _ENFORCER, _ENFORCER_CONF
+    _ENFORCER = _ENFORCER_CONF = None
+
+
+def authorize(context, rule: str, target: dict | None = None, *, fatal: bool = True) -> bool:
+    """Check ``rule`` for ``context``; Nova's default target is the caller's own project and user."""
+    enforcer = _ENFORCER
+    if enforcer is None:
+        raise RuntimeError("policies.init(conf) was not called")
+    if target is None:
+        target = {"project_id": context.project_id, "user_id": context.user_id}
+    try:
+        return enforcer.authorize(rule, target, context, do_raise=True)
+    except policy.PolicyNotAuthorized:
+        if fatal:
+            raise
+        return False
