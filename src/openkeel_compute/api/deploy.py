@@ -100,6 +100,7 @@ class URLMap:
     def __call__(self, environ, start_response):
         environ["openkeel.services"] = self.services
         path = environ.get("PATH_INFO", "") or "/"
+        environ["openkeel.original_path"] = environ.get("SCRIPT_NAME", "") + path
         for prefix in ("/v2.1", "/v2"):
             if path == prefix or path == prefix + "/":
                 self._mount(environ, prefix, "/")

@@ -123,7 +123,9 @@ class Request:
     @property
     def url(self) -> str:
         qs = self.environ.get("QUERY_STRING")
-        path = self.environ.get("SCRIPT_NAME", "") + self.environ.get("PATH_INFO", "")
+        path = self.environ.get("openkeel.original_path")
+        if path is None:
+            path = self.environ.get("SCRIPT_NAME", "") + self.environ.get("PATH_INFO", "")
         return self.host_url + path + ("?" + qs if qs else "")
 
 
@@ -232,7 +234,7 @@ class Endpoint:
                 except ValueError:
                     raise faults.BadRequest("Malformed request body") from None
         ctx = env_context = freq.env.get("openkeel.context")
-        url_project = params.pop("project_id", None)
+        url_project = freq.env.get("openkeel.url_project_id")
         if url_project is not None and env_context is not None and url_project != env_context.project_id:
             raise faults.BadRequest(
                 f"Malformed request URL: URL's project_id '{url_project}' doesn't match "

@@ -146,6 +146,11 @@ def _after_marker(columns, values, descending: bool):
     return or_(*criteria)
 
 
+def generate_flavor_id() -> str:
+    """The id of a flavor created without one (Nova: a random UUID4)."""
+    return str(uuid.uuid4())
+
+
 def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:
     conn.execute(
         insert(OUTBOX).values(kind="flavor", object_id=flavorid, operation=operation, payload=payload,
@@ -158,7 +163,7 @@ def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: 
            description: str | None = None) -> dict:
     """Insert a flavor; the database's unique constraints decide duplicates, even under races."""
     if not flavorid:
-        flavorid = str(uuid.uuid4())
+        flavorid = generate_flavor_id()
     values = {
         "flavorid": str(flavorid),
         "name": name.strip() if isinstance(name, str) else name,

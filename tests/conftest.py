@@ -1,0 +1,68 @@
+"""Fixtures shared by the API and database tests: a configured app on a throwaway database."""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from openkeel_compute import policies
+from openkeel_compute.api.deploy import deploy
+from openkeel_compute.conf import build_conf
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration
+
+POSTGRES_URL = os.environ.get("OPENKEEL_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+MARIADB_URL = os.environ.get("OPENKEEL_TEST_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/mysql")
+
+
+def make_conf(tmp_path, **overrides):
+    """A ConfigOpts for tests: state under tmp_path, noauth2 unless told otherwise."""
+    lines = ["[DEFAULT]", f"state_path = {tmp_path}", "[api]",
+             f"auth_strategy = {overrides.pop('auth_strategy', 'noauth2')}"]
+    for section, values in overrides.items():
+        lines.append(f"[{section}]")
+        lines.extend(f"{k} = {v}" for k, v in values.items())
+    path = tmp_path / f"test-{uuid.uuid4().hex[:8]}.conf"
+    path.write_text("\n".join(lines) + "\n")
+    return build_conf(["--config-file", str(path)])
+
+
+@pytest.fixture
+def conf(tmp_path):
+    policies.reset()
+    conf = make_conf(tmp_path)
+    yield conf
+    policies.reset()
+
+
+@pytest.fixture
+def app(conf):
+    migration.sync(db_api.get_engine(conf))
+    application = deploy(conf)
+    yield application
+    db_api.dispose_all()
+
+
+@pytest.fixture
+def client(app):
+    from tests.wsgi_client import Client
+
+    return Client(app)
+
+
+def admin(version: str | None = None, **extra) -> dict:
+    headers = {"X-Auth-Token": "admin:admin"}
+    if version:
+        headers["OpenStack-API-Version"] = f"compute {version}"
+    headers.update(extra)
+    return headers
+
+
+def user(project: str = "demo-project", name: str = "demo", version: str | None = None, **extra) -> dict:
+    headers = {"X-Auth-Token": f"{name}:{project}"}
+    if version:
+        headers["OpenStack-API-Version"] = f"compute {version}"
+    headers.update(extra)
+    return headers
