@@ -22,6 +22,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
 )
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
@@ -36,6 +37,16 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
 
+# MariaDB/MySQL: utf8mb4 with a binary collation, so ids, names and keys compare exactly as on
+# SQLite and PostgreSQL ("m1.Small" and "m1.small" are two flavors on every engine).
+MYSQL_TABLE_ARGS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+
+
+def ExactString(length: int):  # noqa: N802 - reads like a column type
+    """A string compared and sorted by code point on every engine (PostgreSQL: collation "C")."""
+    return String(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 
@@ -45,11 +56,12 @@ class Flavor(Base):
     __table_args__ = (
         UniqueConstraint("flavorid"),
         UniqueConstraint("name"),
+        MYSQL_TABLE_ARGS,
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    flavorid: Mapped[str] = mapped_column(String(255), nullable=False)
-    name: Mapped[str] = mapped_column(String(255), nullable=False)
+    flavorid: Mapped[str] = mapped_column(ExactString(255), nullable=False)
+    name: Mapped[str] = mapped_column(ExactString(255), nullable=False)
     memory_mb: Mapped[int] = mapped_column(Integer, nullable=False)
     vcpus: Mapped[int] = mapped_column(Integer, nullable=False)
     root_gb: Mapped[int] = mapped_column(Integer, nullable=False)
@@ -69,11 +81,12 @@ class FlavorExtraSpec(Base):
     __table_args__ = (
         UniqueConstraint("flavor_id", "key"),
         Index("flavor_extra_specs_flavor_id_key_idx", "flavor_id", "key"),
+        MYSQL_TABLE_ARGS,
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     flavor_id: Mapped[int] = mapped_column(ForeignKey("flavors.id", ondelete="CASCADE"), nullable=False)
-    key: Mapped[str] = mapped_column(String(255), nullable=False)
+    key: Mapped[str] = mapped_column(ExactString(255), nullable=False)
     value: Mapped[str | None] = mapped_column(String(255), nullable=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     updated_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
@@ -81,11 +94,11 @@ class FlavorExtraSpec(Base):
 
 class FlavorProject(Base):
     __tablename__ = "flavor_projects"
-    __table_args__ = (UniqueConstraint("flavor_id", "project_id"),)
+    __table_args__ = (UniqueConstraint("flavor_id", "project_id"), MYSQL_TABLE_ARGS)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     flavor_id: Mapped[int] = mapped_column(ForeignKey("flavors.id", ondelete="CASCADE"), nullable=False)
-    project_id: Mapped[str] = mapped_column(String(255), nullable=False)
+    project_id: Mapped[str] = mapped_column(ExactString(255), nullable=False)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, nullable=False, default=utcnow)
     updated_at: Mapped[dt.datetime | None] = mapped_column(DateTime, nullable=True)
 
@@ -98,7 +111,7 @@ class Outbox(Base):
     """
 
     __tablename__ = "outbox"
-    __table_args__ = (Index("outbox_pending_idx", "done_at", "id"),)
+    __table_args__ = (Index("outbox_pending_idx", "done_at", "id"), MYSQL_TABLE_ARGS)
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, nullable=False, default=utcnow)

@@ -8,6 +8,16 @@ Create Date: 2026-11-29
 from alembic import op
 import sqlalchemy as sa
 
+from sqlalchemy.dialects import postgresql
+
+
+def exact(length):
+    # Compared and sorted by code point everywhere: collation "C" on PostgreSQL, utf8mb4_bin on MariaDB.
+    return sa.String(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
+
+
+MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+
 
 revision = '0001'
 down_revision = None
@@ -18,8 +28,8 @@ depends_on = None
 def upgrade() -> None:
     op.create_table('flavors',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
-    sa.Column('flavorid', sa.String(length=255), nullable=False),
-    sa.Column('name', sa.String(length=255), nullable=False),
+    sa.Column('flavorid', exact(255), nullable=False),
+    sa.Column('name', exact(255), nullable=False),
     sa.Column('memory_mb', sa.Integer(), nullable=False),
     sa.Column('vcpus', sa.Integer(), nullable=False),
     sa.Column('root_gb', sa.Integer(), nullable=False),
@@ -34,7 +44,8 @@ def upgrade() -> None:
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_flavors')),
     sa.UniqueConstraint('flavorid', name=op.f('uniq_flavors0flavorid')),
-    sa.UniqueConstraint('name', name=op.f('uniq_flavors0name'))
+    sa.UniqueConstraint('name', name=op.f('uniq_flavors0name')),
+    **MYSQL,
     )
     op.create_table('outbox',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
@@ -46,7 +57,8 @@ def upgrade() -> None:
     sa.Column('attempts', sa.Integer(), nullable=False),
     sa.Column('last_error', sa.Text(), nullable=True),
     sa.Column('done_at', sa.DateTime(), nullable=True),
-    sa.PrimaryKeyConstraint('id', name=op.f('pk_outbox'))
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_outbox')),
+    **MYSQL,
     )
     with op.batch_alter_table('outbox', schema=None) as batch_op:
         batch_op.create_index('outbox_pending_idx', ['done_at', 'id'], unique=False)
@@ -54,13 +66,14 @@ def upgrade() -> None:
     op.create_table('flavor_extra_specs',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('flavor_id', sa.Integer(), nullable=False),
-    sa.Column('key', sa.String(length=255), nullable=False),
+    sa.Column('key', exact(255), nullable=False),
     sa.Column('value', sa.String(length=255), nullable=True),
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.ForeignKeyConstraint(['flavor_id'], ['flavors.id'], name=op.f('fk_flavor_extra_specs_flavor_id_flavors'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_flavor_extra_specs')),
-    sa.UniqueConstraint('flavor_id', 'key', name=op.f('uniq_flavor_extra_specs0flavor_id_key'))
+    sa.UniqueConstraint('flavor_id', 'key', name=op.f('uniq_flavor_extra_specs0flavor_id_key')),
+    **MYSQL,
     )
     with op.batch_alter_table('flavor_extra_specs', schema=None) as batch_op:
         batch_op.create_index('flavor_extra_specs_flavor_id_key_idx', ['flavor_id', 'key'], unique=False)
@@ -68,12 +81,13 @@ def upgrade() -> None:
     op.create_table('flavor_projects',
     sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
     sa.Column('flavor_id', sa.Integer(), nullable=False),
-    sa.Column('project_id', sa.String(length=255), nullable=False),
+    sa.Column('project_id', exact(255), nullable=False),
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.ForeignKeyConstraint(['flavor_id'], ['flavors.id'], name=op.f('fk_flavor_projects_flavor_id_flavors'), ondelete='CASCADE'),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_flavor_projects')),
-    sa.UniqueConstraint('flavor_id', 'project_id', name=op.f('uniq_flavor_projects0flavor_id_project_id'))
+    sa.UniqueConstraint('flavor_id', 'project_id', name=op.f('uniq_flavor_projects0flavor_id_project_id')),
+    **MYSQL,
     )
 
 

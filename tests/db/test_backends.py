@@ -1,0 +1,148 @@
+"""The schema and the catalogue behave the same on SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+
+import pytest
+import sqlalchemy as sa
+
+from openkeel_compute import policies
+from openkeel_compute.api.deploy import deploy
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration, models
+from tests.conftest import make_conf
+from tests.databases import ENGINES, throwaway_database
+from tests.wsgi_client import Client
+
+ADMIN = {"X-Auth-Token": "admin:admin"}
+
+
+@pytest.fixture(params=ENGINES)
+def database_url(request, tmp_path):
+    with throwaway_database(request.param, tmp_path) as url:
+        yield url
+
+
+@pytest.fixture
+def backend_client(database_url, tmp_path):
+    policies.reset()
+    conf = make_conf(tmp_path, database={"connection": database_url})
+    migration.sync(db_api.get_engine(conf))
+    client = Client(deploy(conf))
+    client.database_url = database_url
+    yield client
+    policies.reset()
+    db_api.dispose_all()
+
+
+def test_migrations_upgrade_downgrade_and_upgrade_again(database_url):
+    engine = db_api.make_engine(database_url)
+    try:
+        migration.sync(engine)
+        assert migration.current(engine) == migration.head()
+        tables = set(sa.inspect(engine).get_table_names())
+        assert {"flavors", "flavor_extra_specs", "flavor_projects", "outbox"} <= tables
+        migration.downgrade(engine, "base")
+        assert migration.current(engine) is None
+        assert "flavors" not in set(sa.inspect(engine).get_table_names())
+        migration.sync(engine)
+        assert migration.current(engine) == migration.head()
+    finally:
+        engine.dispose()
+
+
+def test_migrated_schema_matches_the_models(database_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    engine = db_api.make_engine(database_url)
+    try:
+        migration.sync(engine)
+        with engine.connect() as conn:
+            diff = compare_metadata(MigrationContext.configure(conn), models.Base.metadata)
+        assert diff == [], f"models and migrations disagree: {diff}"
+    finally:
+        engine.dispose()
+
+
+def _create(client, name, flavor_id=None, version=None):
+    headers = dict(ADMIN)
+    if version:
+        headers["OpenStack-API-Version"] = f"compute {version}"
+    body = {"flavor": {"name": name, "ram": 512, "vcpus": 1, "disk": 1}}
+    if flavor_id:
+        body["flavor"]["id"] = flavor_id
+    return client.post("/v2.1/flavors", headers=headers, json_body=body)
+
+
+def test_flavor_lifecycle_on_every_engine(backend_client):
+    c = backend_client
+    v = {"OpenStack-API-Version": "compute 2.86"}
+    assert _create(c, "small", "f-small").status_code == 200
+    assert _create(c, "Small", "F-SMALL").status_code == 200, "ids and names compare exactly everywhere"
+    created = c.post("/v2.1/flavors", headers=dict(ADMIN, **v), json_body={
+        "flavor": {"name": "private", "ram": 1024, "vcpus": 2, "disk": 10, "id": "f-priv",
+                   "os-flavor-access:is_public": False}})
+    assert created.status_code == 200, created.text
+    specs = c.post("/v2.1/flavors/f-priv/os-extra_specs", headers=dict(ADMIN, **v),
+                   json_body={"extra_specs": {"hw:cpu_policy": "dedicated", "hw:numa_nodes": 1}})
+    assert specs.status_code == 200, specs.text
+    assert specs.json == {"extra_specs": {"hw:cpu_policy": "dedicated", "hw:numa_nodes": 1}}
+    again = c.post("/v2.1/flavors/f-priv/os-extra_specs", headers=dict(ADMIN, **v),
+                   json_body={"extra_specs": {"hw:cpu_policy": "shared"}})
+    assert again.status_code == 200
+    listed = c.get("/v2.1/flavors/f-priv/os-extra_specs", headers=ADMIN).json
+    assert listed == {"extra_specs": {"hw:cpu_policy": "shared", "hw:numa_nodes": "1"}}
+    add = c.post("/v2.1/flavors/f-priv/action", headers=ADMIN, json_body={"addTenantAccess": {"tenant": "p1"}})
+    assert add.json == {"flavor_access": [{"flavor_id": "f-priv", "tenant_id": "p1"}]}
+    dup = c.post("/v2.1/flavors/f-priv/action", headers=ADMIN, json_body={"addTenantAccess": {"tenant": "p1"}})
+    assert dup.status_code == 409
+    seen = c.get("/v2.1/flavors", headers={"X-Auth-Token": "u:p1"}).json
+    assert [f["id"] for f in seen["flavors"]] == sorted(["f-small", "F-SMALL", "f-priv"])
+    filtered = c.get("/v2.1/flavors?name=^sm", headers=dict(ADMIN, **{"OpenStack-API-Version": "compute 2.102"}))
+    assert [f["name"] for f in filtered.json["flavors"]] == ["small"]
+    page = c.get("/v2.1/flavors?limit=1&marker=F-SMALL", headers=ADMIN).json
+    assert [f["id"] for f in page["flavors"]] == ["f-small"], "admins list public flavors by default"
+    assert c.delete("/v2.1/flavors/f-priv", headers=ADMIN).status_code == 202
+    engine = sa.create_engine(c.database_url)
+    try:
+        with engine.connect() as conn:
+            assert conn.execute(sa.text("select count(*) from flavor_projects")).scalar() == 0
+            assert conn.execute(sa.text("select count(*) from flavor_extra_specs")).scalar() == 0
+            ops = [tuple(r) for r in conn.execute(sa.text("select object_id, operation from outbox order by id"))]
+    finally:
+        engine.dispose()
+    assert ops == [("f-small", "upsert"), ("F-SMALL", "upsert"), ("f-priv", "upsert"), ("f-priv", "upsert"),
+                   ("f-priv", "upsert"), ("f-priv", "upsert"), ("f-priv", "delete")]
+
+
+def test_fifty_concurrent_creates_of_one_name_give_one_200(backend_client):
+    c = backend_client
+
+    def attempt(i):
+        return _create(c, "contended", f"id-{i}").status_code
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
+        statuses = list(pool.map(attempt, range(50)))
+    assert statuses.count(200) == 1, statuses
+    assert statuses.count(409) == 49, statuses
+    listed = c.get("/v2.1/flavors", headers=ADMIN).json["flavors"]
+    assert [f["name"] for f in listed] == ["contended"]
+
+
+def test_concurrent_upserts_of_one_extra_spec_key_all_succeed(backend_client):
+    c = backend_client
+    assert _create(c, "racy", "racy").status_code == 200
+
+    def attempt(i):
+        return c.post("/v2.1/flavors/racy/os-extra_specs", headers=ADMIN,
+                      json_body={"extra_specs": {"k": f"v{i}", f"k{i}": "x"}}).status_code
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=10) as pool:
+        statuses = list(pool.map(attempt, range(30)))
+    assert statuses == [200] * 30
+    specs = c.get("/v2.1/flavors/racy/os-extra_specs", headers=ADMIN).json["extra_specs"]
+    assert len(specs) == 31 and specs["k"].startswith("v")
+    assert json.dumps(specs)
