@@ -189,6 +189,8 @@ class Endpoint:
             setattr(self, "on_" + method.lower(), self._responder)
 
     def _responder(self, freq: falcon.Request, resp: falcon.Response, **params) -> None:
+        if "" in params.values():  # /flavors/ is not /flavors/{id}: Nova's routes need a value
+            raise falcon.HTTPRouteNotFound()
         env = freq.env
         if env.get("openkeel.legacy_v2"):
             version = microversion.LEGACY_V2
