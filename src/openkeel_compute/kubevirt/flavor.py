@@ -6,10 +6,9 @@ naming the field or extra-spec key instead of producing a half-translated object
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 IS_PUBLIC = "os-flavor-access:is_public"
 EPHEMERAL = "OS-FLV-EXT-DATA:ephemeral"
@@ -29,8 +28,7 @@ class InvalidFlavor(ValueError):
         self.field = field
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Flavor:
+class Flavor(NamedTuple):
     """A checked flavor. ``swap`` keeps the API form ('' for none) so the round trip is exact."""
 
     id: str
@@ -74,6 +72,8 @@ class Flavor:
 
 def _int(body: Mapping[str, Any], field: str, minimum: int, default: int | None = None) -> int:
     value = body.get(field, default)
+    if type(value) is int and value >= minimum:
+        return value  # the common case, checked first: this runs for every flavor of a catalogue
     if value is None:
         raise InvalidFlavor(field, "is required")
     if isinstance(value, bool) or not isinstance(value, int):
@@ -92,6 +92,8 @@ def _bool(body: Mapping[str, Any], field: str, default: bool) -> bool:
 
 def _text(body: Mapping[str, Any], field: str, *, required: bool, max_length: int = 255) -> str | None:
     value = body.get(field)
+    if type(value) is str and 0 < len(value) <= max_length and (not required or not value.isspace()):
+        return value
     if value is None:
         if required:
             raise InvalidFlavor(field, "is required")
@@ -107,9 +109,9 @@ def _text(body: Mapping[str, Any], field: str, *, required: bool, max_length: in
 
 def parse_flavor(body: Mapping[str, Any]) -> Flavor:
     """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit."""
-    if not isinstance(body, Mapping):
+    if not isinstance(body, dict):
         raise InvalidFlavor("flavor", f"expected an object, got {type(body).__name__}")
-    unknown = [key for key in body if key not in _KNOWN_FIELDS]
+    unknown = body.keys() - _KNOWN_FIELDS
     if unknown:
         raise InvalidFlavor(min(unknown), "is not a field of a flavor")
     flavor_id = _text(body, "id", required=True)
@@ -120,24 +122,29 @@ def parse_flavor(body: Mapping[str, Any]) -> Flavor:
     if swap != "":
         swap = _int(body, "swap", 0)
     rxtx = body.get("rxtx_factor", 1.0)
-    if isinstance(rxtx, bool) or not isinstance(rxtx, int | float) or not math.isfinite(rxtx) or rxtx <= 0:
+    if not (type(rxtx) is float or type(rxtx) is int) or not math.isfinite(rxtx) or rxtx <= 0:
         raise InvalidFlavor("rxtx_factor", f"{rxtx!r} is not a positive number")
     specs = body.get("extra_specs", {})
-    if not isinstance(specs, Mapping):
+    if not isinstance(specs, dict):
         raise InvalidFlavor("extra_specs", f"expected an object, got {type(specs).__name__}")
     for key, value in specs.items():
+        if type(key) is str and type(value) is str and 0 < len(key) <= 255 and len(value) <= 255:
+            continue
         if not isinstance(key, str) or not key or len(key) > 255:
             raise InvalidFlavor(f"extra_specs[{key!r}]", "a key must be a string of 1-255 characters")
         if not isinstance(value, str) or len(value) > 255:
             raise InvalidFlavor(key, f"value {value!r} is not a string of at most 255 characters")
     is_public = _bool(body, IS_PUBLIC, True)
-    access_raw = body.get("access", [])
-    if not isinstance(access_raw, list) or not all(isinstance(p, str) and p for p in access_raw):
+    access_raw = body.get("access", ())
+    if access_raw:
+        if not isinstance(access_raw, list) or not all(isinstance(p, str) and p for p in access_raw):
+            raise InvalidFlavor("access", "expected a list of project ids")
+        if is_public:
+            raise InvalidFlavor("access", "a public flavor has no access list")
+        if len(set(access_raw)) != len(access_raw):
+            raise InvalidFlavor("access", "lists a project twice")
+    elif access_raw != () and access_raw != []:
         raise InvalidFlavor("access", "expected a list of project ids")
-    if is_public and access_raw:
-        raise InvalidFlavor("access", "a public flavor has no access list")
-    if len(set(access_raw)) != len(access_raw):
-        raise InvalidFlavor("access", "lists a project twice")
     return Flavor(
         id=flavor_id,
         name=name,

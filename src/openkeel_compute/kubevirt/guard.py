@@ -38,6 +38,9 @@ def instancetype_conflicts(vm: Mapping[str, Any], instancetype_spec: Mapping[str
     """Paths of VM fields that KubeVirt refuses beside this instancetype (empty when none)."""
     tmpl = _get(vm, "spec", "template", "spec") or {}
     domain = tmpl.get("domain") or {}
+    if (domain.keys() <= {"devices"} and tmpl.keys().isdisjoint(("nodeSelector", "schedulerName"))
+            and not instancetype_spec.keys() & {"gpus", "hostDevices", "annotations"}):
+        return []  # nothing that could conflict: the usual OpenKeel fragment
     cpu = domain.get("cpu") or {}
     memory = domain.get("memory") or {}
     resources = domain.get("resources") or {}
@@ -116,6 +119,10 @@ def cluster_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapp
     cpu = instancetype_spec.get("cpu") or {}
     memory = instancetype_spec.get("memory") or {}
     guest = cpu.get("guest")
+    if (len(cpu) == 1 and len(memory) == 1 and type(guest) is int and guest >= 1
+            and "launchSecurity" not in instancetype_spec
+            and preference_spec.keys().isdisjoint(("cpu", "requirements", "preferredLaunchSecurity"))):
+        return found  # a plain size: nothing KubeVirt validates beyond the schema
     if not isinstance(guest, int) or isinstance(guest, bool) or guest < 1:
         found.append("spec.cpu.guest must be a whole number >= 1")
         guest = 1

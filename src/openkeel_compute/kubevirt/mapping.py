@@ -9,11 +9,10 @@ cluster would refuse (``guard.py`` re-checks it).
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from openkeel_compute.kubevirt.flavor import Flavor, InvalidFlavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
@@ -59,6 +58,7 @@ SWAP_USER_DATA = (
 )
 
 _BASE_RULES = {rule.key: rule for rule in BASE_FIELD_RULES}
+_encode_specs = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
 _FALSE = frozenset({"0", "f", "false", "off", "n", "no"})
 _PAGE_SIZE = re.compile(r"(\d+)([kKMGT]i?)?(b|bit|B)?")
@@ -71,8 +71,7 @@ _GROUPED_KEY = re.compile(r"(trait|resources)([a-zA-Z0-9_-]*):(.+)")
 _PCI_ALIAS = re.compile(r"([^:,]+)(?::(\d+))?")
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class ReportEntry:
+class ReportEntry(NamedTuple):
     """What happened to one field or extra spec of one flavor."""
 
     key: str
@@ -86,8 +85,7 @@ class ReportEntry:
                 "target": self.target, "note": self.note}
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class FlavorObjects:
+class FlavorObjects(NamedTuple):
     """Everything one flavor becomes."""
 
     flavor: Flavor
@@ -680,11 +678,11 @@ def _translate_extra_specs(b: _Build) -> None:
 # -- objects ---------------------------------------------------------------------------------------------
 
 
-def _metadata(flavor: Flavor, name: str) -> dict[str, Any]:
+def _annotations(flavor: Flavor) -> dict[str, str]:
     annotations = {
         ANN_ID: flavor.id,
         ANN_NAME: flavor.name,
-        ANN_EXTRA_SPECS: json.dumps(flavor.extra_specs, sort_keys=True, separators=(",", ":")),
+        ANN_EXTRA_SPECS: _encode_specs(flavor.extra_specs) if flavor.extra_specs else "{}",
         ANN_DISABLED: "true" if flavor.disabled else "false",
         ANN_DISK: str(flavor.disk),
         ANN_EPHEMERAL: str(flavor.ephemeral),
@@ -693,7 +691,15 @@ def _metadata(flavor: Flavor, name: str) -> dict[str, Any]:
     }
     if flavor.description is not None:
         annotations[ANN_DESCRIPTION] = flavor.description
-    return {"name": name, "labels": {MANAGED_BY: MANAGER}, "annotations": annotations}
+    return annotations
+
+
+def _metadata(name: str, annotations: dict[str, str], project: str | None, namespace: str | None) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {MANAGED_BY: MANAGER}, "annotations": dict(annotations)}
+    if namespace is not None and project is not None:
+        meta["namespace"] = namespace
+        meta["annotations"][ANN_PROJECT] = project
+    return meta
 
 
 def _base_report(b: _Build) -> None:
@@ -779,23 +785,18 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
     pref_spec: dict[str, Any] = dict(b.pref)
     instancetypes: list[dict[str, Any]] = []
     preferences: list[dict[str, Any]] = []
+    annotations = _annotations(parsed)
     for project, namespace in _copies(parsed, options):
-        meta = _metadata(parsed, name)
-        pref_meta = _metadata(parsed, name)
-        if namespace is not None and project is not None:
-            for m in (meta, pref_meta):
-                m["namespace"] = namespace
-                m["annotations"][ANN_PROJECT] = project
         instancetypes.append({
             "apiVersion": INSTANCETYPE_API,
             "kind": INSTANCETYPE if namespace else CLUSTER_INSTANCETYPE,
-            "metadata": meta,
+            "metadata": _metadata(name, annotations, project, namespace),
             "spec": spec if namespace is None else json.loads(json.dumps(spec)),
         })
         preferences.append({
             "apiVersion": INSTANCETYPE_API,
             "kind": PREFERENCE if namespace else CLUSTER_PREFERENCE,
-            "metadata": pref_meta,
+            "metadata": _metadata(name, annotations, project, namespace),
             "spec": pref_spec if namespace is None else json.loads(json.dumps(pref_spec)),
         })
     vm = _vm_fragment(b, name, not parsed.is_public)
