@@ -13,6 +13,7 @@ from openkeel_compute.conf import build_conf
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get("OPENKEEL_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 MARIADB_URL = os.environ.get("OPENKEEL_TEST_MARIADB", "mysql+pymysql://root@127.0.0.1:3306/mysql")
 

@@ -1,0 +1,121 @@
+"""Configuration and policy: Nova's option and rule names, the sample file, policy.yaml overrides."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from openkeel_compute import policies
+from openkeel_compute.conf import build_conf, list_opts
+from tests.conftest import ROOT, admin, make_conf, user
+
+FLAVOR_RULES = {
+    "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",
+    "os_compute_api:os-flavor-access:remove_tenant_access": "rule:context_is_admin",
+    "os_compute_api:os-flavor-access": "rule:context_is_admin",
+    "os_compute_api:os-flavor-extra-specs:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-flavor-extra-specs:create": "rule:context_is_admin",
+    "os_compute_api:os-flavor-extra-specs:update": "rule:context_is_admin",
+    "os_compute_api:os-flavor-extra-specs:delete": "rule:context_is_admin",
+    "os_compute_api:os-flavor-extra-specs:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-flavor-manage:create": "rule:context_is_admin",
+    "os_compute_api:os-flavor-manage:update": "rule:context_is_admin",
+    "os_compute_api:os-flavor-manage:delete": "rule:context_is_admin",
+}
+BASE_RULES = {
+    "context_is_admin": "role:admin",
+    "admin_or_owner": "is_admin:True or project_id:%(project_id)s",
+    "admin_api": "is_admin:True",
+    "project_manager_api": "role:manager and project_id:%(project_id)s",
+    "project_member_api": "role:member and project_id:%(project_id)s",
+    "project_reader_api": "role:reader and project_id:%(project_id)s",
+    "service_api": "role:service",
+    "project_manager_or_admin": "rule:project_manager_api or rule:context_is_admin",
+    "project_member_or_admin": "rule:project_member_api or rule:context_is_admin",
+    "project_reader_or_admin": "rule:project_reader_api or rule:context_is_admin",
+    "service_or_admin": "rule:service_api or rule:context_is_admin",
+}
+
+
+def test_defaults_match_nova_and_the_issue(tmp_path):
+    conf = build_conf([])
+    assert conf.api.max_limit == 1000
+    assert conf.api.auth_strategy == "keystone", "production default; scripts/serve sets noauth2"
+    assert conf.oslo_middleware.max_request_body_size == 114688
+    assert (conf.wsgi.host, conf.wsgi.port, conf.wsgi.workers) == ("127.0.0.1", 8774, 1)
+    assert conf.oslo_policy.enforce_new_defaults is True
+    assert conf.oslo_policy.enforce_scope is True
+    assert conf.oslo_policy.policy_file == "policy.yaml"
+    assert conf.debug is False
+
+
+def test_every_group_the_issue_names_is_registered():
+    groups = {group for group, _ in list_opts()}
+    assert {"DEFAULT", "api", "database", "oslo_policy", "oslo_middleware", "wsgi", "keystone"} <= groups
+
+
+def test_sample_config_is_current(tmp_path):
+    out = tmp_path / "sample.conf"
+    generator = [sys.executable, "-W", "ignore", "-c", "from oslo_config.generator import main; main()"]
+    subprocess.run(generator + ["--config-file", str(ROOT / "etc/oslo-config-generator.conf"),
+                                "--output-file", str(out)], check=True, cwd=ROOT, capture_output=True)
+    committed = (ROOT / "etc/openkeel-compute.conf.sample").read_text()
+    assert out.read_text() == committed, (
+        "etc/openkeel-compute.conf.sample is stale: run "
+        "oslo-config-generator --config-file etc/oslo-config-generator.conf")
+    for group in ("[api]", "[database]", "[oslo_policy]", "[keystone_authtoken]", "[wsgi]", "[oslo_middleware]"):
+        assert group in committed
+
+
+def test_policy_sample_generator_knows_every_rule(tmp_path):
+    out = tmp_path / "policy.yaml"
+    subprocess.run([sys.executable, "-W", "ignore", "-c",
+                    "from oslo_policy.generator import generate_sample; generate_sample()",
+                    "--namespace", "openkeel-compute", "--output-file", str(out)],
+                   check=True, capture_output=True)
+    text = out.read_text()
+    uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
+    rules = yaml.safe_load(uncommented)
+    assert rules == {**BASE_RULES, **FLAVOR_RULES}
+
+
+def test_registered_defaults_have_nova_scope_types():
+    by_name = {rule.name: rule for rule in policies.list_rules()}
+    for name in FLAVOR_RULES:
+        assert by_name[name].scope_types == ["project"], name
+
+
+def test_policy_yaml_overrides_a_default(tmp_path):
+    from openkeel_compute.api.deploy import deploy
+    from openkeel_compute.db import api as db_api
+    from openkeel_compute.db import migration
+    from tests.wsgi_client import Client
+
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text('"os_compute_api:os-flavor-manage:create": "role:member"\n')
+    policies.reset()
+    conf = make_conf(tmp_path, oslo_policy={"policy_file": str(policy_file)})
+    migration.sync(db_api.get_engine(conf))
+    client = Client(deploy(conf))
+    try:
+        body = {"flavor": {"name": "by-a-member", "ram": 1, "vcpus": 1, "disk": 1}}
+        assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 200
+        denied = client.delete("/v2.1/flavors/x", headers=user())
+        assert denied.status_code == 403
+        assert denied.json["forbidden"]["message"] == (
+            "Policy doesn't allow os_compute_api:os-flavor-manage:delete to be performed.")
+        assert client.get("/v2.1/flavors", headers=admin()).status_code == 200
+    finally:
+        policies.reset()
+        db_api.dispose_all()
+
+
+def test_enforce_scope_false_is_refused_not_ignored(tmp_path):
+    policies.reset()
+    conf = make_conf(tmp_path, oslo_policy={"enforce_scope": "false"})
+    with pytest.raises(ValueError, match="enforce_scope"):
+        policies.init(conf)
+    policies.reset()
