@@ -18,6 +18,7 @@ from openkeel_compute.conf import api, database, wsgi
 _OPTIONAL_MODULES = (
     "openkeel_compute.conf.kubevirt",
     "openkeel_compute.notifications",
+    "openkeel_compute.controller.options",
 )
 
 DEFAULT_OPTS = [

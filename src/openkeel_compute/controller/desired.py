@@ -1,0 +1,126 @@
+"""Desired state: the catalogue read from the database, turned into objects by the pure mapping.
+
+The mapping (``kubevirt.mapping.flavor_to_kubevirt``) takes a flavor as GET /flavors/{id} returns it at
+microversion 2.61 plus ``"access"``; ``flavor_body`` is the thin adapter from database rows to that shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from typing import Any, NamedTuple
+
+from sqlalchemy import Connection, select
+
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.kubevirt.flavor import InvalidFlavor
+from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
+from openkeel_compute.kubevirt.mapping import ANN_PROJECT, MANAGED_BY, MANAGER, flavor_to_kubevirt
+from openkeel_compute.kubevirt.names import kubernetes_name
+from openkeel_compute.kubevirt.options import MappingOptions
+
+NAMESPACE = "Namespace"
+
+
+class ObjectKey(NamedTuple):
+    """Identity of one Kubernetes object: kind, namespace (None when cluster-scoped), name."""
+
+    kind: str
+    namespace: str | None
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.kind}/{self.namespace}/{self.name}" if self.namespace else f"{self.kind}/{self.name}"
+
+
+def key_of(obj: Mapping[str, Any]) -> ObjectKey:
+    meta = obj.get("metadata") or {}
+    return ObjectKey(obj["kind"], meta.get("namespace") or None, meta["name"])
+
+
+@dataclasses.dataclass(frozen=True)
+class FlavorDesired:
+    """What one flavor should be in the cluster, or why the mapping refused it."""
+
+    flavor_id: str
+    name: str  # Kubernetes name shared by every object of the flavor
+    objects: dict[ObjectKey, dict[str, Any]]
+    namespaces: dict[str, str]  # namespace -> project id, for the private copies
+    error: str | None = None
+
+
+def flavor_body(row: Mapping[str, Any], extra_specs: Mapping[str, Any], projects: Iterable[str]) -> dict[str, Any]:
+    """A flavors row as GET /flavors/{id} shows it at 2.61, plus the access list of a private flavor."""
+    body: dict[str, Any] = {
+        "id": row["flavorid"],
+        "name": row["name"],
+        "description": row["description"],
+        "ram": row["memory_mb"],
+        "disk": row["root_gb"],
+        "vcpus": row["vcpus"],
+        "swap": row["swap"] or "",
+        "OS-FLV-EXT-DATA:ephemeral": row["ephemeral_gb"],
+        "OS-FLV-DISABLED:disabled": bool(row["disabled"]),
+        "os-flavor-access:is_public": bool(row["is_public"]),
+        "rxtx_factor": row["rxtx_factor"],
+        "extra_specs": {k: ("" if v is None else v) for k, v in extra_specs.items()},
+    }
+    if not row["is_public"]:
+        body["access"] = list(projects)
+    return body
+
+
+def load_catalogue(conn: Connection, flavor_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Flavor bodies by flavor id: all of them, or only ``flavor_ids`` (missing ones are absent)."""
+    query = select(catalog.FLAVORS).order_by(catalog.FLAVORS.c.id)
+    if flavor_ids is not None:
+        wanted = sorted(set(flavor_ids))
+        if not wanted:
+            return {}
+        query = query.where(catalog.FLAVORS.c.flavorid.in_(wanted))
+    rows = [dict(r) for r in conn.execute(query).mappings()]
+    internal = [r["id"] for r in rows]
+    specs = catalog.extra_specs_of(conn, internal)
+    access: dict[int, list[str]] = {i: [] for i in internal}
+    projects = select(catalog.PROJECTS.c.flavor_id, catalog.PROJECTS.c.project_id).order_by(catalog.PROJECTS.c.id)
+    if flavor_ids is not None:
+        projects = projects.where(catalog.PROJECTS.c.flavor_id.in_(internal))
+    for flavor_id, project_id in conn.execute(projects):
+        if flavor_id in access:
+            access[flavor_id].append(project_id)
+    return {r["flavorid"]: flavor_body(r, specs[r["id"]], access[r["id"]]) for r in rows}
+
+
+def namespace_object(namespace: str, project_id: str) -> dict[str, Any]:
+    """The Namespace the controller creates for a project when [controller] create_namespaces is set."""
+    return {"apiVersion": "v1", "kind": NAMESPACE,
+            "metadata": {"name": namespace, "labels": {MANAGED_BY: MANAGER},
+                         "annotations": {ANN_PROJECT: project_id}}}
+
+
+def desired_for(body: Mapping[str, Any], options: MappingOptions) -> FlavorDesired:
+    """The objects of one flavor; a flavor the mapping refuses gets no objects and an error."""
+    flavor_id = str(body["id"])
+    try:
+        result = flavor_to_kubevirt(body, options)
+    except (InvalidFlavor, RefusedByKubeVirt) as exc:
+        return FlavorDesired(flavor_id, kubernetes_name(flavor_id), {}, {}, f"refused by the mapping: {exc}")
+    objects = {key_of(doc): doc for doc in result.documents()}
+    namespaces = {options.namespace_for(p): p for p in result.flavor.access} if not result.flavor.is_public else {}
+    return FlavorDesired(flavor_id, result.name, objects, namespaces)
+
+
+def desired_state(bodies: Mapping[str, Mapping[str, Any]], options: MappingOptions,
+                  create_namespaces: bool) -> tuple[dict[ObjectKey, dict[str, Any]], dict[str, FlavorDesired]]:
+    """Every object the catalogue wants (namespaces included when the controller creates them)."""
+    objects: dict[ObjectKey, dict[str, Any]] = {}
+    per_flavor: dict[str, FlavorDesired] = {}
+    for flavor_id, body in bodies.items():
+        wanted = desired_for(body, options)
+        per_flavor[flavor_id] = wanted
+        objects.update(wanted.objects)
+        if create_namespaces:
+            for namespace, project in wanted.namespaces.items():
+                key = ObjectKey(NAMESPACE, None, namespace)
+                objects.setdefault(key, namespace_object(namespace, project))
+    return objects, per_flavor

@@ -1,0 +1,88 @@
+"""Assemble a controller from configuration: backend (cluster or render directory), Lease, metrics."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from typing import Any
+
+from openkeel_compute.conf.kubevirt import mapping_options
+from openkeel_compute.controller.engine import Controller, Settings
+from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
+from openkeel_compute.controller.lease import LeaderElector
+from openkeel_compute.controller.metrics import Metrics
+from openkeel_compute.controller.options import default_identity
+from openkeel_compute.controller.render import RenderBackend
+from openkeel_compute.db import migration
+from openkeel_compute.db.api import get_engine
+
+LOG = logging.getLogger(__name__)
+
+
+def settings_from(conf: Any) -> Settings:
+    c = conf.controller
+    return Settings(create_namespaces=c.create_namespaces, batch_size=c.batch_size,
+                    full_resync_threshold=c.full_resync_threshold, workers=c.workers,
+                    resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
+
+
+def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
+                  metrics: Metrics | None = None):
+    """(backend, lightkube client or None): a cluster when a kubeconfig is given, else a render directory."""
+    if render_dir is None:
+        kubeconfig = kubeconfig or conf.controller.kubeconfig
+    if kubeconfig:
+        client = make_client(kubeconfig, conf.controller.request_timeout)
+        retry = Retry(conf.controller.max_retries, conf.controller.retry_base_delay,
+                      on_retry=(lambda _r: metrics.errors.labels("retry").inc()) if metrics else None)
+        return KubeBackend(client, retry), client
+    return RenderBackend(render_dir or conf.controller.render_dir), None
+
+
+def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
+        stop: threading.Event | None = None) -> int:
+    metrics = Metrics()
+    engine = get_engine(conf)
+    migration.sync(engine)
+    backend, client = build_backend(conf, kubeconfig, render_dir, metrics)
+    elector = None
+    if client is not None:
+        c = conf.controller
+        elector = LeaderElector(client, c.lease_name, c.lease_namespace, c.identity or default_identity(),
+                                c.lease_duration, c.lease_renew_interval,
+                                on_change=lambda leader: metrics.leader.set(1 if leader else 0))
+    controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
+                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True))
+    try:
+        if once:
+            if elector is not None and not elector.try_acquire_or_renew():
+                LOG.warning("another replica holds lease %s/%s: nothing done", elector.namespace, elector.name)
+                return 1
+            report = controller.run_once()
+            for flavor_id, problem in sorted(report.problems.items()):
+                LOG.warning("flavor %s: %s", flavor_id, problem)
+            LOG.info("once: %s written, %d outbox rows done, %d flavors with problems%s", report.writes or "nothing",
+                     report.rows_done, len(report.problems),
+                     f", stopped by: {report.transient}" if report.transient else "")
+            return 0 if report.transient is None and not report.problems else 1
+        stop = stop or threading.Event()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                signal.signal(sig, lambda *_: stop.set())
+            except ValueError:  # not the main thread (tests)
+                pass
+        if conf.controller.metrics_port:
+            metrics.serve(conf.controller.metrics_host, conf.controller.metrics_port)
+        if elector is not None:
+            elector.start()
+        LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if client
+                 else f"rendering into {render_dir or conf.controller.render_dir}")
+        controller.run(stop)
+        return 0
+    finally:
+        if elector is not None and not once:
+            elector.stop(release=True)
+        elif elector is not None:
+            elector.release()
+        backend.close()
