@@ -80,4 +80,4 @@ def notify(req, event: str, flavor: dict) -> None:
     notifier = services(req).notifier
     if notifier is None:
         return
-    getattr(notifier, "flavor_" + event)(flavor)
+    getattr(notifier, "flavor_" + event)(flavor, req.context)
