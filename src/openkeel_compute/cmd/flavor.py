@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-import yaml
+import yaml  # type: ignore[import-untyped]
 
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
@@ -167,7 +167,7 @@ _INSTANCETYPE_KINDS = {"VirtualMachineClusterInstancetype": True, "VirtualMachin
 
 def import_documents(docs: Iterable[Any], options: MappingOptions) -> tuple[list[dict[str, Any]], list[str]]:
     """Flavors for the instancetypes among docs (paired with same-named preferences) and the notes."""
-    preferences: dict[tuple[bool, str | None, str], dict[str, Any]] = {}
+    preferences: dict[tuple[bool, Any, Any], dict[str, Any]] = {}
     instancetypes: list[dict[str, Any]] = []
     notes: list[str] = []
     for doc in docs:
@@ -182,7 +182,7 @@ def import_documents(docs: Iterable[Any], options: MappingOptions) -> tuple[list
         else:
             notes.append(f"{kind}/{meta.get('name')}: not an instancetype or preference, skipped")
     flavors: list[dict[str, Any]] = []
-    used: set[tuple[bool, str | None, str]] = set()
+    used: set[tuple[bool, Any, Any]] = set()
     openkeel: dict[str, list[dict[str, Any]]] = {}
     for doc in instancetypes:
         meta = doc.get("metadata") or {}
