@@ -227,7 +227,7 @@ class Controller:
                     observed.namespaces.add(action.key.name)
         for p in result.problems:
             self._error(p.kind)
-        return "; ".join(problems) or None
+        return "; ".join(dict.fromkeys(problems)) or None
 
     # -- the full resync -----------------------------------------------------------------------------
 
@@ -256,7 +256,9 @@ class Controller:
         result = plan(desired, current, observed.namespaces)
         for p in result.problems:
             fid = _flavor_of(p.key, desired.get(p.key), names)
-            report.problems[fid] = "; ".join(filter(None, [report.problems.get(fid), p.message]))
+            known = report.problems.get(fid)
+            if known is None or p.message not in known:
+                report.problems[fid] = "; ".join(filter(None, [known, p.message]))
             self._error(p.kind)
         self._execute_all(result, report, names)
         if report.transient is None and max_id is not None:
