@@ -66,6 +66,7 @@ def test_devices_conflict_only_when_both_sides_have_some() -> None:
     ({"cpu": {"guest": 4, "maxSockets": 2}, "memory": {"guest": "1Gi"}}, {}, "maxSockets"),
     ({"cpu": {"guest": 1}, "memory": {"guest": "1Gi"}},
      {"requirements": {"memory": {"guest": "2Gi"}}}, "insufficient Memory"),
+    ({"cpu": {"guest": 1}, "memory": {"guest": "1Gi"}}, {"firmware": {"preferredEfi": {}}}, "needs SMM"),
 ])
 def test_cluster_refusals_name_the_reason(spec: dict[str, Any], preference: dict[str, Any], reason: str) -> None:
     refusals = cluster_refusals(spec, preference)

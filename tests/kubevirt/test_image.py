@@ -96,6 +96,6 @@ def test_image_only_properties_fill_the_preference() -> None:
         "machine": {"preferredMachineType": "q35"},
         "preferredArchitecture": "amd64",
         "requirements": {"architecture": "amd64"},
-        "firmware": {"preferredEfi": {}},
+        "firmware": {"preferredEfi": {"secureBoot": False}},
     }
     assert result.ignored == ("os_distro",)

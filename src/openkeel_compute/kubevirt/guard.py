@@ -121,7 +121,7 @@ def cluster_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapp
     guest = cpu.get("guest")
     if (len(cpu) == 1 and len(memory) == 1 and type(guest) is int and guest >= 1
             and "launchSecurity" not in instancetype_spec
-            and preference_spec.keys().isdisjoint(("cpu", "requirements", "preferredLaunchSecurity"))):
+            and preference_spec.keys().isdisjoint(("cpu", "requirements", "preferredLaunchSecurity", "firmware"))):
         return found  # a plain size: nothing KubeVirt validates beyond the schema
     if not isinstance(guest, int) or isinstance(guest, bool) or guest < 1:
         found.append("spec.cpu.guest must be a whole number >= 1")
@@ -169,6 +169,9 @@ def cluster_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapp
         efi = _get(preference_spec, "firmware", "preferredEfi")
         if efi is None or efi.get("secureBoot", True):
             found.append("SEV and SNP need UEFI without secure boot: preferredEfi.secureBoot must be false")
+    efi = _get(preference_spec, "firmware", "preferredEfi")
+    if efi is not None and efi.get("secureBoot", True) and _get(preference_spec, "features", "preferredSmm") is None:
+        found.append("EFI secure boot (KubeVirt's default for EFI) needs SMM: features.preferredSmm")
     requirements = preference_spec.get("requirements") or {}
     need_cpu = _get(requirements, "cpu", "guest")
     if need_cpu is not None and guest < need_cpu:

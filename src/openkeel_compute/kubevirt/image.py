@@ -187,7 +187,8 @@ def preference_with_image(flavor: Mapping[str, Any] | Flavor, image: Mapping[str
         elif key == "hw_firmware_type":
             firmware = spec.setdefault("firmware", {})
             if value == "uefi":
-                firmware.setdefault("preferredEfi", {})
+                # KubeVirt's EFI defaults to secure boot (which needs SMM); Nova only enables it on request.
+                firmware.setdefault("preferredEfi", {"secureBoot": False})
             else:
                 firmware["preferredUseBios"] = True
         elif key == "hw_rng_model" and _bool(parsed.extra_specs.get("hw_rng:allowed", "false")):
