@@ -15,7 +15,7 @@ from openkeel_compute.kubevirt.reverse import objects_to_flavor
 from openkeel_compute.kubevirt.rules import Fidelity
 from tests.kubevirt.strategies import PROPERTY_OPTIONS, flavors
 
-SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @SETTINGS

@@ -19,7 +19,7 @@ OPTIONS = MappingOptions(vgpu_type_resources={"nvidia-a400": "nvidia.com/A400"})
 
 
 def _instancetypes(bundle: str) -> list[dict[str, Any]]:
-    docs = yaml.safe_load_all(shared_path(f"kubevirt/common-instancetypes/{bundle}").read_text())
+    docs = yaml.load_all(shared_path(f"kubevirt/common-instancetypes/{bundle}").read_text(), Loader=yaml.CSafeLoader)
     return [d for d in docs if d and d["kind"] == "VirtualMachineClusterInstancetype"]
 
 

@@ -23,6 +23,7 @@ from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
 from openkeel_compute.kubevirt.reverse import NotAnInstancetype, import_instancetype, objects_to_flavor
 from openkeel_compute.kubevirt.vectors import VECTOR_OPTIONS, VECTORS
 
+_YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: catalogues are big
 Setup = Callable[[argparse.ArgumentParser], None]
 Run = Callable[[argparse.Namespace], int]
 
@@ -204,7 +205,7 @@ def import_documents(docs: Iterable[Any], options: MappingOptions) -> tuple[list
 
 def _cmd_import(args: argparse.Namespace) -> int:
     try:
-        docs = list(yaml.safe_load_all(_read(args.file)))
+        docs = list(yaml.load_all(_read(args.file), Loader=_YAML_LOADER))
     except yaml.YAMLError as exc:
         print(f"error: {args.file}: not YAML: {exc}", file=sys.stderr)
         return 1
