@@ -99,3 +99,19 @@ def test_image_only_properties_fill_the_preference() -> None:
         "firmware": {"preferredEfi": {"secureBoot": False}},
     }
     assert result.ignored == ("os_distro",)
+
+
+def test_image_preference_is_strict_valid_and_admissible(strict_errors: Any) -> None:
+    from openkeel_compute.kubevirt.guard import cluster_refusals
+    from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt
+
+    flavor = _flavor(**{"hw:mem_encryption": "true", "hw:tpm_version": "2.0", "os:secure_boot": "required"})
+    image = _image(min_ram=1024, hw_firmware_type="uefi", hw_disk_bus="virtio", hw_video_model="virtio",
+                   hw_architecture="x86_64")
+    spec = preference_with_image(flavor, image).spec
+    preference = {"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": "VirtualMachinePreference",
+                  "metadata": {"name": "server-1"}, "spec": spec}
+    assert strict_errors(preference) == [], spec
+    instancetype = flavor_to_kubevirt(flavor).instancetypes[0]["spec"]
+    assert cluster_refusals(instancetype, spec) == [], spec
+    assert spec["firmware"] == {"preferredEfi": {"secureBoot": False}}, "SEV keeps secure boot off"
