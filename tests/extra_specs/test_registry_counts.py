@@ -7,7 +7,7 @@ from collections import Counter
 import os_resource_classes
 import os_traits
 
-from openkeel_compute.extra_specs import NAMESPACES, VALIDATORS
+from openkeel_compute.extra_specs import NAMESPACES, VALIDATORS, find_validator
 
 EXPECTED_PER_NAMESPACE = {
     "accel": 1,
@@ -83,3 +83,8 @@ def test_every_value_constraint_is_used_only_where_nova_uses_it() -> None:
             assert validator.pattern is None and validator.enum is None, name
         if validator.value_type != "int":
             assert validator.minimum is None and validator.maximum is None, name
+
+
+def test_every_example_key_is_governed_by_its_own_validator() -> None:
+    strays = {name: v.example_key for name, v in VALIDATORS.items() if find_validator(v.example_key) is not v}
+    assert strays == {}

@@ -32,6 +32,7 @@ class Parameter:
     name: str
     pattern: str
     description: str = ""
+    example: str = ""  # a value that fullmatches ``pattern``, to build a concrete example key
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +67,14 @@ class Validator:
         object.__setattr__(self, "compiled_name", re.compile(regex))
         if self.pattern is not None and self.value_type != "str":
             raise ValueError(f"{self.name}: a value pattern only applies to str validators")
+
+    @property
+    def example_key(self) -> str:
+        """A concrete key this validator governs: the name with each placeholder replaced by its example."""
+        key = self.name
+        for parameter in self.parameters:
+            key = key.replace(f"{{{parameter.name}}}", parameter.example)
+        return key
 
     def check(self, key: str, value: str) -> None:
         """Raise InvalidExtraSpec if ``value`` is not allowed for ``key`` (a key this validator governs)."""

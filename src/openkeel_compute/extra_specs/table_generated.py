@@ -12,7 +12,7 @@ import os_traits  # type: ignore[import-untyped]
 from openkeel_compute.extra_specs.model import Parameter, Validator
 
 # A granular request group suffix: empty (the unnumbered group) or up to 64 of [a-zA-Z0-9_-].
-REQUEST_GROUP = Parameter("group", r"([a-zA-Z0-9_-]{1,64})?", "Optional request group suffix.")
+REQUEST_GROUP = Parameter("group", r"([a-zA-Z0-9_-]{1,64})?", "Optional request group suffix.", "")
 CUSTOM_SUFFIX = r"[A-Z0-9_]+"
 
 TRAIT_SETTINGS = ("required", "forbidden")
@@ -29,7 +29,7 @@ def resource_validators() -> tuple[Validator, ...]:
     custom = Validator(
         "resources{group}:CUSTOM_{resource}", "resources",
         "How much of the operator-defined class CUSTOM_{resource} the request group asks Placement for.",
-        "int", parameters=(REQUEST_GROUP, Parameter("resource", CUSTOM_SUFFIX, "Custom class suffix.")),
+        "int", parameters=(REQUEST_GROUP, Parameter("resource", CUSTOM_SUFFIX, "Custom class suffix.", "GPU")),
     )
     return (*standard, custom)
 
@@ -47,6 +47,6 @@ def trait_validators() -> tuple[Validator, ...]:
         "Placement must pick providers that have (required) or lack (forbidden) the operator-defined "
         "trait CUSTOM_{trait}.",
         "str", enum=TRAIT_SETTINGS,
-        parameters=(REQUEST_GROUP, Parameter("trait", CUSTOM_SUFFIX, "Custom trait suffix.")),
+        parameters=(REQUEST_GROUP, Parameter("trait", CUSTOM_SUFFIX, "Custom trait suffix.", "FAST_DISK")),
     )
     return (*standard, custom)

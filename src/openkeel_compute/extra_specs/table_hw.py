@@ -12,7 +12,7 @@ from openkeel_compute.extra_specs.model import Parameter, Validator, ValueType
 REALTIME_MASK_PATTERN = r"(\^)?\d+((-\d+)?(,\^?\d+(-\d+)?)?)*"
 CPU_MAP_PATTERN = r"\^?\d+((-\d+)?(,\^?\d+(-\d+)?)?)*"
 
-GUEST_NUMA_NODE = Parameter("num", r"\d+", "Index of the guest NUMA node.")
+GUEST_NUMA_NODE = Parameter("num", r"\d+", "Index of the guest NUMA node.", "0")
 
 
 def _hw(

@@ -20,7 +20,7 @@ AGGREGATE_VALIDATORS: tuple[Validator, ...] = (
     Validator("aggregate_instance_extra_specs:{key}", "aggregate_instance_extra_specs",
               "Host aggregates must carry metadata {key} satisfying the value "
               f"(AggregateInstanceExtraSpecsFilter). {OPERATOR_HINT}", "str",
-              parameters=(Parameter("key", ".+", "Aggregate metadata key to compare."),)),
+              parameters=(Parameter("key", ".+", "Aggregate metadata key to compare.", "ssd"),)),
 )
 
 # Plain host attributes. Nova lists 'vcpus_used' in both of its source tuples; a name registers once.
@@ -40,7 +40,7 @@ NESTED_CAPABILITIES = (
     "cpu_info", "metrics", "stats", "numa_topology", "supported_hv_specs", "pci_device_pools",
     "nodename", "pci_stats", "supported_instances", "limits", "instances",
 )
-CAPABILITY_FILTER = Parameter("filter", r"(:\w+)*", "Optional ':'-separated path into the attribute.")
+CAPABILITY_FILTER = Parameter("filter", r"(:\w+)*", "Optional ':'-separated path into the attribute.", "")
 
 CAPABILITY_VALIDATORS: tuple[Validator, ...] = tuple(
     Validator(f"capabilities:{name}", "capabilities",
