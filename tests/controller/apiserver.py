@@ -118,6 +118,12 @@ def _fields_match(selector: str, obj: dict) -> bool:
     return True
 
 
+def _json(body: dict, status: int) -> aiohttp.web.Response:
+    # Exactly "application/json", as kube-apiserver sends it: lightkube only turns that into an ApiError.
+    return aiohttp.web.Response(body=json.dumps(body).encode(), status=status,
+                                headers={"Content-Type": "application/json"})
+
+
 def _error(status: int, reason: str, message: str, details: dict | None = None) -> KubernetesError:
     return KubernetesError(status=status, reason=reason, message=message, details=details or {})
 
@@ -221,7 +227,13 @@ class ApiServer(KubernetesEmulator):
         kind, namespaced = RESOURCES[(resource.group, resource.version, resource.plural)]
         with self.mutex:
             status, body = self._serve(request, method, resource.plural, kind, namespaced)
-        return aiohttp.web.json_response(body, status=status)
+        return _json(body, status)
+
+    async def _render_error(self, exc):  # type: ignore[override]
+        if not isinstance(exc, KubernetesError):
+            return await super()._render_error(exc)
+        return _json({"apiVersion": "v1", "kind": "Status", "metadata": {}, "status": "Failure", "code": exc.status,
+                      "reason": exc.reason, "message": exc.message, "details": exc.details or {}}, exc.status)
 
     def _serve(self, request, method: str, plural: str, kind: str, namespaced: bool) -> tuple[int, dict]:
         params = dict(request.params)

@@ -137,14 +137,13 @@ def test_create_namespaces_creates_a_labelled_namespace(conf, apiserver, cat, tm
     from tests.conftest import make_conf
     from tests.controller.conftest import controller_for
 
-    conf.set_override("create_namespaces", True, group="controller")
-    controller = controller_for(conf, apiserver)
+    # A conf of its own (same database): oslo.config overrides leak between ConfigOpts sharing a group.
+    controller = controller_for(make_conf(tmp_path, controller={"create_namespaces": "true"}), apiserver)
     cat.create("p1", public=False, access=("new-project",))
     controller.process_outbox()
     ns = apiserver.handler.get("Namespace", "new-project")
     assert ns["metadata"]["labels"] == MANAGED
     assert apiserver.handler.get(IT, "p1", "new-project") is not None
-    del make_conf, tmp_path
 
 
 def test_flavor_id_that_is_not_a_dns_label_is_hashed(ctl, cat, apiserver):

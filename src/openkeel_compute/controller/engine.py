@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 import httpx2
-from lightkube import ApiError
 from sqlalchemy import Engine
 
 from openkeel_compute.controller import outbox
@@ -36,7 +35,7 @@ from openkeel_compute.controller.desired import (
     load_catalogue,
     namespace_object,
 )
-from openkeel_compute.controller.kube import Observed, Refused, Transient
+from openkeel_compute.controller.kube import Observed, Refused, Transient, status_code
 from openkeel_compute.controller.metrics import Metrics
 from openkeel_compute.controller.plan import APPLY, CREATE, DELETE, REPLACE, Action, Plan, plan
 from openkeel_compute.db.api import reader
@@ -92,8 +91,8 @@ def classify(exc: BaseException) -> type[Exception]:
     """Transient (try the batch again later) or Refused (this object, these bytes, will not pass)."""
     if isinstance(exc, Transient):
         return Transient
-    if isinstance(exc, ApiError):
-        code = exc.status.code
+    if isinstance(exc, httpx2.HTTPStatusError):
+        code = status_code(exc) or 500
         if code in (409, 429) or code >= 500:  # 409: changed since we looked; re-observe and retry
             return Transient
         return Refused

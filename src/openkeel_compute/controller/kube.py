@@ -66,6 +66,8 @@ class Observed:
 def status_code(exc: BaseException) -> int | None:
     if isinstance(exc, ApiError):
         return exc.status.code
+    if isinstance(exc, httpx2.HTTPStatusError):
+        return exc.response.status_code
     return None
 
 
@@ -84,8 +86,8 @@ class Retry:
         while True:
             try:
                 return func()
-            except ApiError as exc:
-                code = exc.status.code
+            except httpx2.HTTPStatusError as exc:  # an ApiError, or a proxy's non-Status error page
+                code = status_code(exc)
                 if code not in RETRYABLE_STATUS or attempt >= self.max_retries:
                     raise
                 reason = f"HTTP {code}"
@@ -103,7 +105,7 @@ class Retry:
             attempt += 1
 
 
-def _retry_after(exc: ApiError) -> float | None:
+def _retry_after(exc: httpx2.HTTPStatusError) -> float | None:
     response = getattr(exc, "response", None)
     value = response.headers.get("Retry-After") if response is not None else None
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from typing import Any
 
 from openkeel_compute.conf.kubevirt import mapping_options
@@ -40,6 +41,17 @@ def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | No
     return RenderBackend(render_dir or conf.controller.render_dir), None
 
 
+def _acquire_within(elector: LeaderElector, seconds: float) -> bool:
+    """Try for the Lease for up to ``seconds``: long enough for a dead holder's claim to expire."""
+    deadline = time.monotonic() + seconds
+    while True:
+        if elector.try_acquire_or_renew():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(0.5, elector.renew_interval))
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None) -> int:
     metrics = Metrics()
@@ -56,7 +68,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True))
     try:
         if once:
-            if elector is not None and not elector.try_acquire_or_renew():
+            if elector is not None and not _acquire_within(elector, elector.duration + elector.renew_interval):
                 LOG.warning("another replica holds lease %s/%s: nothing done", elector.namespace, elector.name)
                 return 1
             report = controller.run_once()

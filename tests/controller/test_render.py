@@ -1,0 +1,56 @@
+"""No cluster: --render DIR keeps one kubectl-ready YAML file per object; the CLI and flavor status."""
+
+from __future__ import annotations
+
+import os
+
+import yaml
+
+from openkeel_compute.cmd.main import main
+
+
+def run(conf, *args) -> int:
+    return main([args[0], *args[1:], "--config-file", conf.config_file[0]] if args[0] != "flavor"
+                else [*args[:2], "--config-file", conf.config_file[0], *args[2:]])
+
+
+def test_render_writes_one_file_per_object_and_keeps_the_directory_in_step(conf, cat, tmp_path, capsys):
+    out = tmp_path / "rendered"
+    cat.create("m1-small", vcpus=2)
+    cat.create("gold", public=False, access=("proj-a", "proj-b"))
+    assert main(["controller", "--config-file", conf.config_file[0], "--render", str(out), "--once"]) == 0
+    files = sorted(os.listdir(out))
+    assert files == ["cluster.virtualmachineclusterinstancetype.m1-small.yaml",
+                     "cluster.virtualmachineclusterpreference.m1-small.yaml",
+                     "proj-a.virtualmachineinstancetype.gold.yaml", "proj-a.virtualmachinepreference.gold.yaml",
+                     "proj-b.virtualmachineinstancetype.gold.yaml", "proj-b.virtualmachinepreference.gold.yaml"]
+    doc = yaml.safe_load((out / files[0]).read_text())
+    assert doc["apiVersion"] == "instancetype.kubevirt.io/v1beta1" and doc["spec"]["cpu"] == {"guest": 2}
+    assert "resourceVersion" not in doc["metadata"]
+    assert cat.pending() == []
+
+    mtimes = {f: os.stat(out / f).st_mtime_ns for f in files}
+    assert main(["controller", "--config-file", conf.config_file[0], "--render", str(out), "--once"]) == 0
+    assert {f: os.stat(out / f).st_mtime_ns for f in files} == mtimes  # nothing to do: nothing written
+
+    cat.remove_access("gold", "proj-a")
+    cat.delete("m1-small")
+    assert main(["controller", "--config-file", conf.config_file[0], "--render", str(out), "--once"]) == 0
+    assert sorted(os.listdir(out)) == ["proj-b.virtualmachineinstancetype.gold.yaml",
+                                       "proj-b.virtualmachinepreference.gold.yaml"]
+
+    capsys.readouterr()
+    assert main(["flavor", "status", "--config-file", conf.config_file[0], "--render", str(out)]) == 0
+    assert "gold" in capsys.readouterr().out and "in-sync"
+
+
+def test_flavor_status_explains_what_is_out_of_sync(conf, cat, tmp_path, capsys):
+    out = tmp_path / "rendered"
+    cat.create("m1", vcpus=2)
+    assert main(["controller", "status", "--config-file", conf.config_file[0], "--render", str(out)]) == 1
+    text = capsys.readouterr().out
+    assert "m1" in text and "out-of-sync" in text and "missing" in text and "outbox row 1 (upsert) pending" in text
+    main(["controller", "--config-file", conf.config_file[0], "--render", str(out), "--once"])
+    capsys.readouterr()
+    assert main(["flavor", "status", "m1", "--config-file", conf.config_file[0], "--render", str(out)]) == 0
+    assert "in-sync" in capsys.readouterr().out
