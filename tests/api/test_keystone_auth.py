@@ -24,7 +24,7 @@ KNOWN_PROJECTS = {"proj-a", "proj-b"}
 
 
 class _ProjectsHandler(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):  # noqa: N802 - http.server's naming
+    def do_GET(self):
         project = self.path.rsplit("/", 1)[-1]
         if self.path.startswith("/identity/v3/projects/") and project in KNOWN_PROJECTS:
             body = b'{"project": {"id": "%s"}}' % project.encode()

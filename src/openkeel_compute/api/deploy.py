@@ -40,7 +40,7 @@ _PROJECT_ID_SEGMENT = re.compile(r"^[0-9a-f\-]+$")
 class ComputeRequestId(request_id.RequestId):
     """oslo.middleware's request id, also answered as Nova's x-compute-request-id."""
 
-    compat_headers = ["x-compute-request-id"]
+    compat_headers = ["x-compute-request-id"]  # noqa: RUF012 - the base class declares it as a list
 
 
 class AccessLog:

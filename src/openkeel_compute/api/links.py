@@ -41,7 +41,7 @@ def remove_trailing_version(href: str) -> str:
 class LinkBuilder:
     """Per-request link helper: computes the prefixes once, then formats links cheaply."""
 
-    __slots__ = ("self_prefix", "bookmark_prefix", "collection_prefix")
+    __slots__ = ("bookmark_prefix", "collection_prefix", "self_prefix")
 
     def __init__(self, req, link_prefix: str | None):
         application_url = req.application_url

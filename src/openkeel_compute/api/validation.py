@@ -61,25 +61,25 @@ def build_char_ranges(*, ws: bool = True, invert: bool = False, exclude: tuple[s
     return "".join(parts)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def name_regex() -> str:
     not_printable_or_space = build_char_ranges(ws=False, invert=True)
     return f"^(?![{not_printable_or_space}])[{build_char_ranges()}]*(?<![{not_printable_or_space}])$"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def name_with_spaces_regex() -> str:
     ws = build_char_ranges()
     no_ws = build_char_ranges(ws=False)
     return f"^[{ws}]*[{no_ws}]+[{ws}]*$|^[{ws}]*[{no_ws}][{no_ws}{ws}]+[{no_ws}][{ws}]*$"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def description_regex() -> str:
     return f"^[{build_char_ranges()}]*$"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(which: str) -> re.Pattern:
     return re.compile({"name": name_regex, "name_with_leading_trailing_spaces": name_with_spaces_regex}[which]())
 

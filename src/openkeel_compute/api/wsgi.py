@@ -81,7 +81,7 @@ def operation(*, versions: str = "2.0-", body: dict | None = None, query: dict |
 class Request:
     """What a handler sees: context, version, parsed query and body, URL helpers."""
 
-    __slots__ = ("falcon", "context", "version", "query", "body", "environ")
+    __slots__ = ("body", "context", "environ", "falcon", "query", "version")
 
     def __init__(self, freq: falcon.Request, context, version: Version):
         self.falcon = freq
@@ -132,7 +132,7 @@ class Request:
 class Response:
     """A handler's successful answer: a body (dict or None) and optional status override."""
 
-    __slots__ = ("body", "status", "headers")
+    __slots__ = ("body", "headers", "status")
 
     def __init__(self, body=None, status: int | None = None, headers: dict | None = None):
         self.body = body

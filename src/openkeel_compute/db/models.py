@@ -34,7 +34,7 @@ NAMING = {
 
 
 def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
 # MariaDB/MySQL: utf8mb4 with a binary collation, so ids, names and keys compare exactly as on
@@ -42,7 +42,7 @@ def utcnow() -> dt.datetime:
 MYSQL_TABLE_ARGS = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 
-def ExactString(length: int):  # noqa: N802 - reads like a column type
+def ExactString(length: int):
     """A string compared and sorted by code point on every engine (PostgreSQL: collation "C")."""
     return String(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
 
