@@ -7,6 +7,7 @@ import types
 from collections.abc import Mapping
 
 from openkeel_compute.extra_specs import table_generated, table_hw, table_other
+from openkeel_compute.extra_specs.lookup import ValidatorIndex
 from openkeel_compute.extra_specs.model import InvalidExtraSpec, Validator
 
 
@@ -45,6 +46,7 @@ NAMESPACES: tuple[str, ...] = tuple(
     sorted({v.name_regex.split(":", 1)[0] for v in VALIDATORS.values() if ":" in v.name_regex})
 )
 _COMPILED_NAMESPACES = tuple(re.compile(namespace) for namespace in NAMESPACES)
+_INDEX = ValidatorIndex(VALIDATORS.values())
 
 
 def find_validator(key: str) -> Validator | None:
@@ -52,10 +54,7 @@ def find_validator(key: str) -> Validator | None:
     exact = VALIDATORS.get(key)
     if exact is not None:
         return exact
-    for validator in VALIDATORS.values():
-        if validator.compiled_name.fullmatch(key):
-            return validator
-    return None
+    return _INDEX.first_match(key)
 
 
 def is_policed_namespace(key: str) -> bool:
