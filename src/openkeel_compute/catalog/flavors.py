@@ -111,7 +111,12 @@ def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
     columns = _sort_columns(q.sort_key)
     descending = q.sort_dir == "desc"
     if q.marker is not None:
-        marker = conn.execute(select(FLAVORS).where(FLAVORS.c.flavorid == q.marker)).mappings().first()
+        # The marker is looked up with the caller's visibility: a private flavor the caller was
+        # not granted is "not found" as a marker too.
+        marker_query = select(FLAVORS).where(FLAVORS.c.flavorid == q.marker)
+        if not caller.is_admin:
+            marker_query = marker_query.where(_visible_to(caller))
+        marker = conn.execute(marker_query).mappings().first()
         if marker is None:
             raise errors.MarkerNotFound(q.marker)
         query = query.where(_after_marker(columns, [marker[c.name] for c in columns], descending))

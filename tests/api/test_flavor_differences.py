@@ -1,0 +1,55 @@
+"""Regression tests for the differences tools/flavor_api_differential.py found between OpenKeel and
+Nova 34.0.0. Every expectation was observed on the oracle (../shared/nova-oracle/run-oracle.sh,
+2026-11-29) with the same requests.
+
+The in-process client puts its path in PATH_INFO as given; a real WSGI server puts the
+percent-decoded path bytes there read as Latin-1 (PEP 3333), so non-ASCII paths are written here
+in that form ("caf\\u00c3\\u00a9" is what a server makes of /flavors/caf%C3%A9).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import admin, user
+
+
+def _create(client, flavor_id: str, *, public: bool = True) -> None:
+    body = {"flavor": {"name": flavor_id, "id": flavor_id, "ram": 1, "vcpus": 1, "disk": 0,
+                       "os-flavor-access:is_public": public}}
+    assert client.post("/v2.1/flavors", headers=admin(), json_body=body).status_code == 200
+
+
+@pytest.fixture
+def flavors(client):
+    _create(client, "m-priv", public=False)
+    _create(client, "m-pub")
+    _create(client, "z-pub")
+    return client
+
+
+def _ids(result) -> list[str]:
+    return [f["id"] for f in result.json["flavors"]]
+
+
+# A private flavor is not a valid marker for a project it was not shared with (Nova looks the
+# marker up with the caller's visibility): 400, where OpenKeel used to page on from it.
+def test_a_marker_the_caller_cannot_see_is_not_found(flavors):
+    got = flavors.get("/v2.1/flavors?marker=m-priv", headers=user("other", "other"))
+    assert got.status_code == 400
+    assert got.header("Content-Type") == "application/json; charset=UTF-8"
+    assert got.json == {"badRequest": {"code": 400, "message": "marker [m-priv] not found"}}
+    got = flavors.get("/v2.1/flavors/detail?marker=m-priv", headers=user("demo", "demo"))
+    assert got.status_code == 400
+    assert got.json == {"badRequest": {"code": 400, "message": "marker [m-priv] not found"}}
+
+
+def test_a_marker_is_found_by_admins_and_by_granted_projects(flavors):
+    assert _ids(flavors.get("/v2.1/flavors?marker=m-priv", headers=admin())) == ["m-pub", "z-pub"]
+    grant = {"addTenantAccess": {"tenant": "demo"}}
+    assert flavors.post("/v2.1/flavors/m-priv/action", headers=admin(), json_body=grant).status_code == 200
+    got = flavors.get("/v2.1/flavors/detail?marker=m-priv", headers=user("demo", "demo"))
+    assert got.status_code == 200
+    assert _ids(got) == ["m-pub", "z-pub"]
+    # projects it was not shared with still may not page from it
+    assert flavors.get("/v2.1/flavors?marker=m-priv", headers=user("other", "other")).status_code == 400
