@@ -53,3 +53,35 @@ def test_a_marker_is_found_by_admins_and_by_granted_projects(flavors):
     assert _ids(got) == ["m-pub", "z-pub"]
     # projects it was not shared with still may not page from it
     assert flavors.get("/v2.1/flavors?marker=m-priv", headers=user("other", "other")).status_code == 400
+
+
+# Nova never re-decodes the (Latin-1) path as UTF-8: a non-ASCII flavor id or extra-spec key
+# appears in its 404 messages as the UTF-8 bytes read one by one. Such ids and keys cannot exist
+# (their schemas are ASCII), so only these messages are concerned.
+@pytest.mark.parametrize(("method", "path", "message"), [
+    ("GET", "/v2.1/flavors/caf\u00c3\u00a9", "Flavor caf\u00c3\u00a9 could not be found."),
+    ("DELETE", "/v2.1/flavors/caf\u00c3\u00a9", "Flavor caf\u00c3\u00a9 could not be found."),
+    ("GET", "/v2.1/flavors/\u00c3\u00bcn\u00c3\u00af/os-extra_specs",
+     "Flavor \u00c3\u00bcn\u00c3\u00af could not be found."),
+    ("GET", "/v2.1/flavors/\u00c3\u00bcn\u00c3\u00af/os-flavor-access",
+     "Flavor \u00c3\u00bcn\u00c3\u00af could not be found."),
+    ("GET", "/v2.1/flavors/m-pub/os-extra_specs/\u00d0\u00ba\u00d0\u00bb",
+     "Flavor m-pub has no extra specs with key \u00d0\u00ba\u00d0\u00bb."),
+    ("DELETE", "/v2.1/flavors/m-pub/os-extra_specs/caf\u00c3\u00a9",
+     "Flavor m-pub has no extra specs with key caf\u00c3\u00a9."),
+])
+def test_non_ascii_path_parameters_read_as_nova_reads_them(flavors, method, path, message):
+    got = flavors.request(method, path, headers=admin("2.86"))
+    assert got.status_code == 404
+    assert got.json == {"itemNotFound": {"code": 404, "message": message}}
+
+
+def test_non_ascii_id_in_an_action_and_an_update(flavors):
+    got = flavors.post("/v2.1/flavors/caf\u00c3\u00a9/action", headers=admin("2.86"),
+                       json_body={"addTenantAccess": {"tenant": "demo"}})
+    assert got.status_code == 404
+    assert got.json == {"itemNotFound": {"code": 404, "message": "Flavor caf\u00c3\u00a9 could not be found."}}
+    got = flavors.put("/v2.1/flavors/caf\u00c3\u00a9", headers=admin("2.104"),
+                      json_body={"flavor": {"description": "x"}})
+    assert got.status_code == 404
+    assert got.json == {"itemNotFound": {"code": 404, "message": "Flavor caf\u00c3\u00a9 could not be found."}}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import flavor_access as schema
 from openkeel_compute.api.schemas import flavors as flavor_schema
 from openkeel_compute.api.wsgi import operation
@@ -31,6 +32,7 @@ def _notify_update(req, flavor: dict, projects: list[str]) -> None:
 
 @operation(versions="2.1-", query={"2.1-2.101": flavor_schema.LENIENT_QUERY, "2.102-": flavor_schema.STRICT_QUERY},
            expected=(404,))
+@wsgi_path_params
 def index(req, flavor_id):
     common.can(req, rules.ACCESS)
     with common.read(req) as conn:
@@ -42,6 +44,7 @@ def index(req, flavor_id):
 
 
 @operation(body={"2.0-": schema.add_tenant_access}, expected=(400, 403, 404, 409))
+@wsgi_path_params
 def add_tenant_access(req, flavor_id):
     common.can(req, rules.ACCESS_ADD, {})
     tenant = req.body["addTenantAccess"]["tenant"]
@@ -56,6 +59,7 @@ def add_tenant_access(req, flavor_id):
 
 
 @operation(body={"2.0-": schema.remove_tenant_access}, expected=(400, 403, 404))
+@wsgi_path_params
 def remove_tenant_access(req, flavor_id):
     common.can(req, rules.ACCESS_REMOVE, {})
     tenant = req.body["removeTenantAccess"]["tenant"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from oslo_utils import strutils
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import flavor_extra_specs as schema
 from openkeel_compute.api.schemas import flavors as flavor_schema
 from openkeel_compute.api.wsgi import Response, operation
@@ -54,6 +55,7 @@ def _notify_update(req, flavor_id: str) -> None:
 
 
 @operation(versions="2.1-", query=_QUERY, expected=(404,))
+@wsgi_path_params
 def index(req, flavor_id):
     common.can(req, rules.EXTRA_SPECS % "index", {"project_id": req.context.project_id})
     with common.read(req) as conn:
@@ -63,6 +65,7 @@ def index(req, flavor_id):
 
 
 @operation(versions="2.1-", body={"2.1-": schema.create}, expected=(400, 404, 409))
+@wsgi_path_params
 def create(req, flavor_id):
     common.can(req, rules.EXTRA_SPECS % "create", {})
     specs = req.body["extra_specs"]
@@ -76,6 +79,7 @@ def create(req, flavor_id):
 
 
 @operation(versions="2.1-", body={"2.1-": schema.update}, expected=(400, 404, 409))
+@wsgi_path_params
 def update(req, flavor_id, key):
     common.can(req, rules.EXTRA_SPECS % "update", {})
     stored = _check_values(req, req.body)
@@ -89,6 +93,7 @@ def update(req, flavor_id, key):
 
 
 @operation(versions="2.1-", query=_QUERY, expected=(404,))
+@wsgi_path_params
 def show(req, flavor_id, key):
     common.can(req, rules.EXTRA_SPECS % "show", {"project_id": req.context.project_id})
     with common.read(req) as conn:
@@ -100,6 +105,7 @@ def show(req, flavor_id, key):
 
 
 @operation(versions="2.1-", expected=(404,))
+@wsgi_path_params
 def delete(req, flavor_id, key):
     common.can(req, rules.EXTRA_SPECS % "delete", {})
     with common.write(req) as conn:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from oslo_utils import strutils
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import flavors as schema
 from openkeel_compute.api.views import flavors as view
 from openkeel_compute.api.wsgi import Response, operation
@@ -89,6 +90,7 @@ def detail(req):
 
 
 @operation(query={"2.0-2.101": schema.show_query, "2.102-": schema.show_query_v2102}, expected=(404,))
+@wsgi_path_params
 def show(req, flavor_id):
     include_specs = _include_extra_specs(req)
     with common.read(req) as conn:
@@ -126,6 +128,7 @@ def create(req):
 
 
 @operation(versions="2.55-", body={"2.55-": schema.update}, expected=(400, 404))
+@wsgi_path_params
 def update(req, flavor_id):
     common.can(req, rules.MANAGE % "update", {})
     with common.write(req) as conn:
@@ -138,6 +141,7 @@ def update(req, flavor_id):
 
 
 @operation(success=202, expected=(404,))
+@wsgi_path_params
 def delete(req, flavor_id):
     common.can(req, rules.MANAGE % "delete", {})
     with common.write(req) as conn:
