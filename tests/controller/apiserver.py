@@ -17,6 +17,8 @@ import copy
 import dataclasses
 import datetime
 import json
+import multiprocessing
+import random
 import threading
 import uuid
 from typing import Any
@@ -155,7 +157,7 @@ class ApiServer(KubernetesEmulator):
         meta = obj.setdefault("metadata", {})
         meta["resourceVersion"] = str(self.rv)
         if old is None:
-            meta["uid"] = str(uuid.uuid4())
+            meta["uid"] = str(uuid.UUID(int=random.getrandbits(128), version=4))  # uuid4() reads urandom: slow
             meta["creationTimestamp"] = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
             meta["generation"] = 1
         else:
@@ -418,3 +420,51 @@ class RunningApiServer:
         self._call(self.handler.__aexit__(None, None, None))
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(5)
+
+
+def _serve_in_child(conn) -> None:
+    server = RunningApiServer().start()
+    conn.send(server.port)
+    while True:
+        command, args = conn.recv()
+        if command == "stop":
+            server.stop()
+            conn.send(None)
+            return
+        if command == "seed":
+            conn.send(server.handler.seed(args))
+        elif command == "count":
+            conn.send(len(server.handler.objects(args)))
+        elif command == "writes":
+            conn.send(len(server.handler.writes))
+
+
+class ApiServerProcess:
+    """The same server in a process of its own (the benchmark: no GIL shared with the controller)."""
+
+    def __init__(self) -> None:
+        self._conn, child = multiprocessing.Pipe()
+        self._process = multiprocessing.get_context("fork").Process(target=_serve_in_child, args=(child,),
+                                                                    daemon=True)
+        self._process.start()
+        self.port = self._conn.recv()
+
+    url = RunningApiServer.url
+    kubeconfig = RunningApiServer.kubeconfig
+
+    def _ask(self, command: str, args=None):
+        self._conn.send((command, args))
+        return self._conn.recv()
+
+    def seed(self, obj: dict) -> dict:
+        return self._ask("seed", obj)
+
+    def count(self, kind: str) -> int:
+        return self._ask("count", kind)
+
+    def writes(self) -> int:
+        return self._ask("writes")
+
+    def stop(self) -> None:
+        self._ask("stop")
+        self._process.join(10)
