@@ -119,3 +119,30 @@ def test_enforce_scope_false_is_refused_not_ignored(tmp_path):
     with pytest.raises(ValueError, match="enforce_scope"):
         policies.init(conf)
     policies.reset()
+
+
+def test_policy_file_edits_apply_without_a_restart(tmp_path, monkeypatch):
+    import os
+
+    from openkeel_compute.api.deploy import deploy
+    from openkeel_compute.db import api as db_api
+    from openkeel_compute.db import migration
+    from tests.wsgi_client import Client
+
+    monkeypatch.setattr(policies, "DECISION_TTL", 0.0)
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text('"os_compute_api:os-flavor-manage:create": "role:admin"\n')
+    policies.reset()
+    conf = make_conf(tmp_path, oslo_policy={"policy_file": str(policy_file)})
+    migration.sync(db_api.get_engine(conf))
+    client = Client(deploy(conf))
+    try:
+        body = {"flavor": {"name": "later", "ram": 1, "vcpus": 1, "disk": 1}}
+        assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 403
+        policy_file.write_text('"os_compute_api:os-flavor-manage:create": "role:member"\n')
+        stat = policy_file.stat()
+        os.utime(policy_file, (stat.st_atime + 10, stat.st_mtime + 10))
+        assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 200
+    finally:
+        policies.reset()
+        db_api.dispose_all()

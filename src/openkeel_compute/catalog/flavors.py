@@ -11,7 +11,7 @@ import dataclasses
 import re
 import uuid
 
-from sqlalchemy import Connection, and_, delete, exists, false, func, insert, or_, select, true, update
+from sqlalchemy import Connection, and_, bindparam, delete, exists, false, func, insert, or_, select, true, update
 from sqlalchemy.exc import IntegrityError
 
 from openkeel_compute.catalog import errors
@@ -23,6 +23,13 @@ PROJECTS = models.FlavorProject.__table__
 OUTBOX = models.Outbox.__table__
 
 _NULLABLE_SORT_KEYS = {"description", "vcpu_weight", "updated_at"}
+
+# What the API shows of a flavor. Timestamps are not shown and cost the most to decode, so list
+# queries leave them out.
+VIEW_COLUMNS = [FLAVORS.c[name] for name in (
+    "id", "flavorid", "name", "memory_mb", "vcpus", "root_gb", "ephemeral_gb", "swap", "rxtx_factor",
+    "disabled", "is_public", "description",
+)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,15 +59,31 @@ def _visible_to(caller: Caller):
     return or_(FLAVORS.c.is_public == true(), shared)
 
 
+# Hot statements are built once; executing them only binds parameters.
+_GET = select(FLAVORS).where(FLAVORS.c.flavorid == bindparam("flavorid"))
+_GET_VISIBLE = _GET.where(
+    or_(
+        FLAVORS.c.is_public == true(),
+        exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
+    )
+)
+_SPECS_OF_ONE = (
+    select(EXTRA_SPECS.c.key, EXTRA_SPECS.c.value)
+    .where(EXTRA_SPECS.c.flavor_id == bindparam("flavor_id"))
+    .order_by(EXTRA_SPECS.c.id)
+)
+
+
 def get(conn: Connection, flavorid: str, caller: Caller | None = None) -> dict:
     """One flavor by its API id; a private flavor the caller cannot see is "not found"."""
-    query = select(FLAVORS).where(FLAVORS.c.flavorid == flavorid)
     if caller is not None and not caller.is_admin:
-        query = query.where(_visible_to(caller))
-    row = conn.execute(query).mappings().first()
-    if row is None:
+        result = conn.execute(_GET_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id})
+    else:
+        result = conn.execute(_GET, {"flavorid": flavorid})
+    rows = _rows(result)
+    if not rows:
         raise errors.FlavorNotFound(flavorid)
-    return dict(row)
+    return rows[0]
 
 
 def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[str, str]]:
@@ -68,14 +91,48 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
     result: dict[int, dict[str, str]] = {i: {} for i in internal_ids}
     if not internal_ids:
         return result
-    query = select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value).order_by(EXTRA_SPECS.c.id)
+    if len(internal_ids) == 1:
+        result[internal_ids[0]] = dict(conn.execute(_SPECS_OF_ONE, {"flavor_id": internal_ids[0]}).all())
+        return result
     if len(internal_ids) < 500:
-        query = query.where(EXTRA_SPECS.c.flavor_id.in_(internal_ids))
-    for flavor_id, key, value in conn.execute(query):
+        query = (
+            select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value)
+            .where(EXTRA_SPECS.c.flavor_id.in_(internal_ids))
+            .order_by(EXTRA_SPECS.c.id)
+        )
+        rows = conn.execute(query).all()
+    else:
+        rows = _all_extra_spec_rows(conn)
+    for flavor_id, key, value in rows:
         specs = result.get(flavor_id)
         if specs is not None:
             specs[key] = value
     return result
+
+
+_ALL_SPECS = select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value).order_by(EXTRA_SPECS.c.id)
+_ALL_SPECS_SQL: dict[str, str] = {}
+
+
+def _all_extra_spec_rows(conn: Connection) -> list[tuple]:
+    # Every extra spec of the catalogue (a long list page needs most of them): plain strings and
+    # ints need no result processing, so the DB-API cursor is used directly. The statement is
+    # still SQLAlchemy's, compiled once per dialect.
+    dialect = conn.dialect
+    sql = _ALL_SPECS_SQL.get(dialect.name)
+    if sql is None:
+        sql = _ALL_SPECS_SQL[dialect.name] = str(_ALL_SPECS.compile(dialect=dialect))
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
+def _rows(result) -> list[dict]:
+    keys = list(result.keys())
+    return [dict(zip(keys, row)) for row in result.all()]
 
 
 def projects_of(conn: Connection, internal_id: int) -> list[str]:
@@ -89,7 +146,7 @@ def _sort_columns(sort_key: str):
 
 def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
     """Nova's flavor list: filters, then (sort_key, id) ordering in sort_dir, then marker and limit."""
-    query = select(FLAVORS)
+    query = select(*VIEW_COLUMNS)
     if q.min_memory_mb is not None:
         query = query.where(FLAVORS.c.memory_mb >= q.min_memory_mb)
     if q.min_root_gb is not None:
@@ -130,7 +187,7 @@ def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
     query = query.order_by(*order)
     if q.limit is not None:
         query = query.limit(q.limit)
-    return [dict(row) for row in conn.execute(query).mappings()]
+    return _rows(conn.execute(query))
 
 
 def _after_marker(columns, values, descending: bool):

@@ -7,6 +7,8 @@ One Enforcer per process. ``authorize()`` raises ``PolicyNotAuthorized`` for a d
 from __future__ import annotations
 
 import itertools
+import threading
+import time
 
 from oslo_config import cfg
 from oslo_policy import opts as policy_opts
@@ -16,6 +18,16 @@ from openkeel_compute.policies import base, flavors
 
 _ENFORCER: policy.Enforcer | None = None
 _ENFORCER_CONF: cfg.ConfigOpts | None = None
+
+# oslo.policy re-reads the policy file's mtime and inspects every check's signature on each
+# call (hundreds of microseconds). A decision is a pure function of (rule, target, credentials)
+# and the rules, so decisions are remembered, and forgotten every few seconds so that edits to
+# policy.yaml still apply.
+DECISION_TTL = 5.0
+_decisions: dict = {}
+_decisions_born = 0.0
+_decisions_lock = threading.Lock()
+_MAX_DECISIONS = 50000
 
 
 def list_rules():
@@ -71,6 +83,26 @@ def init(conf: cfg.ConfigOpts) -> policy.Enforcer:
 def reset() -> None:
     global _ENFORCER, _ENFORCER_CONF
     _ENFORCER = _ENFORCER_CONF = None
+    _decisions.clear()
+
+
+def _freeze(value):
+    if isinstance(value, dict):
+        return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple, set)):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _credentials_key(context):
+    key = getattr(context, "_openkeel_policy_key", None)
+    if key is None:
+        key = _freeze(dict(context.to_policy_values()))
+        try:
+            context._openkeel_policy_key = key
+        except AttributeError:  # pragma: no cover - a context class with __slots__
+            pass
+    return key
 
 
 def authorize(context, rule: str, target: dict | None = None, *, fatal: bool = True) -> bool:
@@ -80,9 +112,20 @@ def authorize(context, rule: str, target: dict | None = None, *, fatal: bool = T
         raise RuntimeError("policies.init(conf) was not called")
     if target is None:
         target = {"project_id": context.project_id, "user_id": context.user_id}
-    try:
-        return enforcer.authorize(rule, target, context, do_raise=True)
-    except policy.PolicyNotAuthorized:
-        if fatal:
-            raise
-        return False
+    global _decisions_born
+    now = time.monotonic()
+    if now - _decisions_born > DECISION_TTL or len(_decisions) > _MAX_DECISIONS:
+        with _decisions_lock:
+            _decisions.clear()
+            _decisions_born = now
+    key = (rule, _freeze(target), _credentials_key(context))
+    allowed = _decisions.get(key)
+    if allowed is None:
+        try:
+            allowed = enforcer.authorize(rule, target, context, do_raise=True)
+        except (policy.PolicyNotAuthorized, policy.InvalidScope):
+            allowed = False
+        _decisions[key] = allowed
+    if not allowed and fatal:
+        raise policy.PolicyNotAuthorized(rule, target, context.to_policy_values())
+    return bool(allowed)
