@@ -85,3 +85,27 @@ def test_non_ascii_id_in_an_action_and_an_update(flavors):
                       json_body={"flavor": {"description": "x"}})
     assert got.status_code == 404
     assert got.json == {"itemNotFound": {"code": 404, "message": "Flavor caf\u00c3\u00a9 could not be found."}}
+
+
+# Nova lists a flavor's access in project-id order (its rows are read through the
+# (flavor_id, project_id) unique index), not in the order they were granted: the action answers
+# and the os-flavor-access list alike. Sequence and answers as observed on the oracle.
+def test_flavor_access_lists_come_in_project_id_order(client):
+    _create(client, "acc", public=False)
+
+    def entries(*projects):
+        return {"flavor_access": [{"flavor_id": "acc", "tenant_id": p} for p in projects]}
+
+    def act(action, tenant):
+        got = client.post("/v2.1/flavors/acc/action", headers=admin("2.61"), json_body={action: {"tenant": tenant}})
+        assert got.status_code == 200
+        return got.json
+
+    assert act("addTenantAccess", "zeta") == entries("zeta")
+    assert act("addTenantAccess", "alpha") == entries("alpha", "zeta")
+    assert act("addTenantAccess", "Mid") == entries("Mid", "alpha", "zeta")
+    assert act("addTenantAccess", "0num") == entries("0num", "Mid", "alpha", "zeta")
+    assert act("addTenantAccess", "beta") == entries("0num", "Mid", "alpha", "beta", "zeta")
+    assert act("removeTenantAccess", "alpha") == entries("0num", "Mid", "beta", "zeta")
+    got = client.get("/v2.1/flavors/acc/os-flavor-access", headers=admin("2.61"))
+    assert got.json == entries("0num", "Mid", "beta", "zeta")

@@ -136,7 +136,10 @@ def _rows(result) -> list[dict]:
 
 
 def projects_of(conn: Connection, internal_id: int) -> list[str]:
-    query = select(PROJECTS.c.project_id).where(PROJECTS.c.flavor_id == internal_id).order_by(PROJECTS.c.id)
+    # Ordered by project id: Nova reads the access rows through the (flavor_id, project_id)
+    # unique index, so its lists (API and notifications) come out in that order, not insertion's.
+    query = (select(PROJECTS.c.project_id).where(PROJECTS.c.flavor_id == internal_id)
+             .order_by(PROJECTS.c.project_id))
     return [row[0] for row in conn.execute(query)]
 
 
