@@ -54,7 +54,7 @@ class Validator:
     deprecated: bool = False
     parameters: tuple[Parameter, ...] = ()
     name_regex: str = dataclasses.field(init=False)
-    # Compiled once: the registry scans all 525 regexes for a parametrised key, more than re's cache keeps.
+    # Compiled once: 525 patterns are more than re's own cache keeps, and lookups run them per key.
     compiled_name: re.Pattern[str] = dataclasses.field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
