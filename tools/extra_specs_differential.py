@@ -231,7 +231,11 @@ class RemoteSide:
 
 
 def in_process(key: str, value: Value, microversion: str) -> Outcome:
-    """What OpenKeel's flavor API does with one extra spec, without HTTP."""
+    """What OpenKeel's flavor API must do with one extra spec, without HTTP.
+
+    Numbers arrive as Nova's stdlib JSON parser makes them: integers of any size stay integers, so
+    10**20 is validated as '100000000000000000000' (a parser that turns it into 1e+20 differs).
+    """
     text = value if isinstance(value, str) else str(value)
     major, minor = (int(part) for part in microversion.split("."))
     if (major, minor) < (2, 86):
