@@ -109,3 +109,23 @@ def test_flavor_access_lists_come_in_project_id_order(client):
     assert act("removeTenantAccess", "alpha") == entries("0num", "Mid", "beta", "zeta")
     got = client.get("/v2.1/flavors/acc/os-flavor-access", headers=admin("2.61"))
     assert got.json == entries("0num", "Mid", "beta", "zeta")
+
+
+# A repeated query parameter: the page is cut and sorted with its last value, but Nova builds the
+# next link from all (name, value) pairs sorted, the last per name winning, so the link keeps the
+# greatest value of each; the marker is replaced in place. Answers observed on the oracle.
+@pytest.mark.parametrize(("query", "page", "link_query"), [
+    ("/flavors?limit=2&limit=1", ["a1"], "limit=2&marker=a1"),
+    ("/flavors/detail?sort_dir=desc&sort_dir=asc&limit=1&minRam=0&minRam=1", ["a1"],
+     "limit=1&minRam=1&sort_dir=desc&marker=a1"),
+    ("/flavors?limit=1&marker=a2&marker=a1", ["a2"], "limit=1&marker=a2"),
+])
+def test_next_link_of_repeated_parameters(client, query, page, link_query):
+    for flavor_id in ("a1", "a2", "a3"):
+        _create(client, flavor_id)
+    got = client.get("/v2.1" + query, headers=admin())
+    assert got.status_code == 200
+    assert _ids(got) == page
+    collection = query.split("?", 1)[0]
+    assert got.json["flavors_links"] == [
+        {"rel": "next", "href": f"http://{client.host}/v2.1{collection}?{link_query}"}]

@@ -75,8 +75,12 @@ def _list(req, collection_name: str, detail: bool) -> dict:
     else:
         items = [view.brief(req, links, f) for f in flavors]
     params = {k: v[-1] for k, v in req.query.items()}
+    # The next link carries each parameter once: Nova sorts all (name, value) pairs and keeps the
+    # last one per name, so a repeated parameter keeps its greatest value there (the page itself
+    # is cut at the last value given).
+    link_params = dict(sorted((k, v) for k, values in req.query.items() for v in values))
     return view.collection(req, links, flavors, items, collection_name, params,
-                           common.services(req).conf.api.max_limit)
+                           common.services(req).conf.api.max_limit, link_params=link_params)
 
 
 @operation(query=_INDEX_QUERY, expected=(400,))

@@ -38,12 +38,13 @@ def full(req, links, flavor: dict, extra_specs: dict | None = None) -> dict:
 
 
 def collection(req, links, flavors: list[dict], items: list[dict], collection_name: str, params: dict,
-               max_limit: int) -> dict:
+               max_limit: int, link_params: dict | None = None) -> dict:
     result: dict = {"flavors": items}
     requested = params.get("limit")
     max_items = min(int(requested), max_limit) if requested is not None else max_limit
     if max_items and max_items == len(flavors):
+        next_params = params if link_params is None else link_params
         result["flavors_links"] = [
-            {"rel": "next", "href": links.next_link(collection_name, params, flavors[-1]["flavorid"])}
+            {"rel": "next", "href": links.next_link(collection_name, next_params, flavors[-1]["flavorid"])}
         ]
     return result
