@@ -243,3 +243,21 @@ def test_visibility(question, persona, apis, world):
     else:
         raise AssertionError(question)
     assert answer == VISIBLE[question][persona], f"{persona}: {question} -> {answer}"
+
+
+@pytest.mark.parametrize("token", [None, "not-a-valid-token"], ids=["no token", "bogus token"])
+def test_unauthenticated_is_401_with_keystone_challenge(token, conformance):
+    """keystonemiddleware's answer: 401 and WWW-Authenticate: Keystone uri="<www_authenticate_uri>"."""
+    import urllib.error  # noqa: PLC0415
+    import urllib.request  # noqa: PLC0415
+
+    req = urllib.request.Request(conformance.compute_url + "/flavors",
+                                 headers={"Accept": "application/json"})
+    if token:
+        req.add_header("X-Auth-Token", token)
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(req, timeout=30)
+    assert err.value.code == 401
+    challenge = err.value.headers.get("WWW-Authenticate", "")
+    keystone_root = conformance.keystone_url.rsplit("/v3", 1)[0]
+    assert challenge.startswith("Keystone uri=") and keystone_root in challenge, challenge
