@@ -22,24 +22,28 @@ local headers = {
 }
 local specs = '{"extra_specs": {"hw:cpu_policy": "shared", "hw:mem_page_size": "large", ' ..
    '"hw:cpu_max_sockets": "2", "hw:watchdog_action": "reset", "hw_rng:allowed": "True"}}'
-local n = 0
+-- The cycle advances in response(), not in request(): wrk calls request() once more than it sends (a
+-- request generated and discarded up front), which would otherwise skip the first POST.
+local n = 1
 local step = 0
-local id = nil
 
 function request()
+   local id = string.format("bw-%s-%d-%d", run, tid, n)
    if step == 0 then
-      n = n + 1
-      id = string.format("bw-%s-%d-%d", run, tid, n)
-      step = 1
       local body = string.format(
          '{"flavor": {"name": "%s", "id": "%s", "ram": 1024, "vcpus": 2, "disk": 20, ' ..
          '"description": "benchmark write"}}', id, id)
       return wrk.format("POST", "/v2.1/flavors", headers, body)
    elseif step == 1 then
-      step = 2
       return wrk.format("POST", "/v2.1/flavors/" .. id .. "/os-extra_specs", headers, specs)
    else
-      step = 0
       return wrk.format("DELETE", "/v2.1/flavors/" .. id, headers, nil)
+   end
+end
+
+function response(status, headers, body)
+   step = (step + 1) % 3
+   if step == 0 then
+      n = n + 1
    end
 end
