@@ -128,3 +128,14 @@ def test_delete_removes_access_and_extra_specs_with_the_flavor(client, conf):
     with db_api.reader(db_api.get_engine(conf)) as conn:
         for table in ("flavors", "flavor_projects", "flavor_extra_specs"):
             assert conn.execute(sa.text(f"select count(*) from {table}")).scalar() == 0, table
+
+
+def test_integers_beyond_64_bits_are_read_as_integers_like_nova(client):
+    _create(client, "big")
+    raw = b'{"extra_specs": {"quota:cpu_shares": 100000000000000000000}}'
+    got = client.post("/v2.1/flavors/big/os-extra_specs", headers=admin("2.86", **{"Content-Type": "application/json"}),
+                      body=raw)
+    assert got.status_code == 200, got.text
+    assert got.content == b'{"extra_specs":{"quota:cpu_shares":100000000000000000000}}'
+    stored = client.get("/v2.1/flavors/big/os-extra_specs/quota:cpu_shares", headers=admin()).json
+    assert stored == {"quota:cpu_shares": "100000000000000000000"}

@@ -15,7 +15,9 @@ Every answer after a successful version parse carries both version headers and b
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
+import re
 from collections.abc import Callable
 
 import falcon
@@ -140,6 +142,27 @@ class Response:
         self.headers = headers
 
 
+_LONG_NUMBER = re.compile(rb"\d{19,}")
+
+
+def loads(raw: bytes):
+    """Parse a JSON body like Nova (stdlib json): integers of any size stay integers.
+
+    orjson is much faster but reads integers beyond 64 bits as floats, which changes how
+    str(value) looks to the extra-spec rules; such bodies take the stdlib path.
+    """
+    if _LONG_NUMBER.search(raw):
+        return json.loads(raw)
+    return orjson.loads(raw)
+
+
+def dumps(body) -> bytes:
+    try:
+        return orjson.dumps(body)
+    except TypeError:  # integers beyond 64 bits (echoed back by extra-spec writes)
+        return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
+
+
 def _parse_query(freq: falcon.Request) -> dict[str, list[str]]:
     # Nova validates multi-valued query parameters as lists (webob's dict_of_lists).
     result: dict[str, list[str]] = {}
@@ -217,7 +240,7 @@ class Endpoint:
         target = self.methods[method]
         if isinstance(target, dict):  # POST …/action: dispatch on the body's single key
             try:
-                decoded = orjson.loads(raw)
+                decoded = loads(raw)
                 if len(decoded) != 1:
                     raise ValueError("too many body keys")
                 name = next(iter(decoded))
@@ -232,7 +255,7 @@ class Endpoint:
             body = None
             if raw:
                 try:
-                    body = orjson.loads(raw)
+                    body = loads(raw)
                 except ValueError:
                     raise faults.BadRequest("Malformed request body") from None
         ctx = env_context = freq.env.get("openkeel.context")
@@ -274,4 +297,4 @@ class Endpoint:
                     resp.set_header(name, value)
         resp.status = status
         resp.content_type = SUCCESS_CONTENT_TYPE
-        resp.data = orjson.dumps(body) if body is not None else b""
+        resp.data = dumps(body) if body is not None else b""
