@@ -129,3 +129,30 @@ def test_next_link_of_repeated_parameters(client, query, page, link_query):
     collection = query.split("?", 1)[0]
     assert got.json["flavors_links"] == [
         {"rel": "next", "href": f"http://{client.host}/v2.1{collection}?{link_query}"}]
+
+
+# Paging from a marker with any sort key follows Nova's criteria (oslo.db's paginate_query): a
+# NULL marker value adds no criterion (only the later keys count), NULL rows are never "beyond" a
+# value, and boolean keys page as integers (they were a 500 here). p2 alone has an updated_at and
+# a description; q4 is private. Sequence and answers observed on the oracle.
+@pytest.mark.parametrize(("query", "page"), [
+    ("sort_key=updated_at&marker=p3", []),
+    ("sort_key=updated_at&marker=p1", ["p3", "p2"]),
+    ("sort_key=updated_at&marker=p2", []),
+    ("sort_key=updated_at&sort_dir=desc&marker=p2", []),
+    ("sort_key=description&sort_dir=desc&marker=p2", []),
+    ("sort_key=description&marker=p1", ["p3", "p2"]),
+    ("sort_key=is_public&marker=p1&is_public=none", ["p2", "p3"]),
+    ("sort_key=is_public&sort_dir=desc&marker=p2&is_public=none", ["p1", "q4"]),
+    ("sort_key=disabled&marker=p2", ["p3"]),
+    ("sort_key=vcpu_weight&marker=p2", ["p3"]),
+])
+def test_paging_from_a_marker_with_any_sort_key(client, query, page):
+    for flavor_id in ("p1", "p2", "p3"):
+        _create(client, flavor_id)
+    _create(client, "q4", public=False)
+    got = client.put("/v2.1/flavors/p2", headers=admin("2.55"), json_body={"flavor": {"description": "d"}})
+    assert got.status_code == 200
+    got = client.get(f"/v2.1/flavors?{query}", headers=admin("2.55"))
+    assert got.status_code == 200
+    assert _ids(got) == page

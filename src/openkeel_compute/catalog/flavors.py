@@ -11,7 +11,23 @@ import dataclasses
 import re
 import uuid
 
-from sqlalchemy import Connection, and_, bindparam, delete, exists, false, func, insert, or_, select, true, update
+from sqlalchemy import (
+    Boolean,
+    Connection,
+    Integer,
+    and_,
+    bindparam,
+    cast,
+    delete,
+    exists,
+    false,
+    func,
+    insert,
+    or_,
+    select,
+    true,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 
 from openkeel_compute.catalog import errors
@@ -194,19 +210,20 @@ def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
 
 
 def _after_marker(columns, values, descending: bool):
-    """Rows strictly after the marker in (col1, col2, …) order, NULLs sorting first."""
+    """Rows after the marker, with Nova's criteria (oslo.db's paginate_query): for each sort
+    column whose marker value is not NULL, "equal on the earlier non-NULL columns and beyond on
+    this one"; a NULL marker value contributes nothing (rows are then only "beyond" on the later
+    columns, whatever their value here), and NULL rows are never beyond a value. Booleans are
+    compared as integers."""
     criteria = []
     for i, column in enumerate(columns):
-        equal_before = [
-            (columns[j].is_(None) if values[j] is None else columns[j] == values[j]) for j in range(i)
-        ]
         value = values[i]
         if value is None:
-            beyond = column.is_not(None) if not descending else false()
-        elif descending:
-            beyond = or_(column < value, column.is_(None)) if column.name in _NULLABLE_SORT_KEYS else column < value
-        else:
-            beyond = column > value
+            continue
+        equal_before = [columns[j] == values[j] for j in range(i) if values[j] is not None]
+        if isinstance(column.type, Boolean):
+            column, value = cast(column, Integer), int(value)
+        beyond = column < value if descending else column > value
         criteria.append(and_(*equal_before, beyond))
     return or_(*criteria)
 
