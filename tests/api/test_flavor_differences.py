@@ -156,3 +156,32 @@ def test_paging_from_a_marker_with_any_sort_key(client, query, page):
     got = client.get(f"/v2.1/flavors?{query}", headers=admin("2.55"))
     assert got.status_code == 200
     assert _ids(got) == page
+
+
+# The legacy /v2 endpoint (no microversions) serves os-extra_specs and os-flavor-access too, where
+# we answered 404 "The resource could not be found.". Sequence and answers observed on the oracle.
+def test_legacy_v2_serves_extra_specs_and_flavor_access(client):
+    _create(client, "p1")
+    _create(client, "q4", public=False)
+    token = {"X-Auth-Token": "admin:admin"}
+
+    def call(method, path, body=None):
+        got = client.request(method, "/v2" + path, headers=token, json_body=body)
+        assert got.header("OpenStack-API-Version") is None
+        assert got.header("X-OpenStack-Nova-API-Version") is None
+        return got.status_code, (got.json if got.content else None)
+
+    assert call("GET", "/flavors/p1/os-extra_specs") == (200, {"extra_specs": {}})
+    # no extra-spec validation before 2.86; numbers echoed as numbers, stored as strings
+    assert call("POST", "/flavors/p1/os-extra_specs", {"extra_specs": {"hw:cpu_policy": "bogus", "n": 5}}) == (
+        200, {"extra_specs": {"hw:cpu_policy": "bogus", "n": 5}})
+    assert call("PUT", "/flavors/p1/os-extra_specs/k", {"k": "v", "x": 1}) == (
+        400, {"badRequest": {"code": 400, "message": "{'k': 'v', 'x': 1} has too many properties"}})
+    assert call("PUT", "/flavors/p1/os-extra_specs/k", {"k": "v"}) == (200, {"k": "v"})
+    assert call("GET", "/flavors/p1/os-extra_specs/k") == (200, {"k": "v"})
+    assert call("GET", "/flavors/p1/os-extra_specs?foo=1") == (
+        200, {"extra_specs": {"hw:cpu_policy": "bogus", "k": "v", "n": "5"}})
+    assert call("DELETE", "/flavors/p1/os-extra_specs/k") == (200, None)
+    assert call("GET", "/flavors/q4/os-flavor-access") == (200, {"flavor_access": []})
+    assert call("GET", "/flavors/p1/os-flavor-access") == (
+        404, {"itemNotFound": {"code": 404, "message": "Access list not available for public flavors."}})

@@ -30,7 +30,7 @@ def _notify_update(req, flavor: dict, projects: list[str]) -> None:
     common.notify(req, "update", flavor)
 
 
-@operation(versions="2.1-", query={"2.1-2.101": flavor_schema.LENIENT_QUERY, "2.102-": flavor_schema.STRICT_QUERY},
+@operation(versions="2.0-", query={"2.1-2.101": flavor_schema.LENIENT_QUERY, "2.102-": flavor_schema.STRICT_QUERY},
            expected=(404,))
 @wsgi_path_params
 def index(req, flavor_id):

@@ -54,7 +54,7 @@ def _notify_update(req, flavor_id: str) -> None:
     common.notify(req, "update", flavor)
 
 
-@operation(versions="2.1-", query=_QUERY, expected=(404,))
+@operation(versions="2.0-", query=_QUERY, expected=(404,))
 @wsgi_path_params
 def index(req, flavor_id):
     common.can(req, rules.EXTRA_SPECS % "index", {"project_id": req.context.project_id})
@@ -64,7 +64,7 @@ def index(req, flavor_id):
     return {"extra_specs": specs}
 
 
-@operation(versions="2.1-", body={"2.1-": schema.create}, expected=(400, 404, 409))
+@operation(versions="2.0-", body={"2.0-": schema.create}, expected=(400, 404, 409))
 @wsgi_path_params
 def create(req, flavor_id):
     common.can(req, rules.EXTRA_SPECS % "create", {})
@@ -78,7 +78,7 @@ def create(req, flavor_id):
     return req.body
 
 
-@operation(versions="2.1-", body={"2.1-": schema.update}, expected=(400, 404, 409))
+@operation(versions="2.0-", body={"2.0-": schema.update}, expected=(400, 404, 409))
 @wsgi_path_params
 def update(req, flavor_id, key):
     common.can(req, rules.EXTRA_SPECS % "update", {})
@@ -92,7 +92,7 @@ def update(req, flavor_id, key):
     return req.body
 
 
-@operation(versions="2.1-", query=_QUERY, expected=(404,))
+@operation(versions="2.0-", query=_QUERY, expected=(404,))
 @wsgi_path_params
 def show(req, flavor_id, key):
     common.can(req, rules.EXTRA_SPECS % "show", {"project_id": req.context.project_id})
@@ -104,7 +104,7 @@ def show(req, flavor_id, key):
     return {key: specs[key]}
 
 
-@operation(versions="2.1-", expected=(404,))
+@operation(versions="2.0-", expected=(404,))
 @wsgi_path_params
 def delete(req, flavor_id, key):
     common.can(req, rules.EXTRA_SPECS % "delete", {})
