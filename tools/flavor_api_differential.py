@@ -118,6 +118,7 @@ class Request:
     headers: dict
     body: bytes | None = None
     noid: int | None = None  # an id-less create: its generated id is "{noid-N}" in later paths
+    root: str = "/v2.1"  # or the legacy "/v2", or "/v2.1/<project id>"
 
     def render(self, ids: dict[int, str]) -> str:
         """The path for one server: "{noid-N}" becomes the id that server generated (if any)."""
@@ -127,7 +128,8 @@ class Request:
     def describe(self) -> str:
         hdrs = {k: v for k, v in self.headers.items() if k != "Content-Type"}
         body = "" if self.body is None else " " + self.body.decode("utf-8", "replace")[:300]
-        return f"{self.method} {self.path} {hdrs}{body}"
+        root = "" if self.root == "/v2.1" else self.root
+        return f"{self.method} {root}{self.path} {hdrs}{body}"
 
 
 class Generator:
@@ -239,6 +241,18 @@ class Generator:
             params.append((name, value))
         return ("?" + urllib.parse.urlencode(params)) if params else ""
 
+    def page_query(self) -> str:
+        """Paging with any sort key: the marker has to be found and compared per key."""
+        params = [("sort_key", self.pick(SORT_KEYS[:15])), ("limit", self.pick(["1", "2", "3"]))]
+        if self.chance(0.7):
+            params.append(("sort_dir", self.pick(["asc", "desc"])))
+        if self.ids and self.chance(0.9):
+            params.append(("marker", self.pick(self.ids)))
+        if self.chance(0.2):
+            params.append(("is_public", self.pick(["none", "false"])))
+        self.rng.shuffle(params)
+        return "?" + urllib.parse.urlencode(params)
+
     def show_query(self) -> str:
         return self.pick(["", "", "", "", "?foo=bar", "?is_public=none"])
 
@@ -296,6 +310,19 @@ class Generator:
             self.names.append(flavor["name"])
         return {"flavor": flavor}, created_id
 
+    def rooted(self, req: Request) -> Request:
+        """Now and then the legacy /v2 endpoint (no microversion), or a /v2.1/{project_id}/ prefix
+        that matches the token's project, does not, or is not hex."""
+        r = self.rng.random()
+        if r < 0.05:
+            req.root = "/v2"
+            req.headers.pop("OpenStack-API-Version", None)
+            req.headers.pop("X-OpenStack-Nova-API-Version", None)
+        elif r < 0.10:
+            req.headers["X-Auth-Token"] = self.pick(["hexuser:0123abcd", "admin:0123abcd"])
+            req.root = "/v2.1/" + self.pick(["0123abcd", "0123abcd", "4567ef", "not-hex"])
+        return req
+
     def next(self) -> Request:
         if self.pending:
             return self.pending.pop(0)
@@ -307,13 +334,18 @@ class Generator:
         }
         kinds = list(weights)
         kind = self.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
-        return getattr(self, "_" + kind)()
+        req = getattr(self, "_" + kind)()
+        if kind not in ("list", "detail") and req.root == "/v2.1" and self.chance(0.5):
+            req = self.rooted(req)
+        return req
 
     def _list(self):
-        return Request("GET /flavors", "GET", "/flavors" + self.list_query(), self.headers())
+        query = self.page_query() if self.chance(0.3) else self.list_query()
+        return self.rooted(Request("GET /flavors", "GET", "/flavors" + query, self.headers()))
 
     def _detail(self):
-        return Request("GET /flavors/detail", "GET", "/flavors/detail" + self.list_query(), self.headers())
+        query = self.page_query() if self.chance(0.3) else self.list_query()
+        return self.rooted(Request("GET /flavors/detail", "GET", "/flavors/detail" + query, self.headers()))
 
     def _show(self):
         return Request("GET /flavors/{id}", "GET", f"/flavors/{self.flavor_id()}" + self.show_query(),
@@ -485,7 +517,7 @@ def send(base: str, req: Request, ids: dict[int, str], timeout: float = 60) -> A
         headers = dict(req.headers)
         if req.body is not None:
             headers["Content-Length"] = str(len(req.body))
-        conn.request(req.method, "/v2.1" + req.render(ids), body=req.body, headers=headers)
+        conn.request(req.method, req.root + req.render(ids), body=req.body, headers=headers)
         resp = conn.getresponse()
         raw = resp.read()
         hdrs: dict[str, list[str]] = {}
