@@ -49,7 +49,7 @@ class Conformance:
             pathlib.Path(os.environ["OPENKEEL_CONFORMANCE_IDENTITIES"]).read_text()
         )
         self.bin = os.environ.get("OPENKEEL_CONFORMANCE_BIN", "")
-        import yaml  # noqa: PLC0415 - only once the tier is running
+        import yaml  # imported here: only the tier needs it
 
         self.clouds = yaml.safe_load(pathlib.Path(self.clouds_file).read_text())["clouds"]
 

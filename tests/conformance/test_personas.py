@@ -76,8 +76,8 @@ class Api:
     """A keystoneauth1 session for one persona, talking to the compute URL of the tier."""
 
     def __init__(self, conformance, cloud: str) -> None:
-        from keystoneauth1 import session  # noqa: PLC0415
-        from keystoneauth1.identity import v3  # noqa: PLC0415
+        from keystoneauth1 import session
+        from keystoneauth1.identity import v3
 
         auth = dict(conformance.clouds[cloud]["auth"])
         self.session = session.Session(auth=v3.Password(**auth))
@@ -248,8 +248,8 @@ def test_visibility(question, persona, apis, world):
 @pytest.mark.parametrize("token", [None, "not-a-valid-token"], ids=["no token", "bogus token"])
 def test_unauthenticated_is_401_with_keystone_challenge(token, conformance):
     """keystonemiddleware's answer: 401 and WWW-Authenticate: Keystone uri="<www_authenticate_uri>"."""
-    import urllib.error  # noqa: PLC0415
-    import urllib.request  # noqa: PLC0415
+    import urllib.error
+    import urllib.request
 
     req = urllib.request.Request(conformance.compute_url + "/flavors",
                                  headers={"Accept": "application/json"})
