@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import subprocess
 import sys
 
@@ -88,19 +90,28 @@ def test_registered_defaults_have_nova_scope_types():
         assert by_name[name].scope_types == ["project"], name
 
 
-def test_policy_yaml_overrides_a_default(tmp_path):
+@contextlib.contextmanager
+def _client_with_policy(tmp_path, rules: str):
+    """An app whose [oslo_policy] policy_file holds ``rules``; yields (client, policy file)."""
     from openkeel_compute.api.deploy import deploy
     from openkeel_compute.db import api as db_api
     from openkeel_compute.db import migration
     from tests.wsgi_client import Client
 
     policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text('"os_compute_api:os-flavor-manage:create": "role:member"\n')
+    policy_file.write_text(rules)
     policies.reset()
     conf = make_conf(tmp_path, oslo_policy={"policy_file": str(policy_file)})
     migration.sync(db_api.get_engine(conf))
-    client = Client(deploy(conf))
     try:
+        yield Client(deploy(conf)), policy_file
+    finally:
+        policies.reset()
+        db_api.dispose_all()
+
+
+def test_policy_yaml_overrides_a_default(tmp_path):
+    with _client_with_policy(tmp_path, '"os_compute_api:os-flavor-manage:create": "role:member"\n') as (client, _):
         body = {"flavor": {"name": "by-a-member", "ram": 1, "vcpus": 1, "disk": 1}}
         assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 200
         denied = client.delete("/v2.1/flavors/x", headers=user())
@@ -108,9 +119,6 @@ def test_policy_yaml_overrides_a_default(tmp_path):
         assert denied.json["forbidden"]["message"] == (
             "Policy doesn't allow os_compute_api:os-flavor-manage:delete to be performed.")
         assert client.get("/v2.1/flavors", headers=admin()).status_code == 200
-    finally:
-        policies.reset()
-        db_api.dispose_all()
 
 
 def test_enforce_scope_false_is_refused_not_ignored(tmp_path):
@@ -122,27 +130,12 @@ def test_enforce_scope_false_is_refused_not_ignored(tmp_path):
 
 
 def test_policy_file_edits_apply_without_a_restart(tmp_path, monkeypatch):
-    import os
-
-    from openkeel_compute.api.deploy import deploy
-    from openkeel_compute.db import api as db_api
-    from openkeel_compute.db import migration
-    from tests.wsgi_client import Client
-
     monkeypatch.setattr(policies, "DECISION_TTL", 0.0)
-    policy_file = tmp_path / "policy.yaml"
-    policy_file.write_text('"os_compute_api:os-flavor-manage:create": "role:admin"\n')
-    policies.reset()
-    conf = make_conf(tmp_path, oslo_policy={"policy_file": str(policy_file)})
-    migration.sync(db_api.get_engine(conf))
-    client = Client(deploy(conf))
-    try:
+    rules = '"os_compute_api:os-flavor-manage:create": "role:admin"\n'
+    with _client_with_policy(tmp_path, rules) as (client, policy_file):
         body = {"flavor": {"name": "later", "ram": 1, "vcpus": 1, "disk": 1}}
         assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 403
         policy_file.write_text('"os_compute_api:os-flavor-manage:create": "role:member"\n')
         stat = policy_file.stat()
         os.utime(policy_file, (stat.st_atime + 10, stat.st_mtime + 10))
         assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 200
-    finally:
-        policies.reset()
-        db_api.dispose_all()
