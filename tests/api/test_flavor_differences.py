@@ -9,6 +9,8 @@ in that form ("caf\\u00c3\\u00a9" is what a server makes of /flavors/caf%C3%A9).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.conftest import admin, user
@@ -185,3 +187,19 @@ def test_legacy_v2_serves_extra_specs_and_flavor_access(client):
     assert call("GET", "/flavors/q4/os-flavor-access") == (200, {"flavor_access": []})
     assert call("GET", "/flavors/p1/os-flavor-access") == (
         404, {"itemNotFound": {"code": 404, "message": "Access list not available for public flavors."}})
+
+
+# Setting the description a flavor already has leaves updated_at alone (Nova's ORM issues no
+# UPDATE), which shows in sort_key=updated_at. Sequence and orders observed on the oracle.
+def test_setting_the_same_description_does_not_touch_updated_at(client):
+    for flavor_id in ("u1", "u2", "u3"):
+        _create(client, flavor_id)
+    for flavor_id, description in (("u3", "x"), ("u2", None), ("u1", "y"), ("u3", "x")):
+        time.sleep(0.002)  # distinct timestamps
+        got = client.put(f"/v2.1/flavors/{flavor_id}", headers=admin("2.55"),
+                         json_body={"flavor": {"description": description}})
+        assert got.status_code == 200
+        assert got.json["flavor"]["description"] == description
+    assert _ids(client.get("/v2.1/flavors?sort_key=updated_at", headers=admin())) == ["u2", "u3", "u1"]
+    assert _ids(client.get("/v2.1/flavors?sort_key=updated_at&sort_dir=desc", headers=admin())) == [
+        "u1", "u3", "u2"]

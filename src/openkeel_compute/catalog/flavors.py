@@ -275,11 +275,12 @@ def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: 
 
 
 def update_description(conn: Connection, flavorid: str, description: str | None) -> dict:
-    result = conn.execute(
-        update(FLAVORS)
-        .where(FLAVORS.c.flavorid == flavorid)
-        .values(description=description, updated_at=models.utcnow())
-    )
+    # Setting the description it already has changes nothing, updated_at included (Nova's ORM
+    # issues no UPDATE then); updated_at is visible through sort_key=updated_at.
+    values = {"description": description}
+    if get(conn, flavorid)["description"] != description:
+        values["updated_at"] = models.utcnow()
+    result = conn.execute(update(FLAVORS).where(FLAVORS.c.flavorid == flavorid).values(**values))
     if result.rowcount == 0:
         raise errors.FlavorNotFound(flavorid)
     _outbox(conn, "upsert", flavorid)
