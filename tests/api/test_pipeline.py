@@ -252,3 +252,15 @@ def test_every_request_gets_an_access_log_line_with_its_request_id(client, caplo
     lines = [r.getMessage() for r in caplog.records if r.name == "openkeel_compute.api.access"]
     assert len(lines) == 1
     assert request_id in lines[0] and '"GET /v2.1/flavors?limit=1"' in lines[0] and "status: 200" in lines[0]
+
+
+@pytest.mark.parametrize("raw, status", [
+    (b"null", 404), (b"true", 404), (b"3", 404), (b'"x"', 404), (b'["a"]', 404),
+    (b'""', 400), (b'"xy"', 400), (b"[]", 400), (b"[1,2]", 400),
+])
+def test_action_bodies_that_are_not_objects_answer_as_nova(client, raw, status):
+    got = client.post("/v2.1/flavors/any/action", headers=admin(**{"Content-Type": "application/json"}), body=raw)
+    assert got.status_code == status
+    message = "The resource could not be found." if status == 404 else "Malformed request body"
+    assert got.json == {("itemNotFound" if status == 404 else "badRequest"): {"code": status, "message": message}}
+    assert_versioned(got, "2.1")

@@ -241,11 +241,15 @@ class Endpoint:
         if isinstance(target, dict):  # POST …/action: dispatch on the body's single key
             try:
                 decoded = loads(raw)
-                if len(decoded) != 1:
-                    raise ValueError("too many body keys")
-                name = next(iter(decoded))
-            except (ValueError, TypeError):
+            except ValueError:
                 raise faults.BadRequest("Malformed request body") from None
+            try:
+                if len(decoded) != 1:
+                    raise faults.BadRequest("Malformed request body")
+                name = next(iter(decoded.keys()))
+            except (AttributeError, TypeError):
+                # JSON that is not an object (null, a number, "x", ["a"]): Nova finds no method.
+                raise faults.NotFound("The resource could not be found.") from None
             op = target.get(name)
             if op is None:
                 raise faults.BadRequest(f"There is no such action: {name}")
