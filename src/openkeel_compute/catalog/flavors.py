@@ -86,7 +86,7 @@ _GET_VISIBLE = _GET.where(
 _SPECS_OF_ONE = (
     select(EXTRA_SPECS.c.key, EXTRA_SPECS.c.value)
     .where(EXTRA_SPECS.c.flavor_id == bindparam("flavor_id"))
-    .order_by(EXTRA_SPECS.c.id)
+    .order_by(EXTRA_SPECS.c.key)
 )
 
 
@@ -114,7 +114,7 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
         query = (
             select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value)
             .where(EXTRA_SPECS.c.flavor_id.in_(internal_ids))
-            .order_by(EXTRA_SPECS.c.id)
+            .order_by(EXTRA_SPECS.c.key)
         )
         rows = conn.execute(query).all()
     else:
@@ -126,7 +126,7 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
     return result
 
 
-_ALL_SPECS = select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value).order_by(EXTRA_SPECS.c.id)
+_ALL_SPECS = select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value).order_by(EXTRA_SPECS.c.key)
 _ALL_SPECS_SQL: dict[str, str] = {}
 
 
