@@ -50,10 +50,9 @@ def log(msg: str) -> None:
 def ensure_venv(venv: Path = DEFAULT_VENV) -> Path:
     """The venv with nova, gunicorn and psycopg; created (a few minutes, once) when missing."""
     py = venv / "bin/python"
-    ok = py.exists() and subprocess.run(
-        [str(py), "-c", "import nova, gunicorn, psycopg, importlib.metadata as m; "
-                        f"assert m.version('nova') == '{NOVA_VERSION}'"],
-        capture_output=True).returncode == 0
+    probe = ("import nova, gunicorn, psycopg, importlib.metadata as m; "
+             f"assert m.version('nova') == '{NOVA_VERSION}'")
+    ok = py.exists() and subprocess.run([str(py), "-c", probe], capture_output=True, check=False).returncode == 0
     if ok:
         return venv
     log(f"creating {venv} (pip install nova=={NOVA_VERSION} gunicorn psycopg[binary]; minutes, once)")
@@ -61,7 +60,8 @@ def ensure_venv(venv: Path = DEFAULT_VENV) -> Path:
     subprocess.run([PYTHON, "-m", "venv", str(venv)], check=True)
     cons: list[str] = []
     if (ORACLE_VENV / "bin/pip").exists():
-        freeze = subprocess.run([str(ORACLE_VENV / "bin/pip"), "freeze"], capture_output=True, text=True).stdout
+        freeze = subprocess.run([str(ORACLE_VENV / "bin/pip"), "freeze"], capture_output=True, text=True,
+                                check=False).stdout
         lines = [ln for ln in freeze.splitlines() if ln and not ln.startswith("-e") and " @ " not in ln]
         cfile = venv.parent / "nova-constraints.txt"
         cfile.write_text("\n".join(lines) + "\n")
@@ -124,7 +124,7 @@ control_socket_disable = True
                      ["cell_v2", "create_cell", "--name", "cell1", "--transport-url", "fake://",
                       "--database_connection", cell1_db],
                      ["db", "sync"]):
-            rc = subprocess.run(manage + args, stdout=out, stderr=subprocess.STDOUT).returncode
+            rc = subprocess.run(manage + args, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
             if rc != 0:
                 raise RuntimeError(f"nova-manage {' '.join(args)} failed; see {d}/db-sync.log")
 
