@@ -4,6 +4,7 @@ Read from the outside in (the order a request meets them):
 
   healthcheck        /healthcheck answers here, before anything else (oslo.middleware's app)
   request id         x-openstack-request-id and x-compute-request-id on every answer
+  proxy headers      X-Forwarded-* (only with [oslo_middleware] enable_proxy_headers_parsing)
   access log         one line per request, with its request id, status and time
   url map            /, /v2.1, /v2 version documents (no auth); /v2.1/… and /v2/… to the API;
                      anything else: Nova's 300 "multiple choices"
@@ -19,6 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import time
+import uuid
 
 import falcon
 from oslo_config import cfg
@@ -33,14 +35,38 @@ from openkeel_compute.db import api as db_api
 LOG = logging.getLogger(__name__)
 ACCESS_LOG = logging.getLogger("openkeel_compute.api.access")
 
+_GLOBAL_ID = re.compile(request_id.ID_FORMAT)
+
 # Nova routes /v2.1/{project_id}/… only for ids made of these characters.
 _PROJECT_ID_SEGMENT = re.compile(r"^[0-9a-f\-]+$")
 
 
-class ComputeRequestId(request_id.RequestId):
-    """oslo.middleware's request id, also answered as Nova's x-compute-request-id."""
+class ComputeRequestId:
+    """oslo.middleware's request-id contract in plain WSGI, also answered as x-compute-request-id.
 
-    compat_headers = ["x-compute-request-id"]  # noqa: RUF012 - the base class declares it as a list
+    Same environ keys (``openstack.request_id``, ``openstack.global_request_id`` from a valid
+    inbound X-OpenStack-Request-ID) and same headers as ``oslo_middleware.RequestId`` with Nova's
+    compat header, without building webob Request/Response objects on every call.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        inbound = environ.get("HTTP_X_OPENSTACK_REQUEST_ID", "")
+        if inbound and _GLOBAL_ID.match(inbound):
+            environ[request_id.GLOBAL_REQ_ID] = inbound
+        req_id = "req-" + str(uuid.uuid4())
+        environ[request_id.ENV_REQUEST_ID] = req_id
+
+        def _start_response(status, headers, exc_info=None):
+            names = {name.lower() for name, _ in headers}
+            for header in ("x-openstack-request-id", "x-compute-request-id"):
+                if header not in names:
+                    headers.append((header, req_id))
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, _start_response)
 
 
 class AccessLog:
@@ -194,6 +220,9 @@ def build_services(conf: cfg.ConfigOpts) -> Services:
         FlavorNotifier = None
     if FlavorNotifier is not None:
         notifier = FlavorNotifier(conf, host=conf.host)
+        if not notifier.enabled:
+            # Handlers gather payloads only for a notifier: none at all when nothing is sent.
+            notifier = None
     verify = None
     if conf.api.auth_strategy == "keystone":
         from openkeel_compute.api.identity import ProjectVerifier
@@ -218,9 +247,11 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     api = sizelimit.RequestBodySizeLimiter(api, conf)
 
     app = URLMap(api, router_app, conf, services)
-    app = HTTPProxyToWSGI(app, conf)
+    if conf.oslo_middleware.enable_proxy_headers_parsing:
+        # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
+        app = HTTPProxyToWSGI(app, conf)
     app = AccessLog(app)
-    app = ComputeRequestId(app, conf)
+    app = ComputeRequestId(app)
     health = healthcheck.Healthcheck(None, conf)
 
     def application(environ, start_response):

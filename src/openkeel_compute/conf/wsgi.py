@@ -10,9 +10,11 @@ WSGI_OPTS = [
     cfg.IntOpt("workers", default=1, min=1, help="API worker processes."),
     cfg.IntOpt(
         "threads",
-        default=8,
         min=1,
-        help="Request threads per worker; keep it near [database] max_pool_size.",
+        sample_default="2 on SQLite, 8 otherwise",
+        help="Request threads per worker. Unset: 2 with SQLite (one writer at a time; more threads "
+        "only add lock hand-offs), 8 with a database server (threads wait on round trips). Keep it "
+        "near [database] max_pool_size.",
     ),
     cfg.StrOpt(
         "server",
