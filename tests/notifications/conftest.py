@@ -9,6 +9,7 @@ import pytest
 from oslo_config import cfg
 
 from openkeel_compute.notifications import register_opts
+from openkeel_compute.notifications.options import register_messaging_opts
 
 # The flavor Nova's notification samples are generated from, as our catalogue hands it over.
 SAMPLE_FLAVOR: dict[str, Any] = {
@@ -46,6 +47,7 @@ def make_conf() -> Callable[..., cfg.ConfigOpts]:
     def build(**overrides: Any) -> cfg.ConfigOpts:
         conf = cfg.ConfigOpts()
         register_opts(conf)
+        register_messaging_opts(conf)  # so the tests can override oslo.messaging's options
         conf([], project="openkeel-test")
         for key, value in overrides.items():
             group, name = key.split("__", 1)

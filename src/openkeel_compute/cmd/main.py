@@ -19,11 +19,27 @@ COMMAND_MODULES = (
     "openkeel_compute.cmd.controller",
 )
 
+# The modules a command needs ("flavor status" comes from the controller's module). Importing
+# only those keeps `serve` from loading the mapping, the registry and the Kubernetes client in
+# the server's master process.
+MODULES_BY_COMMAND = {
+    "serve": ("openkeel_compute.cmd.serve",),
+    "db": ("openkeel_compute.cmd.db",),
+    "flavor": ("openkeel_compute.cmd.flavor", "openkeel_compute.cmd.controller"),
+    "extra-specs": ("openkeel_compute.cmd.extra_specs",),
+    "controller": ("openkeel_compute.cmd.controller",),
+}
 
-def build_parser() -> argparse.ArgumentParser:
+
+def _modules_for(argv: list[str] | None) -> tuple[str, ...]:
+    words = [a for a in (sys.argv[1:] if argv is None else argv) if not a.startswith("-")]
+    return MODULES_BY_COMMAND.get(words[0], COMMAND_MODULES) if words else COMMAND_MODULES
+
+
+def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="openkeel-compute", description=__doc__.splitlines()[0])
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in modules:
         try:
             module = importlib.import_module(name)
         except ModuleNotFoundError as exc:
@@ -35,7 +51,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    parser = build_parser(_modules_for(argv))
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -51,10 +51,14 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
-import oslo_messaging
+from typing import TYPE_CHECKING
+
 from oslo_config import cfg
 
 from openkeel_compute.notifications import options
+
+if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really sends
+    import oslo_messaging
 
 LOG = logging.getLogger(__name__)
 
@@ -144,34 +148,45 @@ def build_flavor_payload(flavor: FlavorDict, action: FlavorAction) -> dict[str, 
     }
 
 
-class _RequestContextSerializer(oslo_messaging.Serializer):
-    """Send the payload as is and the request context as its dict.
+def _request_context_serializer() -> oslo_messaging.Serializer:
+    """An oslo.messaging serializer (built on first use: the import is heavy)."""
+    import oslo_messaging
 
-    oslo.messaging hands us a redacted copy of the context (or ``{}`` when there is
-    none); the AMQP drivers flatten the dict into ``_context_*`` message keys.
-    """
+    class _RequestContextSerializer(oslo_messaging.Serializer):
+        """Send the payload as is and the request context as its dict.
 
-    def serialize_entity(self, ctxt: Any, entity: Any) -> Any:
-        return entity
+        oslo.messaging hands us a redacted copy of the context (or ``{}`` when there is
+        none); the AMQP drivers flatten the dict into ``_context_*`` message keys.
+        """
 
-    def deserialize_entity(self, ctxt: Any, entity: Any) -> Any:
-        return entity
+        def serialize_entity(self, ctxt: Any, entity: Any) -> Any:
+            return entity
 
-    def serialize_context(self, ctxt: Any) -> dict[str, Any]:
-        to_dict = getattr(ctxt, "to_dict", None)
-        return to_dict() if callable(to_dict) else dict(ctxt or {})
+        def deserialize_entity(self, ctxt: Any, entity: Any) -> Any:
+            return entity
 
-    def deserialize_context(self, ctxt: Any) -> Any:
-        return ctxt
+        def serialize_context(self, ctxt: Any) -> dict[str, Any]:
+            to_dict = getattr(ctxt, "to_dict", None)
+            return to_dict() if callable(to_dict) else dict(ctxt or {})
+
+        def deserialize_context(self, ctxt: Any) -> Any:
+            return ctxt
+
+    return _RequestContextSerializer()
 
 
 def _ensure_registered(conf: cfg.ConfigOpts) -> None:
     """Register the options unless the configuration owner already did (and maybe re-defaulted them)."""
     try:
         conf.notifications.notification_format  # noqa: B018 - probing for registration
-        conf.oslo_messaging_notifications.driver  # noqa: B018
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         options.register_opts(conf)
+    if conf.notifications.notification_format not in ("versioned", "both"):
+        return
+    try:
+        conf.oslo_messaging_notifications.driver  # noqa: B018
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        options.register_messaging_opts(conf)
 
 
 def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
@@ -181,9 +196,10 @@ def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
     be ``versioned`` or ``both``; and a driver other than ``noop`` must be configured.
     """
     _ensure_registered(conf)
-    versioned = conf.notifications.notification_format in ("versioned", "both")
+    if conf.notifications.notification_format not in ("versioned", "both"):
+        return False
     drivers = set(conf.oslo_messaging_notifications.driver) - {"noop"}
-    return versioned and bool(drivers)
+    return bool(drivers)
 
 
 class FlavorNotifier:
@@ -200,11 +216,13 @@ class FlavorNotifier:
         self._transport: oslo_messaging.Transport | None = None
         self._notifier: oslo_messaging.Notifier | None = None
         if self.enabled:
+            import oslo_messaging
+
             self._transport = oslo_messaging.get_notification_transport(conf)
             self._notifier = oslo_messaging.Notifier(
                 self._transport,
                 publisher_id=self.publisher_id,
-                serializer=_RequestContextSerializer(),
+                serializer=_request_context_serializer(),
                 topics=conf.notifications.versioned_notifications_topics,
             )
 

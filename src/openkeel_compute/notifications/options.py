@@ -27,7 +27,6 @@ from __future__ import annotations
 import copy
 
 from oslo_config import cfg
-from oslo_messaging import opts as messaging_opts
 
 NOTIFICATIONS_GROUP = "notifications"
 OSLO_NOTIFICATIONS_GROUP = "oslo_messaging_notifications"
@@ -66,6 +65,10 @@ notifications_opts: list[cfg.Opt] = [
 
 def _oslo_messaging_opts(group: str | None) -> list[cfg.Opt]:
     """Return copies of oslo.messaging's own options of ``group`` (None: [DEFAULT])."""
+    # Imported here: oslo.messaging pulls in oslo.service and eventlet (seconds of start-up and
+    # tens of MiB per worker), which an API that sends no notifications never needs.
+    from oslo_messaging import opts as messaging_opts
+
     for listed_group, opts in messaging_opts.list_opts():
         if listed_group == group:
             return list(opts)
@@ -81,14 +84,24 @@ def _control_exchange_opt() -> cfg.Opt:
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    """Register both groups on ``conf`` and apply OpenKeel's defaults to this ``conf`` only.
+    """Register [notifications] on ``conf``; oslo.messaging's groups come later, when needed.
+
+    With the default ``notification_format = unversioned`` no flavor notification is ever
+    sent, so oslo.messaging is not even imported; otherwise ``FlavorNotifier`` registers its
+    groups (``register_messaging_opts``). oslo.config reads values of options registered after
+    the files were parsed, so nothing set in a file is lost.
+    """
+    conf.register_opts(notifications_opts, group=NOTIFICATIONS_GROUP)
+
+
+def register_messaging_opts(conf: cfg.ConfigOpts) -> None:
+    """Register oslo.messaging's options with OpenKeel's defaults, on this ``conf`` only.
 
     The oslo.messaging options are registered unchanged (oslo.messaging registers the
     very same options again when a notifier is built, and oslo.config only accepts that
     when they are equal), then their defaults are overridden per ConfigOpts instance so
     no process-wide state changes.
     """
-    conf.register_opts(notifications_opts, group=NOTIFICATIONS_GROUP)
     conf.register_opts(_oslo_notification_opts(), group=OSLO_NOTIFICATIONS_GROUP)
     conf.set_default("driver", DEFAULT_DRIVER, group=OSLO_NOTIFICATIONS_GROUP)
     conf.set_default("retry", DEFAULT_RETRY, group=OSLO_NOTIFICATIONS_GROUP)
