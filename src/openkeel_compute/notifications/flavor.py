@@ -49,9 +49,7 @@ import enum
 import logging
 import socket
 from collections.abc import Mapping
-from typing import Any
-
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
