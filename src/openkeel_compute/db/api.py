@@ -118,10 +118,19 @@ def transaction(engine: Engine) -> Iterator[Connection]:
 
 @contextlib.contextmanager
 def reader(engine: Engine) -> Iterator[Connection]:
-    """A connection for reads: one consistent snapshot, never holding a write lock."""
+    """A connection for reads: never holds a write lock and costs no BEGIN/ROLLBACK round trips.
+
+    SQLite: no BEGIN (see the begin listener). Database servers: AUTOCOMMIT, set on the driver
+    connection without a round trip and reset when the connection goes back to the pool. A read
+    of several statements may see a write committed between them, which the API tolerates.
+    """
     with engine.connect() as conn:
-        conn.execution_options(openkeel_readonly=True)
+        if engine.dialect.name == "sqlite":
+            conn.execution_options(openkeel_readonly=True)
+        else:
+            conn.execution_options(isolation_level="AUTOCOMMIT")
         try:
             yield conn
         finally:
-            conn.rollback()
+            if engine.dialect.name == "sqlite":
+                conn.rollback()
