@@ -149,6 +149,6 @@ def update(req, flavor_id):
 def delete(req, flavor_id):
     common.can(req, rules.MANAGE % "delete", {})
     with common.write(req) as conn:
-        flavor = catalog.destroy(conn, flavor_id)
+        flavor = catalog.destroy(conn, flavor_id, with_extra_specs=common.services(req).notifier is not None)
     common.notify(req, "delete", flavor)
     return Response(None)
