@@ -8,6 +8,7 @@ import copy
 import orjson
 
 from openkeel_compute.api import microversion
+from openkeel_compute.api.links import url_join
 
 _DOCS_LINK = {"rel": "describedby", "type": "text/html", "href": "http://docs.openstack.org/"}
 
@@ -39,15 +40,6 @@ VERSIONS = {
 
 def _path_segment(version_id: str) -> str:
     return "v2.1" if version_id.startswith("v2.1") else "v2"
-
-
-def url_join(*parts: str) -> str:
-    """Join URL parts with single slashes; an empty last part leaves a trailing slash."""
-    parts = parts or ("",)
-    clean = [part.strip("/") for part in parts if part]
-    if not parts[-1]:
-        clean.append("")
-    return "/".join(clean)
 
 
 def _href(prefix: str, version_id: str, path: str = "") -> str:
