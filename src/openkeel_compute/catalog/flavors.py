@@ -330,8 +330,9 @@ def remove_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
 
 
 def get_or_none(conn: Connection, flavorid: str) -> dict | None:
-    row = conn.execute(select(FLAVORS).where(FLAVORS.c.flavorid == flavorid)).mappings().first()
-    return dict(row) if row else None
+    """One flavor by its API id whatever its visibility, or None."""
+    rows = _rows(conn.execute(_GET, {"flavorid": flavorid}))
+    return rows[0] if rows else None
 
 
 def _upsert_statement(conn: Connection, rows: list[dict]):

@@ -17,11 +17,10 @@ _QUERY = {"2.1-2.101": flavor_schema.LENIENT_QUERY, "2.102-": flavor_schema.STRI
 
 def _check_values(req, specs: dict) -> dict[str, str]:
     """Numbers are stored as strings (<= 255 characters); from 2.86 values meet the registry."""
-    validate = None
-    if req.version >= (2, 86):
+    validating = req.version >= (2, 86)
+    if validating:
+        # Loaded on first use: the 525-validator registry is not needed to start the API.
         from openkeel_compute import extra_specs
-
-        validate = extra_specs.validate
     stored = {}
     for name, value in specs.items():
         if isinstance(value, (int, float)):
@@ -30,14 +29,11 @@ def _check_values(req, specs: dict) -> dict[str, str]:
                 strutils.check_string_length(value, "extra_specs value", max_length=255)
             except (ValueError, TypeError) as exc:
                 raise faults.BadRequest(exc.args[0]) from None
-        if validate is not None:
+        if validating:
             try:
-                validate(name, value)
-            except Exception as exc:
-                message = getattr(exc, "message", None)
-                if message is None:
-                    raise
-                raise faults.BadRequest(message) from None
+                extra_specs.validate(name, value)
+            except extra_specs.InvalidExtraSpec as exc:
+                raise faults.BadRequest(exc.message) from None
         stored[name] = value
     return stored
 
