@@ -67,6 +67,47 @@ def test_migrated_schema_matches_the_models(database_url):
         engine.dispose()
 
 
+def _backend_id(conn) -> int:
+    if conn.dialect.name == "postgresql":
+        return conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+    return conn.exec_driver_sql("SELECT CONNECTION_ID()").scalar()
+
+
+def _kill_backend(database_url: str, backend: int) -> None:
+    killer = sa.create_engine(database_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+    with killer.connect() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(backend)})")
+        else:
+            conn.exec_driver_sql(f"KILL {int(backend)}")
+    killer.dispose()
+
+
+@pytest.mark.parametrize("idle_ping", [True, False], ids=["pinged-after-idle", "not-pinged"])
+def test_a_pooled_connection_killed_while_idle_is_replaced_before_use(database_url, idle_ping):
+    if database_url.startswith("sqlite"):
+        pytest.skip("SQLite has no server connection to lose")
+    # ping_after_idle=0 pings every connection that was idle at all; 3600 never pings here,
+    # which shows the ping is what saves the read.
+    engine = db_api.make_engine(database_url, pool_size=1, max_overflow=0,
+                                ping_after_idle=0 if idle_ping else 3600)
+    try:
+        with db_api.reader(engine) as conn:
+            backend = _backend_id(conn)
+        _kill_backend(database_url, backend)
+        if idle_ping:
+            with db_api.reader(engine) as conn:
+                assert _backend_id(conn) != backend
+        else:
+            # Without the ping the dead connection is handed out and the read fails (the
+            # driver's error, wrapped by SQLAlchemy or not depending on where it surfaces).
+            with pytest.raises(Exception, match="(?i)connection|terminat|lost|closed"):
+                with db_api.reader(engine) as conn:
+                    _backend_id(conn)
+    finally:
+        engine.dispose()
+
+
 def _create(client, name, flavor_id=None, version=None):
     headers = dict(ADMIN)
     if version:

@@ -102,6 +102,37 @@ def get(conn: Connection, flavorid: str, caller: Caller | None = None) -> dict:
     return rows[0]
 
 
+_SHOW_SPECS = EXTRA_SPECS.alias("spec")
+_SHOW_FROM = FLAVORS.outerjoin(_SHOW_SPECS, _SHOW_SPECS.c.flavor_id == FLAVORS.c.id)
+_SHOW = (
+    select(*VIEW_COLUMNS, _SHOW_SPECS.c.key, _SHOW_SPECS.c.value)
+    .select_from(_SHOW_FROM)
+    .where(FLAVORS.c.flavorid == bindparam("flavorid"))
+    .order_by(_SHOW_SPECS.c.key)
+)
+_SHOW_VISIBLE = _SHOW.where(
+    or_(
+        FLAVORS.c.is_public == true(),
+        exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
+    )
+)
+_VIEW_NAMES = [column.name for column in VIEW_COLUMNS]
+
+
+def show(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, dict[str, str]]:
+    """One flavor with its extra specs in one statement (one row per spec): GET /flavors/{id}."""
+    if caller is not None and not caller.is_admin:
+        rows = conn.execute(_SHOW_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id}).all()
+    else:
+        rows = conn.execute(_SHOW, {"flavorid": flavorid}).all()
+    if not rows:
+        raise errors.FlavorNotFound(flavorid)
+    width = len(_VIEW_NAMES)
+    flavor = dict(zip(_VIEW_NAMES, rows[0]))
+    specs = {row[width]: row[width + 1] for row in rows if row[width] is not None}
+    return flavor, specs
+
+
 def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[str, str]]:
     """Extra specs of many flavors in one query: internal id → {key: value}."""
     result: dict[int, dict[str, str]] = {i: {} for i in internal_ids}

@@ -98,8 +98,9 @@ def detail(req):
 def show(req, flavor_id):
     include_specs = _include_extra_specs(req)
     with common.read(req) as conn:
-        flavor = catalog.get(conn, flavor_id, common.caller(req))
-        specs = catalog.extra_specs_of(conn, [flavor["id"]])[flavor["id"]] if include_specs else None
+        flavor, specs = catalog.show(conn, flavor_id, common.caller(req))
+    if not include_specs:
+        specs = None
     return {"flavor": view.full(req, common.links(req), flavor, specs)}
 
 
