@@ -133,6 +133,34 @@ def show(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple
     return flavor, specs
 
 
+_ACCESS_OF = PROJECTS.alias("access")
+_ACCESS = (
+    select(FLAVORS.c.id, FLAVORS.c.flavorid, FLAVORS.c.is_public, _ACCESS_OF.c.project_id)
+    .select_from(FLAVORS.outerjoin(_ACCESS_OF, _ACCESS_OF.c.flavor_id == FLAVORS.c.id))
+    .where(FLAVORS.c.flavorid == bindparam("flavorid"))
+    .order_by(_ACCESS_OF.c.project_id)
+)
+_ACCESS_VISIBLE = _ACCESS.where(
+    or_(
+        FLAVORS.c.is_public == true(),
+        exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
+    )
+)
+
+
+def access_list(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, list[str]]:
+    """A flavor (id, flavorid, is_public) and its access list, ordered by project, in one statement."""
+    if caller is not None and not caller.is_admin:
+        rows = conn.execute(_ACCESS_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id}).all()
+    else:
+        rows = conn.execute(_ACCESS, {"flavorid": flavorid}).all()
+    if not rows:
+        raise errors.FlavorNotFound(flavorid)
+    internal_id, api_id, is_public, _ = rows[0]
+    flavor = {"id": internal_id, "flavorid": api_id, "is_public": is_public}
+    return flavor, [row[3] for row in rows if row[3] is not None]
+
+
 def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[str, str]]:
     """Extra specs of many flavors in one query: internal id → {key: value}."""
     result: dict[int, dict[str, str]] = {i: {} for i in internal_ids}

@@ -28,10 +28,6 @@ def _serve(args) -> int:
     workers = args.workers or conf.wsgi.workers
     server = args.server or conf.wsgi.server
     threads = conf.wsgi.threads
-    if threads is None:
-        from openkeel_compute.db import api as db_api
-
-        threads = 2 if db_api.connection_url(conf).startswith("sqlite") else 8
     # Workers rebuild the app from the same configuration files.
     os.environ["OPENKEEL_CONFIG_FILES"] = os.pathsep.join(os.path.abspath(p) for p in args.config_file)
     LOG.info("OpenKeel compute API on http://%s:%s/ (%s, %d worker(s) x %d thread(s), auth %s)", host, port,

@@ -10,11 +10,12 @@ WSGI_OPTS = [
     cfg.IntOpt("workers", default=1, min=1, help="API worker processes."),
     cfg.IntOpt(
         "threads",
+        default=2,
         min=1,
-        sample_default="2 on SQLite, 8 otherwise",
-        help="Request threads per worker. Unset: 2 with SQLite (one writer at a time; more threads "
-        "only add lock hand-offs), 8 with a database server (threads wait on round trips). Keep it "
-        "near [database] max_pool_size.",
+        help="Request threads per worker. Two keep the core busy while one waits on the database "
+        "(SQLite's writer lock or a server round trip); more only add GIL hand-offs, which show "
+        "as tail latency (measured in bench/RESULTS.md). Raise it for a database several "
+        "milliseconds away, and keep it at most [database] max_pool_size. Scale with workers.",
     ),
     cfg.StrOpt(
         "server",

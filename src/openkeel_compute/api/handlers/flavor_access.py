@@ -36,10 +36,9 @@ def _notify_update(req, flavor: dict, projects: list[str]) -> None:
 def index(req, flavor_id):
     common.can(req, rules.ACCESS)
     with common.read(req) as conn:
-        flavor = catalog.get(conn, flavor_id, common.caller(req))
-        if flavor["is_public"]:
-            raise faults.NotFound("Access list not available for public flavors.")
-        projects = catalog.projects_of(conn, flavor["id"])
+        flavor, projects = catalog.access_list(conn, flavor_id, common.caller(req))
+    if flavor["is_public"]:
+        raise faults.NotFound("Access list not available for public flavors.")
     return _marshall(flavor, projects)
 
 
