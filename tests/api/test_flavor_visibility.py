@@ -25,7 +25,7 @@ def _ids(result):
 def _disable(conf, flavor_id):
     # Nova has no API to disable a flavor either: operators do it in the database.
     with db_api.transaction(db_api.get_engine(conf)) as conn:
-        conn.execute(sa.update(models.Flavor.__table__).where(models.Flavor.__table__.c.flavorid == flavor_id)
+        conn.execute(sa.update(models.FLAVORS).where(models.FLAVORS.c.flavorid == flavor_id)
                      .values(disabled=True))
 
 

@@ -61,7 +61,7 @@ def test_migrated_schema_matches_the_models(database_url):
     try:
         migration.sync(engine)
         with engine.connect() as conn:
-            diff = compare_metadata(MigrationContext.configure(conn), models.Base.metadata)
+            diff = compare_metadata(MigrationContext.configure(conn), models.metadata)
         assert diff == [], f"models and migrations disagree: {diff}"
     finally:
         engine.dispose()

@@ -33,10 +33,10 @@ from sqlalchemy.exc import IntegrityError
 from openkeel_compute.catalog import errors
 from openkeel_compute.db import models
 
-FLAVORS = models.Flavor.__table__
-EXTRA_SPECS = models.FlavorExtraSpec.__table__
-PROJECTS = models.FlavorProject.__table__
-OUTBOX = models.Outbox.__table__
+FLAVORS = models.FLAVORS
+EXTRA_SPECS = models.FLAVOR_EXTRA_SPECS
+PROJECTS = models.FLAVOR_PROJECTS
+OUTBOX = models.OUTBOX
 
 _NULLABLE_SORT_KEYS = {"description", "vcpu_weight", "updated_at"}
 

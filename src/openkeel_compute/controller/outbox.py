@@ -11,7 +11,7 @@ from sqlalchemy import Engine, and_, func, select, update
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 
-OUTBOX = models.Outbox.__table__
+OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
 
 

@@ -2,10 +2,10 @@
 
 from alembic import context
 
-from openkeel_compute.db.models import Base
+from openkeel_compute.db.models import metadata
 
 config = context.config
-target_metadata = Base.metadata
+target_metadata = metadata
 
 
 def run_migrations_online() -> None:
