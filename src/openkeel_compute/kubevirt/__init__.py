@@ -6,24 +6,32 @@ quota:cpu_quota moved from approximate to none, because KubeVirt admission refus
 resources.limits.cpu on a VM that references an instancetype.
 """
 
-from openkeel_compute.kubevirt.flavor import Flavor, InvalidFlavor, parse_flavor
-from openkeel_compute.kubevirt.guard import (
-    RefusedByKubeVirt,
-    check_vm,
-    cluster_refusals,
-    instancetype_conflicts,
-)
-from openkeel_compute.kubevirt.image import ImagePreference, ImageRefused, preference_with_image
-from openkeel_compute.kubevirt.mapping import FlavorObjects, ReportEntry, flavor_to_kubevirt
-from openkeel_compute.kubevirt.names import kubernetes_name, project_namespace
-from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
-from openkeel_compute.kubevirt.reverse import (
-    ImportResult,
-    NotAnInstancetype,
-    import_instancetype,
-    objects_to_flavor,
-)
-from openkeel_compute.kubevirt.rules import Fidelity, Rule, rule_for_extra_spec
+import importlib
+
+# Names are imported on first use (PEP 562): the API process registers the [kubevirt] options
+# through kubevirt.options and must not pay for the mapping tables it never runs.
+_WHERE = {
+    "Flavor": "flavor", "InvalidFlavor": "flavor", "parse_flavor": "flavor",
+    "RefusedByKubeVirt": "guard", "check_vm": "guard", "cluster_refusals": "guard",
+    "instancetype_conflicts": "guard",
+    "ImagePreference": "image", "ImageRefused": "image", "preference_with_image": "image",
+    "FlavorObjects": "mapping", "ReportEntry": "mapping", "flavor_to_kubevirt": "mapping",
+    "kubernetes_name": "names", "project_namespace": "names",
+    "DEFAULT_OPTIONS": "options", "MappingOptions": "options",
+    "ImportResult": "reverse", "NotAnInstancetype": "reverse", "import_instancetype": "reverse",
+    "objects_to_flavor": "reverse",
+    "Fidelity": "rules", "Rule": "rules", "rule_for_extra_spec": "rules",
+}
+
+
+def __getattr__(name: str):
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "DEFAULT_OPTIONS", "Fidelity", "Flavor", "FlavorObjects", "ImagePreference", "ImageRefused", "ImportResult",
