@@ -54,6 +54,7 @@ def _endpoint_from_catalog(environ, interface: str) -> str | None:
 class ProjectVerifier:
     def __init__(self, conf: cfg.ConfigOpts):
         self.conf = conf
+        register_opts(conf)
         self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
 
     def _endpoint(self, environ) -> str | None:

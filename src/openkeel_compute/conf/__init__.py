@@ -53,11 +53,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(DEFAULT_OPTS)
     for module in (api, database, wsgi):
         module.register_opts(conf)
-    from openkeel_compute.api import identity
     from openkeel_compute.policies import register_opts as register_policy_opts
 
     register_policy_opts(conf)
-    identity.register_opts(conf)
+    # [keystone] (keystoneauth's session and adapter options) is registered by the project
+    # verifier, which only the keystone auth strategy builds: oslo.config reads late-registered
+    # options from the files already parsed, and noauth2 workers skip keystoneauth's import.
     for module in _optional_modules():
         module.register_opts(conf)
 
