@@ -765,6 +765,15 @@ def _vm_fragment(b: _Build, name: str, namespaced: bool) -> dict[str, Any]:
     }
 
 
+def _copy(value: Any) -> Any:
+    """A deep copy of JSON-shaped data (dicts, lists, scalars): each namespaced copy owns its spec."""
+    if type(value) is dict:
+        return {key: _copy(item) for key, item in value.items()}
+    if type(value) is list:
+        return [_copy(item) for item in value]
+    return value
+
+
 def _copies(flavor: Flavor, options: MappingOptions) -> Iterator[tuple[str | None, str | None]]:
     if flavor.is_public:
         yield None, None
@@ -791,13 +800,13 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
             "apiVersion": INSTANCETYPE_API,
             "kind": INSTANCETYPE if namespace else CLUSTER_INSTANCETYPE,
             "metadata": _metadata(name, annotations, project, namespace),
-            "spec": spec if namespace is None else json.loads(json.dumps(spec)),
+            "spec": spec if namespace is None else _copy(spec),
         })
         preferences.append({
             "apiVersion": INSTANCETYPE_API,
             "kind": PREFERENCE if namespace else CLUSTER_PREFERENCE,
             "metadata": _metadata(name, annotations, project, namespace),
-            "spec": pref_spec if namespace is None else json.loads(json.dumps(pref_spec)),
+            "spec": pref_spec if namespace is None else _copy(pref_spec),
         })
     vm = _vm_fragment(b, name, not parsed.is_public)
     check_vm(vm, spec, pref_spec)  # a refusal here is a mapping bug, never the flavor's fault
