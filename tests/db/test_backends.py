@@ -140,6 +140,28 @@ def test_flavor_lifecycle_on_every_engine(backend_client):
     assert add.json == {"flavor_access": [{"flavor_id": "f-priv", "tenant_id": "p1"}]}
     dup = c.post("/v2.1/flavors/f-priv/action", headers=ADMIN, json_body={"addTenantAccess": {"tenant": "p1"}})
     assert dup.status_code == 409
+    # The show and the access list read through the DB-API cursor: same values on every engine.
+    shown = c.get("/v2.1/flavors/f-priv", headers=dict(ADMIN, **{"OpenStack-API-Version": "compute 2.61"}))
+    assert shown.json["flavor"] | {"links": None} == {
+        "id": "f-priv", "name": "private", "ram": 1024, "disk": 10, "swap": "", "vcpus": 2,
+        "OS-FLV-EXT-DATA:ephemeral": 0, "OS-FLV-DISABLED:disabled": False, "os-flavor-access:is_public": False,
+        "rxtx_factor": 1.0, "description": None, "links": None,
+        "extra_specs": {"hw:cpu_policy": "shared", "hw:numa_nodes": "1"}}
+    assert isinstance(shown.json["flavor"]["rxtx_factor"], float)
+    member = {"X-Auth-Token": "u:p1", "OpenStack-API-Version": "compute 2.61"}
+    assert c.get("/v2.1/flavors/f-priv", headers=member).json["flavor"]["extra_specs"] == {
+        "hw:cpu_policy": "shared", "hw:numa_nodes": "1"}
+    assert c.get("/v2.1/flavors/f-small", headers=member).json["flavor"]["extra_specs"] == {}
+    assert c.get("/v2.1/flavors/f-priv", headers={"X-Auth-Token": "u:p2"}).status_code == 404
+    assert c.post("/v2.1/flavors/f-priv/action", headers=ADMIN,
+                  json_body={"addTenantAccess": {"tenant": "p0"}}).status_code == 200
+    access = c.get("/v2.1/flavors/f-priv/os-flavor-access", headers=ADMIN).json
+    assert access == {"flavor_access": [{"flavor_id": "f-priv", "tenant_id": "p0"},
+                                        {"flavor_id": "f-priv", "tenant_id": "p1"}]}
+    public = c.get("/v2.1/flavors/f-small/os-flavor-access", headers=ADMIN)
+    assert public.status_code == 404 and "Access list not available for public flavors." in public.text
+    assert c.post("/v2.1/flavors/f-priv/action", headers=ADMIN,
+                  json_body={"removeTenantAccess": {"tenant": "p0"}}).status_code == 200
     seen = c.get("/v2.1/flavors", headers={"X-Auth-Token": "u:p1"}).json
     assert [f["id"] for f in seen["flavors"]] == sorted(["f-small", "F-SMALL", "f-priv"])
     filtered = c.get("/v2.1/flavors?name=^sm", headers=dict(ADMIN, **{"OpenStack-API-Version": "compute 2.102"}))
@@ -156,7 +178,8 @@ def test_flavor_lifecycle_on_every_engine(backend_client):
     finally:
         engine.dispose()
     assert ops == [("f-small", "upsert"), ("F-SMALL", "upsert"), ("f-priv", "upsert"), ("f-priv", "upsert"),
-                   ("f-priv", "upsert"), ("f-priv", "upsert"), ("f-priv", "delete")]
+                   ("f-priv", "upsert"), ("f-priv", "upsert"), ("f-priv", "upsert"), ("f-priv", "upsert"),
+                   ("f-priv", "delete")]
 
 
 def test_fifty_concurrent_creates_of_one_name_give_one_200(backend_client):

@@ -119,12 +119,38 @@ _SHOW_VISIBLE = _SHOW.where(
 _VIEW_NAMES = [column.name for column in VIEW_COLUMNS]
 
 
+_RAW_SQL: dict[tuple[int, str], tuple[str, tuple[str, ...] | None]] = {}
+
+
+def _fetch_raw(conn: Connection, statement, params: dict) -> list[tuple]:
+    """Rows of a prebuilt statement through the DB-API cursor, without SQLAlchemy's result layer.
+
+    For the hottest reads, whose columns are plain ints, strings, floats and booleans (SQLite and
+    MariaDB give booleans as 0/1, which the views pass through bool()). SQLAlchemy compiles the
+    statement once per dialect; skipping its result processing also skips the driver building a
+    cursor description per query (a tenth of a flavor show's time on PostgreSQL).
+    """
+    dialect = conn.dialect
+    cache_key = (id(statement), dialect.name)
+    compiled = _RAW_SQL.get(cache_key)
+    if compiled is None:
+        query = statement.compile(dialect=dialect)
+        compiled = _RAW_SQL[cache_key] = (str(query), query.positiontup if dialect.positional else None)
+    sql, positions = compiled
+    cursor = conn.connection.cursor()
+    try:
+        cursor.execute(sql, [params[name] for name in positions] if positions is not None else params)
+        return cursor.fetchall()
+    finally:
+        cursor.close()
+
+
 def show(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, dict[str, str]]:
     """One flavor with its extra specs in one statement (one row per spec): GET /flavors/{id}."""
     if caller is not None and not caller.is_admin:
-        rows = conn.execute(_SHOW_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id}).all()
+        rows = _fetch_raw(conn, _SHOW_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id})
     else:
-        rows = conn.execute(_SHOW, {"flavorid": flavorid}).all()
+        rows = _fetch_raw(conn, _SHOW, {"flavorid": flavorid})
     if not rows:
         raise errors.FlavorNotFound(flavorid)
     width = len(_VIEW_NAMES)
@@ -151,9 +177,9 @@ _ACCESS_VISIBLE = _ACCESS.where(
 def access_list(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, list[str]]:
     """A flavor (id, flavorid, is_public) and its access list, ordered by project, in one statement."""
     if caller is not None and not caller.is_admin:
-        rows = conn.execute(_ACCESS_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id}).all()
+        rows = _fetch_raw(conn, _ACCESS_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id})
     else:
-        rows = conn.execute(_ACCESS, {"flavorid": flavorid}).all()
+        rows = _fetch_raw(conn, _ACCESS, {"flavorid": flavorid})
     if not rows:
         raise errors.FlavorNotFound(flavorid)
     internal_id, api_id, is_public, _ = rows[0]
