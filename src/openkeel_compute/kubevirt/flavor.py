@@ -111,9 +111,8 @@ def parse_flavor(body: Mapping[str, Any]) -> Flavor:
     """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit."""
     if not isinstance(body, dict):
         raise InvalidFlavor("flavor", f"expected an object, got {type(body).__name__}")
-    unknown = body.keys() - _KNOWN_FIELDS
-    if unknown:
-        raise InvalidFlavor(min(unknown), "is not a field of a flavor")
+    if not _KNOWN_FIELDS.issuperset(body):
+        raise InvalidFlavor(min(body.keys() - _KNOWN_FIELDS), "is not a field of a flavor")
     flavor_id = _text(body, "id", required=True)
     name = _text(body, "name", required=True)
     assert flavor_id is not None and name is not None
@@ -145,18 +144,18 @@ def parse_flavor(body: Mapping[str, Any]) -> Flavor:
             raise InvalidFlavor("access", "lists a project twice")
     elif access_raw != () and access_raw != []:
         raise InvalidFlavor("access", "expected a list of project ids")
-    return Flavor(
-        id=flavor_id,
-        name=name,
-        description=description,
-        vcpus=_int(body, "vcpus", 1),
-        ram=_int(body, "ram", 1),
-        disk=_int(body, "disk", 0),
-        ephemeral=_int(body, EPHEMERAL, 0, default=0),
-        swap=swap,
-        is_public=is_public,
-        disabled=_bool(body, DISABLED, False),
-        rxtx_factor=rxtx,
-        extra_specs=dict(specs),
-        access=tuple(access_raw),
+    return Flavor(  # positional, in field order: this runs for every flavor of a catalogue
+        flavor_id,
+        name,
+        description,
+        _int(body, "vcpus", 1),
+        _int(body, "ram", 1),
+        _int(body, "disk", 0),
+        _int(body, EPHEMERAL, 0, default=0),
+        swap,
+        is_public,
+        _bool(body, DISABLED, False),
+        rxtx,
+        dict(specs),
+        tuple(access_raw),
     )

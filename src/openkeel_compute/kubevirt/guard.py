@@ -28,7 +28,8 @@ class RefusedByKubeVirt(ValueError):
 
 def _get(obj: Mapping[str, Any] | None, *path: str) -> Any:
     for part in path:
-        if not isinstance(obj, Mapping):
+        # type() first: the objects checked are plain dicts, and the ABC check costs ~4x more.
+        if type(obj) is not dict and not isinstance(obj, Mapping):
             return None
         obj = obj.get(part)
     return obj

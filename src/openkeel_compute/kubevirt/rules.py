@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import re
 from collections.abc import Iterable, Mapping
 
@@ -251,6 +252,7 @@ def _prefix_of(key: str) -> str:
     return match.group(1) if match else namespace.split(".", 1)[0]
 
 
+@functools.lru_cache(maxsize=4096)  # catalogues repeat a few hundred keys; family lookups run regexes
 def rule_for_extra_spec(key: str) -> Rule | None:
     """The rule of an extra-spec key (target, fidelity, note), or None when no rule covers it."""
     rule = _EXACT.get(key)
