@@ -6,11 +6,13 @@ Expected statuses, headers and bodies were taken from the Nova 34.0.0 oracle
 
 from __future__ import annotations
 
+import io
 import logging
 
 import pytest
 
-from tests.conftest import admin, user
+from openkeel_compute.api import deploy
+from tests.conftest import admin, make_conf, user
 
 VERSION_HEADERS = ("OpenStack-API-Version", "X-OpenStack-Nova-API-Version")
 NOT_FOUND_TEXT = "404 Not Found\n\nThe resource could not be found.\n\n   "
@@ -145,6 +147,38 @@ def test_413_comes_before_authentication(client):
         assert got.status_code == 413
         assert got.text == ("413 Request Entity Too Large\n\nRequest is too large. Larger than "
                             "max_request_body_size (%s).\n\n   ")
+
+
+@pytest.mark.parametrize("method", ["GET", "DELETE"])
+def test_a_get_or_delete_with_a_body_still_meets_the_size_limit(client, method):
+    # Only requests with no body at all skip oslo.middleware's limiter (api/deploy.py:BodySizeLimit).
+    got = client.request(method, "/v2.1/flavors/x", headers=admin(), body=b"x" * 200000)
+    assert got.status_code == 413
+    assert "max_request_body_size" in got.text
+
+
+def test_a_chunked_get_meets_the_limiter_too(tmp_path):
+    seen = []
+
+    class Spy:
+        def __init__(self, app):
+            self.app = app
+
+        def __call__(self, environ, start_response):
+            seen.append(type(environ["wsgi.input"]).__name__)
+            return self.app(environ, start_response)
+
+    limiter = deploy.BodySizeLimit(Spy(lambda environ, start_response: start_response("204 No Content", []) or []),
+                                   make_conf(tmp_path))
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": "/", "HTTP_TRANSFER_ENCODING": "chunked",
+               "wsgi.input": io.BytesIO(b""), "SERVER_NAME": "x", "SERVER_PORT": "80", "wsgi.url_scheme": "http"}
+    limiter(environ, lambda status, headers: None)
+    assert seen == ["LimitingReader"], "a chunked body is read through oslo.middleware's LimitingReader"
+    seen.clear()
+    del environ["HTTP_TRANSFER_ENCODING"]
+    environ["wsgi.input"] = io.BytesIO(b"")
+    limiter(environ, lambda status, headers: None)
+    assert seen == ["BytesIO"], "no body: straight to the application"
 
 
 @pytest.mark.parametrize("method, path", [

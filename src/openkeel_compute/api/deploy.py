@@ -9,7 +9,8 @@ Read from the outside in (the order a request meets them):
   url map            /, /v2.1, /v2 version documents (no auth); /v2.1/… and /v2/… to the API;
                      anything else: Nova's 300 "multiple choices"
   then, for the API only:
-  sizelimit          413 before authentication is looked at (Nova's order)
+  sizelimit          413 before authentication is looked at (Nova's order); oslo.middleware's
+                     limiter, skipped by GET and DELETE requests that carry no body at all
   auth               keystonemiddleware auth_token, or noauth2 (development)
   context            401 for anonymous requests, else the request context
   the router         Falcon: routes, microversions, faults, handlers (api/router.py)
@@ -198,6 +199,29 @@ class SplitVary:
         return self.app(environ, _start_response)
 
 
+class BodySizeLimit:
+    """oslo.middleware's RequestBodySizeLimiter for every request that can carry a body.
+
+    The limiter is a webob ``wsgify`` filter: a webob Request and Response per call, a seventh of
+    a flavor show's time. A GET or DELETE with neither Content-Length nor Transfer-Encoding has no
+    body (RFC 9112 §6.3), so the limiter has nothing to check or wrap, and its webob round trip
+    changes nothing for those methods (it only rewrites HEAD answers and relative Location
+    headers); they go straight to the application. Everything else meets the real limiter.
+    """
+
+    _BODYLESS_METHODS = frozenset({"GET", "DELETE"})
+
+    def __init__(self, application, conf):
+        self.application = application
+        self.limiter = sizelimit.RequestBodySizeLimiter(application, conf)
+
+    def __call__(self, environ, start_response):
+        if (environ.get("REQUEST_METHOD") in self._BODYLESS_METHODS and not environ.get("CONTENT_LENGTH")
+                and "HTTP_TRANSFER_ENCODING" not in environ):
+            return self.application(environ, start_response)
+        return self.limiter(environ, start_response)
+
+
 def build_router(conf) -> falcon.App:
     app = falcon.App(media_type="application/json")
     app.req_options.strip_url_path_trailing_slash = False
@@ -244,7 +268,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         api = auth.NoAuth2(api)
     else:
         api = auth.keystone_auth_token(api, conf)
-    api = sizelimit.RequestBodySizeLimiter(api, conf)
+    api = BodySizeLimit(api, conf)
 
     app = URLMap(api, router_app, conf, services)
     if conf.oslo_middleware.enable_proxy_headers_parsing:
