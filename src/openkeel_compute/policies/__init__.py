@@ -86,7 +86,12 @@ def reset() -> None:
     _decisions.clear()
 
 
+_SCALARS = frozenset({str, bool, int, float})
+
+
 def _freeze(value):
+    if value is None or type(value) in _SCALARS:  # most policy values: one set lookup
+        return value
     if isinstance(value, dict):
         return tuple(sorted((k, _freeze(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple, set)):
