@@ -108,6 +108,27 @@ def test_a_pooled_connection_killed_while_idle_is_replaced_before_use(database_u
         engine.dispose()
 
 
+def test_a_raw_read_hands_the_connection_back_out_of_autocommit(database_url):
+    # raw_reader sets AUTOCOMMIT on the driver connection; the pool must get it back transactional,
+    # or the next writer's rollback would not undo anything.
+    engine = db_api.make_engine(database_url, pool_size=1, max_overflow=0)
+    try:
+        migration.sync(engine)
+        with db_api.raw_reader(engine) as raw:
+            cursor = raw.connection.cursor()
+            cursor.execute("SELECT 1")
+            assert cursor.fetchall()[0][0] == 1
+            cursor.close()
+        with pytest.raises(RuntimeError):
+            with db_api.transaction(engine) as conn:
+                conn.execute(models.OUTBOX.insert().values(kind="flavor", object_id="x", operation="upsert"))
+                raise RuntimeError("roll back")
+        with db_api.reader(engine) as conn:
+            assert conn.execute(sa.select(sa.func.count()).select_from(models.OUTBOX)).scalar() == 0
+    finally:
+        engine.dispose()
+
+
 def _create(client, name, flavor_id=None, version=None):
     headers = dict(ADMIN)
     if version:

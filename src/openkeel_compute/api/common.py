@@ -75,6 +75,13 @@ def read(req):
         yield conn
 
 
+@contextlib.contextmanager
+def read_one(req):
+    """For reads of a single prebuilt statement through the DB-API cursor (db_api.raw_reader)."""
+    with catalog_errors(), db_api.raw_reader(services(req).engine) as conn:
+        yield conn
+
+
 def notify(req, event: str, flavor: dict) -> None:
     """Send a versioned notification after the transaction committed (never fails the request)."""
     notifier = services(req).notifier

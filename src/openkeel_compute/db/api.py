@@ -164,3 +164,43 @@ def reader(engine: Engine) -> Iterator[Connection]:
         finally:
             if engine.dialect.name == "sqlite":
                 conn.rollback()
+
+
+class RawRead:
+    """What ``raw_reader`` yields: the dialect and a pooled DB-API connection (``.connection``)."""
+
+    __slots__ = ("dialect", "connection")
+
+    def __init__(self, dialect, connection):
+        self.dialect = dialect
+        self.connection = connection
+
+
+@contextlib.contextmanager
+def raw_reader(engine: Engine) -> Iterator[RawRead]:
+    """A pooled DB-API connection for one-statement reads, without SQLAlchemy's Connection.
+
+    For the hottest reads (a flavor show, an access list): a SQLAlchemy Connection, its execution
+    options and events cost more than the statement. Server databases read in AUTOCOMMIT, set on
+    the driver connection through the dialect and reset before the connection goes back to the
+    pool (a connection whose reset fails is discarded, never pooled in AUTOCOMMIT); SQLite readers
+    issue no BEGIN, as with ``reader``.
+    """
+    dialect = engine.dialect
+    proxied = engine.raw_connection()
+    server = dialect.name != "sqlite"
+    try:
+        if server:
+            dialect.set_isolation_level(proxied.dbapi_connection, "AUTOCOMMIT")
+        yield RawRead(dialect, proxied)
+    except dialect.loaded_dbapi.Error as error:
+        if dialect.is_disconnect(error, proxied.dbapi_connection, None):
+            proxied.invalidate(error)
+        raise
+    finally:
+        if server and proxied.dbapi_connection is not None:
+            try:
+                dialect.reset_isolation_level(proxied.dbapi_connection)
+            except Exception as error:
+                proxied.invalidate(error)
+        proxied.close()

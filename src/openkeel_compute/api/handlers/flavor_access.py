@@ -35,7 +35,7 @@ def _notify_update(req, flavor: dict, projects: list[str]) -> None:
 @wsgi_path_params
 def index(req, flavor_id):
     common.can(req, rules.ACCESS)
-    with common.read(req) as conn:
+    with common.read_one(req) as conn:
         flavor, projects = catalog.access_list(conn, flavor_id, common.caller(req))
     if flavor["is_public"]:
         raise faults.NotFound("Access list not available for public flavors.")

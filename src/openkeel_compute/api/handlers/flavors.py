@@ -97,7 +97,7 @@ def detail(req):
 @wsgi_path_params
 def show(req, flavor_id):
     include_specs = _include_extra_specs(req)
-    with common.read(req) as conn:
+    with common.read_one(req) as conn:
         flavor, specs = catalog.show(conn, flavor_id, common.caller(req))
     if not include_specs:
         specs = None
