@@ -75,14 +75,14 @@ def _visible_to(caller: Caller):
     return or_(FLAVORS.c.is_public == true(), shared)
 
 
-# Hot statements are built once; executing them only binds parameters.
-_GET = select(FLAVORS).where(FLAVORS.c.flavorid == bindparam("flavorid"))
-_GET_VISIBLE = _GET.where(
-    or_(
-        FLAVORS.c.is_public == true(),
-        exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
-    )
+# Hot statements are built once; executing them only binds parameters. The "visible" variants
+# add the caller's project as the bound parameter "project_id".
+_VISIBLE_TO_BOUND_PROJECT = or_(
+    FLAVORS.c.is_public == true(),
+    exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
 )
+_GET = select(FLAVORS).where(FLAVORS.c.flavorid == bindparam("flavorid"))
+_GET_VISIBLE = _GET.where(_VISIBLE_TO_BOUND_PROJECT)
 _SPECS_OF_ONE = (
     select(EXTRA_SPECS.c.key, EXTRA_SPECS.c.value)
     .where(EXTRA_SPECS.c.flavor_id == bindparam("flavor_id"))
@@ -110,19 +110,14 @@ _SHOW = (
     .where(FLAVORS.c.flavorid == bindparam("flavorid"))
     .order_by(_SHOW_SPECS.c.key)
 )
-_SHOW_VISIBLE = _SHOW.where(
-    or_(
-        FLAVORS.c.is_public == true(),
-        exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
-    )
-)
+_SHOW_VISIBLE = _SHOW.where(_VISIBLE_TO_BOUND_PROJECT)
 _VIEW_NAMES = [column.name for column in VIEW_COLUMNS]
 
 
 _RAW_SQL: dict[tuple[int, str], tuple[str, tuple[str, ...] | None]] = {}
 
 
-def _fetch_raw(conn: Connection, statement, params: dict) -> list[tuple]:
+def _fetch_raw(conn: Connection, statement, params: dict | None = None) -> list[tuple]:
     """Rows of a prebuilt statement through the DB-API cursor, without SQLAlchemy's result layer.
 
     For the hottest reads, whose columns are plain ints, strings, floats and booleans (SQLite and
@@ -139,20 +134,30 @@ def _fetch_raw(conn: Connection, statement, params: dict) -> list[tuple]:
     sql, positions = compiled
     cursor = conn.connection.cursor()
     try:
-        cursor.execute(sql, [params[name] for name in positions] if positions is not None else params)
+        if not params:
+            cursor.execute(sql)
+        else:
+            cursor.execute(sql, [params[name] for name in positions] if positions is not None else params)
         return cursor.fetchall()
     finally:
         cursor.close()
 
 
-def show(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, dict[str, str]]:
-    """One flavor with its extra specs in one statement (one row per spec): GET /flavors/{id}."""
+def _fetch_one_flavor(conn: Connection, statement, visible_statement, flavorid: str,
+                      caller: Caller | None) -> list[tuple]:
+    """Rows about one flavor; for a non-admin caller only a flavor it may see (else "not found")."""
     if caller is not None and not caller.is_admin:
-        rows = _fetch_raw(conn, _SHOW_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id})
+        rows = _fetch_raw(conn, visible_statement, {"flavorid": flavorid, "project_id": caller.project_id})
     else:
-        rows = _fetch_raw(conn, _SHOW, {"flavorid": flavorid})
+        rows = _fetch_raw(conn, statement, {"flavorid": flavorid})
     if not rows:
         raise errors.FlavorNotFound(flavorid)
+    return rows
+
+
+def show(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, dict[str, str]]:
+    """One flavor with its extra specs in one statement (one row per spec): GET /flavors/{id}."""
+    rows = _fetch_one_flavor(conn, _SHOW, _SHOW_VISIBLE, flavorid, caller)
     width = len(_VIEW_NAMES)
     flavor = dict(zip(_VIEW_NAMES, rows[0]))
     specs = {row[width]: row[width + 1] for row in rows if row[width] is not None}
@@ -166,22 +171,12 @@ _ACCESS = (
     .where(FLAVORS.c.flavorid == bindparam("flavorid"))
     .order_by(_ACCESS_OF.c.project_id)
 )
-_ACCESS_VISIBLE = _ACCESS.where(
-    or_(
-        FLAVORS.c.is_public == true(),
-        exists().where(PROJECTS.c.flavor_id == FLAVORS.c.id, PROJECTS.c.project_id == bindparam("project_id")),
-    )
-)
+_ACCESS_VISIBLE = _ACCESS.where(_VISIBLE_TO_BOUND_PROJECT)
 
 
 def access_list(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, list[str]]:
     """A flavor (id, flavorid, is_public) and its access list, ordered by project, in one statement."""
-    if caller is not None and not caller.is_admin:
-        rows = _fetch_raw(conn, _ACCESS_VISIBLE, {"flavorid": flavorid, "project_id": caller.project_id})
-    else:
-        rows = _fetch_raw(conn, _ACCESS, {"flavorid": flavorid})
-    if not rows:
-        raise errors.FlavorNotFound(flavorid)
+    rows = _fetch_one_flavor(conn, _ACCESS, _ACCESS_VISIBLE, flavorid, caller)
     internal_id, api_id, is_public, _ = rows[0]
     flavor = {"id": internal_id, "flavorid": api_id, "is_public": is_public}
     return flavor, [row[3] for row in rows if row[3] is not None]
@@ -203,7 +198,7 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
         )
         rows = conn.execute(query).all()
     else:
-        rows = _all_extra_spec_rows(conn)
+        rows = _fetch_raw(conn, _ALL_SPECS)
     for flavor_id, key, value in rows:
         specs = result.get(flavor_id)
         if specs is not None:
@@ -211,24 +206,9 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
     return result
 
 
+# Every extra spec of the catalogue (a long list page needs most of them), read raw: plain strings
+# and ints need no result processing.
 _ALL_SPECS = select(EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key, EXTRA_SPECS.c.value).order_by(EXTRA_SPECS.c.key)
-_ALL_SPECS_SQL: dict[str, str] = {}
-
-
-def _all_extra_spec_rows(conn: Connection) -> list[tuple]:
-    # Every extra spec of the catalogue (a long list page needs most of them): plain strings and
-    # ints need no result processing, so the DB-API cursor is used directly. The statement is
-    # still SQLAlchemy's, compiled once per dialect.
-    dialect = conn.dialect
-    sql = _ALL_SPECS_SQL.get(dialect.name)
-    if sql is None:
-        sql = _ALL_SPECS_SQL[dialect.name] = str(_ALL_SPECS.compile(dialect=dialect))
-    cursor = conn.connection.cursor()
-    try:
-        cursor.execute(sql)
-        return cursor.fetchall()
-    finally:
-        cursor.close()
 
 
 def _rows(result) -> list[dict]:

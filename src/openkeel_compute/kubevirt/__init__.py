@@ -33,10 +33,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = [
-    "DEFAULT_OPTIONS", "Fidelity", "Flavor", "FlavorObjects", "ImagePreference", "ImageRefused", "ImportResult",
-    "InvalidFlavor", "MappingOptions", "NotAnInstancetype", "RefusedByKubeVirt", "ReportEntry", "Rule",
-    "check_vm", "cluster_refusals", "flavor_to_kubevirt", "import_instancetype", "instancetype_conflicts",
-    "kubernetes_name", "objects_to_flavor", "parse_flavor", "preference_with_image", "project_namespace",
-    "rule_for_extra_spec",
-]
+__all__ = sorted(_WHERE)
