@@ -10,6 +10,8 @@ import argparse
 import importlib
 import sys
 
+from openkeel_compute.startup import collector_paused
+
 # Modules that contribute sub-commands, in help order.
 COMMAND_MODULES = (
     "openkeel_compute.cmd.serve",
@@ -50,14 +52,33 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str] | None):
     parser = build_parser(_modules_for(argv))
-    args = parser.parse_args(argv)
+    return parser, parser.parse_args(argv)
+
+
+def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
     return int(args.func(args) or 0)
 
 
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` (default: sys.argv) and run the command; callable many times in one process."""
+    return _execute(*_parse(argv))
+
+
+def run() -> int:
+    """The program (the ``openkeel-compute`` console script): ``main()`` as a process's start.
+
+    Importing the command's modules is most of a command's start-up: it runs with the cyclic
+    collector paused, and what it built is frozen before the command runs (openkeel_compute.startup).
+    """
+    with collector_paused():
+        parsed = _parse(None)
+    return _execute(*parsed)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -7,6 +7,7 @@ import os
 import sys
 
 from openkeel_compute.cmd.common import add_config_args, load_conf
+from openkeel_compute.startup import collector_paused
 
 LOG = logging.getLogger(__name__)
 
@@ -38,8 +39,9 @@ def _serve(args) -> int:
 
 
 def _granian(host: str, port: int, workers: int, threads: int) -> int:
-    from granian import Granian
-    from granian.constants import Interfaces
+    with collector_paused():
+        from granian import Granian
+        from granian.constants import Interfaces
 
     Granian(
         "openkeel_compute.wsgi:application",
