@@ -54,9 +54,8 @@ def test_a_process_that_runs_without_the_collector_keeps_it_off(collector_state)
 
 
 def test_the_collector_comes_back_when_start_up_fails(collector_state):
-    with pytest.raises(RuntimeError):
-        with collector_paused():
-            raise RuntimeError("start-up failed")
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("start-up failed")
     assert gc.isenabled()
 
 
@@ -98,3 +97,28 @@ def test_the_command_line_pauses_the_collector_only_as_a_program():
     assert (int(before), int(after_main)) == (0, 0), "main() is called by tests, many times: it must not freeze"
     assert int(after_run) > 0, "run() is a process's start: what it imported is frozen"
     assert enabled == "True"
+
+
+def _glibc() -> bool:
+    import ctypes
+
+    try:
+        return hasattr(ctypes.CDLL(None), "mallopt")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _glibc(), reason="mallopt() is glibc's; other C libraries keep their own policy")
+def test_serve_bounds_malloc_retention_unless_the_environment_decides():
+    # run in a child: the settings are process-wide
+    probe = ("import json, sys; from openkeel_compute.cmd.serve import bound_malloc_retention; "
+             "print(json.dumps(bound_malloc_retention(json.loads(sys.argv[1]))))")
+
+    def applied(environ):
+        out = subprocess.run([sys.executable, "-c", probe, json.dumps(environ)], check=True, capture_output=True,
+                             text=True).stdout
+        return json.loads(out.splitlines()[-1])
+
+    assert applied({}) == {"M_ARENA_MAX": 1, "M_MMAP_THRESHOLD": 131072}
+    assert applied({"MALLOC_ARENA_MAX": "4"}) == {"M_MMAP_THRESHOLD": 131072}
+    assert applied({"GLIBC_TUNABLES": "glibc.malloc.mmap_threshold=65536"}) == {"M_ARENA_MAX": 1}

@@ -33,9 +33,43 @@ def _serve(args) -> int:
     os.environ["OPENKEEL_CONFIG_FILES"] = os.pathsep.join(os.path.abspath(p) for p in args.config_file)
     LOG.info("OpenKeel compute API on http://%s:%s/ (%s, %d worker(s) x %d thread(s), auth %s)", host, port,
              server, workers, threads, conf.api.auth_strategy)
+    bound_malloc_retention(os.environ)
     if server == "gunicorn":
         return _gunicorn(host, port, workers, threads)
     return _granian(host, port, workers, threads)
+
+
+# glibc's mallopt() parameters, and the environment settings (variable, tunable) that take precedence.
+_MALLOPT = {
+    "M_ARENA_MAX": (-8, 1, "MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),
+    "M_MMAP_THRESHOLD": (-3, 128 * 1024, "MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"),
+}
+
+
+def bound_malloc_retention(environ) -> dict[str, int]:
+    """On glibc: one malloc arena and a fixed mmap threshold, unless the environment sets either.
+
+    Every thread of a worker (granian's runtime, its blocking threads, libpq's calls) would get a
+    glibc arena of its own, and glibc raises its mmap threshold to the largest block freed so far;
+    both keep the freed buffers of large answers (a 1,000-flavor list is half a megabyte) resident.
+    Here: ~2 MiB less RSS for a PostgreSQL worker after bench/compare's operations, with no
+    measurable change in req/s. Called in the master before workers and threads exist; returns
+    what it set.
+    """
+    try:
+        import ctypes
+
+        mallopt = ctypes.CDLL(None).mallopt
+    except (OSError, AttributeError):
+        return {}  # not glibc
+    tunables = environ.get("GLIBC_TUNABLES", "")
+    applied = {}
+    for name, (param, value, variable, tunable) in _MALLOPT.items():
+        if variable in environ or tunable in tunables:
+            continue
+        if mallopt(param, value) == 1:
+            applied[name] = value
+    return applied
 
 
 def _granian(host: str, port: int, workers: int, threads: int) -> int:
