@@ -101,9 +101,8 @@ def test_a_pooled_connection_killed_while_idle_is_replaced_before_use(database_u
         else:
             # Without the ping the dead connection is handed out and the read fails (the
             # driver's error, wrapped by SQLAlchemy or not depending on where it surfaces).
-            with pytest.raises(Exception, match="(?i)connection|terminat|lost|closed"):
-                with db_api.reader(engine) as conn:
-                    _backend_id(conn)
+            with pytest.raises(Exception, match="(?i)connection|terminat|lost|closed"), db_api.reader(engine) as conn:
+                _backend_id(conn)
     finally:
         engine.dispose()
 
@@ -119,10 +118,9 @@ def test_a_raw_read_hands_the_connection_back_out_of_autocommit(database_url):
             cursor.execute("SELECT 1")
             assert cursor.fetchall()[0][0] == 1
             cursor.close()
-        with pytest.raises(RuntimeError):
-            with db_api.transaction(engine) as conn:
-                conn.execute(models.OUTBOX.insert().values(kind="flavor", object_id="x", operation="upsert"))
-                raise RuntimeError("roll back")
+        with pytest.raises(RuntimeError), db_api.transaction(engine) as conn:
+            conn.execute(models.OUTBOX.insert().values(kind="flavor", object_id="x", operation="upsert"))
+            raise RuntimeError("roll back")
         with db_api.reader(engine) as conn:
             assert conn.execute(sa.select(sa.func.count()).select_from(models.OUTBOX)).scalar() == 0
     finally:

@@ -169,7 +169,7 @@ def reader(engine: Engine) -> Iterator[Connection]:
 class RawRead:
     """What ``raw_reader`` yields: the dialect and a pooled DB-API connection (``.connection``)."""
 
-    __slots__ = ("dialect", "connection")
+    __slots__ = ("connection", "dialect")
 
     def __init__(self, dialect, connection):
         self.dialect = dialect
@@ -201,6 +201,6 @@ def raw_reader(engine: Engine) -> Iterator[RawRead]:
         if server and proxied.dbapi_connection is not None:
             try:
                 dialect.reset_isolation_level(proxied.dbapi_connection)
-            except Exception as error:
+            except Exception as error:  # noqa: BLE001 - whatever failed, the connection is not reusable
                 proxied.invalidate(error)
         proxied.close()

@@ -33,4 +33,4 @@ def __getattr__(name: str):
     return value
 
 
-__all__ = sorted(_WHERE)
+__all__ = sorted(_WHERE)  # noqa: PLE0605 - a list, built from the name table
