@@ -362,12 +362,25 @@ def destroy(conn: Connection, flavorid: str, *, with_extra_specs: bool = True) -
     flavor = get(conn, flavorid)
     if with_extra_specs:
         flavor["extra_specs"] = extra_specs_of(conn, [flavor["id"]])[flavor["id"]]
-    flavor["projects"] = projects_of(conn, flavor["id"])
-    conn.execute(delete(PROJECTS).where(PROJECTS.c.flavor_id == flavor["id"]))
+    flavor["projects"] = _delete_projects(conn, flavor["id"])
     conn.execute(delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == flavor["id"]))
     conn.execute(delete(FLAVORS).where(FLAVORS.c.id == flavor["id"]))
     _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
     return flavor
+
+
+def _delete_projects(conn: Connection, internal_id: int) -> list[str]:
+    """Delete a flavor's access rows; their project ids, ordered as projects_of() orders them.
+
+    One DELETE … RETURNING where the engine has it (PostgreSQL, SQLite >= 3.35, MariaDB >= 10.5):
+    a round trip less per flavor delete than reading the rows first.
+    """
+    doomed = delete(PROJECTS).where(PROJECTS.c.flavor_id == internal_id)
+    if not conn.dialect.delete_returning:
+        projects = projects_of(conn, internal_id)
+        conn.execute(doomed)
+        return projects
+    return sorted(row[0] for row in conn.execute(doomed.returning(PROJECTS.c.project_id)))
 
 
 def add_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
