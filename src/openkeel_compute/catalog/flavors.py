@@ -298,11 +298,24 @@ def generate_flavor_id() -> str:
     return str(uuid.uuid4())
 
 
+# Write statements are built once as well: building Core DML per call cost more CPU than executing
+# it (an upsert's `excluded` copies the table's columns each time it is built). Parameters are bound
+# at execution; several rows make an executemany.
+_INSERT_FLAVOR = insert(FLAVORS)
+_INSERT_OUTBOX = insert(OUTBOX)
+_INSERT_PROJECT = insert(PROJECTS)
+_UPDATE_FLAVOR = update(FLAVORS).where(FLAVORS.c.flavorid == bindparam("api_id"))
+_DELETE_SPECS_OF = delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == bindparam("internal_id"))
+_DELETE_SPEC = _DELETE_SPECS_OF.where(EXTRA_SPECS.c.key == bindparam("spec_key"))
+_DELETE_PROJECTS_OF = delete(PROJECTS).where(PROJECTS.c.flavor_id == bindparam("internal_id"))
+_DELETE_PROJECT = _DELETE_PROJECTS_OF.where(PROJECTS.c.project_id == bindparam("project"))
+_DELETE_PROJECTS_RETURNING = _DELETE_PROJECTS_OF.returning(PROJECTS.c.project_id)
+_DELETE_FLAVOR = delete(FLAVORS).where(FLAVORS.c.id == bindparam("internal_id"))
+
+
 def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:
-    conn.execute(
-        insert(OUTBOX).values(kind="flavor", object_id=flavorid, operation=operation, payload=payload,
-                              created_at=models.utcnow(), attempts=0)
-    )
+    conn.execute(_INSERT_OUTBOX, {"kind": "flavor", "object_id": flavorid, "operation": operation,
+                                  "payload": payload, "created_at": models.utcnow(), "attempts": 0})
 
 
 def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: int, ephemeral_gb: int = 0,
@@ -330,7 +343,7 @@ def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: 
     # No SAVEPOINT: a duplicate ends the whole transaction anyway (nothing else was written),
     # which spares two round trips per create on a database server.
     try:
-        result = conn.execute(insert(FLAVORS).values(**values))
+        result = conn.execute(_INSERT_FLAVOR, values)
     except IntegrityError as exc:
         if "flavorid" in str(exc.orig):
             raise errors.FlavorIdExists(values["flavorid"]) from None
@@ -346,7 +359,7 @@ def update_description(conn: Connection, flavorid: str, description: str | None)
     values = {"description": description}
     if get(conn, flavorid)["description"] != description:
         values["updated_at"] = models.utcnow()
-    result = conn.execute(update(FLAVORS).where(FLAVORS.c.flavorid == flavorid).values(**values))
+    result = conn.execute(_UPDATE_FLAVOR, {"api_id": flavorid, **values})
     if result.rowcount == 0:
         raise errors.FlavorNotFound(flavorid)
     _outbox(conn, "upsert", flavorid)
@@ -363,8 +376,8 @@ def destroy(conn: Connection, flavorid: str, *, with_extra_specs: bool = True) -
     if with_extra_specs:
         flavor["extra_specs"] = extra_specs_of(conn, [flavor["id"]])[flavor["id"]]
     flavor["projects"] = _delete_projects(conn, flavor["id"])
-    conn.execute(delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == flavor["id"]))
-    conn.execute(delete(FLAVORS).where(FLAVORS.c.id == flavor["id"]))
+    conn.execute(_DELETE_SPECS_OF, {"internal_id": flavor["id"]})
+    conn.execute(_DELETE_FLAVOR, {"internal_id": flavor["id"]})
     _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
     return flavor
 
@@ -375,20 +388,19 @@ def _delete_projects(conn: Connection, internal_id: int) -> list[str]:
     One DELETE … RETURNING where the engine has it (PostgreSQL, SQLite >= 3.35, MariaDB >= 10.5):
     a round trip less per flavor delete than reading the rows first.
     """
-    doomed = delete(PROJECTS).where(PROJECTS.c.flavor_id == internal_id)
+    params = {"internal_id": internal_id}
     if not conn.dialect.delete_returning:
         projects = projects_of(conn, internal_id)
-        conn.execute(doomed)
+        conn.execute(_DELETE_PROJECTS_OF, params)
         return projects
-    return sorted(row[0] for row in conn.execute(doomed.returning(PROJECTS.c.project_id)))
+    return sorted(row[0] for row in conn.execute(_DELETE_PROJECTS_RETURNING, params))
 
 
 def add_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
     try:
         with conn.begin_nested():
-            conn.execute(
-                insert(PROJECTS).values(flavor_id=flavor["id"], project_id=project_id, created_at=models.utcnow())
-            )
+            conn.execute(_INSERT_PROJECT,
+                         {"flavor_id": flavor["id"], "project_id": project_id, "created_at": models.utcnow()})
     except IntegrityError:
         if get_or_none(conn, flavor["flavorid"]) is None:
             raise errors.FlavorNotFound(flavor["flavorid"]) from None
@@ -398,9 +410,7 @@ def add_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
 
 
 def remove_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
-    result = conn.execute(
-        delete(PROJECTS).where(PROJECTS.c.flavor_id == flavor["id"], PROJECTS.c.project_id == project_id)
-    )
+    result = conn.execute(_DELETE_PROJECT, {"internal_id": flavor["id"], "project": project_id})
     if result.rowcount == 0:
         raise errors.FlavorAccessNotFound(flavor["id"], project_id)
     _outbox(conn, "upsert", flavor["flavorid"])
@@ -413,8 +423,19 @@ def get_or_none(conn: Connection, flavorid: str) -> dict | None:
     return rows[0] if rows else None
 
 
-def _upsert_statement(conn: Connection, rows: list[dict]):
+_UPSERT_SPECS: dict[str, object] = {}
+
+
+def _upsert_statement(conn: Connection):
+    """The extra-spec upsert for this connection's engine, built on first use."""
     dialect = conn.dialect.name
+    stmt = _UPSERT_SPECS.get(dialect)
+    if stmt is None:
+        stmt = _UPSERT_SPECS[dialect] = _build_upsert(dialect)
+    return stmt
+
+
+def _build_upsert(dialect: str):
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     elif dialect == "sqlite":
@@ -422,11 +443,11 @@ def _upsert_statement(conn: Connection, rows: list[dict]):
     elif dialect in ("mysql", "mariadb"):
         from sqlalchemy.dialects.mysql import insert as mysql_insert
 
-        stmt = mysql_insert(EXTRA_SPECS).values(rows)
+        stmt = mysql_insert(EXTRA_SPECS)
         return stmt.on_duplicate_key_update(value=stmt.inserted.value, updated_at=stmt.inserted.created_at)
     else:  # pragma: no cover - only the three supported engines
         raise RuntimeError(f"unsupported database {dialect}")
-    stmt = dialect_insert(EXTRA_SPECS).values(rows)
+    stmt = dialect_insert(EXTRA_SPECS)
     return stmt.on_conflict_do_update(
         index_elements=[EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key],
         set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.created_at},
@@ -440,7 +461,7 @@ def set_extra_specs(conn: Connection, flavor: dict, specs: dict[str, str]) -> No
     now = models.utcnow()
     rows = [{"flavor_id": flavor["id"], "key": k, "value": v, "created_at": now} for k, v in specs.items()]
     try:
-        conn.execute(_upsert_statement(conn, rows))
+        conn.execute(_upsert_statement(conn), rows)
     except IntegrityError:
         # The flavor went away between our read and this write; the transaction is abandoned.
         raise errors.FlavorNotFound(flavor["flavorid"]) from None
@@ -448,9 +469,7 @@ def set_extra_specs(conn: Connection, flavor: dict, specs: dict[str, str]) -> No
 
 
 def delete_extra_spec(conn: Connection, flavor: dict, key: str) -> None:
-    result = conn.execute(
-        delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == flavor["id"], EXTRA_SPECS.c.key == key)
-    )
+    result = conn.execute(_DELETE_SPEC, {"internal_id": flavor["id"], "spec_key": key})
     if result.rowcount == 0:
         raise errors.ExtraSpecNotFound(flavor["flavorid"], key)
     _outbox(conn, "upsert", flavor["flavorid"])
