@@ -63,43 +63,35 @@ def _isprintable_runs() -> tuple[tuple[tuple[int, int], ...], str]:
     return tuple((a, b) for a, b in runs), separators
 
 
-def _with(runs: list[tuple[int, int]], code: int, wanted: bool) -> list[tuple[int, int]]:
-    """``runs`` with one code point added or removed."""
-    out: list[tuple[int, int]] = []
-    for a, b in runs:
-        if a <= code < b and not wanted:
-            out.extend(r for r in ((a, code), (code + 1, b)) if r[0] < r[1])
-        else:
-            out.append((a, b))
-    if wanted and not any(a <= code < b for a, b in out):
-        out.append((code, code + 1))
-        out.sort()
-        merged: list[tuple[int, int]] = []
-        for a, b in out:
-            if merged and merged[-1][1] == a:
-                merged[-1] = (merged[-1][0], b)
-            else:
-                merged.append((a, b))
-        out = merged
-    return out
-
-
 def build_char_ranges(*, ws: bool = True, invert: bool = False, exclude: tuple[str, ...] = ()) -> str:
     """A regex character-class body covering the BMP characters that pass the printable test.
 
     ``ws=False`` leaves the space separators out; ``invert`` covers the characters that fail.
+    The class is kept as the set of code points where membership flips: toggling [a, b) is a
+    symmetric difference with {a, b}.
     """
     base, separators = _isprintable_runs()
-    runs = list(base)
+    flips: set[int] = set()
+
+    def toggle(a: int, b: int) -> None:
+        flips.symmetric_difference_update((a, b))
+
+    def put(code: int, wanted: bool) -> None:
+        inside = sum(1 for edge in flips if edge <= code) % 2 == 1
+        if inside != wanted:
+            toggle(code, code + 1)
+
+    for a, b in base:
+        toggle(a, b)
     for char in separators:
-        runs = _with(runs, ord(char), ws)
+        put(ord(char), ws)
     for char in exclude:
-        runs = _with(runs, ord(char), False)
+        put(ord(char), False)
     if invert:
-        edges = [0] + [edge for run in runs for edge in run] + [_BMP_END]
-        runs = [(a, b) for a, b in zip(edges[::2], edges[1::2]) if a < b]
+        toggle(0, _BMP_END)
+    edges = sorted(flips)
     parts: list[str] = []
-    for start, stop in runs:
+    for start, stop in zip(edges[::2], edges[1::2]):
         first, last = chr(start), chr(stop - 1)
         if first == last and stop != _BMP_END:
             parts.append(re.escape(first))

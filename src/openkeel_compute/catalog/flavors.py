@@ -8,6 +8,7 @@ Reads use Core selects: a 1,000-flavor list is a handful of queries, never one p
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 import uuid
 
@@ -111,6 +112,8 @@ _SHOW = (
     .order_by(_SHOW_SPECS.c.key)
 )
 _SHOW_VISIBLE = _SHOW.where(_VISIBLE_TO_BOUND_PROJECT)
+_SHOW_BARE = select(*VIEW_COLUMNS).where(FLAVORS.c.flavorid == bindparam("flavorid"))
+_SHOW_BARE_VISIBLE = _SHOW_BARE.where(_VISIBLE_TO_BOUND_PROJECT)
 _VIEW_NAMES = [column.name for column in VIEW_COLUMNS]
 
 
@@ -155,8 +158,13 @@ def _fetch_one_flavor(conn: Connection, statement, visible_statement, flavorid: 
     return rows
 
 
-def show(conn: Connection, flavorid: str, caller: Caller | None = None) -> tuple[dict, dict[str, str]]:
-    """One flavor with its extra specs in one statement (one row per spec): GET /flavors/{id}."""
+def show(conn: Connection, flavorid: str, caller: Caller | None = None, *,
+         with_extra_specs: bool = True) -> tuple[dict, dict[str, str] | None]:
+    """One flavor, with its extra specs in the same statement (one row per spec) when wanted:
+    GET /flavors/{id}. Without them (before 2.61, or when policy hides them) specs are None."""
+    if not with_extra_specs:
+        row = _fetch_one_flavor(conn, _SHOW_BARE, _SHOW_BARE_VISIBLE, flavorid, caller)[0]
+        return dict(zip(_VIEW_NAMES, row)), None
     rows = _fetch_one_flavor(conn, _SHOW, _SHOW_VISIBLE, flavorid, caller)
     width = len(_VIEW_NAMES)
     flavor = dict(zip(_VIEW_NAMES, rows[0]))
@@ -305,8 +313,8 @@ _INSERT_FLAVOR = insert(FLAVORS)
 _INSERT_OUTBOX = insert(OUTBOX)
 _INSERT_PROJECT = insert(PROJECTS)
 _UPDATE_FLAVOR = update(FLAVORS).where(FLAVORS.c.flavorid == bindparam("api_id"))
-_DELETE_SPECS_OF = delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == bindparam("internal_id"))
-_DELETE_SPEC = _DELETE_SPECS_OF.where(EXTRA_SPECS.c.key == bindparam("spec_key"))
+_DELETE_SPEC = delete(EXTRA_SPECS).where(EXTRA_SPECS.c.flavor_id == bindparam("internal_id"),
+                                         EXTRA_SPECS.c.key == bindparam("spec_key"))
 _DELETE_PROJECTS_OF = delete(PROJECTS).where(PROJECTS.c.flavor_id == bindparam("internal_id"))
 _DELETE_PROJECT = _DELETE_PROJECTS_OF.where(PROJECTS.c.project_id == bindparam("project"))
 _DELETE_PROJECTS_RETURNING = _DELETE_PROJECTS_OF.returning(PROJECTS.c.project_id)
@@ -376,7 +384,8 @@ def destroy(conn: Connection, flavorid: str, *, with_extra_specs: bool = True) -
     if with_extra_specs:
         flavor["extra_specs"] = extra_specs_of(conn, [flavor["id"]])[flavor["id"]]
     flavor["projects"] = _delete_projects(conn, flavor["id"])
-    conn.execute(_DELETE_SPECS_OF, {"internal_id": flavor["id"]})
+    # The extra specs go with the flavor row: ON DELETE CASCADE on every engine (SQLite's
+    # foreign keys are on for every connection, db/api.py).
     conn.execute(_DELETE_FLAVOR, {"internal_id": flavor["id"]})
     _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
     return flavor
@@ -423,19 +432,9 @@ def get_or_none(conn: Connection, flavorid: str) -> dict | None:
     return rows[0] if rows else None
 
 
-_UPSERT_SPECS: dict[str, object] = {}
-
-
-def _upsert_statement(conn: Connection):
-    """The extra-spec upsert for this connection's engine, built on first use."""
-    dialect = conn.dialect.name
-    stmt = _UPSERT_SPECS.get(dialect)
-    if stmt is None:
-        stmt = _UPSERT_SPECS[dialect] = _build_upsert(dialect)
-    return stmt
-
-
-def _build_upsert(dialect: str):
+@functools.cache
+def _upsert_statement(dialect: str):
+    """The extra-spec upsert for an engine (``dialect.name``), built on first use."""
     if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert as dialect_insert
     elif dialect == "sqlite":
@@ -461,7 +460,7 @@ def set_extra_specs(conn: Connection, flavor: dict, specs: dict[str, str]) -> No
     now = models.utcnow()
     rows = [{"flavor_id": flavor["id"], "key": k, "value": v, "created_at": now} for k, v in specs.items()]
     try:
-        conn.execute(_upsert_statement(conn), rows)
+        conn.execute(_upsert_statement(conn.dialect.name), rows)
     except IntegrityError:
         # The flavor went away between our read and this write; the transaction is abandoned.
         raise errors.FlavorNotFound(flavor["flavorid"]) from None

@@ -98,9 +98,7 @@ def detail(req):
 def show(req, flavor_id):
     include_specs = _include_extra_specs(req)
     with common.read_one(req) as conn:
-        flavor, specs = catalog.show(conn, flavor_id, common.caller(req))
-    if not include_specs:
-        specs = None
+        flavor, specs = catalog.show(conn, flavor_id, common.caller(req), with_extra_specs=include_specs)
     return {"flavor": view.full(req, common.links(req), flavor, specs)}
 
 
