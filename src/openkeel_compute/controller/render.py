@@ -16,6 +16,7 @@ import yaml
 
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey, key_of
 from openkeel_compute.controller.kube import MANAGED_KINDS, Observed
+from openkeel_compute.kubevirt import kubeyaml
 
 _KINDS = {kind.lower(): kind for kind in (*MANAGED_KINDS, NAMESPACE)}
 _NAMESPACE_FILE = "00-namespace"
@@ -23,9 +24,8 @@ _CLUSTER = "cluster"
 
 try:  # libyaml when present: ten thousand files load in a fraction of the time
     _Loader: Any = yaml.CSafeLoader
-    _Dumper: Any = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover
-    _Loader, _Dumper = yaml.SafeLoader, yaml.SafeDumper
+    _Loader = yaml.SafeLoader
 
 
 def file_name(key: ObjectKey) -> str:
@@ -77,7 +77,7 @@ class RenderBackend:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".part")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                yaml.dump(body, handle, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+                kubeyaml.dump(body, handle)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
