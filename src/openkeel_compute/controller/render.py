@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey, key_of
-from openkeel_compute.controller.kube import MANAGED_KINDS, Observed
+from openkeel_compute.controller.kube import MANAGED_KINDS, NAMESPACED_KINDS, Observed
 from openkeel_compute.kubevirt import kubeyaml
 
 _KINDS = {kind.lower(): kind for kind in (*MANAGED_KINDS, NAMESPACE)}
@@ -35,12 +35,25 @@ def file_name(key: ObjectKey) -> str:
 
 
 def parse_file_name(name: str) -> ObjectKey | None:
-    parts = name.split(".")
-    if len(parts) == 3 and parts[0] == _NAMESPACE_FILE and parts[2] == "yaml":
-        return ObjectKey(NAMESPACE, None, parts[1])
-    if len(parts) != 4 or parts[3] != "yaml" or parts[1] not in _KINDS:
+    """The object a file holds, from its name; None for anything else in the directory.
+
+    Object names may hold dots (``fl-m1.small``); namespaces and kinds never do, so the first two
+    dots and the ``.yaml`` suffix delimit them. The kind says whether the first part is a namespace
+    (a project may well be called ``cluster``).
+    """
+    if not name.endswith(".yaml"):
         return None
-    return ObjectKey(_KINDS[parts[1]], None if parts[0] == _CLUSTER else parts[0], parts[2])
+    stem = name[: -len(".yaml")]
+    if stem.startswith(_NAMESPACE_FILE + "."):
+        ns = stem[len(_NAMESPACE_FILE) + 1:]
+        return ObjectKey(NAMESPACE, None, ns) if ns and "." not in ns else None
+    parts = stem.split(".", 2)
+    if len(parts) != 3 or not parts[2] or parts[1] not in _KINDS or _KINDS[parts[1]] == NAMESPACE:
+        return None
+    kind = _KINDS[parts[1]]
+    if kind in NAMESPACED_KINDS:
+        return ObjectKey(kind, parts[0], parts[2])
+    return ObjectKey(kind, None, parts[2]) if parts[0] == _CLUSTER else None
 
 
 class RenderBackend:
