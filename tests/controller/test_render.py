@@ -20,11 +20,16 @@ def test_render_writes_one_file_per_object_and_keeps_the_directory_in_step(conf,
     cat.create("gold", public=False, access=("proj-a", "proj-b"))
     assert main(["controller", "--config-file", conf.config_file[0], "--render", str(out), "--once"]) == 0
     files = sorted(os.listdir(out))
-    assert files == ["cluster.virtualmachineclusterinstancetype.m1-small.yaml",
+    assert files == ["00-namespace.proj-a.yaml", "00-namespace.proj-b.yaml",  # created on demand, applied first
+                     "cluster.virtualmachineclusterinstancetype.m1-small.yaml",
                      "cluster.virtualmachineclusterpreference.m1-small.yaml",
                      "proj-a.virtualmachineinstancetype.gold.yaml", "proj-a.virtualmachinepreference.gold.yaml",
                      "proj-b.virtualmachineinstancetype.gold.yaml", "proj-b.virtualmachinepreference.gold.yaml"]
-    doc = yaml.safe_load((out / files[0]).read_text())
+    namespace = yaml.safe_load((out / files[0]).read_text())
+    assert namespace == {"apiVersion": "v1", "kind": "Namespace",
+                         "metadata": {"name": "proj-a", "labels": {"app.kubernetes.io/managed-by": "openkeel"},
+                                      "annotations": {"openkeel.io/project-id": "proj-a"}}}
+    doc = yaml.safe_load((out / files[2]).read_text())
     assert doc["apiVersion"] == "instancetype.kubevirt.io/v1beta1" and doc["spec"]["cpu"] == {"guest": 2}
     assert "resourceVersion" not in doc["metadata"]
     assert cat.pending() == []
@@ -36,7 +41,8 @@ def test_render_writes_one_file_per_object_and_keeps_the_directory_in_step(conf,
     cat.remove_access("gold", "proj-a")
     cat.delete("m1-small")
     assert main(["controller", "--config-file", conf.config_file[0], "--render", str(out), "--once"]) == 0
-    assert sorted(os.listdir(out)) == ["proj-b.virtualmachineinstancetype.gold.yaml",
+    assert sorted(os.listdir(out)) == ["00-namespace.proj-a.yaml", "00-namespace.proj-b.yaml",  # never deleted
+                                       "proj-b.virtualmachineinstancetype.gold.yaml",
                                        "proj-b.virtualmachinepreference.gold.yaml"]
 
     capsys.readouterr()

@@ -97,7 +97,7 @@ def load_catalogue(conn: Connection, flavor_ids: Iterable[str] | None = None) ->
 
 
 def namespace_object(namespace: str, project_id: str) -> dict[str, Any]:
-    """The Namespace the controller creates for a project when [controller] create_namespaces is set."""
+    """The Namespace the controller creates for a project ([controller] create_namespaces, on by default)."""
     return {"apiVersion": "v1", "kind": NAMESPACE,
             "metadata": {"name": namespace, "labels": {MANAGED_BY: MANAGER},
                          "annotations": {ANN_PROJECT: project_id}}}

@@ -37,7 +37,16 @@ from openkeel_compute.controller.desired import (
 )
 from openkeel_compute.controller.kube import Observed, Refused, Transient, status_code
 from openkeel_compute.controller.metrics import Metrics
-from openkeel_compute.controller.plan import APPLY, CREATE, DELETE, REPLACE, Action, Plan, plan
+from openkeel_compute.controller.plan import (
+    APPLY,
+    CREATE,
+    DELETE,
+    NAMESPACES_OFF,
+    REPLACE,
+    Action,
+    Plan,
+    plan,
+)
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.mapping import ANN_ID
 from openkeel_compute.kubevirt.names import kubernetes_name
@@ -61,7 +70,7 @@ class LostLeadership(Transient):
 
 @dataclasses.dataclass
 class Settings:
-    create_namespaces: bool = False
+    create_namespaces: bool = True
     batch_size: int = 100
     full_resync_threshold: int = 500
     workers: int = 8
@@ -200,6 +209,10 @@ class Controller:
                 self._back_off(flavor_id)
         return report
 
+    @property
+    def _namespace_hint(self) -> str:
+        return "" if self.settings.create_namespaces else NAMESPACES_OFF
+
     def _namespace_objects(self, wanted: FlavorDesired) -> dict[ObjectKey, dict[str, Any]]:
         if not self.settings.create_namespaces:
             return {}
@@ -214,7 +227,8 @@ class Controller:
         names = set(wanted.names)
         mine = {k: v for k, v in observed.objects.items() if k.name in names or k.kind == NAMESPACE}
         mine.update(_namespace_keys(observed))
-        result = plan({**self._namespace_objects(wanted), **wanted.objects}, mine, observed.namespaces)
+        result = plan({**self._namespace_objects(wanted), **wanted.objects}, mine, observed.namespaces,
+                      self._namespace_hint)
         problems = [p.message for p in result.problems]
         failed: set[ObjectKey] = set()
         for action in result.actions:
@@ -261,7 +275,7 @@ class Controller:
                 self._error("mapping")
         current = {k: v for k, v in observed.objects.items() if k.name not in refused or k.kind == NAMESPACE}
         current.update(_namespace_keys(observed))
-        result = plan(desired, current, observed.namespaces)
+        result = plan(desired, current, observed.namespaces, self._namespace_hint)
         for p in result.problems:
             fid = _flavor_of(p.key, desired.get(p.key) or current.get(p.key), names)
             known = report.problems.get(fid)

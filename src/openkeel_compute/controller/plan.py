@@ -16,8 +16,9 @@ Rules:
   gave it) is *moved*: the object under the new name is created (or brought in step) first, and the old
   one is deleted only after that, by a delete action that names the key it moved to (``moved_to``). When
   the new name is taken by an object we do not manage, the old object stays and the conflict is reported;
-- namespaces are created (when desired) but never updated or deleted; a namespaced object whose
-  namespace is missing and not about to be created is reported, not attempted.
+- namespaces are created (when desired) but never updated or deleted, not even when emptied, and an
+  existing one is used as it is, whoever made it; a namespaced object whose namespace is missing and
+  not about to be created is reported, not attempted.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ OWN_ANNOTATION_PREFIX = "openkeel.io/"
 
 CREATE, APPLY, REPLACE, DELETE = "create", "apply", "replace", "delete"
 CONFLICT, NAMESPACE_MISSING = "conflict", "namespace-missing"
+# Why a namespace is missing when the controller was told not to create namespaces.
+NAMESPACES_OFF = " ([controller] create_namespaces is off: create it, or turn the option on)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,10 +144,11 @@ def _pinned(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str
 
 
 def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKey, dict[str, Any]],
-         namespaces: Collection[str] | None = None) -> Plan:
+         namespaces: Collection[str] | None = None, namespace_hint: str = "") -> Plan:
     """Compare; ``observed`` must cover exactly the names being reconciled (its managed extras are deleted).
 
-    ``namespaces`` are the namespaces that exist, or None when that is unknown (rendering).
+    ``namespaces`` are the namespaces that exist, or None when that is unknown (rendering);
+    ``namespace_hint`` is appended to the report of a missing namespace (why it was not created).
     """
     result = Plan()
     creating = {key.name for key in desired if key.kind == NAMESPACE and key not in observed}
@@ -160,7 +164,7 @@ def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKe
         if seen is None:
             ns = key.namespace
             if ns is not None and namespaces is not None and ns not in namespaces and ns not in creating:
-                result.problems.append(Problem(key, NAMESPACE_MISSING, f"namespace {ns} does not exist"))
+                result.problems.append(Problem(key, NAMESPACE_MISSING, f"namespace {ns} does not exist{namespace_hint}"))
             else:
                 result.actions.append(Action(CREATE, key, want, None, "missing"))
             continue

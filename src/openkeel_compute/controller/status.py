@@ -21,7 +21,7 @@ from openkeel_compute.controller.desired import (
     namespace_object,
 )
 from openkeel_compute.controller.engine import Backend, _namespace_keys
-from openkeel_compute.controller.plan import flavor_id_of, is_managed, plan
+from openkeel_compute.controller.plan import NAMESPACES_OFF, flavor_id_of, is_managed, plan
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.names import former_names, kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
@@ -40,7 +40,7 @@ class FlavorStatus:
         return not self.reasons
 
 
-def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, create_namespaces: bool = False,
+def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, create_namespaces: bool = True,
                     flavor_id: str | None = None) -> list[FlavorStatus]:
     """Status of one flavor (also a deleted one whose objects linger) or of all flavors and leftovers."""
     with reader(engine) as conn:
@@ -75,7 +75,8 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
                 if k.kind != NAMESPACE}
         mine.update({k: v for k, v in observed.objects.items() if k.kind == NAMESPACE})
         mine.update(_namespace_keys(observed))
-        result = plan(desired, mine if not want.error else {}, observed.namespaces)
+        result = plan(desired, mine if not want.error else {}, observed.namespaces,
+                      "" if create_namespaces else NAMESPACES_OFF)
         if not want.error:
             reasons.extend(f"{a.key}: under its former name, moves to {a.moved_to.name}" if a.moved_to else
                            f"{a.key}: {_verb_text(a.verb)} ({a.reason})" for a in result.actions)
