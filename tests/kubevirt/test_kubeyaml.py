@@ -80,7 +80,8 @@ TRICKY = [
     "2026-01-01", "2026-1-1", "2026-01-01T00:00:00Z", "2026-01-01 10:20:30.5 +01:00", "2001-12-14t21:59:43.10-05:00",
     "1.0.0", "0.", "0x", "0o", "-", "--", "---", "...", "? x", "- x", "x: y", "#x", "x #y", "'q'", '"q"',
     "[a]", "{a: b}", "!tag", "&a", "*a", "|", ">", "%x", "@x", "`x", " lead", "trail ", "a\nb", "a\rb",
-    "tab\there", "\u2028", "\x85", "caf\u00e9", "\U0001f600", "\ufeffbom",
+    "tab\there", "\u2028", "\x85", "caf\u00e9", "\U0001f600", "\ufeffbom", "\x00", "bell\x07", "\x7f", "\x9f",
+    "\ud7ff", "\ufffe",
 ]
 _TEXT = string.ascii_letters + string.digits + string.punctuation + " "
 
@@ -152,8 +153,10 @@ def test_output_stays_block_style_in_the_objects_key_order() -> None:
 
 
 def test_a_comment_never_spills_onto_the_next_line() -> None:
-    text = comment("x: a\nkind: Injected\u2028y") + dump({"a": 1})
-    assert read_pyyaml(text) == [{"a": 1}] and read_ruamel(text) == [{"a": 1}]
+    text = comment("x: a\nkind: Injected\u2028y\x85z\r\x00\x07\x7f\x9f\ufeff\ufffe end") + dump({"a": 1})
+    assert text.startswith("# x: a\\x0akind: Injected\\u2028y\\x85z\\x0d\\x00\\x07\\x7f\\x9f\\ufeff\\ufffe end\n")
+    for read in READERS.values():
+        assert read(text) == [{"a": 1}]
 
 
 N_FLAVORS = 10_000

@@ -34,8 +34,14 @@ _WORDS = frozenset({
 # Anything that starts like a number: an optional sign, then a digit, or a dot followed by a digit or one of
 # the infinity / not-a-number spellings. Covers ints in every base, floats, sexagesimals and timestamps.
 _NUMBER_LIKE = re.compile(r"[-+]?(?:[0-9]|\.[0-9]|\.(?:inf|nan)\b)", re.IGNORECASE)
-# What YAML treats as a line break: a comment must never contain one.
-_LINE_BREAKS = str.maketrans({"\n": "\\n", "\r": "\\r", "\x85": "\\x85", "\u2028": "\\u2028", "\u2029": "\\u2029"})
+# What a comment must not hold: YAML line breaks (the comment would end there) and the characters a
+# YAML stream may not contain at all (a reader refuses the whole stream), plus the byte order mark.
+_NOT_IN_COMMENT = re.compile("[^\t\x20-\x7e\xa0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd\U00010000-\U0010ffff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def needs_quotes(value: str) -> bool:
@@ -67,5 +73,5 @@ def dump_all(docs: Iterable[Any], stream: IO[str] | None = None) -> str | None:
 
 
 def comment(text: str) -> str:
-    """A one-line YAML comment (``# text``): line breaks inside ``text`` are written as escapes."""
-    return "# " + text.translate(_LINE_BREAKS) + "\n"
+    """A one-line YAML comment (``# text``): line breaks and characters YAML refuses are written as escapes."""
+    return "# " + _NOT_IN_COMMENT.sub(_escape, text) + "\n"
