@@ -164,7 +164,8 @@ def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKe
         if seen is None:
             ns = key.namespace
             if ns is not None and namespaces is not None and ns not in namespaces and ns not in creating:
-                result.problems.append(Problem(key, NAMESPACE_MISSING, f"namespace {ns} does not exist{namespace_hint}"))
+                result.problems.append(Problem(key, NAMESPACE_MISSING,
+                                               f"namespace {ns} does not exist{namespace_hint}"))
             else:
                 result.actions.append(Action(CREATE, key, want, None, "missing"))
             continue
