@@ -70,3 +70,53 @@ def test_metrics_have_their_own_registry():
     m1.writes.labels("create").inc()
     assert m1.registry.get_sample_value("openkeel_controller_writes_total", {"verb": "create"}) == 1
     assert m2.registry.get_sample_value("openkeel_controller_writes_total", {"verb": "create"}) is None
+
+
+def _of(flavor_id, name, ns=None, labels=MANAGED):
+    return obj(name, ns=ns, labels=labels, annotations={"openkeel.io/flavor-id": flavor_id})
+
+
+def test_an_object_under_a_former_name_is_moved_create_first_delete_last():
+    new, old = _of("m1.small", "fl-m1.small"), _of("m1.small", "fl-83f488446f2fada0")
+    other_old = _of("gone", "fl-0000000000000000")  # a deleted flavor: a plain delete
+    result = plan(by_key(new), by_key(old, other_old))
+    assert [(a.verb, a.key.name, a.moved_to) for a in result.actions] == [
+        (CREATE, "fl-m1.small", None), (DELETE, "fl-0000000000000000", None),
+        (DELETE, "fl-83f488446f2fada0", key_of(new))]
+    assert result.problems == []
+
+
+def test_a_move_is_finished_when_the_new_object_already_exists():
+    new, old = _of("m1.small", "fl-m1.small"), _of("m1.small", "fl-83f488446f2fada0")
+    result = plan(by_key(new), by_key(new, old))
+    assert [(a.verb, a.moved_to) for a in result.actions] == [(DELETE, key_of(new))]
+    assert result.in_sync == [key_of(new)]
+
+
+def test_moves_stay_within_their_kind_and_namespace():
+    new = _of("m1.small", "fl-m1.small", ns="p1")
+    old_elsewhere = _of("m1.small", "fl-83f488446f2fada0", ns="p2")  # access removed from p2: deleted, not moved
+    result = plan(by_key(new), by_key(old_elsewhere), namespaces={"p1", "p2"})
+    assert [(a.verb, a.key.namespace, a.moved_to) for a in result.actions] == [
+        (CREATE, "p1", None), (DELETE, "p2", None)]
+
+
+def test_no_move_onto_a_foreign_object_and_no_move_of_a_foreign_object():
+    new, old = _of("m1.small", "fl-m1.small"), _of("m1.small", "fl-83f488446f2fada0")
+    foreign_new = _of("m1.small", "fl-m1.small", labels={})
+    result = plan(by_key(new), by_key(foreign_new, old))
+    assert result.actions == []
+    assert sorted(p.kind for p in result.problems) == [CONFLICT, CONFLICT]
+    assert any("keeps its former name fl-83f488446f2fada0" in p.message for p in result.problems)
+
+    foreign_old = _of("m1.small", "fl-83f488446f2fada0", labels={})
+    result = plan(by_key(new), by_key(foreign_old))
+    assert [(a.verb, a.key.name) for a in result.actions] == [(CREATE, "fl-m1.small")]
+
+
+def test_a_missing_namespace_says_why_when_namespaces_are_not_created():
+    from openkeel_compute.controller.plan import NAMESPACES_OFF
+
+    [problem] = plan(by_key(obj("p", ns="nope")), {}, namespaces=set(), namespace_hint=NAMESPACES_OFF).problems
+    assert problem.message == ("namespace nope does not exist "
+                               "([controller] create_namespaces is off: create it, or turn the option on)")

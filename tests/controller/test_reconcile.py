@@ -119,31 +119,79 @@ def test_foreign_object_with_our_name_is_a_conflict_never_overwritten(ctl, cat, 
     assert status.in_sync  # u1 no longer exists and nothing of ours is left
 
 
-def test_missing_namespace_is_reported_and_retried(ctl, cat, apiserver, db, conf):
+def test_without_create_namespaces_a_missing_namespace_is_reported_and_retried(conf, apiserver, cat, db, tmp_path):
+    from openkeel_compute.conf.kubevirt import mapping_options
+    from tests.conftest import make_conf
+    from tests.controller.conftest import controller_for
+
+    # A conf of its own (same database): oslo.config overrides leak between ConfigOpts sharing a group.
+    ctl = controller_for(make_conf(tmp_path, controller={"create_namespaces": "false"}), apiserver)
     cat.create("p1", public=False, access=("later",))
     report = ctl.process_outbox()
-    assert report.problems["p1"] == "namespace later does not exist"
+    assert report.problems["p1"] == ("namespace later does not exist "
+                                     "([controller] create_namespaces is off: create it, or turn the option on)")
     assert [row.attempts for row in cat.pending()] == [1, 1]  # create + addTenantAccess, both kept
-    from openkeel_compute.conf.kubevirt import mapping_options
-
-    [status] = flavor_statuses(db, ctl.backend, mapping_options(conf), flavor_id="p1")
-    assert not status.in_sync and any("namespace later" in r for r in status.reasons)
+    assert apiserver.handler.get("Namespace", "later") is None
+    [status] = flavor_statuses(db, ctl.backend, mapping_options(conf), create_namespaces=False, flavor_id="p1")
+    assert not status.in_sync and any("namespace later" in r and "create_namespaces is off" in r
+                                      for r in status.reasons)
     add_namespaces(apiserver, "later")
     ctl.resync()
     assert apiserver.handler.get(IT, "p1", "later") is not None and cat.pending() == []
 
 
-def test_create_namespaces_creates_a_labelled_namespace(conf, apiserver, cat, tmp_path):
-    from tests.conftest import make_conf
-    from tests.controller.conftest import controller_for
+def test_a_project_namespace_is_created_on_demand_by_default(ctl, cat, apiserver, db, conf):
+    from openkeel_compute.conf.kubevirt import mapping_options
 
-    # A conf of its own (same database): oslo.config overrides leak between ConfigOpts sharing a group.
-    controller = controller_for(make_conf(tmp_path, controller={"create_namespaces": "true"}), apiserver)
+    assert conf.controller.create_namespaces is True
     cat.create("p1", public=False, access=("new-project",))
-    controller.process_outbox()
+    report = ctl.process_outbox()
+    assert report.problems == {} and cat.pending() == []
     ns = apiserver.handler.get("Namespace", "new-project")
     assert ns["metadata"]["labels"] == MANAGED
+    assert ns["metadata"]["annotations"] == {"openkeel.io/project-id": "new-project"}
     assert apiserver.handler.get(IT, "p1", "new-project") is not None
+    assert apiserver.handler.get(PREF, "p1", "new-project") is not None
+    [status] = flavor_statuses(db, ctl.backend, mapping_options(conf), create_namespaces=True, flavor_id="p1")
+    assert status.in_sync, status.reasons
+
+    cat.add_access("p1", "second")  # the full resync creates them too
+    ctl.resync()
+    assert apiserver.handler.get("Namespace", "second")["metadata"]["labels"] == MANAGED
+    assert apiserver.handler.get(IT, "p1", "second") is not None
+
+
+def test_namespaces_are_never_deleted_and_foreign_ones_never_touched(ctl, cat, apiserver):
+    foreign = apiserver.handler.seed({"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": "theirs", "labels": {"team": "x"}}})
+    cat.create("p1", public=False, access=("ours", "theirs"))
+    ctl.process_outbox()
+    assert apiserver.handler.get("Namespace", "theirs") == foreign  # existed: used as it is
+    assert apiserver.handler.get(IT, "p1", "theirs") is not None
+    assert apiserver.handler.get("Namespace", "ours")["metadata"]["labels"] == MANAGED
+    cat.remove_access("p1", "ours")
+    cat.delete("p1")
+    ctl.process_outbox()
+    ctl.resync()
+    assert apiserver.handler.objects(IT) == {} and apiserver.handler.objects(PREF) == {}
+    # Emptied of our objects, both stay: servers and other people's objects may live there.
+    assert apiserver.handler.get("Namespace", "ours") is not None
+    assert apiserver.handler.get("Namespace", "theirs") == foreign
+    assert not any(p.rstrip("/").endswith(("/namespaces/ours", "/namespaces/theirs"))
+                   for _m, p, _ in apiserver.handler.writes), apiserver.handler.writes
+
+
+def test_a_refused_namespace_is_reported(ctl, cat, apiserver):
+    from tests.controller.apiserver import Fault
+
+    apiserver.handler.faults.append(Fault(403, method="POST", plural="namespaces", times=5))
+    cat.create("p1", public=False, access=("forbidden",))
+    report = ctl.process_outbox()
+    assert "create Namespace/forbidden refused" in report.problems["p1"]
+    assert apiserver.handler.objects(IT) == {}
+    apiserver.handler.faults.clear()
+    ctl.resync()
+    assert apiserver.handler.get(IT, "p1", "forbidden") is not None
 
 
 def test_flavor_id_that_is_not_a_dns_label_is_hashed(ctl, cat, apiserver):

@@ -41,7 +41,7 @@ def test_convert_reads_a_list_from_a_file(tmp_path: Path, capsys: pytest.Capture
                                 {"id": "m1.big", "name": "b", "ram": 1024, "vcpus": 2, "disk": 0}]))
     status, out, _ = _run(capsys, "flavor", "convert", str(path))
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(out) if d]
-    assert (status, names) == (0, ["1", "1", "fl-4667eadaddbf2009", "fl-4667eadaddbf2009"]), names
+    assert (status, names) == (0, ["1", "1", "fl-m1.big", "fl-m1.big"]), names
 
 
 def test_convert_reads_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:

@@ -16,6 +16,7 @@ from typing import IO, Any
 
 import yaml  # type: ignore[import-untyped]
 
+from openkeel_compute.kubevirt import kubeyaml
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
 from openkeel_compute.kubevirt.mapping import ANN_ID, FlavorObjects, flavor_to_kubevirt
@@ -107,12 +108,13 @@ def _dump_objects(results: list[FlavorObjects], out: IO[str], with_vm: bool) -> 
         if with_vm:
             docs.append(result.vm)
         for entry in result.untranslated:
-            out.write(f"# {result.flavor.id}: {entry.key}={entry.value} [{entry.fidelity}] {entry.note}\n")
+            note = f"{result.flavor.id}: {entry.key}={entry.value} [{entry.fidelity}] {entry.note}"
+            out.write(kubeyaml.comment(note))
         for doc in docs:
             if not first:
                 out.write("---\n")
             first = False
-            out.write(yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=1000))
+            kubeyaml.dump(doc, out)
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:

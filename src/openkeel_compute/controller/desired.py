@@ -16,7 +16,7 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
 from openkeel_compute.kubevirt.mapping import ANN_PROJECT, MANAGED_BY, MANAGER, flavor_to_kubevirt
-from openkeel_compute.kubevirt.names import kubernetes_name
+from openkeel_compute.kubevirt.names import former_names, kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
 
 NAMESPACE = "Namespace"
@@ -47,6 +47,11 @@ class FlavorDesired:
     objects: dict[ObjectKey, dict[str, Any]]
     namespaces: dict[str, str]  # namespace -> project id, for the private copies
     error: str | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The flavor's name and the names earlier releases gave it (objects there are moved)."""
+        return (self.name, *former_names(self.flavor_id))
 
 
 def flavor_body(row: Mapping[str, Any], extra_specs: Mapping[str, Any], projects: Iterable[str]) -> dict[str, Any]:
@@ -92,7 +97,7 @@ def load_catalogue(conn: Connection, flavor_ids: Iterable[str] | None = None) ->
 
 
 def namespace_object(namespace: str, project_id: str) -> dict[str, Any]:
-    """The Namespace the controller creates for a project when [controller] create_namespaces is set."""
+    """The Namespace the controller creates for a project ([controller] create_namespaces, on by default)."""
     return {"apiVersion": "v1", "kind": NAMESPACE,
             "metadata": {"name": namespace, "labels": {MANAGED_BY: MANAGER},
                          "annotations": {ANN_PROJECT: project_id}}}

@@ -37,7 +37,16 @@ from openkeel_compute.controller.desired import (
 )
 from openkeel_compute.controller.kube import Observed, Refused, Transient, status_code
 from openkeel_compute.controller.metrics import Metrics
-from openkeel_compute.controller.plan import APPLY, CREATE, DELETE, REPLACE, Action, Plan, plan
+from openkeel_compute.controller.plan import (
+    APPLY,
+    CREATE,
+    DELETE,
+    NAMESPACES_OFF,
+    REPLACE,
+    Action,
+    Plan,
+    plan,
+)
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.mapping import ANN_ID
 from openkeel_compute.kubevirt.names import kubernetes_name
@@ -61,7 +70,7 @@ class LostLeadership(Transient):
 
 @dataclasses.dataclass
 class Settings:
-    create_namespaces: bool = False
+    create_namespaces: bool = True
     batch_size: int = 100
     full_resync_threshold: int = 500
     workers: int = 8
@@ -137,7 +146,11 @@ class Controller:
             backend.replace(action.body)
         elif action.verb == DELETE:
             backend.delete(action.key)
-        LOG.info("%s %s (%s)", action.verb, action.key, action.reason)
+        if action.moved_to is not None:
+            LOG.info("moved %s -> %s (flavor %s): %s", action.key, action.moved_to,
+                     _flavor_of(action.key, action.observed, {}), action.reason)
+        else:
+            LOG.info("%s %s (%s)", action.verb, action.key, action.reason)
         self.metrics.writes.labels(action.verb).inc()
         with self._lock:
             report.count(action.verb)
@@ -175,7 +188,7 @@ class Controller:
         wanted = {fid: (desired_for(bodies[fid], self.options) if fid in bodies
                         else FlavorDesired(fid, kubernetes_name(fid), {}, {})) for fid in order}
         try:
-            observed = self.backend.observe({w.name for w in wanted.values()})
+            observed = self.backend.observe({name for w in wanted.values() for name in w.names})
         except Exception as exc:  # noqa: BLE001 - any failure to observe: nothing written, try again later
             report.transient = f"observe: {exc}"
             self._error("transient")
@@ -196,6 +209,10 @@ class Controller:
                 self._back_off(flavor_id)
         return report
 
+    @property
+    def _namespace_hint(self) -> str:
+        return "" if self.settings.create_namespaces else NAMESPACES_OFF
+
     def _namespace_objects(self, wanted: FlavorDesired) -> dict[ObjectKey, dict[str, Any]]:
         if not self.settings.create_namespaces:
             return {}
@@ -207,11 +224,16 @@ class Controller:
         if wanted.error is not None:
             self._error("mapping")
             return wanted.error  # its existing objects are left as they are
-        mine = {k: v for k, v in observed.objects.items() if k.name == wanted.name or k.kind == NAMESPACE}
+        names = set(wanted.names)
+        mine = {k: v for k, v in observed.objects.items() if k.name in names or k.kind == NAMESPACE}
         mine.update(_namespace_keys(observed))
-        result = plan({**self._namespace_objects(wanted), **wanted.objects}, mine, observed.namespaces)
+        result = plan({**self._namespace_objects(wanted), **wanted.objects}, mine, observed.namespaces,
+                      self._namespace_hint)
         problems = [p.message for p in result.problems]
+        failed: set[ObjectKey] = set()
         for action in result.actions:
+            if action.moved_to is not None and action.moved_to in failed:
+                continue  # the object under the new name was refused: the old one stays
             try:
                 self._execute(action, report)
             except Exception as exc:  # noqa: BLE001 - sorted into transient / refused below
@@ -220,6 +242,7 @@ class Controller:
                     self._error("transient")
                     return report.transient
                 self._error("refused")
+                failed.add(action.key)
                 problems.append(f"{action.verb} {action.key} refused: {exc}")
             else:
                 if action.key.kind == NAMESPACE and observed.namespaces is not None:
@@ -245,16 +268,16 @@ class Controller:
             self._error("transient")
             return report
         names = {w.name: fid for fid, w in per_flavor.items()}
-        refused = {w.name for w in per_flavor.values() if w.error is not None}
+        refused = {name for w in per_flavor.values() if w.error is not None for name in w.names}
         for fid, w in per_flavor.items():
             if w.error is not None:
                 report.problems[fid] = w.error
                 self._error("mapping")
         current = {k: v for k, v in observed.objects.items() if k.name not in refused or k.kind == NAMESPACE}
         current.update(_namespace_keys(observed))
-        result = plan(desired, current, observed.namespaces)
+        result = plan(desired, current, observed.namespaces, self._namespace_hint)
         for p in result.problems:
-            fid = _flavor_of(p.key, desired.get(p.key), names)
+            fid = _flavor_of(p.key, desired.get(p.key) or current.get(p.key), names)
             known = report.problems.get(fid)
             if known is None or p.message not in known:
                 report.problems[fid] = "; ".join(filter(None, [known, p.message]))
@@ -271,17 +294,22 @@ class Controller:
 
     def _execute_all(self, result: Plan, report: Report, names: Mapping[str, str]) -> None:
         namespaces = [a for a in result.actions if a.key.kind == NAMESPACE]
-        others = [a for a in result.actions if a.key.kind != NAMESPACE]
+        others = [a for a in result.actions if a.key.kind != NAMESPACE and a.moved_to is None]
+        moves = [a for a in result.actions if a.moved_to is not None]
+        failed: set[ObjectKey] = set()
 
         def run(action: Action) -> None:
             if report.transient is not None:
                 return  # a transient failure stops the pass; the next one starts from observation
+            if action.moved_to is not None and action.moved_to in failed:
+                return  # the object under the new name was refused: the old one stays
             try:
                 self._execute(action, report)
             except Exception as exc:  # noqa: BLE001 - sorted below
                 fid = _flavor_of(action.key, action.body or action.observed, names)
                 message = f"{action.verb} {action.key}: {exc}"
                 with self._lock:
+                    failed.add(action.key)
                     if classify(exc) is Transient:
                         report.transient = report.transient or message
                         self._error("transient")
@@ -294,9 +322,11 @@ class Controller:
         if self.settings.workers <= 1 or len(others) < 4:
             for action in others:
                 run(action)
-            return
-        with concurrent.futures.ThreadPoolExecutor(self.settings.workers, thread_name_prefix="write") as pool:
-            list(pool.map(run, others))
+        else:
+            with concurrent.futures.ThreadPoolExecutor(self.settings.workers, thread_name_prefix="write") as pool:
+                list(pool.map(run, others))
+        for action in moves:  # after every create: a move deletes the old object once the new one is there
+            run(action)
 
     # -- status --------------------------------------------------------------------------------------
 

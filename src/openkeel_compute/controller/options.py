@@ -28,10 +28,12 @@ OPTS = [
                     "processing (and marks every row it covered done)."),
     cfg.IntOpt("workers", default=8, min=1,
                help="Concurrent Kubernetes writes during a full resync (row-by-row processing is sequential)."),
-    cfg.BoolOpt("create_namespaces", default=False,
-                help="Create the namespace of a project that has no namespace yet (labelled "
-                     "app.kubernetes.io/managed-by=openkeel, never deleted). When False the copies for that "
-                     "project are reported as waiting for the namespace and retried."),
+    cfg.BoolOpt("create_namespaces", default=True,
+                help="Create the namespace of a project when one of its private flavors (or, later, its servers) "
+                     "needs it and it does not exist yet, labelled app.kubernetes.io/managed-by=openkeel. "
+                     "Namespaces are never deleted, not even emptied ones, and an existing namespace is used as "
+                     "it is. When False the copies for a project without a namespace are reported as waiting "
+                     "for it and retried until someone creates it."),
     cfg.IntOpt("max_retries", default=5, min=0,
                help="Retries of one Kubernetes request on 429, 5xx and refused connections."),
     cfg.FloatOpt("retry_base_delay", default=0.2, min=0.0,

@@ -12,8 +12,13 @@ Rules:
   a foreign object where we want ours is a *conflict*, reported and left alone;
 - a managed object nobody wants any more is deleted. Only instancetypes and preferences are in scope:
   VirtualMachines (and their ControllerRevisions) are never observed, so never deleted;
-- namespaces are created (when desired) but never updated or deleted; a namespaced object whose
-  namespace is missing and not about to be created is reported, not attempted.
+- a managed object of a flavor found under another name than the flavor's (a name an earlier release
+  gave it) is *moved*: the object under the new name is created (or brought in step) first, and the old
+  one is deleted only after that, by a delete action that names the key it moved to (``moved_to``). When
+  the new name is taken by an object we do not manage, the old object stays and the conflict is reported;
+- namespaces are created (when desired) but never updated or deleted, not even when emptied, and an
+  existing one is used as it is, whoever made it; a namespaced object whose namespace is missing and
+  not about to be created is reported, not attempted.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey
-from openkeel_compute.kubevirt.mapping import MANAGED_BY, MANAGER
+from openkeel_compute.kubevirt.mapping import ANN_ID, MANAGED_BY, MANAGER
 
 OWN_ANNOTATION_PREFIX = "openkeel.io/"
 
 CREATE, APPLY, REPLACE, DELETE = "create", "apply", "replace", "delete"
 CONFLICT, NAMESPACE_MISSING = "conflict", "namespace-missing"
+# Why a namespace is missing when the controller was told not to create namespaces.
+NAMESPACES_OFF = " ([controller] create_namespaces is off: create it, or turn the option on)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +45,7 @@ class Action:
     body: dict[str, Any] | None  # what to send (None for delete)
     observed: dict[str, Any] | None  # what we saw (for preconditions), None for create
     reason: str
+    moved_to: ObjectKey | None = None  # a delete that ends a move: run it only once this key was written
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,6 +69,13 @@ class Plan:
 def is_managed(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(MANAGED_BY) == MANAGER
+
+
+def flavor_id_of(obj: Mapping[str, Any] | None) -> str | None:
+    """The flavor id an object of ours carries in its annotations."""
+    annotations = ((obj or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(ANN_ID)
+    return value if isinstance(value, str) else None
 
 
 def _foreign_fields(desired: Any, observed: Any, path: str) -> list[str]:
@@ -129,10 +144,11 @@ def _pinned(desired: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str
 
 
 def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKey, dict[str, Any]],
-         namespaces: Collection[str] | None = None) -> Plan:
+         namespaces: Collection[str] | None = None, namespace_hint: str = "") -> Plan:
     """Compare; ``observed`` must cover exactly the names being reconciled (its managed extras are deleted).
 
-    ``namespaces`` are the namespaces that exist, or None when that is unknown (rendering).
+    ``namespaces`` are the namespaces that exist, or None when that is unknown (rendering);
+    ``namespace_hint`` is appended to the report of a missing namespace (why it was not created).
     """
     result = Plan()
     creating = {key.name for key in desired if key.kind == NAMESPACE and key not in observed}
@@ -148,7 +164,8 @@ def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKe
         if seen is None:
             ns = key.namespace
             if ns is not None and namespaces is not None and ns not in namespaces and ns not in creating:
-                result.problems.append(Problem(key, NAMESPACE_MISSING, f"namespace {ns} does not exist"))
+                result.problems.append(Problem(key, NAMESPACE_MISSING,
+                                               f"namespace {ns} does not exist{namespace_hint}"))
             else:
                 result.actions.append(Action(CREATE, key, want, None, "missing"))
             continue
@@ -165,8 +182,23 @@ def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKe
             result.actions.append(Action(REPLACE, key, replacement(want, seen), seen, ", ".join(reasons)))
         else:
             result.actions.append(Action(APPLY, key, _pinned(want, seen), seen, ", ".join(reasons)))
+    # Where each flavor's objects belong now: (kind, namespace, flavor id) -> desired key.
+    home = {(key.kind, key.namespace, fid): key for key, want in desired.items()
+            if key.kind != NAMESPACE and (fid := flavor_id_of(want)) is not None}
+    moves: list[Action] = []
     for key, seen in observed.items():
-        if key not in desired and key.kind != NAMESPACE and is_managed(seen):
+        if key in desired or key.kind == NAMESPACE or not is_managed(seen):
+            continue
+        fid = flavor_id_of(seen)
+        new_key = home.get((key.kind, key.namespace, fid)) if fid is not None else None
+        if new_key is None:
             result.actions.append(Action(DELETE, key, None, seen, "no flavor wants it"))
+        elif new_key in observed and not is_managed(observed[new_key]):
+            result.problems.append(Problem(
+                key, CONFLICT, f"{key} keeps its former name {key.name}: {new_key.name} is taken by an object "
+                               f"without {MANAGED_BY}={MANAGER}"))
+        elif not any(p.key == new_key for p in result.problems):
+            moves.append(Action(DELETE, key, None, seen, "readable names", moved_to=new_key))
+    result.actions.extend(moves)  # last: each only after the object it moves to was written
     result.actions[:0] = namespace_actions  # namespaces first: the objects that follow need them
     return result

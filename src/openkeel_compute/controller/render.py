@@ -15,7 +15,8 @@ from typing import Any
 import yaml
 
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey, key_of
-from openkeel_compute.controller.kube import MANAGED_KINDS, Observed
+from openkeel_compute.controller.kube import MANAGED_KINDS, NAMESPACED_KINDS, Observed
+from openkeel_compute.kubevirt import kubeyaml
 
 _KINDS = {kind.lower(): kind for kind in (*MANAGED_KINDS, NAMESPACE)}
 _NAMESPACE_FILE = "00-namespace"
@@ -23,9 +24,8 @@ _CLUSTER = "cluster"
 
 try:  # libyaml when present: ten thousand files load in a fraction of the time
     _Loader: Any = yaml.CSafeLoader
-    _Dumper: Any = yaml.CSafeDumper
 except AttributeError:  # pragma: no cover
-    _Loader, _Dumper = yaml.SafeLoader, yaml.SafeDumper
+    _Loader = yaml.SafeLoader
 
 
 def file_name(key: ObjectKey) -> str:
@@ -35,12 +35,25 @@ def file_name(key: ObjectKey) -> str:
 
 
 def parse_file_name(name: str) -> ObjectKey | None:
-    parts = name.split(".")
-    if len(parts) == 3 and parts[0] == _NAMESPACE_FILE and parts[2] == "yaml":
-        return ObjectKey(NAMESPACE, None, parts[1])
-    if len(parts) != 4 or parts[3] != "yaml" or parts[1] not in _KINDS:
+    """The object a file holds, from its name; None for anything else in the directory.
+
+    Object names may hold dots (``fl-m1.small``); namespaces and kinds never do, so the first two
+    dots and the ``.yaml`` suffix delimit them. The kind says whether the first part is a namespace
+    (a project may well be called ``cluster``).
+    """
+    if not name.endswith(".yaml"):
         return None
-    return ObjectKey(_KINDS[parts[1]], None if parts[0] == _CLUSTER else parts[0], parts[2])
+    stem = name[: -len(".yaml")]
+    if stem.startswith(_NAMESPACE_FILE + "."):
+        ns = stem[len(_NAMESPACE_FILE) + 1:]
+        return ObjectKey(NAMESPACE, None, ns) if ns and "." not in ns else None
+    parts = stem.split(".", 2)
+    if len(parts) != 3 or not parts[2] or parts[1] not in _KINDS or _KINDS[parts[1]] == NAMESPACE:
+        return None
+    kind = _KINDS[parts[1]]
+    if kind in NAMESPACED_KINDS:
+        return ObjectKey(kind, parts[0], parts[2])
+    return ObjectKey(kind, None, parts[2]) if parts[0] == _CLUSTER else None
 
 
 class RenderBackend:
@@ -77,7 +90,7 @@ class RenderBackend:
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".part")
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                yaml.dump(body, handle, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+                kubeyaml.dump(body, handle)
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)

@@ -21,10 +21,9 @@ from openkeel_compute.controller.desired import (
     namespace_object,
 )
 from openkeel_compute.controller.engine import Backend, _namespace_keys
-from openkeel_compute.controller.plan import is_managed, plan
+from openkeel_compute.controller.plan import NAMESPACES_OFF, flavor_id_of, is_managed, plan
 from openkeel_compute.db.api import reader
-from openkeel_compute.kubevirt.mapping import ANN_ID
-from openkeel_compute.kubevirt.names import kubernetes_name
+from openkeel_compute.kubevirt.names import former_names, kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
 
 
@@ -41,12 +40,12 @@ class FlavorStatus:
         return not self.reasons
 
 
-def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, create_namespaces: bool = False,
+def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, create_namespaces: bool = True,
                     flavor_id: str | None = None) -> list[FlavorStatus]:
     """Status of one flavor (also a deleted one whose objects linger) or of all flavors and leftovers."""
     with reader(engine) as conn:
         bodies = load_catalogue(conn, None if flavor_id is None else [flavor_id])
-    names = None if flavor_id is None else [kubernetes_name(flavor_id)]
+    names = None if flavor_id is None else [kubernetes_name(flavor_id), *former_names(flavor_id)]
     observed = backend.observe(names)
     rows: dict[str, list[outbox.Row]] = {}
     for row in outbox.pending_for(engine, flavor_id):
@@ -55,10 +54,10 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
     if flavor_id is not None and flavor_id not in wanted:
         wanted[flavor_id] = FlavorDesired(flavor_id, kubernetes_name(flavor_id), {}, {})
     # Managed objects no catalogue flavor explains: a deleted flavor's leftovers.
-    known = {w.name for w in wanted.values()}
+    known = {name for w in wanted.values() for name in w.names}
     for key, obj in observed.objects.items():
         if key.kind != NAMESPACE and key.name not in known and is_managed(obj):
-            fid = ((obj.get("metadata") or {}).get("annotations") or {}).get(ANN_ID) or key.name
+            fid = flavor_id_of(obj) or key.name
             wanted.setdefault(fid, FlavorDesired(fid, key.name, {}, {}))
             known.add(key.name)
     by_name: dict[str, dict[ObjectKey, dict[str, Any]]] = {}
@@ -72,12 +71,15 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
         desired = dict(want.objects)
         if create_namespaces:
             desired.update({ObjectKey(NAMESPACE, None, ns): namespace_object(ns, p) for ns, p in want.namespaces.items()})
-        mine = {k: v for k, v in by_name.get(want.name, {}).items() if k.kind != NAMESPACE}
+        mine = {k: v for name in want.names for k, v in by_name.get(name, {}).items()
+                if k.kind != NAMESPACE}
         mine.update({k: v for k, v in observed.objects.items() if k.kind == NAMESPACE})
         mine.update(_namespace_keys(observed))
-        result = plan(desired, mine if not want.error else {}, observed.namespaces)
+        result = plan(desired, mine if not want.error else {}, observed.namespaces,
+                      "" if create_namespaces else NAMESPACES_OFF)
         if not want.error:
-            reasons.extend(f"{a.key}: {_verb_text(a.verb)} ({a.reason})" for a in result.actions)
+            reasons.extend(f"{a.key}: under its former name, moves to {a.moved_to.name}" if a.moved_to else
+                           f"{a.key}: {_verb_text(a.verb)} ({a.reason})" for a in result.actions)
             reasons.extend(p.message for p in result.problems)
         for row in rows.get(fid, []):
             text = f"outbox row {row.id} ({row.operation}) pending"

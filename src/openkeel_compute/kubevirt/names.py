@@ -11,18 +11,21 @@ import re
 
 # A DNS-1123 *label*: dots are refused on purpose. Every instancetype virt-operator installs from
 # common-instancetypes has a dot in its name (u1.medium, cx1.2xlarge...), so a kept flavor id can
-# never take such a name; see docs/kubevirt-mapping.md, "Protection from virt-operator".
+# never take such a name; see docs/kubevirt-mapping.md, "Object names".
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _INVALID_LABEL_CHARS = re.compile(r"[^a-z0-9-]+")
 
 # Dot-less names of the preferences virt-operator deploys (common-instancetypes v1.7.0). A flavor
-# whose id is one of these is hashed, because the operator overwrites same-named cluster objects
-# without any ownership check. The operator never produces an "fl-" name.
+# whose id is one of these is never kept as it is, because the operator overwrites same-named cluster
+# objects without any ownership check. The operator never produces an "fl-" name.
 OPERATOR_RESERVED_NAMES = frozenset(
     {"alpine", "cirros", "debian", "fedora", "legacy", "linux", "oraclelinux", "sles", "ubuntu"}
 )
 
-HASHED_NAME_PREFIX = "fl-"
+NAME_PREFIX = "fl-"
+# "fl-" + 60 characters = 63: the name also goes into label values on VMs, which stop at 63.
+PREFIXED_ID_MAX = 60
 
 
 def is_dns1123_label(value: str) -> bool:
@@ -31,23 +34,42 @@ def is_dns1123_label(value: str) -> bool:
 
 
 def hashed_name(flavor_id: str) -> str:
-    """The encoded name of an id that cannot be kept: ``fl-<16 hex of sha1(id)>``."""
-    return HASHED_NAME_PREFIX + hashlib.sha1(flavor_id.encode("utf-8")).hexdigest()[:16]
+    """The encoded name of an id that cannot be shown: ``fl-<16 hex of sha1(id)>``."""
+    return NAME_PREFIX + hashlib.sha1(flavor_id.encode("utf-8")).hexdigest()[:16]
+
+
+def _kept(flavor_id: str) -> bool:
+    return (_DNS1123_LABEL.fullmatch(flavor_id) is not None and not flavor_id.startswith(NAME_PREFIX)
+            and flavor_id not in OPERATOR_RESERVED_NAMES)
 
 
 def kubernetes_name(flavor_id: str) -> str:
-    """Object name of a flavor: the id itself when it is a safe DNS-1123 label, else ``fl-<sha1>``.
+    """Object name of a flavor, in three cases tried in order:
 
-    Ids starting with ``fl-`` are hashed too, so that a kept id can never equal the encoding of
-    another id.
+    1. a lower-case DNS-1123 label that does not start with ``fl-`` (and is no name virt-operator
+       deploys) is kept: ``1``, ``42``, UUIDs, ``m1-small``;
+    2. a lower-case DNS-1123 subdomain of at most 60 characters becomes ``fl-<id>``: ``m1.small`` ->
+       ``fl-m1.small``. The operator's catalogue (``u1.*``, ``m1.*``...) never starts with ``fl-``;
+    3. anything else becomes ``fl-<16 hex of sha1(id)>``.
+
+    Case 1 never starts with ``fl-``; case 2 never gives ``fl-`` + 16 hex digits, because such an id is a
+    label kept by case 1. So two ids never share a name (short of a sha1 collision).
     """
-    if (
-        _DNS1123_LABEL.fullmatch(flavor_id) is not None
-        and not flavor_id.startswith(HASHED_NAME_PREFIX)
-        and flavor_id not in OPERATOR_RESERVED_NAMES
-    ):
+    if _kept(flavor_id):
         return flavor_id
+    if len(flavor_id) <= PREFIXED_ID_MAX and _DNS1123_SUBDOMAIN.fullmatch(flavor_id) is not None:
+        return NAME_PREFIX + flavor_id
     return hashed_name(flavor_id)
+
+
+def former_names(flavor_id: str) -> tuple[str, ...]:
+    """Names earlier releases gave this flavor's objects, where they differ from today's.
+
+    Before readable names, every id that was not kept was hashed (``m1.small`` ->
+    ``fl-83f488446f2fada0``); the controller moves objects it finds under a former name.
+    """
+    former = flavor_id if _kept(flavor_id) else hashed_name(flavor_id)
+    return () if former == kubernetes_name(flavor_id) else (former,)
 
 
 def project_namespace(project_id: str, prefix: str = "") -> str:

@@ -57,7 +57,8 @@ _GROUP = r"(?:[a-zA-Z0-9_-]{1,64})?"
 BASE_FIELD_RULES: tuple[Rule, ...] = (
     Rule("id", "[a-zA-Z0-9. _-], 1-255", "nova/api/openstack/compute/schemas/flavors.py:38-42",
          "metadata.name + annotation openkeel.io/flavor-id", E,
-         "DNS-1123 label ids are kept; others become fl-<16 hex of sha1(id)> (names.kubernetes_name)."),
+         "Lower-case DNS-1123 label ids are kept (unless they start with fl-); lower-case DNS-1123 "
+         "subdomains of at most 60 characters become fl-<id>; others fl-<16 hex of sha1(id)>."),
     Rule("name", "str 1-255", "nova/db/api/models.py:233", "annotation openkeel.io/flavor-name", E,
          "Unique in Nova: the catalogue keeps that check."),
     Rule("description", "str or null", "nova/api/openstack/compute/flavors.py:114-139",
