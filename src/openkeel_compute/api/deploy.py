@@ -6,7 +6,9 @@ Read from the outside in (the order a request meets them):
   request id         x-openstack-request-id and x-compute-request-id on every answer
   proxy headers      X-Forwarded-* (only with [oslo_middleware] enable_proxy_headers_parsing)
   access log         one line per request, with its request id, status and time
-  url map            /, /v2.1, /v2 version documents (no auth); /v2.1/… and /v2/… to the API;
+  url map            runs of slashes count as one; /, /v2.1, /v2 version documents (no auth, any
+                     method, HEAD without the body); /v2.1/… and /v2/… to the API, where
+                     /{project_id}/ and /versions/{id} are the version document again;
                      anything else: Nova's 300 "multiple choices"
   then, for the API only:
   sizelimit          413 before authentication is looked at (Nova's order); oslo.middleware's
@@ -40,6 +42,7 @@ _GLOBAL_ID = re.compile(request_id.ID_FORMAT)
 
 # Nova routes /v2.1/{project_id}/… only for ids made of these characters.
 _PROJECT_ID_SEGMENT = re.compile(r"^[0-9a-f\-]+$")
+_SLASHES = re.compile("//+")
 
 
 class ComputeRequestId:
@@ -126,16 +129,22 @@ class URLMap:
 
     def __call__(self, environ, start_response):
         environ["openkeel.services"] = self.services
-        path = environ.get("PATH_INFO", "") or "/"
+        # Runs of slashes count as one, everywhere in the path, before anything is matched
+        # (Nova's url map does the same): //v2.1// is /v2.1/.
+        path = _SLASHES.sub("/", environ.get("PATH_INFO", "") or "/")
         environ["openkeel.original_path"] = environ.get("SCRIPT_NAME", "") + path
+        head = environ.get("REQUEST_METHOD") == "HEAD"
         for prefix in ("/v2.1", "/v2"):
             if path == prefix or path == prefix + "/":
+                # The unauthenticated version document answers every method as a GET;
+                # HEAD gets the same status and headers without the body.
                 self._mount(environ, prefix, "/")
                 environ["openkeel.version_document"] = True
-                return self.versions_app(environ, start_response)
+                environ["REQUEST_METHOD"] = "GET"
+                body = self.versions_app(environ, start_response)
+                return _no_body(body) if head else body
             if path.startswith(prefix + "/"):
-                rest = re.sub("//+", "/", path[len(prefix):])
-                self._mount(environ, prefix, rest)
+                self._mount(environ, prefix, path[len(prefix):])
                 self._take_project_id(environ)
                 return self.api(environ, start_response)
         prefix = links.update_link_prefix(self._prefix(environ), self.link_prefix)
@@ -146,17 +155,25 @@ class URLMap:
             body = versions.choices_document(prefix, path)
             status = "300 Multiple Choices"
         start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
-        return [body]
+        return [] if head else [body]
 
     @staticmethod
     def _take_project_id(environ) -> None:
-        # /v2.1/{project_id}/<resource>…: remember the id (checked against the token later, as
-        # Nova does after parsing the body) and route on the rest.
+        # /v2.1/{project_id}/<resource>… and /v2.1/{project_id}/ (the version document):
+        # remember the id (checked against the token later, as Nova does after parsing the
+        # body) and route on the rest. /v2.1/{project_id} without the slash is no route.
         path = environ["PATH_INFO"]
         first, sep, rest = path[1:].partition("/")
-        if sep and rest and _PROJECT_ID_SEGMENT.match(first):
+        if sep and _PROJECT_ID_SEGMENT.match(first):
             environ["openkeel.url_project_id"] = first
             environ["PATH_INFO"] = "/" + rest
+
+
+def _no_body(body):
+    close = getattr(body, "close", None)
+    if close is not None:
+        close()
+    return []
 
 
 def _not_found(req: falcon.Request, resp: falcon.Response, ex, params) -> None:

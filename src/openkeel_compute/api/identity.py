@@ -1,10 +1,22 @@
 """Keystone project checks for flavor access, as Nova makes them.
 
-``GET /v3/projects/{id}`` with the caller's own token: 404 → 400 "Project ID … is not a valid
-project."; 403 or any other answer → accepted (logged); Keystone unreachable → accepted
-("Unable to contact keystone to verify project_id"); no identity endpoint → 400 "Nova was
-unable to find Keystone service endpoint.". The endpoint comes from [keystone]
-endpoint_override, else the token's service catalog (identity, public interface).
+``GET /projects/{id}`` on the identity v3 API with the caller's own token: 404 → 400 "Project ID
+… is not a valid project."; 403 or any other answer → accepted (logged); Keystone unreachable →
+accepted ("Unable to contact keystone to verify project_id"); no identity endpoint → 400 "Nova
+was unable to find Keystone service endpoint.".
+
+Where the identity endpoint comes from, in Nova's order:
+
+- ``[keystone] endpoint_override`` when it is set;
+- else the caller's token's service catalog: the auth plugin keystonemiddleware's auth_token
+  leaves in ``keystone.token_auth`` (what Nova uses), or, when no such plugin is there, the
+  catalog in the X-Service-Catalog header, in either format keystoneauth reads (v2 with
+  ``publicURL``/``internalURL``/``adminURL``, which is what auth_token writes, or v3 with
+  ``interface``/``url``).
+
+In the catalog the interfaces of ``[keystone] valid_interfaces`` are tried in order (default
+``internal`` then ``public``, as Nova has it), within ``[keystone] region_name`` when set; the
+v3 API is then found by version discovery on that endpoint, as keystoneauth does for Nova.
 """
 
 from __future__ import annotations
@@ -12,43 +24,69 @@ from __future__ import annotations
 import json
 import logging
 
+from keystoneauth1 import access as ks_access
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import plugin as ks_plugin
 from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import base as ks_identity_base
 from oslo_config import cfg
 
 from openkeel_compute.api import faults
 
 LOG = logging.getLogger(__name__)
 GROUP = "keystone"
+# Nova's defaults for its [keystone] adapter: the internal endpoint first, then the public one.
+DEFAULT_VALID_INTERFACES = ["internal", "public"]
+
+
+def _adapter_opts() -> list[cfg.Opt]:
+    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
+    cfg.set_defaults(opts, valid_interfaces=DEFAULT_VALID_INTERFACES, service_type="identity")
+    return opts
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_adapter_conf_options(conf, GROUP, include_deprecated=False)
-    conf.set_default("service_type", "identity", group=GROUP)
+    conf.register_opts(_adapter_opts(), group=GROUP)
 
 
 def list_opts():
-    return [(GROUP, ks_loading.get_session_conf_options() + ks_loading.get_adapter_conf_options(
-        include_deprecated=False))]
+    return [(GROUP, ks_loading.get_session_conf_options() + _adapter_opts())]
 
 
-def _endpoint_from_catalog(environ, interface: str) -> str | None:
-    raw = environ.get("HTTP_X_SERVICE_CATALOG")
-    if not raw:
-        return None
-    try:
-        catalog = json.loads(raw)
-    except ValueError:
-        return None
-    for service in catalog:
-        if service.get("type") != "identity":
-            continue
-        for endpoint in service.get("endpoints", []):
-            if endpoint.get("interface") == interface:
-                return endpoint.get("url")
-    return None
+def access_from_header(token: str | None, raw: str | None) -> ks_access.AccessInfo:
+    """The caller's token and its X-Service-Catalog header (v2 or v3 format) as keystoneauth's
+    AccessInfo; an unreadable or absent header is an empty catalog."""
+    entries = []
+    if raw:
+        try:
+            decoded = json.loads(raw)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, list):
+            entries = [s for s in decoded if isinstance(s, dict)]
+    v3 = any(isinstance(e, dict) and "interface" in e for s in entries for e in s.get("endpoints") or [])
+    # Only the token and the catalog are known; the rest of the body is what keystoneauth
+    # reads on the way (user and project ids, for URL substitution).
+    if v3:
+        return ks_access.AccessInfoV3({"token": {"catalog": entries, "user": {}}}, auth_token=token)
+    return ks_access.AccessInfoV2({"access": {"token": {"id": token}, "user": {}, "serviceCatalog": entries}})
+
+
+class HeaderCatalogAuth(ks_identity_base.BaseIdentityPlugin):
+    """The caller's token and the catalog of its X-Service-Catalog header, as an auth plugin.
+
+    The same shape as keystonemiddleware's own user plugin: the access information is fixed,
+    never re-fetched; keystoneauth does the catalog look-up and the version discovery.
+    """
+
+    def __init__(self, token: str | None, raw_catalog: str | None):
+        super().__init__(reauthenticate=False)
+        self.auth_ref = access_from_header(token, raw_catalog)
+
+    def get_auth_ref(self, session, **kwargs):
+        return self.auth_ref
 
 
 class ProjectVerifier:
@@ -57,32 +95,27 @@ class ProjectVerifier:
         register_opts(conf)
         self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
 
-    def _endpoint(self, environ) -> str | None:
-        group = self.conf[GROUP]
-        if group.endpoint_override:
-            return group.endpoint_override
-        interfaces = group.valid_interfaces or ["public"]
-        for interface in interfaces:
-            url = _endpoint_from_catalog(environ, interface)
-            if url:
-                return url
-        return None
+    @staticmethod
+    def auth_for(context, environ) -> ks_plugin.BaseAuthPlugin:
+        plugin = environ.get("keystone.token_auth")
+        if plugin is not None:
+            return plugin
+        return HeaderCatalogAuth(getattr(context, "auth_token", None), environ.get("HTTP_X_SERVICE_CATALOG"))
 
     def __call__(self, context, project_id: str, environ=None) -> None:
         environ = environ or getattr(context, "environ", None) or {}
-        endpoint = self._endpoint(environ)
-        if not endpoint:
-            LOG.error("Keystone identity service version 3.0 was not found.")
-            raise faults.BadRequest("Nova was unable to find Keystone service endpoint.")
-        url = endpoint.rstrip("/")
-        if not url.endswith("/v3"):
-            url += "/v3"
-        headers = {"X-Auth-Token": context.auth_token} if context.auth_token else {}
+        adapter = ks_loading.load_adapter_from_conf_options(
+            self.conf, GROUP, session=self.session, auth=self.auth_for(context, environ),
+            min_version=(3, 0), max_version=(3, "latest"), raise_exc=False)
         try:
-            resp = self.session.get(f"{url}/projects/{project_id}", headers=headers, authenticated=False,
-                                    raise_exc=False)
-        except ks_exc.ClientException:
-            LOG.info("Unable to contact keystone to verify project_id")
+            resp = adapter.get(f"/projects/{project_id}")
+        except ks_exc.EndpointNotFound:
+            LOG.error("Keystone identity service version 3.0 was not found: check the identity entry of the "
+                      "token's service catalog, or [keystone] endpoint_override, valid_interfaces and "
+                      "region_name.")
+            raise faults.BadRequest("Nova was unable to find Keystone service endpoint.") from None
+        except ks_exc.ClientException as exc:
+            LOG.info("Unable to contact keystone to verify project_id (%s)", exc)
             return
         if resp.ok:
             return

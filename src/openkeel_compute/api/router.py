@@ -11,6 +11,7 @@ from openkeel_compute.api.wsgi import Endpoint
 
 ROUTES = {
     "/": {"GET": versions.show},
+    "/versions/{id}": {"GET": versions.show_version},
     "/flavors": {"GET": flavors.index, "POST": flavors.create},
     "/flavors/detail": {"GET": flavors.detail},
     "/flavors/{flavor_id}": {"GET": flavors.show, "PUT": flavors.update, "DELETE": flavors.delete},
