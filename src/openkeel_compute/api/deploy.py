@@ -6,6 +6,8 @@ Read from the outside in (the order a request meets them):
   request id         x-openstack-request-id and x-compute-request-id on every answer
   proxy headers      X-Forwarded-* (only with [oslo_middleware] enable_proxy_headers_parsing)
   access log         one line per request, with its request id, status and time
+  noauth2 identity   with noauth2 only: /identity answers the project look-ups of the openstack
+                     CLI (api/noauth_identity.py)
   url map            /, /v2.1, /v2 version documents (no auth); /v2.1/… and /v2/… to the API;
                      anything else: Nova's 300 "multiple choices"
   then, for the API only:
@@ -271,6 +273,10 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     api = BodySizeLimit(api, conf)
 
     app = URLMap(api, router_app, conf, services)
+    if conf.api.auth_strategy == "noauth2":
+        from openkeel_compute.api.noauth_identity import NoAuthIdentity
+
+        app = NoAuthIdentity(app)  # /identity: what the openstack CLI reads before flavor create/set
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)
