@@ -39,7 +39,10 @@ def _modules_for(argv: list[str] | None) -> tuple[str, ...]:
 
 
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openkeel-compute", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="openkeel-compute",
+        description="OpenKeel compute: the OpenStack compute (Nova) API with KubeVirt as the hypervisor.")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         try:
@@ -47,9 +50,18 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise
-            continue  # that room has not shipped its commands yet
+            continue  # a command module that is not installed
         module.register(subparsers)
     return parser
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("openkeel-compute")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "unknown (not installed)"
 
 
 def _parse(argv: list[str] | None):

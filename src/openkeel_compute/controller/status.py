@@ -77,7 +77,7 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
         mine.update(_namespace_keys(observed))
         result = plan(desired, mine if not want.error else {}, observed.namespaces)
         if not want.error:
-            reasons.extend(f"{a.key}: {_verb_text(a.verb)} ({a.reason})" for a in result.actions)
+            reasons.extend(_action_text(a) for a in result.actions)
             reasons.extend(p.message for p in result.problems)
         for row in rows.get(fid, []):
             text = f"outbox row {row.id} ({row.operation}) pending"
@@ -88,6 +88,11 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
         statuses.append(FlavorStatus(fid, want.name, fid in bodies, in_sync_objects, reasons))
     statuses.sort(key=lambda s: s.flavor_id)
     return statuses
+
+
+def _action_text(action) -> str:
+    verb = _verb_text(action.verb)
+    return f"{action.key}: {verb}" if action.reason == verb else f"{action.key}: {verb} ({action.reason})"
 
 
 def _verb_text(verb: str) -> str:
