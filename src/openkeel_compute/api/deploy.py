@@ -206,7 +206,7 @@ class BodySizeLimit:
 
     The limiter is a webob ``wsgify`` filter: a webob Request and Response per call, a seventh of
     a flavor show's time. A GET or DELETE with neither Content-Length nor Transfer-Encoding has no
-    body (RFC 9112 §6.3), so the limiter has nothing to check or wrap, and its webob round trip
+    body (RFC 9112, section 6.3), so the limiter has nothing to check or wrap, and its webob round trip
     changes nothing for those methods (it only rewrites HEAD answers and relative Location
     headers); they go straight to the application. Everything else meets the real limiter.
     """
