@@ -139,7 +139,7 @@ def test_explain_says_when_a_body_has_no_extra_specs(tmp_path, capsys):
     assert _run(capsys, "flavor", "explain", str(path))[2] == ""
     assert err.splitlines() == [
         ("warning: flavor 42: no extra_specs in the body (the API shows them from microversion 2.61; openstack "
-        "flavor show -f json shows them as properties): taken as a flavor without extra specs")]
+        "flavor show, or flavor list --long, shows them as properties): taken as a flavor without extra specs")]
 
 
 def test_import_instancetypes_refuses_a_file_without_instancetypes(tmp_path, capsys):
@@ -165,3 +165,36 @@ def test_top_level_help_is_plain_text(tmp_path):
     assert "``" not in got.stdout and ":func:" not in got.stdout
     assert "OpenKeel compute: the OpenStack compute (Nova) API with KubeVirt as the hypervisor." in " ".join(
         got.stdout.split())
+
+
+def test_no_status_reason_repeats_itself():
+    from openkeel_compute.controller.desired import NAMESPACE, ObjectKey
+    from openkeel_compute.controller.plan import APPLY, CREATE, DELETE, Action
+    from openkeel_compute.controller.status import _action_text
+
+    ns = ObjectKey(NAMESPACE, None, "proj-a")
+    it = ObjectKey("VirtualMachineClusterInstancetype", None, "m1")
+    assert _action_text(Action(CREATE, ns, {}, None, "namespace missing")).endswith(": namespace missing")
+    assert _action_text(Action(CREATE, it, {}, None, "missing")).endswith(": missing")
+    assert _action_text(Action(APPLY, it, {}, {}, "spec.cpu")).endswith(": differs (spec.cpu)")
+    assert _action_text(Action(DELETE, it, None, {}, "no flavor wants it")).endswith(
+        ": left over from a deleted flavor or project (no flavor wants it)")
+
+
+OSC_LIST_LONG = [  # `openstack flavor list --long -f json`
+    {"ID": "42", "Name": "m1.dedicated", "RAM": 1024, "Disk": 10, "Ephemeral": 0, "VCPUs": 2, "Is Public": True,
+     "Swap": 0, "RXTX Factor": None, "Properties": {"hw:cpu_policy": "dedicated"}},
+]
+
+
+def test_explain_reads_openstack_flavor_list_json(tmp_path, capsys):
+    path = tmp_path / "list.json"
+    path.write_text(json.dumps(OSC_LIST_LONG))
+    status, out, err = _run(capsys, "flavor", "explain", str(path))
+    assert (status, err) == (0, "")
+    assert out.startswith("flavor 42 (m1.dedicated)") and "\nhw:cpu_policy " in out, out
+    short = [{k: v for k, v in row.items() if k not in ("Swap", "RXTX Factor", "Properties")} for row in OSC_LIST_LONG]
+    path.write_text(json.dumps(short))
+    status, out, err = _run(capsys, "flavor", "explain", str(path))
+    assert status == 0 and out.startswith("flavor 42 (m1.dedicated)")
+    assert err.startswith("warning: flavor 42: no extra_specs in the body"), err

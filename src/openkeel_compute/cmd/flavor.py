@@ -91,17 +91,26 @@ def _flavors(path: str) -> list[Any]:
 # What `openstack flavor show -f json` prints where the API body has something else.
 _CLIENT_FIELDS = {"properties": "extra_specs", "access_project_ids": "access"}
 _CLIENT_NULLS = ("OS-FLV-DISABLED:disabled", "rxtx_factor")  # the client prints null for "not given"
+# The columns of `openstack flavor list [--long] -f json`, and the API fields they show.
+_LIST_COLUMNS = {"ID": "id", "Name": "name", "RAM": "ram", "Disk": "disk", "Ephemeral": "OS-FLV-EXT-DATA:ephemeral",
+                 "VCPUs": "vcpus", "Is Public": "os-flavor-access:is_public", "Swap": "swap",
+                 "RXTX Factor": "rxtx_factor", "Properties": "properties"}
 
 
 def _as_api_body(flavor: Any) -> Any:
     """An API flavor body from what the user gave: a body as it is, or ``openstack flavor show -f json``.
 
-    An API body without ``extra_specs`` (GET /flavors/{id} before microversion 2.61: it has
-    ``links``) is taken as a flavor without extra specs, and says so on stderr: its real extra
+    ``openstack flavor list [--long] -f json`` rows are read too. An API body without
+    ``extra_specs`` (GET /flavors/{id} before microversion 2.61: it has ``links``; or a list row
+    without --long) is taken as a flavor without extra specs, and says so on stderr: its real extra
     specs may be missing from the result. A hand-written flavor without them has none.
     """
     if not isinstance(flavor, dict):
         return flavor
+    if {"ID", "Name"} <= flavor.keys() and flavor.keys() <= _LIST_COLUMNS.keys():
+        flavor = {_LIST_COLUMNS[column]: value for column, value in flavor.items()}
+        flavor.setdefault("properties", None)  # a list without --long: extra specs not shown
+        flavor.setdefault("links", [])  # and from the API
     if _CLIENT_FIELDS.keys() & flavor.keys():
         body = {}
         for key, value in flavor.items():
@@ -113,8 +122,8 @@ def _as_api_body(flavor: Any) -> Any:
         flavor = body
     if "extra_specs" not in flavor and "links" in flavor:
         print(f"warning: flavor {flavor.get('id', '?')}: no extra_specs in the body (the API shows them from "
-              "microversion 2.61; openstack flavor show -f json shows them as properties): taken as a flavor "
-              "without extra specs", file=sys.stderr)
+              "microversion 2.61; openstack flavor show, or flavor list --long, shows them as properties): taken "
+              "as a flavor without extra specs", file=sys.stderr)
     return flavor
 
 

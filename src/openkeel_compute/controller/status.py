@@ -92,7 +92,8 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
 
 def _action_text(action) -> str:
     verb = _verb_text(action.verb)
-    return f"{action.key}: {verb}" if action.reason == verb else f"{action.key}: {verb} ({action.reason})"
+    # "missing", "namespace missing": the reason already says it
+    return f"{action.key}: {action.reason}" if verb in action.reason else f"{action.key}: {verb} ({action.reason})"
 
 
 def _verb_text(verb: str) -> str:
