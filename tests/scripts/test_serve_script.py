@@ -63,3 +63,38 @@ def test_the_first_install_shows_its_progress(tmp_path):
     again = subprocess.run(["bash", "-c", script], check=False, cwd=project, env=env, capture_output=True,
                            text=True, timeout=120)
     assert (again.returncode, again.stderr) == (0, "")  # installed: nothing to do, nothing said
+
+
+def _clouds(tmp_path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts/_clouds_yaml.py"), str(tmp_path / "var/clouds.yaml"),
+                           "--config-file", str(ROOT / "etc/openkeel-compute-serve.conf"), *args], check=False,
+                          cwd=tmp_path, env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+
+
+def test_clouds_yaml_points_at_the_port_and_host_serve_uses(tmp_path):
+    import yaml
+
+    got = _clouds(tmp_path, "--port", "9000", "--host", "0.0.0.0")
+    assert got.returncode == 0, got.stderr
+    clouds = yaml.safe_load((tmp_path / "var/clouds.yaml").read_text())["clouds"]
+    assert set(clouds) == {"openkeel", "openkeel-demo"}
+    admin = clouds["openkeel"]
+    assert admin["auth"] == {"token": "admin:admin", "endpoint": "http://127.0.0.1:9000/v2.1"}
+    assert admin["compute_endpoint_override"] == "http://127.0.0.1:9000/v2.1"
+    assert admin["identity_endpoint_override"] == "http://127.0.0.1:9000/identity/v3"
+    assert clouds["openkeel-demo"]["auth"]["token"] == "demo:demo"
+
+    conf = tmp_path / "port.conf"
+    conf.write_text("[wsgi]\nport = 9100\n")
+    assert _clouds(tmp_path, "--config-file", str(conf)).returncode == 0
+    admin = yaml.safe_load((tmp_path / "var/clouds.yaml").read_text())["clouds"]["openkeel"]
+    assert admin["compute_endpoint_override"] == "http://127.0.0.1:9100/v2.1"
+
+
+def test_no_clouds_yaml_with_keystone_authentication(tmp_path):
+    assert _clouds(tmp_path).returncode == 0 and (tmp_path / "var/clouds.yaml").exists()
+    conf = tmp_path / "keystone.conf"
+    conf.write_text("[api]\nauth_strategy = keystone\n")
+    got = _clouds(tmp_path, "--config-file", str(conf))
+    assert got.returncode == 0 and not (tmp_path / "var/clouds.yaml").exists()  # a stale one is removed
+    assert "auth_strategy is keystone" in got.stderr
