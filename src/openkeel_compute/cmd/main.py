@@ -42,7 +42,7 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
     parser = argparse.ArgumentParser(
         prog="openkeel-compute",
         description="OpenKeel compute: the OpenStack compute (Nova) API with KubeVirt as the hypervisor.")
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         try:
@@ -55,13 +55,22 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
     return parser
 
 
-def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+class _VersionAction(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked (start-up time)."""
 
-    try:
-        return version("openkeel-compute")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed)"
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the installed version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("openkeel-compute")
+        except PackageNotFoundError:  # a source tree that was never installed
+            found = "unknown (not installed)"
+        sys.stdout.write(f"{parser.prog} {found}\n")
+        parser.exit()
 
 
 def _parse(argv: list[str] | None):
