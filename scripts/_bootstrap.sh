@@ -1,27 +1,32 @@
 # Sourced by scripts/serve and scripts/test: make .venv (python3 only) and install the project
-# into it. A stamp holding the hash of pyproject.toml skips the install when nothing changed.
+# into it with the extras the script needs. A stamp per extra holding the hash of pyproject.toml
+# skips the install when nothing changed. The first install takes about a minute: pip's own
+# progress is shown on stderr.
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 VENV="$ROOT/.venv"
 PY=${PYTHON:-python3}
 
+# bootstrap [EXTRA...]: install openkeel-compute[EXTRA,...] into .venv unless already there.
 bootstrap() {
-    local extras=$1 stamp
+    local want extra stale=0 list
+    want=$(sha256sum < "$ROOT/pyproject.toml" | cut -d' ' -f1)
     if [ ! -x "$VENV/bin/python" ]; then
-        echo "creating $VENV" >&2
+        echo "bootstrap: creating the virtual environment $VENV (first run; about a minute in all)" >&2
         "$PY" -m venv "$VENV"
-        "$VENV/bin/pip" install -q --upgrade pip >&2
+        echo "bootstrap: upgrading pip" >&2
+        "$VENV/bin/pip" install --upgrade pip >&2
     fi
-    stamp="$VENV/.openkeel-installed-$extras"
-    local want
-    want=$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)
-    if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ] || ! "$VENV/bin/python" -c "import openkeel_compute" 2>/dev/null; then
-        echo "installing openkeel-compute${extras:+[$extras]} into $VENV" >&2
-        if [ -n "$extras" ]; then
-            "$VENV/bin/pip" install -q -e "$ROOT[$extras]" >&2
-        else
-            "$VENV/bin/pip" install -q -e "$ROOT" >&2
-        fi
-        echo "$want" > "$stamp"
-    fi
+    for extra in base "$@"; do
+        [ "$(cat "$VENV/.openkeel-installed-$extra" 2>/dev/null)" = "$want" ] || stale=1
+    done
+    "$VENV/bin/python" -c "import openkeel_compute" 2>/dev/null || stale=1
+    [ "$stale" = 1 ] || return 0
+    list=$(IFS=,; echo "$*")
+    echo "bootstrap: installing openkeel-compute${list:+[$list]} and its dependencies into $VENV" >&2
+    "$VENV/bin/pip" install --progress-bar off -e "$ROOT${list:+[$list]}" >&2
+    for extra in base "$@"; do
+        echo "$want" > "$VENV/.openkeel-installed-$extra"
+    done
+    echo "bootstrap: installed" >&2
 }

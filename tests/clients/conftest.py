@@ -22,8 +22,6 @@ import urllib.request
 
 import pytest
 
-from tests.clients.identity_stub import IdentityStub
-
 BIN = pathlib.Path(sys.executable).parent
 START_TIMEOUT = 90
 
@@ -122,9 +120,3 @@ def server(tmp_path_factory):
         yield srv
     finally:
         srv.stop()
-
-
-@pytest.fixture(scope="session")
-def identity():
-    with IdentityStub(["demo", "other-project"]) as stub:
-        yield stub

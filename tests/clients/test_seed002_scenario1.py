@@ -7,7 +7,8 @@ returned and, independently, on the resulting state read back over plain HTTP, i
 member of the granted project (``demo:demo``) and of another project (``other:other``) see.
 
 The CLI's ``flavor create``/``set``/``unset`` need an identity v3 endpoint before they send
-anything to compute; identity_stub.py stands in for Keystone there (only project look-ups).
+anything to compute; under noauth2 the server answers those project look-ups itself at
+``/identity/v3`` (api/noauth_identity.py), as scripts/serve's clouds.yaml uses it.
 A CLI start costs seconds, so the steps whose outcome is checked through the API or stderr
 share interactive sessions (commands on stdin); create, set and unset run one process each so
 that their exit codes are asserted.
@@ -28,7 +29,7 @@ CLI_TIMEOUT = 120
 
 
 class Cli:
-    def __init__(self, server, identity, tmp_path):
+    def __init__(self, server, tmp_path):
         clouds = tmp_path / "clouds.yaml"
         clouds.write_text(
             "clouds:\n"
@@ -40,7 +41,7 @@ class Cli:
             f"    compute_endpoint_override: {server.url}\n"
             f"    compute_api_version: '{COMPUTE_VERSION}'\n"
             "    identity_api_version: '3'\n"
-            f"    identity_endpoint_override: {identity.url}\n"
+            f"    identity_endpoint_override: {server.url.removesuffix('/v2.1')}/identity/v3\n"
         )
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
         self.env.update(OS_CLIENT_CONFIG_FILE=str(clouds), OS_CLOUD="openkeel", PYTHONWARNINGS="ignore",
@@ -78,8 +79,8 @@ def _ids(flavors) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def cli(server, identity, tmp_path_factory):
-    return Cli(server, identity, tmp_path_factory.mktemp("cli"))
+def cli(server, tmp_path_factory):
+    return Cli(server, tmp_path_factory.mktemp("cli"))
 
 
 def test_cli_publishes_a_private_flavor_with_extra_specs(cli, server):

@@ -6,6 +6,8 @@ Read from the outside in (the order a request meets them):
   request id         x-openstack-request-id and x-compute-request-id on every answer
   proxy headers      X-Forwarded-* (only with [oslo_middleware] enable_proxy_headers_parsing)
   access log         one line per request, with its request id, status and time
+  noauth2 identity   with noauth2 only: /identity answers the project look-ups of the openstack
+                     CLI (api/noauth_identity.py)
   url map            runs of slashes count as one; /, /v2.1, /v2 version documents (no auth, any
                      method, HEAD without the body); /v2.1/… and /v2/… to the API, where
                      /{project_id}/ and /versions/{id} are the version document again;
@@ -221,7 +223,7 @@ class BodySizeLimit:
 
     The limiter is a webob ``wsgify`` filter: a webob Request and Response per call, a seventh of
     a flavor show's time. A GET or DELETE with neither Content-Length nor Transfer-Encoding has no
-    body (RFC 9112 §6.3), so the limiter has nothing to check or wrap, and its webob round trip
+    body (RFC 9112, section 6.3), so the limiter has nothing to check or wrap, and its webob round trip
     changes nothing for those methods (it only rewrites HEAD answers and relative Location
     headers); they go straight to the application. Everything else meets the real limiter.
     """
@@ -288,6 +290,10 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     api = BodySizeLimit(api, conf)
 
     app = URLMap(api, router_app, conf, services)
+    if conf.api.auth_strategy == "noauth2":
+        from openkeel_compute.api.noauth_identity import NoAuthIdentity
+
+        app = NoAuthIdentity(app)  # /identity: what the openstack CLI reads before flavor create/set
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from openkeel_compute.cmd.common import add_config_args, load_conf
+from openkeel_compute.cmd.common import add_config_args, load_conf, open_database, refusing_missing_database
 
 
 def register(subparsers) -> None:
@@ -14,23 +14,21 @@ def register(subparsers) -> None:
     sync.set_defaults(func=_sync)
     version = db_sub.add_parser("version", help="print the schema revision of the database")
     add_config_args(version)
-    version.set_defaults(func=_version)
+    version.set_defaults(func=refusing_missing_database(_version))
     parser.set_defaults(func=lambda args: parser.print_help() or 2)
 
 
 def _sync(args) -> int:
-    from openkeel_compute.db import api as db_api
     from openkeel_compute.db import migration
 
     conf = load_conf(args)
-    migration.sync(db_api.get_engine(conf), args.revision)
+    migration.sync(open_database(conf, create=True), args.revision)
     return 0
 
 
 def _version(args) -> int:
-    from openkeel_compute.db import api as db_api
     from openkeel_compute.db import migration
 
     conf = load_conf(args)
-    print(migration.current(db_api.get_engine(conf)) or "None")
+    print(migration.current(open_database(conf)) or "None")
     return 0

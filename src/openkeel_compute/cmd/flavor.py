@@ -1,6 +1,6 @@
 """``openkeel-compute flavor ...``: convert flavors to KubeVirt objects, explain them, import instancetypes.
 
-Other rooms add sub-commands to the group with ``add_flavor_subcommand`` (the controller's
+Other modules add sub-commands to the group with ``add_flavor_subcommand`` (the controller's
 ``flavor status``, for instance), before or after ``register`` ran:
 
     add_flavor_subcommand("status", "show reconcile status", setup=lambda p: p.add_argument("id"), func=run)
@@ -86,7 +86,46 @@ def _flavors(path: str) -> list[Any]:
         data = data["flavor"]  # a GET /flavors/{id} response body as it is
     if isinstance(data, dict) and isinstance(data.get("flavors"), list):
         data = data["flavors"]
-    return data if isinstance(data, list) else [data]
+    return [_as_api_body(flavor) for flavor in (data if isinstance(data, list) else [data])]
+
+
+# What `openstack flavor show -f json` prints where the API body has something else.
+_CLIENT_FIELDS = {"properties": "extra_specs", "access_project_ids": "access"}
+_CLIENT_NULLS = ("OS-FLV-DISABLED:disabled", "rxtx_factor")  # the client prints null for "not given"
+# The columns of `openstack flavor list [--long] -f json`, and the API fields they show.
+_LIST_COLUMNS = {"ID": "id", "Name": "name", "RAM": "ram", "Disk": "disk", "Ephemeral": "OS-FLV-EXT-DATA:ephemeral",
+                 "VCPUs": "vcpus", "Is Public": "os-flavor-access:is_public", "Swap": "swap",
+                 "RXTX Factor": "rxtx_factor", "Properties": "properties"}
+
+
+def _as_api_body(flavor: Any) -> Any:
+    """An API flavor body from what the user gave: a body as it is, or ``openstack flavor show -f json``.
+
+    ``openstack flavor list [--long] -f json`` rows are read too. An API body without
+    ``extra_specs`` (GET /flavors/{id} before microversion 2.61: it has ``links``; or a list row
+    without --long) is taken as a flavor without extra specs, and says so on stderr: its real extra
+    specs may be missing from the result. A hand-written flavor without them has none.
+    """
+    if not isinstance(flavor, dict):
+        return flavor
+    if {"ID", "Name"} <= flavor.keys() and flavor.keys() <= _LIST_COLUMNS.keys():
+        flavor = {_LIST_COLUMNS[column]: value for column, value in flavor.items()}
+        flavor.setdefault("properties", None)  # a list without --long: extra specs not shown
+        flavor.setdefault("links", [])  # and from the API
+    if _CLIENT_FIELDS.keys() & flavor.keys():
+        body = {}
+        for key, value in flavor.items():
+            if key in _CLIENT_FIELDS:
+                if value is not None:
+                    body[_CLIENT_FIELDS[key]] = value
+            elif not (key in _CLIENT_NULLS and value is None):
+                body[key] = value
+        flavor = body
+    if "extra_specs" not in flavor and "links" in flavor:
+        print(f"warning: flavor {flavor.get('id', '?')}: no extra_specs in the body (the API shows them from "
+              "microversion 2.61; openstack flavor show, or flavor list --long, shows them as properties): taken "
+              "as a flavor without extra specs", file=sys.stderr)
+    return flavor
 
 
 def _convert_all(flavors: Iterable[Any], options: MappingOptions) -> list[FlavorObjects]:
@@ -131,7 +170,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _setup_convert(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="flavor JSON or a list of them; - reads stdin")
-    parser.add_argument("--vectors", action="store_true", help="convert the six reference flavors of seed 000 §6")
+    parser.add_argument("--vectors", action="store_true", help="convert the six reference flavors")
     parser.add_argument("--vm", action="store_true", help="also print each VirtualMachine fragment")
     parser.add_argument("--config-file", help="openkeel-compute config with a [kubevirt] section")
 
@@ -210,6 +249,13 @@ def _cmd_import(args: argparse.Namespace) -> int:
         docs = list(yaml.load_all(_read(args.file), Loader=_YAML_LOADER))
     except yaml.YAMLError as exc:
         print(f"error: {args.file}: not YAML: {exc}", file=sys.stderr)
+        return 1
+    if not any(isinstance(d, dict) and d.get("kind") in _INSTANCETYPE_KINDS for d in docs):
+        kinds = sorted({str(d.get("kind") or "no kind") if isinstance(d, dict) else type(d).__name__
+                        for d in docs if d is not None})
+        hint = " (a flavor? 'flavor convert' reads flavors)" if kinds == ["no kind"] else ""
+        print(f"error: {args.file}: no VirtualMachineClusterInstancetype or VirtualMachineInstancetype in it; "
+              f"kinds found: {', '.join(kinds) or 'none'}{hint}", file=sys.stderr)
         return 1
     flavors, notes = import_documents(docs, _options(args))
     json.dump(flavors, sys.stdout, indent=2)

@@ -39,7 +39,10 @@ def _modules_for(argv: list[str] | None) -> tuple[str, ...]:
 
 
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="openkeel-compute", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="openkeel-compute",
+        description="OpenKeel compute: the OpenStack compute (Nova) API with KubeVirt as the hypervisor.")
+    parser.add_argument("--version", action=_VersionAction)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in modules:
         try:
@@ -47,9 +50,27 @@ def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.Argumen
         except ModuleNotFoundError as exc:
             if exc.name != name:
                 raise
-            continue  # that room has not shipped its commands yet
+            continue  # a command module that is not installed
         module.register(subparsers)
     return parser
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the installed package's version, looked up only when asked (start-up time)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the installed version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("openkeel-compute")
+        except PackageNotFoundError:  # a source tree that was never installed
+            found = "unknown (not installed)"
+        sys.stdout.write(f"{parser.prog} {found}\n")
+        parser.exit()
 
 
 def _parse(argv: list[str] | None):

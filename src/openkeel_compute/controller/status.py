@@ -78,8 +78,7 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
         result = plan(desired, mine if not want.error else {}, observed.namespaces,
                       "" if create_namespaces else NAMESPACES_OFF)
         if not want.error:
-            reasons.extend(f"{a.key}: under its former name, moves to {a.moved_to.name}" if a.moved_to else
-                           f"{a.key}: {_verb_text(a.verb)} ({a.reason})" for a in result.actions)
+            reasons.extend(_action_text(a) for a in result.actions)
             reasons.extend(p.message for p in result.problems)
         for row in rows.get(fid, []):
             text = f"outbox row {row.id} ({row.operation}) pending"
@@ -90,6 +89,14 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
         statuses.append(FlavorStatus(fid, want.name, fid in bodies, in_sync_objects, reasons))
     statuses.sort(key=lambda s: s.flavor_id)
     return statuses
+
+
+def _action_text(action) -> str:
+    if action.moved_to:
+        return f"{action.key}: under its former name, moves to {action.moved_to.name}"
+    verb = _verb_text(action.verb)
+    # "missing", "namespace missing": the reason already says it
+    return f"{action.key}: {action.reason}" if verb in action.reason else f"{action.key}: {verb} ({action.reason})"
 
 
 def _verb_text(verb: str) -> str:

@@ -1,0 +1,120 @@
+"""The README's commands, run as written against a real ``scripts/serve``.
+
+``scripts/serve`` runs in a throwaway checkout (tests/scripts/checkout.py) on a free port. Every
+``curl`` and ``scripts/openstack`` line of the README's bash blocks then runs verbatim with bash from
+that checkout; only the port in the curl URLs is changed (scripts/openstack finds the port in the
+``var/clouds.yaml`` that scripts/serve wrote). Each command must exit 0, and the state they leave is
+checked through the API.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+
+from tests.scripts.checkout import ROOT, clean_env, free_port, make_checkout
+
+START_TIMEOUT = 120
+COMMAND_TIMEOUT = 120
+
+
+def readme_commands(text: str) -> list[str]:
+    """The curl and scripts/openstack commands of the README's bash blocks, continuations joined."""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, re.DOTALL):
+        for command in block.replace("\\\n", " ").splitlines():
+            command = command.strip()
+            if command.startswith(("curl ", "scripts/openstack ")):
+                commands.append(command)
+    return commands
+
+
+def _get(url: str, token: str = "admin:admin") -> tuple[int, dict]:
+    req = urllib.request.Request(url, headers={"X-Auth-Token": token, "OpenStack-API-Version": "compute 2.104"})
+    try:
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory):
+    home = tmp_path_factory.mktemp("readme")
+    checkout = make_checkout(home / "openkeel-compute")
+    port = free_port()
+    log = (home / "serve.log").open("wb")
+    proc = subprocess.Popen([str(checkout / "scripts/serve"), "--port", str(port)], cwd=checkout,
+                            env=clean_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            assert proc.poll() is None, f"scripts/serve exited {proc.returncode}:\n{(home / 'serve.log').read_text()}"
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2):
+                    break
+            except OSError:
+                assert time.monotonic() < deadline, f"no answer in {START_TIMEOUT} s:\n{(home / 'serve.log').read_text()}"
+                time.sleep(0.3)
+        yield checkout, port, home
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=15)
+        log.close()
+
+
+def test_readme_shows_every_flavor_command_the_cli_needs():
+    subcommands = {" ".join(c.split()[1:3]) for c in readme_commands((ROOT / "README.md").read_text())
+                   if c.startswith("scripts/openstack")}
+    wanted = {"flavor create", "flavor set", "flavor unset", "flavor show", "flavor list", "flavor delete"}
+    assert wanted <= subcommands, wanted - subcommands
+    text = (ROOT / "README.md").read_text()
+    assert "flavor set --property" in text and "flavor set --description" in text
+
+
+def test_readme_commands_work_as_written(served):
+    checkout, port, home = served
+    commands = readme_commands((ROOT / "README.md").read_text())
+    assert any(c.startswith("curl ") for c in commands) and any(c.startswith("scripts/openstack") for c in commands)
+    outputs = {}
+    for command in commands:
+        run = command.replace("127.0.0.1:8774", f"127.0.0.1:{port}")
+        got = subprocess.run(["bash", "-c", run], check=False, cwd=checkout, env=clean_env(home), capture_output=True,
+                             text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
+        assert got.returncode == 0, f"{command}\n-> exit {got.returncode}\n{got.stdout}\n{got.stderr}"
+        outputs[command] = got.stdout
+
+    def output_of(*words: str) -> str:
+        return next(out for cmd, out in outputs.items() if all(w in cmd for w in words))
+
+    assert "versions" in json.loads(output_of("curl", ":8774/ "))
+    assert "flavors" in json.loads(output_of("curl", "/v2.1/flavors"))
+    shown = output_of("flavor show")
+    assert "hw:cpu_policy='dedicated'" in shown and "hw:mem_page_size" not in shown, shown
+    assert "2 dedicated vCPUs on huge pages" in shown and "demo" in shown, shown
+    assert "m1.dedicated" in output_of("flavor list --all")
+    assert "m1.dedicated" in output_of("openkeel-demo flavor list")
+    # the last command deleted the flavor
+    assert _get(f"http://127.0.0.1:{port}/v2.1/flavors/42")[0] == 404
+
+
+def test_scripts_openstack_says_to_run_scripts_serve_first(tmp_path):
+    checkout = make_checkout(tmp_path / "co")
+    got = subprocess.run([str(checkout / "scripts/openstack"), "flavor", "list"], check=False,
+                         cwd=tmp_path,
+                         env=clean_env(tmp_path), capture_output=True, text=True, timeout=60)
+    assert got.returncode == 1
+    assert got.stderr.strip().splitlines() == [
+        f"error: {checkout}/var/clouds.yaml is missing: run scripts/serve first (it writes it for its endpoint)"]
