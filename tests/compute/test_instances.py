@@ -222,16 +222,27 @@ def test_soft_delete_as_nova_keeps_it(engine):
     other = _boot(engine, flavor, actor=Actor("u2", "p2"))
     since = models.utcnow() - dt.timedelta(seconds=1)
     with db_api.transaction(engine) as conn:
-        instances.begin_action(conn, gone, actions.precondition("delete"), OWNER)
+        instances.add_fault(conn, gone, code=500, message="boom")
+        assert instances.begin_delete(conn, gone, OWNER)
+    deleting = _get(engine, gone)
+    assert (deleting["vm_state"], deleting["task_state"], instances.status(deleting)) == ("active", "deleting", "ACTIVE")
+    with db_api.transaction(engine) as conn:
+        assert not instances.begin_delete(conn, gone, OWNER), "a delete under way is not started twice"
         assert instances.soft_delete(conn, gone)
         assert not instances.soft_delete(conn, gone)
     row = _get(engine, gone, read_deleted="yes")
     assert row["deleted"] == row["id"] != 0 and row["deleted_at"] is not None and row["terminated_at"] is not None
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == ("deleted", None, 0)
     assert instances.status(row) == "DELETED"
     with pytest.raises(errors.InstanceNotFound):
         _get(engine, gone)
+    assert _get(engine, gone, read_deleted="only")["uuid"] == gone
+    with pytest.raises(errors.InstanceNotFound):
+        _get(engine, keep, read_deleted="only")
     with db_api.reader(engine) as conn:
-        assert instances.metadata_of(conn, gone) == {}
+        assert instances.metadata_of(conn, gone) == {} and instances.metadata_of(conn, keep) == {"k": "v"}
+        assert instances.tags_of(conn, gone) == [] and instances.tags_of(conn, keep) == ["a", "b"]
+        assert instances.latest_faults(conn, [gone]) == {}
         assert [a["action"] for a in instances.actions_of(conn, gone)] == ["delete", "create"]
 
         def listed(**kw):
@@ -289,3 +300,35 @@ def test_code_point_order_and_metadata_uniqueness(engine):
         assert instances.metadata_of(conn, uuid) == {"K": "w", "k": "v"}
         names = conn.execute(sa.select(models.INSTANCES.c.display_name).order_by(models.INSTANCES.c.display_name)).scalars().all()
     assert names == ["B", "b"]
+
+
+def test_delete_is_refused_only_by_the_lock(engine):
+    flavor = _flavor(engine)
+    building = _boot(engine, flavor, launched=False)
+    rebooting = _boot(engine, flavor)
+    with db_api.transaction(engine) as conn:
+        instances.begin_action(conn, rebooting, actions.precondition("reboot"), OWNER)
+        assert instances.begin_delete(conn, building, OWNER)  # never launched, task scheduling
+        assert instances.begin_delete(conn, rebooting, OWNER)  # overrides the running task
+        instances.lock(conn, rebooting, ADMIN)
+    assert _get(engine, rebooting)["task_state"] == "deleting"
+    with pytest.raises(errors.InstanceIsLocked), db_api.transaction(engine) as conn:
+        instances.begin_delete(conn, rebooting, OWNER)
+    with db_api.transaction(engine) as conn:
+        assert not instances.begin_delete(conn, rebooting, ADMIN)  # admin passes the lock; already deleting
+        conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == building)
+                     .values(disable_terminate=True, task_state=None))
+        assert not instances.begin_delete(conn, building, OWNER)
+    assert _get(engine, building)["task_state"] is None, "termination disabled: nothing changes"
+
+
+def test_a_stale_read_loses_to_a_lock_taken_since(engine):
+    uuid = _boot(engine, _flavor(engine))
+    stale = _get(engine, uuid)
+    with db_api.transaction(engine) as conn:
+        instances.lock(conn, uuid, ADMIN)
+    for start in (lambda conn: instances.begin_action(conn, stale, actions.precondition("stop"), OWNER),
+                  lambda conn: instances.begin_delete(conn, stale, OWNER)):
+        with pytest.raises(errors.InstanceIsLocked), db_api.transaction(engine) as conn:
+            start(conn)
+    assert _get(engine, uuid)["task_state"] is None

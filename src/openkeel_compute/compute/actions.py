@@ -66,7 +66,8 @@ _METADATA_STATES = (ACTIVE, PAUSED, SUSPENDED, STOPPED)
 
 # The matrix, keyed by the action's name in the 409 message.
 PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
-    # delete: any vm_state and task_state, launched or not; a locked server is refused.
+    # delete: any vm_state and task_state, launched or not; a locked server is refused. Its
+    # state change is no compare-and-swap (instances.begin_delete).
     _p("delete", task=ANY, launched=False, next_task=task_states.DELETING),
     _p("forceDelete", task=ANY, launched=False, next_task=task_states.DELETING),
     _p("restore", vm=[SOFT_DELETED], next_task=task_states.RESTORING),

@@ -13,7 +13,7 @@ from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import errors, flavor_copy, states
-from openkeel_compute.compute.actions import Precondition
+from openkeel_compute.compute.actions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import (
     INSTANCE_ACTIONS,
     INSTANCE_ACTIONS_EVENTS,
@@ -243,6 +243,29 @@ def begin_action(conn: Connection, instance: str | dict, pre: Precondition, acto
     raise errors.InstanceInvalidState(pre.name, instance_uuid, "task_state", row["task_state"])
 
 
+def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
+    """Start a delete as Nova does: refused only by the lock; any vm_state and task_state, no
+    compare-and-swap (a delete overrides whatever task runs). task_state becomes deleting and
+    progress 0. Returns False when there is nothing more to do: termination is disabled, or a
+    delete is already under way (a repeated DELETE records no second action)."""
+    row = get(conn, instance) if isinstance(instance, str) else instance
+    PRECONDITIONS["delete"].check(row, is_admin=actor.is_admin)
+    if row["disable_terminate"]:
+        return False
+    guard = [I.uuid == row["uuid"], I.deleted == 0]
+    if not actor.is_admin:
+        guard.append(I.locked.is_(False))
+    result = conn.execute(update(INSTANCES).where(*guard).values(
+        task_state=states.task_states.DELETING, progress=0, updated_at=utcnow()))
+    if result.rowcount != 1:
+        # locked or deleted meanwhile: the current row says which
+        PRECONDITIONS["delete"].check(get(conn, row["uuid"], for_update=True), is_admin=actor.is_admin)
+    if row["task_state"] in (states.task_states.DELETING, states.task_states.SOFT_DELETING):
+        return False
+    start_action(conn, row["uuid"], "delete", actor)
+    return True
+
+
 def save_state(conn: Connection, instance_uuid: str, *, expected_task_state=(), **changes) -> bool:
     """Set state columns (vm_state, task_state, power_state, launched_at, host, node, progress...),
     optionally only if task_state is still one of ``expected_task_state`` (the controller's side
@@ -369,13 +392,14 @@ def add_fault(conn: Connection, instance_uuid: str, *, code: int, message: str, 
 
 _LATEST_FAULTS = (
     select(INSTANCE_FAULTS)
-    .where(INSTANCE_FAULTS.c.instance_uuid.in_(bindparam("uuids", expanding=True)))
-    .order_by(INSTANCE_FAULTS.c.instance_uuid, INSTANCE_FAULTS.c.created_at.desc(), INSTANCE_FAULTS.c.id.desc())
+    .where(INSTANCE_FAULTS.c.instance_uuid.in_(bindparam("uuids", expanding=True)), INSTANCE_FAULTS.c.deleted == 0)
+    .order_by(INSTANCE_FAULTS.c.instance_uuid, INSTANCE_FAULTS.c.id.desc())
 )
 
 
 def latest_faults(conn: Connection, instance_uuids: list[str]) -> dict[str, dict]:
-    """The newest fault of each server that has one (for the ERROR and DELETED views)."""
+    """The newest fault (highest id) of each server that has a live one, for the ERROR and
+    DELETED views; a deleted server's faults went with it, as in Nova."""
     faults: dict[str, dict] = {}
     if not instance_uuids:
         return faults
@@ -397,8 +421,9 @@ def fault_view(fault: dict, *, is_admin: bool) -> dict:
 
 def soft_delete(conn: Connection, instance_uuid: str) -> bool:
     """Mark a server deleted as Nova does: ``deleted`` = its id, ``deleted_at`` and
-    ``terminated_at`` now, vm_state deleted, task_state none; its metadata rows go with it. Tags
-    and instance actions stay (Nova keeps them until the row is purged). Returns False when
+    ``terminated_at`` now, vm_state deleted, task_state none, power_state NOSTATE. Its metadata,
+    system metadata and faults are soft-deleted with it, its tags removed; its instance actions
+    and events stay (os-instance-actions lists them for deleted servers). Returns False when
     there was nothing left to delete."""
     now = utcnow()
     result = conn.execute(
@@ -407,7 +432,8 @@ def soft_delete(conn: Connection, instance_uuid: str) -> bool:
                 vm_state=states.DELETED, task_state=None, power_state=states.power_state.NOSTATE, progress=0))
     if result.rowcount != 1:
         return False
-    for table in (INSTANCE_METADATA, INSTANCE_SYSTEM_METADATA):
+    for table in (INSTANCE_METADATA, INSTANCE_SYSTEM_METADATA, INSTANCE_FAULTS):
         conn.execute(update(table).where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0)
                      .values(deleted=table.c.id, deleted_at=now, updated_at=now))
+    conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
     return True
