@@ -40,6 +40,9 @@ NOVA_409 = [
     ("stop", server("active", locked=True), "Instance {u} is locked"),
     ("delete", server("active", locked=True), "Instance {u} is locked"),
     ("start", server("stopped", locked=True), "Instance {u} is locked"),
+    # the losers of eight concurrent os-stop, and a reboot during the stop (HARD: test_hard_reboot_accepts_more_than_soft)
+    ("stop", server("active", ts.POWERING_OFF), "Cannot 'stop' instance {u} while it is in task_state powering-off"),
+    ("reboot", server("active", ts.POWERING_OFF), "Cannot 'reboot' instance {u} while it is in task_state powering-off"),
 ]
 
 
