@@ -215,6 +215,12 @@ INSTANCES = Table(
     Column("pinned_availability_zone", ExactString(255), nullable=True),
     # Nova's instance_extra.flavor: {"cur": <Flavor primitive>, "old": ..., "new": ...}, JSON text.
     Column("flavor", Text, nullable=True),
+    # JSON text of what Nova keeps beside the instance and the API shows: the addresses by network
+    # (Nova's network info cache, here written by the controller from the VMI's interfaces), the
+    # trusted image certificate ids (2.63) and the scheduler hints of the boot request (2.100).
+    Column("network_info", Text, nullable=True),
+    Column("trusted_certs", Text, nullable=True),
+    Column("scheduler_hints", Text, nullable=True),
     # Where the controller finds the server's objects: the project's namespace and the
     # VirtualMachine's name.
     Column("namespace", String(63), nullable=True),
