@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+import uuid as uuidlib
 
 import pytest
 import sqlalchemy as sa
@@ -18,28 +19,39 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from tests.databases import ENGINES, throwaway_database
 
-OWNER = Actor("demo", "demo", request_id="req-owner")
 ADMIN = Actor("admin", "admin", is_admin=True, request_id="req-admin")
+# The owner of a test's servers: a project of its own per test (set by _own_project), so that
+# tests can share one database per engine and module and still list only their servers.
+OWNER = Actor("demo", "demo", request_id="req-owner")
 
 
-@pytest.fixture(params=ENGINES)
-def engine(request, tmp_path):
-    with throwaway_database(request.param, tmp_path) as url:
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request, tmp_path_factory):
+    with throwaway_database(request.param, tmp_path_factory.mktemp("db")) as url:
         engine = db_api.make_engine(url, pool_size=12, max_overflow=4)
         migration.sync(engine)
         yield engine
         engine.dispose()
 
 
-def _flavor(engine, flavorid="f1", name="small"):
+@pytest.fixture(autouse=True)
+def _own_project():
+    global OWNER
+    OWNER = Actor("demo", f"p-{uuidlib.uuid4().hex[:12]}", request_id="req-owner")
+    yield
+
+
+def _flavor(engine):
+    flavorid = f"f-{uuidlib.uuid4().hex[:12]}"
     with db_api.transaction(engine) as conn:
-        catalog.create(conn, name=name, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
+        catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
         catalog.set_extra_specs(conn, flavor, {"hw:cpu_policy": "shared"})
     return flavor
 
 
-def _boot(engine, flavor, *, actor=OWNER, launched=True, **columns):
+def _boot(engine, flavor, *, actor=None, launched=True, **columns):
+    actor = actor or OWNER
     with db_api.transaction(engine) as conn:
         row = instances.create(conn, actor=actor, flavor=flavor, extra_specs={"hw:cpu_policy": "shared"},
                                display_name="srv", metadata={"k": "v"}, tags=["b", "a"], **columns)
@@ -61,12 +73,14 @@ def test_a_server_keeps_its_flavor_whatever_happens_to_the_flavor(engine):
     row = _get(engine, uuid)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == ("building", "scheduling", 0)
     assert instances.status(row) == "BUILD"
+    flavorid = flavor["flavorid"]
     with db_api.transaction(engine) as conn:
         catalog.set_extra_specs(conn, flavor, {"hw:cpu_policy": "dedicated"})
-        catalog.destroy(conn, "f1")
-        catalog.create(conn, name="small", memory_mb=4096, vcpus=8, root_gb=40, flavorid="f1")
+        catalog.destroy(conn, flavorid)
+        catalog.create(conn, name=flavorid, memory_mb=4096, vcpus=8, root_gb=40, flavorid=flavorid)
     copy = instances.flavors_of(_get(engine, uuid))
-    assert (copy.cur["flavorid"], copy.cur["name"], copy.cur["memory_mb"], copy.cur["vcpus"]) == ("f1", "small", 512, 1)
+    assert (copy.cur["flavorid"], copy.cur["name"], copy.cur["memory_mb"], copy.cur["vcpus"]) == \
+        (flavorid, flavorid, 512, 1)
     assert copy.cur["extra_specs"] == {"hw:cpu_policy": "shared"}
     assert copy.old is None and copy.new is None
     assert copy.sizes()["memory_mb"] == 512 and row["memory_mb"] == 512
@@ -135,7 +149,7 @@ def test_of_n_concurrent_actions_on_one_server_exactly_one_proceeds(engine, acti
         try:
             with db_api.transaction(engine) as conn:
                 instances.begin_action(conn, target, actions.precondition(names[i]),
-                                       Actor("demo", "demo", request_id=f"req-{i}"))
+                                       Actor("demo", OWNER.project_id, request_id=f"req-{i}"))
             outcomes[i] = "ok"
         except errors.Conflict as exc:
             outcomes[i] = exc.message
@@ -219,7 +233,7 @@ def test_faults_latest_first_details_hidden_from_non_admins_on_500(engine):
 def test_soft_delete_as_nova_keeps_it(engine):
     flavor = _flavor(engine)
     keep, gone = _boot(engine, flavor), _boot(engine, flavor)
-    other = _boot(engine, flavor, actor=Actor("u2", "p2"))
+    other = _boot(engine, flavor, actor=Actor("u2", OWNER.project_id + "-other"))
     since = models.utcnow() - dt.timedelta(seconds=1)
     with db_api.transaction(engine) as conn:
         instances.add_fault(conn, gone, code=500, message="boom")
@@ -248,16 +262,18 @@ def test_soft_delete_as_nova_keeps_it(engine):
         def listed(**kw):
             return [r["uuid"] for r in instances.list_instances(conn, instances.list_filter(**kw))]
 
-        assert listed(is_admin=False, project_id="demo") == [keep]
+        assert listed(is_admin=False, project_id=OWNER.project_id) == [keep]
         # changes-since sees the deletion (and the other live server that changed)
-        assert set(listed(is_admin=False, project_id="demo", changes_since=since)) == {keep, gone}
-        assert listed(is_admin=False, project_id="demo", changes_before=since) == []
-        # admins list deleted servers, by ``deleted`` or ``status=DELETED``
-        assert listed(is_admin=True, all_tenants=True, deleted=True) == [gone]
-        assert listed(is_admin=True, all_tenants=True, statuses=["DELETED"]) == [gone]
-        assert set(listed(is_admin=True, all_tenants=True)) == {keep, other}
+        assert set(listed(is_admin=False, project_id=OWNER.project_id, changes_since=since)) == {keep, gone}
+        assert listed(is_admin=False, project_id=OWNER.project_id, changes_before=since) == []
+        # admins list deleted servers, by ``deleted`` or ``status=DELETED`` (of every project:
+        # here only this test's servers are looked at)
+        mine = {keep, gone, other}
+        assert mine.intersection(listed(is_admin=True, all_tenants=True, deleted=True)) == {gone}
+        assert mine.intersection(listed(is_admin=True, all_tenants=True, statuses=["DELETED"])) == {gone}
+        assert mine.intersection(listed(is_admin=True, all_tenants=True)) == {keep, other}
         with pytest.raises(errors.DeletedListForbidden) as forbidden:
-            listed(is_admin=False, project_id="demo", statuses=["DELETED"])
+            listed(is_admin=False, project_id=OWNER.project_id, statuses=["DELETED"])
         assert forbidden.value.message == "Only administrators may list deleted instances"
 
 
@@ -269,7 +285,7 @@ def test_status_filter_in_a_list(engine):
     with db_api.reader(engine) as conn:
 
         def listed(*statuses, v238=True):
-            where = instances.list_filter(is_admin=False, project_id="demo", statuses=list(statuses),
+            where = instances.list_filter(is_admin=False, project_id=OWNER.project_id, statuses=list(statuses),
                                           version_2_38=v238)
             return {r["uuid"] for r in instances.list_instances(conn, where)}
 
@@ -298,7 +314,9 @@ def test_code_point_order_and_metadata_uniqueness(engine):
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == second).values(display_name="B"))
     with db_api.reader(engine) as conn:
         assert instances.metadata_of(conn, uuid) == {"K": "w", "k": "v"}
-        names = conn.execute(sa.select(models.INSTANCES.c.display_name).order_by(models.INSTANCES.c.display_name)).scalars().all()
+        names = conn.execute(sa.select(models.INSTANCES.c.display_name)
+                             .where(models.INSTANCES.c.uuid.in_([uuid, second]))
+                             .order_by(models.INSTANCES.c.display_name)).scalars().all()
     assert names == ["B", "b"]
 
 
