@@ -73,6 +73,8 @@ def test_a_server_keeps_its_flavor_whatever_happens_to_the_flavor(engine):
     row = _get(engine, uuid)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == ("building", "scheduling", 0)
     assert instances.status(row) == "BUILD"
+    assert (row["hostname"], row["display_name"], row["launch_index"], row["progress"]) == ("srv", "srv", 0, 0)
+    assert row["reservation_id"].startswith("r-") and len(row["reservation_id"]) == 10
     flavorid = flavor["flavorid"]
     with db_api.transaction(engine) as conn:
         catalog.set_extra_specs(conn, flavor, {"hw:cpu_policy": "dedicated"})

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import errors, flavor_copy, states
+from openkeel_compute.compute import errors, flavor_copy, names, states
 from openkeel_compute.compute.actions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import (
     INSTANCE_ACTIONS,
@@ -51,10 +51,15 @@ def create(conn: Connection, *, actor: Actor, flavor: dict, extra_specs: dict[st
     """Insert a server in BUILD (vm_state building, task_state scheduling, power_state
     NOSTATE) with its frozen flavor copy, metadata and tags, and record the "create" action.
 
-    ``columns`` are further instance columns (image_ref, key_name, user_data, hostname, ...).
-    Returns the row as read back.
+    ``columns`` are further instance columns (image_ref, key_name, user_data, ...). Without a
+    ``hostname`` the server gets Nova's from its display name, without a ``reservation_id`` a
+    new one. Returns the row as read back.
     """
     instance_uuid = uuid or str(uuidlib.uuid4())
+    if not columns.get("hostname"):
+        columns["hostname"] = names.hostname_for(display_name, instance_uuid)
+    if not columns.get("reservation_id"):
+        columns["reservation_id"] = names.new_reservation_id()
     copy = flavor_copy.primitive(flavor, extra_specs)
     now = utcnow()
     values = {
