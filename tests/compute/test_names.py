@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 
 from openkeel_compute.compute import names
+from tests._shared import shared_path
 
 UUID = "d78dfff6-331b-43ac-aac1-3cb99b632f04"
 
@@ -37,3 +39,18 @@ def test_reservation_ids_look_like_nova_s():
     ids = {names.new_reservation_id() for _ in range(50)}
     assert len(ids) == 50
     assert all(re.fullmatch(r"r-[0-9a-z]{8}", r) for r in ids)
+
+
+def test_host_id_as_the_recorded_exchanges_show_it():
+    recorded = json.loads(shared_path("reference/nova/servers-exchanges.json").read_text())
+    checked = 0
+    for exchange in recorded["exchanges"]:
+        body = exchange.get("body")
+        server = body.get("server") if isinstance(body, dict) else None
+        if not server or "OS-EXT-SRV-ATTR:host" not in server:
+            continue
+        assert names.host_id(server["OS-EXT-SRV-ATTR:host"], server["tenant_id"]) == server["hostId"], exchange["step"]
+        checked += 1
+    assert checked >= 1
+    assert names.host_id("compute1", "demo") == "2b64589406850361fc953a920f48f5d20e5436ef50300112c1f55134"
+    assert names.host_id(None, "demo") == "" and names.host_id("", "demo") == ""

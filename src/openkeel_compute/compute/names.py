@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 
@@ -41,3 +42,11 @@ def display_name_for(display_name: str, *, count: int = 1, index: int = 0) -> st
 def new_reservation_id() -> str:
     """"r-" and eight characters of Nova's alphabet, shared by the servers of one request."""
     return "r-" + "".join(secrets.choice(_UID_CHARACTERS) for _ in range(8))
+
+
+def host_id(host: str | None, project_id: str) -> str:
+    """The server body's ``hostId``: the host hidden in a SHA-224 of project id and host, so a
+    project can tell whether two of its servers share a host and nothing more; "" without a host."""
+    if not host:
+        return ""
+    return hashlib.sha224((project_id + host).encode("utf-8")).hexdigest()
