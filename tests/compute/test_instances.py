@@ -352,3 +352,25 @@ def test_a_stale_read_loses_to_a_lock_taken_since(engine):
         with pytest.raises(errors.InstanceIsLocked), db_api.transaction(engine) as conn:
             start(conn)
     assert _get(engine, uuid)["task_state"] is None
+
+
+def test_a_soft_deleted_server_is_listed_with_the_deleted_ones(engine):
+    # What the Nova API answers with reclaim_instance_interval set: hidden from the default list
+    # and from status=SOFT_DELETED, listed by deleted=true (admin) and by changes-since.
+    flavor = _flavor(engine)
+    live, soft = _boot(engine, flavor), _boot(engine, flavor)
+    since = models.utcnow() - dt.timedelta(seconds=1)
+    with db_api.transaction(engine) as conn:
+        instances.save_state(conn, soft, vm_state=states.SOFT_DELETED, task_state=None)
+    assert instances.status(_get(engine, soft)) == "SOFT_DELETED"
+    with db_api.reader(engine) as conn:
+
+        def listed(**kw):
+            where = instances.list_filter(is_admin=True, project_id=OWNER.project_id, **kw)
+            return {r["uuid"] for r in instances.list_instances(conn, where)}
+
+        assert listed() == {live}
+        assert listed(deleted=True) == {soft}
+        assert listed(changes_since=since) == {live, soft}
+        # the status filter does not bring it back: Nova combines it with "not deleted"
+        assert listed(statuses=["SOFT_DELETED"]) == set()

@@ -142,7 +142,8 @@ def list_filter(*, is_admin: bool, project_id: str | None = None, statuses=None,
                 all_tenants: bool = False, version_2_38: bool = True):
     """The WHERE clause of a server list, with Nova's rules for deleted rows and ``status``.
 
-    Without ``deleted``, ``changes-since`` or ``changes-before`` only live servers are listed;
+    Without ``deleted``, ``changes-since`` or ``changes-before`` only live servers are listed
+    (not soft-deleted ones);
     with a changes filter, deleted ones too (so a client polling for changes sees deletions).
     ``status=DELETED`` lists deleted servers for admins and is a 403 for others. An unknown status
     is a 400 from 2.38 (``version_2_38``) and returns None (an empty list) before.
@@ -165,10 +166,13 @@ def list_filter(*, is_admin: bool, project_id: str | None = None, statuses=None,
             deleted = True
     if deleted is None and changes_since is None and changes_before is None:
         deleted = False
+    # A soft-deleted server (vm_state soft-delete, waiting for its reclaim) counts as deleted
+    # for lists, as in Nova: hidden from the default list, shown with the deleted ones.
     if deleted is True:
-        clauses.append(I.deleted != 0)
+        clauses.append(or_(I.deleted != 0, I.vm_state == states.SOFT_DELETED))
     elif deleted is False:
         clauses.append(I.deleted == 0)
+        clauses.append(or_(I.vm_state != states.SOFT_DELETED, I.vm_state.is_(None)))
     # Nova compares updated_at alone (a row never updated is no change); a soft delete sets it,
     # so a deletion shows as a change.
     if changes_since is not None:
