@@ -16,9 +16,10 @@ UUID = "d75df558-90bc-45c5-bb8b-1a3198e0bf90"
 LAUNCHED = dt.datetime(2026, 12, 1, 9, 55, 8)
 
 
-def server(vm_state="active", task_state=None, *, locked=False, launched_at=LAUNCHED, uuid=UUID):
+def server(vm_state="active", task_state=None, *, locked=False, launched_at=LAUNCHED, uuid=UUID,
+           host="compute1"):
     return {"uuid": uuid, "vm_state": vm_state, "task_state": task_state, "locked": locked,
-            "launched_at": launched_at}
+            "launched_at": launched_at, "host": host}
 
 
 def refusal(action, instance, *, is_admin=False, reboot_type=None):
@@ -136,3 +137,32 @@ def test_delete_accepts_any_task_and_an_unlaunched_server():
 def test_an_unknown_action_is_a_programming_error():
     with pytest.raises(ValueError, match="no precondition"):
         actions.precondition("fly")
+
+
+def test_actions_that_need_a_host_check_it_where_nova_does():
+    # stop and start look at the host before the states, resize after them
+    assert refusal("stop", server("error", host=None)) == f"Instance {UUID} is not ready"
+    assert refusal("start", server("active", host=None)) == f"Instance {UUID} is not ready"
+    assert refusal("stop", server("active", host=None, locked=True)) == f"Instance {UUID} is locked"
+    assert refusal("resize", server("paused", host=None)).endswith("in vm_state paused")
+    assert refusal("resize", server("active", host=None)) == f"Instance {UUID} is not ready"
+    assert refusal("get_console_output", server("building", "spawning", host=None, launched_at=None)) == \
+        f"Instance {UUID} is not ready"
+    actions.check("get_console_output", server("error", "deleting", locked=True), is_admin=False)
+    # pause needs no host
+    actions.check("pause", server("active", host=None), is_admin=False)
+
+
+@pytest.mark.parametrize(("action", "reboot_type", "message"), [
+    ("stop", None, "Instance {u} is not ready"),
+    ("start", None, "Instance {u} is not ready"),
+    ("get_console_output", None, "Instance {u} is not ready"),
+    ("pause", None, "Cannot 'pause' instance {u} while it is in vm_state error"),
+    ("reboot", "HARD", "Instance {u} is in an invalid state for 'reboot'"),
+    ("resize", None, "Cannot 'resize' instance {u} while it is in vm_state error"),
+])
+def test_a_server_that_was_never_scheduled(action, reboot_type, message):
+    # What the Nova API answers for a server in ERROR after "No valid host was found": no host,
+    # never launched.
+    never = server("error", host=None, launched_at=None)
+    assert refusal(action, never, reboot_type=reboot_type) == message.format(u=UUID)

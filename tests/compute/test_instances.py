@@ -58,7 +58,7 @@ def _boot(engine, flavor, *, actor=None, launched=True, **columns):
         if launched:
             instances.save_state(conn, row["uuid"], expected_task_state=[ts.SCHEDULING], vm_state=states.ACTIVE,
                                  task_state=None, power_state=states.power_state.RUNNING,
-                                 launched_at=models.utcnow())
+                                 launched_at=models.utcnow(), host="openkeel", node="node-1")
     return row["uuid"]
 
 
@@ -374,3 +374,15 @@ def test_a_soft_deleted_server_is_listed_with_the_deleted_ones(engine):
         assert listed(changes_since=since) == {live, soft}
         # the status filter does not bring it back: Nova combines it with "not deleted"
         assert listed(statuses=["SOFT_DELETED"]) == set()
+
+
+def test_the_host_check_is_in_the_guard_too(engine):
+    uuid = _boot(engine, _flavor(engine))
+    stale = _get(engine, uuid)
+    with db_api.transaction(engine) as conn:
+        instances.save_state(conn, uuid, host=None)
+    with pytest.raises(errors.InstanceNotReady) as caught, db_api.transaction(engine) as conn:
+        instances.begin_action(conn, stale, actions.precondition("stop"), OWNER)
+    assert caught.value.message == f"Instance {uuid} is not ready"
+    with db_api.transaction(engine) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("pause"), OWNER)

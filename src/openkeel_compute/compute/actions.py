@@ -2,10 +2,11 @@
 
 Nova checks, in this order: the lock (admins bypass it), the vm_state, the task_state (None,
 that is no task running, unless the action says otherwise), then that the server was launched
-once. The first failed check gives the 409 message. ``Precondition.check`` does the same on an
-instance row (any mapping with ``uuid``, ``vm_state``, ``task_state``, ``locked``,
-``launched_at``); ``instances.begin_action`` repeats it inside a compare-and-swap so that of
-concurrent actions exactly one proceeds.
+once; some actions also need a host ("Instance <uuid> is not ready"), checked before the states
+(stop, start, the console) or after them (resize). The first failed check gives the 409 message.
+``Precondition.check`` does the same on an instance row (any mapping with ``uuid``,
+``vm_state``, ``task_state``, ``locked``, ``launched_at``, ``host``); ``instances.begin_action``
+repeats it inside a compare-and-swap so that of concurrent actions exactly one proceeds.
 """
 
 from __future__ import annotations
@@ -42,11 +43,21 @@ class Precondition:
     lock: bool = True
     # What the action sets task_state to when it proceeds (None: it does not set one).
     next_task_state: str | None = None
+    # Whether the server must have a host (a compute service that owns it): checked "before" or
+    # "after" the states, as Nova does for that action; None: not checked.
+    host: str | None = None
 
     def check(self, instance, *, is_admin: bool) -> None:
         uuid = instance["uuid"]
         if self.lock and instance["locked"] and not is_admin:
             raise errors.InstanceIsLocked(uuid)
+        if self.host == "before" and not instance["host"]:
+            raise errors.InstanceNotReady(uuid)
+        self._check_states(instance, uuid)
+        if self.host == "after" and not instance["host"]:
+            raise errors.InstanceNotReady(uuid)
+
+    def _check_states(self, instance, uuid) -> None:
         if self.vm_states is not None and instance["vm_state"] not in self.vm_states:
             raise errors.InstanceInvalidState(self.name, uuid, "vm_state", instance["vm_state"])
         if self.task_states is not None and instance["task_state"] not in self.task_states:
@@ -55,9 +66,9 @@ class Precondition:
             raise errors.InstanceInvalidState(self.name, uuid, "launched_at", instance["launched_at"])
 
 
-def _p(name, vm=ANY, task=frozenset({None}), *, launched=True, lock=True, next_task=None):
+def _p(name, vm=ANY, task=frozenset({None}), *, launched=True, lock=True, next_task=None, host=None):
     return Precondition(name, None if vm is None else frozenset(vm),
-                        None if task is None else frozenset(task), launched, lock, next_task)
+                        None if task is None else frozenset(task), launched, lock, next_task, host)
 
 
 _SNAPSHOTTABLE = (ACTIVE, STOPPED, PAUSED, SUSPENDED)
@@ -71,8 +82,8 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     _p("delete", task=ANY, launched=False, next_task=task_states.DELETING),
     _p("forceDelete", task=ANY, launched=False, next_task=task_states.DELETING),
     _p("restore", vm=[SOFT_DELETED], next_task=task_states.RESTORING),
-    _p("stop", vm=[ACTIVE, ERROR], next_task=task_states.POWERING_OFF),
-    _p("start", vm=[STOPPED], next_task=task_states.POWERING_ON),
+    _p("stop", vm=[ACTIVE, ERROR], next_task=task_states.POWERING_OFF, host="before"),
+    _p("start", vm=[STOPPED], next_task=task_states.POWERING_ON, host="before"),
     _p("reboot", vm=[ACTIVE], next_task=task_states.REBOOTING),  # SOFT
     _p("pause", vm=[ACTIVE], next_task=task_states.PAUSING),
     _p("unpause", vm=[PAUSED], next_task=task_states.UNPAUSING),
@@ -81,7 +92,7 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     _p("rescue", vm=[ACTIVE, STOPPED, ERROR], next_task=task_states.RESCUING),
     _p("unrescue", vm=[RESCUED], next_task=task_states.UNRESCUING),
     _p("rebuild", vm=[ACTIVE, STOPPED, ERROR], next_task=task_states.REBUILDING),
-    _p("resize", vm=[ACTIVE, STOPPED], next_task=task_states.RESIZE_PREP),
+    _p("resize", vm=[ACTIVE, STOPPED], next_task=task_states.RESIZE_PREP, host="after"),
     _p("confirmResize", vm=[RESIZED]),
     _p("revertResize", vm=[RESIZED], next_task=task_states.RESIZE_REVERTING),
     _p("shelve", vm=_SNAPSHOTTABLE, next_task=task_states.SHELVING),
@@ -90,7 +101,9 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     _p("createImage", vm=_SNAPSHOTTABLE, lock=False, next_task=task_states.IMAGE_SNAPSHOT),
     _p("createBackup", vm=_SNAPSHOTTABLE, lock=False, next_task=task_states.IMAGE_BACKUP),
     _p("changePassword", vm=[ACTIVE], next_task=task_states.UPDATING_PASSWORD),
-    _p("trigger_crash_dump", vm=[ACTIVE, PAUSED, RESCUED, RESIZED, ERROR]),
+    _p("trigger_crash_dump", vm=[ACTIVE, PAUSED, RESCUED, RESIZED, ERROR], host="before"),
+    # reading the console needs a host only
+    _p("get_console_output", task=ANY, launched=False, lock=False, host="before"),
     _p("os-migrateLive", vm=[ACTIVE, PAUSED], next_task=task_states.MIGRATING),
     _p("evacuate", vm=[ACTIVE, STOPPED, ERROR], task=ANY, lock=False, next_task=task_states.REBUILDING),
     _p("attach_volume", vm=_VOLUME_STATES),

@@ -56,6 +56,14 @@ class InstanceIsLocked(Conflict):
         self.instance_uuid = instance_uuid
 
 
+class InstanceNotReady(Conflict):
+    """An action that needs the server's host, on a server that has none (never scheduled)."""
+
+    def __init__(self, instance_uuid):
+        super().__init__(f"Instance {instance_uuid} is not ready")
+        self.instance_uuid = instance_uuid
+
+
 class InvalidStatus(Invalid):
     def __init__(self):
         super().__init__("Invalid status value")

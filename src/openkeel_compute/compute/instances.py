@@ -212,6 +212,9 @@ def _cas(pre: Precondition, row: dict, is_admin: bool):
         guard.append(I.launched_at.is_not(None))
     if pre.lock and not is_admin:
         guard.append(I.locked.is_(False))
+    if pre.host is not None:
+        guard.append(I.host.is_not(None))
+        guard.append(I.host != "")
     return and_(*guard)
 
 
