@@ -386,3 +386,27 @@ def test_the_host_check_is_in_the_guard_too(engine):
     assert caught.value.message == f"Instance {uuid} is not ready"
     with db_api.transaction(engine) as conn:
         instances.begin_action(conn, uuid, actions.precondition("pause"), OWNER)
+
+
+def test_a_page_of_instance_actions(engine):
+    uuid = _boot(engine, _flavor(engine))
+    with db_api.transaction(engine) as conn:
+        for i in range(4):
+            actor = Actor("demo", OWNER.project_id, request_id=f"req-{i}")
+            (instances.lock if i % 2 == 0 else instances.unlock)(conn, uuid, actor)
+    with db_api.reader(engine) as conn:
+
+        def page(**kw):
+            return [a["request_id"] for a in instances.actions_of(conn, uuid, **kw)]
+
+        assert page() == ["req-3", "req-2", "req-1", "req-0", "req-owner"]
+        # as the Nova API pages them: the actions after the marker, newest first
+        assert page(marker="req-2", limit=2) == ["req-1", "req-0"]
+        assert page(limit=0) == []
+        with pytest.raises(errors.MarkerNotFound) as caught:
+            page(marker="req-nope")
+        assert caught.value.message == "Marker None could not be found."
+        assert page(changes_since=models.utcnow() + dt.timedelta(seconds=5)) == []
+        assert page(changes_before=models.utcnow() - dt.timedelta(days=1)) == []
+        # the create action has no event yet, so no updated_at: changes-since does not see it
+        assert page(changes_since=models.utcnow() - dt.timedelta(days=1)) == ["req-3", "req-2", "req-1", "req-0"]

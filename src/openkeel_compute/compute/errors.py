@@ -74,6 +74,11 @@ class DeletedListForbidden(Forbidden):
         super().__init__("Only administrators may list deleted instances")
 
 
+class MarkerNotFound(Invalid):
+    def __init__(self, marker):
+        super().__init__(f"Marker {marker} could not be found.")
+
+
 class InstanceActionNotFound(NotFound):
     def __init__(self, request_id):
         super().__init__(f"Action {request_id} not found")

@@ -371,10 +371,32 @@ def action_for_request(conn: Connection, instance_uuid: str, request_id: str) ->
     return conn.execute(query).scalar()
 
 
-def actions_of(conn: Connection, instance_uuid: str) -> list[dict]:
-    """A server's actions, newest first (deleted servers keep theirs: 2.21 lists them)."""
-    query = (select(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.instance_uuid == instance_uuid)
-             .order_by(INSTANCE_ACTIONS.c.created_at.desc(), INSTANCE_ACTIONS.c.id.desc()))
+def actions_of(conn: Connection, instance_uuid: str, *, limit: int | None = None, marker: str | None = None,
+               changes_since=None, changes_before=None) -> list[dict]:
+    """A server's actions, newest first (deleted servers keep theirs: 2.21 lists them).
+
+    From 2.58 a page: ``limit`` (0 gives nothing), ``marker`` (a request id: the actions after
+    it) and ``changes_since`` / ``changes_before`` on ``updated_at``. An unknown marker is
+    Nova's 400, which names the marker "None" (Nova loses the value before it words the error).
+    """
+    if limit == 0:
+        return []
+    A = INSTANCE_ACTIONS.c  # the column namespace
+    query = select(INSTANCE_ACTIONS).where(A.instance_uuid == instance_uuid)
+    if changes_since is not None:
+        query = query.where(A.updated_at >= changes_since)
+    if changes_before is not None:
+        query = query.where(A.updated_at <= changes_before)
+    if marker is not None:
+        found = (select(A.created_at, A.id).where(A.instance_uuid == instance_uuid, A.request_id == marker)
+                 .order_by(A.created_at.desc(), A.id.desc()).limit(1))
+        row = conn.execute(found).first()
+        if row is None:
+            raise errors.MarkerNotFound(None)
+        query = query.where(or_(A.created_at < row.created_at, and_(A.created_at == row.created_at, A.id < row.id)))
+    query = query.order_by(A.created_at.desc(), A.id.desc())
+    if limit is not None:
+        query = query.limit(limit)
     return [dict(r) for r in conn.execute(query).mappings()]
 
 
