@@ -44,6 +44,11 @@ def test_migrations_upgrade_downgrade_and_upgrade_again(database_url):
         assert migration.current(engine) == migration.head()
         tables = set(sa.inspect(engine).get_table_names())
         assert {"flavors", "flavor_extra_specs", "flavor_projects", "outbox"} <= tables
+        assert {"instances", "instance_metadata", "instance_system_metadata", "tags", "instance_actions",
+                "instance_actions_events", "instance_faults"} <= tables
+        migration.downgrade(engine, "0001")
+        assert "instances" not in set(sa.inspect(engine).get_table_names())
+        assert "flavors" in set(sa.inspect(engine).get_table_names())
         migration.downgrade(engine, "base")
         assert migration.current(engine) is None
         assert "flavors" not in set(sa.inspect(engine).get_table_names())

@@ -22,6 +22,7 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    TypeDecorator,
     UniqueConstraint,
 )
 
@@ -121,4 +122,198 @@ OUTBOX = Table(
     Column("last_error", Text, nullable=True),
     Column("done_at", DateTime, nullable=True),
     Index("outbox_pending_idx", "done_at", "id"),
+)
+
+
+# --- Servers -------------------------------------------------------------------------------------
+# Nova's cell-database shape where the API shows it (column names, soft delete: ``deleted`` is 0
+# while a row lives and takes the row's id when it is deleted, ``deleted_at`` the time), merged into
+# one schema (one cell). Strings a client filters or sorts on compare by code point, as above.
+
+
+class LongText(TypeDecorator):
+    """MEDIUMTEXT on MariaDB/MySQL (user_data, key_data, fault details, as in Nova), TEXT elsewhere.
+
+    The MySQL dialect is imported only by a process that talks to MySQL.
+    """
+
+    impl = Text
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect):
+        if dialect.name in ("mysql", "mariadb"):
+            from sqlalchemy.dialects.mysql import MEDIUMTEXT
+
+            return dialect.type_descriptor(MEDIUMTEXT())
+        return super().load_dialect_impl(dialect)
+
+
+
+def _soft_delete() -> list[Column]:
+    return [
+        Column("created_at", DateTime, nullable=False, default=utcnow),
+        Column("updated_at", DateTime, nullable=True),
+        Column("deleted_at", DateTime, nullable=True),
+        Column("deleted", Integer, nullable=False, default=0),
+    ]
+
+
+INSTANCES = Table(
+    "instances",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("user_id", ExactString(255), nullable=True),
+    Column("project_id", ExactString(255), nullable=True),
+    Column("display_name", ExactString(255), nullable=True),
+    Column("display_description", ExactString(255), nullable=True),
+    Column("hostname", ExactString(255), nullable=True),
+    Column("image_ref", ExactString(255), nullable=True),
+    Column("kernel_id", ExactString(255), nullable=True),
+    Column("ramdisk_id", ExactString(255), nullable=True),
+    Column("launch_index", Integer, nullable=True),
+    Column("key_name", ExactString(255), nullable=True),
+    Column("key_data", LongText(), nullable=True),
+    Column("user_data", LongText(), nullable=True),
+    Column("power_state", Integer, nullable=True),
+    Column("vm_state", ExactString(255), nullable=True),
+    Column("task_state", ExactString(255), nullable=True),
+    # Sizes of the current flavor, as Nova keeps them beside the flavor copy (quota counting and
+    # the flavor filters read them without parsing JSON).
+    Column("memory_mb", Integer, nullable=True),
+    Column("vcpus", Integer, nullable=True),
+    Column("root_gb", Integer, nullable=True),
+    Column("ephemeral_gb", Integer, nullable=True),
+    Column("instance_type_id", Integer, nullable=True),
+    # host: the compute service (OS-EXT-SRV-ATTR:host); node: the hypervisor host name
+    # (OS-EXT-SRV-ATTR:hypervisor_hostname), on KubeVirt the Kubernetes node of the VMI.
+    Column("host", ExactString(255), nullable=True),
+    Column("node", ExactString(255), nullable=True),
+    Column("launched_on", Text, nullable=True),
+    Column("reservation_id", ExactString(255), nullable=True),
+    Column("launched_at", DateTime, nullable=True),
+    Column("terminated_at", DateTime, nullable=True),
+    Column("availability_zone", ExactString(255), nullable=True),
+    Column("locked", Boolean, nullable=False, default=False),
+    Column("locked_by", String(5), nullable=True),  # "owner" | "admin"
+    Column("locked_reason", String(255), nullable=True),
+    Column("os_type", String(255), nullable=True),
+    Column("architecture", String(255), nullable=True),
+    Column("vm_mode", String(255), nullable=True),
+    Column("root_device_name", String(255), nullable=True),
+    Column("default_ephemeral_device", String(255), nullable=True),
+    Column("default_swap_device", String(255), nullable=True),
+    Column("config_drive", String(255), nullable=True),
+    Column("access_ip_v4", String(39), nullable=True),
+    Column("access_ip_v6", String(39), nullable=True),
+    Column("auto_disk_config", Boolean, nullable=True),
+    Column("progress", Integer, nullable=True),
+    Column("shutdown_terminate", Boolean, nullable=True, default=False),
+    Column("disable_terminate", Boolean, nullable=True, default=False),
+    Column("cleaned", Integer, nullable=True, default=0),
+    Column("hidden", Boolean, nullable=True, default=False),
+    Column("pinned_availability_zone", ExactString(255), nullable=True),
+    # Nova's instance_extra.flavor: {"cur": <Flavor primitive>, "old": ..., "new": ...}, JSON text.
+    Column("flavor", Text, nullable=True),
+    # JSON text of what Nova keeps beside the instance and the API shows: the addresses by network
+    # (Nova's network info cache, here written by the controller from the VMI's interfaces), the
+    # trusted image certificate ids (2.63) and the scheduler hints of the boot request (2.100).
+    Column("network_info", Text, nullable=True),
+    Column("trusted_certs", Text, nullable=True),
+    Column("scheduler_hints", Text, nullable=True),
+    # Where the controller finds the server's objects: the project's namespace and the
+    # VirtualMachine's name.
+    Column("namespace", String(63), nullable=True),
+    Column("vm_name", String(63), nullable=True),
+    *_soft_delete(),
+    UniqueConstraint("uuid"),
+    Index("instances_project_id_deleted_idx", "project_id", "deleted"),
+    Index("instances_reservation_id_idx", "reservation_id"),
+    Index("instances_terminated_at_launched_at_idx", "terminated_at", "launched_at"),
+    Index("instances_uuid_deleted_idx", "uuid", "deleted"),
+    Index("instances_task_state_updated_at_idx", "task_state", "updated_at"),
+    Index("instances_host_node_deleted_idx", "host", "node", "deleted"),
+    Index("instances_deleted_created_at_idx", "deleted", "created_at"),
+    Index("instances_updated_at_project_id_idx", "updated_at", "project_id"),
+)
+
+# Key/value rows of a server: user metadata (the API's ``metadata``) and system metadata (image
+# properties at boot and other values the API never shows as such). One live row per key.
+INSTANCE_METADATA = Table(
+    "instance_metadata",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("key", ExactString(255), nullable=False),
+    Column("value", String(255), nullable=True),
+    *_soft_delete(),
+    UniqueConstraint("instance_uuid", "key", "deleted"),
+)
+
+INSTANCE_SYSTEM_METADATA = Table(
+    "instance_system_metadata",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("key", ExactString(255), nullable=False),
+    Column("value", String(255), nullable=True),
+    *_soft_delete(),
+    UniqueConstraint("instance_uuid", "key", "deleted"),
+)
+
+# Tags (2.26): no soft delete, as in Nova; a server's tags go when its row is purged.
+TAGS = Table(
+    "tags",
+    metadata,
+    Column("resource_id", ExactString(36), primary_key=True, nullable=False),
+    Column("tag", ExactString(80), primary_key=True, nullable=False),
+    Index("tags_tag_idx", "tag"),
+)
+
+INSTANCE_ACTIONS = Table(
+    "instance_actions",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("action", String(255), nullable=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=True),
+    Column("request_id", ExactString(255), nullable=True),
+    Column("user_id", String(255), nullable=True),
+    Column("project_id", String(255), nullable=True),
+    Column("start_time", DateTime, nullable=True, default=utcnow),
+    Column("finish_time", DateTime, nullable=True),
+    Column("message", String(255), nullable=True),
+    *_soft_delete(),
+    Index("instance_uuid_idx", "instance_uuid"),
+    Index("request_id_idx", "request_id"),
+    Index("instance_actions_instance_uuid_updated_at_idx", "instance_uuid", "updated_at"),
+)
+
+INSTANCE_ACTIONS_EVENTS = Table(
+    "instance_actions_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("event", String(255), nullable=True),
+    Column("action_id", Integer, ForeignKey("instance_actions.id"), nullable=True),
+    Column("start_time", DateTime, nullable=True, default=utcnow),
+    Column("finish_time", DateTime, nullable=True),
+    Column("result", String(255), nullable=True),
+    Column("traceback", Text, nullable=True),
+    Column("host", String(255), nullable=True),
+    Column("details", Text, nullable=True),
+    *_soft_delete(),
+    Index("instance_actions_events_action_id_idx", "action_id"),
+)
+
+INSTANCE_FAULTS = Table(
+    "instance_faults",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=True),
+    Column("code", Integer, nullable=False),
+    Column("message", String(255), nullable=True),
+    Column("details", LongText(), nullable=True),
+    Column("host", String(255), nullable=True),
+    *_soft_delete(),
+    Index("instance_faults_host_idx", "host"),
+    Index("instance_faults_instance_uuid_deleted_created_at_idx", "instance_uuid", "deleted", "created_at"),
 )
