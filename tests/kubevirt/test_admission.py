@@ -17,6 +17,7 @@ from openkeel_compute.kubevirt.admission import (
     annotations_size,
 )
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
+from openkeel_compute.kubevirt.guard import cluster_refusals
 from openkeel_compute.kubevirt.image import preference_with_image
 from openkeel_compute.kubevirt.mapping import FlavorObjects, flavor_to_kubevirt
 
@@ -143,6 +144,7 @@ def test_each_row_finds_its_refusal(rule_id: str) -> None:
     message = rule.check(Rendered(instancetype, preference, vm, metadata))
     assert message is not None, f"{rule_id} does not fire on its example"
     assert rule_id in [found for found, _ in admission_refusals(instancetype, preference, vm, metadata)]
+    assert message in cluster_refusals(instancetype, preference, vm, metadata), "the guard must find it too"
 
 
 def test_the_plain_objects_break_no_row() -> None:

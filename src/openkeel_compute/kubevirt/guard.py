@@ -8,11 +8,10 @@ preference, VM fragment and object metadata. ``check_vm`` runs both.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from openkeel_compute.kubevirt.admission import ANNOTATIONS_LIMIT, UINT32_MAX, admission_refusals
+from openkeel_compute.kubevirt.admission import UINT32_MAX, admission_refusals, metadata_refusals
 
 
 class RefusedByKubeVirt(ValueError):
@@ -104,15 +103,14 @@ def cluster_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapp
     memory = instancetype_spec.get("memory") or {}
     guest = cpu.get("guest")
     if (len(cpu) == 1 and len(memory) == 1 and type(guest) is int and 1 <= guest <= UINT32_MAX
-            and instancetype_spec.keys() <= _PLAIN_SPEC and not preference_spec
-            and _plain_vm(vm) and all(_small_meta(meta) for meta in metadata)):
-        return []  # a plain size: nothing in the table can apply
-    return [message for _rule, message in admission_refusals(instancetype_spec, preference_spec, vm, metadata)]
+            and instancetype_spec.keys() <= _PLAIN_SPEC and not preference_spec and _plain_vm(vm)):
+        found = metadata_refusals(metadata, vm, instancetype_spec)  # a plain size: only these rows can apply
+    else:
+        found = admission_refusals(instancetype_spec, preference_spec, vm, metadata)
+    return [message for _rule, message in found]
 
 
 _PLAIN_SPEC = frozenset({"cpu", "memory"})
-# Below this many characters, annotations cannot reach the byte limit (a character is at most 4 bytes).
-_SMALL_ANNOTATIONS = ANNOTATIONS_LIMIT // 4
 
 
 def _plain_vm(vm: Mapping[str, Any] | None) -> bool:
@@ -120,24 +118,12 @@ def _plain_vm(vm: Mapping[str, Any] | None) -> bool:
         return True
     tmpl = _get(vm, "spec", "template") or {}
     spec = tmpl.get("spec") or {}
-    devices = _get(spec, "domain", "devices") or {}
+    domain = spec.get("domain") or {}
+    devices = domain.get("devices") or {}
     return ("metadata" not in tmpl and "affinity" not in spec and "architecture" not in spec
-            and devices.keys() <= {"disks"} and spec.get("domain", {}).keys() <= {"devices"})
-
-
-def _small_meta(meta: Mapping[str, Any]) -> bool:
-    annotations = meta.get("annotations") or {}
-    return sum(len(k) + len(v) for k, v in annotations.items()) < _SMALL_ANNOTATIONS and not (
-        annotations.keys() - _KNOWN_ANNOTATION_KEYS) and meta.get("labels") == _LABELS and _SIMPLE_NAME.fullmatch(
-        meta.get("name") or "a") is not None
-
-
-_KNOWN_ANNOTATION_KEYS = frozenset({
-    "openkeel.io/flavor-id", "openkeel.io/flavor-name", "openkeel.io/flavor-description", "openkeel.io/extra-specs",
-    "openkeel.io/disabled", "openkeel.io/disk", "openkeel.io/ephemeral", "openkeel.io/swap",
-    "openkeel.io/rxtx-factor", "openkeel.io/project-id"})
-_LABELS = {"app.kubernetes.io/managed-by": "openkeel"}
-_SIMPLE_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+            and devices.keys() <= {"disks"} and domain.keys() <= {"devices"}
+            and not any(disk.get("cdrom") is not None or (disk.get("disk") or {}).get("bus")
+                        for disk in devices.get("disks") or ()))
 
 
 def check_vm(vm: Mapping[str, Any], instancetype_spec: Mapping[str, Any],

@@ -865,8 +865,10 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
             "spec": pref_spec if namespace is None else _copy(pref_spec),
         })
     vm = _vm_fragment(b, name, not parsed.is_public)
-    metadata = [doc["metadata"] for doc in instancetypes[:1] + preferences[:1]]
-    if len(instancetypes) > 1:  # namespaced copies differ only in namespace and project annotation
+    # A preference carries its instancetype's metadata; namespaced copies differ only in namespace and
+    # project annotation, so the first copy and the one with the longest project id stand for all.
+    metadata = [doc["metadata"] for doc in instancetypes[:1]]
+    if len(instancetypes) > 1:
         metadata.append(max((doc["metadata"] for doc in instancetypes),
                             key=lambda meta: len(meta["annotations"].get(ANN_PROJECT, "").encode())))
     metadata.append(vm["metadata"])
