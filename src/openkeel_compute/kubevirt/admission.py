@@ -506,11 +506,11 @@ def _annotations_total(r: Rendered) -> str | None:
         annotations = meta.get("annotations")
         if annotations and annotations_over_limit(annotations):
             return f"metadata.annotations: Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
-    template = (r.vm.get("spec") or {}).get("template") or {}
-    for path, annotations in (("spec.template.metadata.annotations", _get(template, "metadata", "annotations")),
-                              ("spec.annotations", r.it.get("annotations"))):
-        if annotations and annotations_over_limit(annotations):
-            return f"{path}: Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
+    template_meta = ((r.vm.get("spec") or {}).get("template") or {}).get("metadata")
+    if template_meta and annotations_over_limit(template_meta.get("annotations") or {}):
+        return f"spec.template.metadata.annotations: Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
+    if "annotations" in r.it and annotations_over_limit(r.it["annotations"] or {}):
+        return f"spec.annotations: Too long: may not be more than {ANNOTATIONS_LIMIT} bytes"
     return None
 
 
@@ -741,7 +741,7 @@ _GROUP_OF = {rule_id: group for group, ids in _GROUPS.items() for rule_id in ids
 _CPU_PLAIN = frozenset({"guest", "maxSockets"})
 
 
-def _active_groups(r: Rendered) -> set[str]:
+def _active_groups(r: Rendered) -> frozenset[str]:
     """The groups whose fields these objects set."""
     active = {""}
     if r.cpu.keys() - _CPU_PLAIN:
@@ -760,7 +760,12 @@ def _active_groups(r: Rendered) -> set[str]:
         active.add("requirements")
     if "affinity" in r.tmpl or "nodeSelector" in r.it:
         active.add("scheduling")
-    return active
+    return frozenset(active)
+
+
+@functools.lru_cache(maxsize=256)  # at most 2^7 combinations of groups
+def _rows_of(active: frozenset[str]) -> tuple[AdmissionRule, ...]:
+    return tuple(rule for rule in ADMISSION_TABLE if _GROUP_OF.get(rule.id, "") in active)
 
 
 def admission_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapping[str, Any] | None = None,
@@ -768,11 +773,12 @@ def admission_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Ma
                        rules: Iterable[AdmissionRule] = ADMISSION_TABLE) -> list[tuple[str, str]]:
     """(rule id, KubeVirt's message) for every row of the table (or of ``rules``) these objects break."""
     rendered = Rendered(instancetype_spec, preference_spec, vm, metadata)
-    active = _active_groups(rendered)
+    rows = _rows_of(_active_groups(rendered))
+    if rules is not ADMISSION_TABLE:
+        wanted = {rule.id for rule in rules}
+        rows = tuple(rule for rule in rows if rule.id in wanted)
     found = []
-    for rule in rules:
-        if _GROUP_OF.get(rule.id, "") not in active:
-            continue
+    for rule in rows:
         message = rule.check(rendered)
         if message is not None:
             found.append((rule.id, message))

@@ -733,11 +733,12 @@ _DROP_RULE = Rule("annotations", "", "", "metadata.annotations", Fidelity.NONE, 
 
 def _fit_annotations(b: _Build, annotations: dict[str, str]) -> None:
     """Leave the largest droppable annotations out until every object's annotations fit Kubernetes' limit."""
-    longest_project = max((len(project.encode()) for project in b.flavor.access), default=0)
-    if sum(len(k) + len(v) for k, v in annotations.items()) * 4 + len(ANN_PROJECT) + longest_project * 4 \
-            <= ANNOTATIONS_LIMIT:
+    longest_project = max(map(len, b.flavor.access), default=0) * 4 if b.flavor.access else 0
+    if (sum(map(len, annotations)) + sum(map(len, annotations.values()))) * 4 + len(ANN_PROJECT) \
+            + longest_project <= ANNOTATIONS_LIMIT:
         return  # cannot reach the limit even at four bytes per character
-    extra = (len(ANN_PROJECT) + longest_project) if not b.flavor.is_public and b.flavor.access else 0
+    access = b.flavor.access if not b.flavor.is_public else ()
+    extra = len(ANN_PROJECT) + max(len(project.encode()) for project in access) if access else 0
     while annotations_size(annotations) + extra > ANNOTATIONS_LIMIT:
         key, field = max(((k, f) for k, f in _DROPPABLE if k in annotations),
                          key=lambda pair: len(annotations[pair[0]].encode()))
