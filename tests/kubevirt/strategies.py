@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 from hypothesis import strategies as st
@@ -14,61 +15,75 @@ PROPERTY_OPTIONS = MappingOptions(
     resource_class_resources={"PGPU": "nvidia.com/A100", "CUSTOM_FPGA": "xilinx.com/fpga"},
 )
 
-_INT = st.integers(min_value=0, max_value=8).map(str)
-_BOOL = st.sampled_from(["true", "false", "yes", "0", "True"])
-EXTRA_SPECS: dict[str, st.SearchStrategy[str]] = {
-    "hw:cpu_policy": st.sampled_from(["dedicated", "shared", "mixed"]),
-    "hw:cpu_thread_policy": st.sampled_from(["prefer", "isolate", "require"]),
-    "hw:emulator_threads_policy": st.sampled_from(["isolate", "share"]),
-    "hw:cpu_realtime": _BOOL,
-    "hw:cpu_realtime_mask": st.sampled_from(["^0", "^0-1", "0", "1-2"]),
-    "hw:cpu_sockets": st.integers(1, 8).map(str),
-    "hw:cpu_cores": st.integers(1, 8).map(str),
-    "hw:cpu_threads": st.integers(1, 4).map(str),
-    "hw:cpu_max_sockets": st.integers(1, 64).map(str),
-    "hw:numa_nodes": st.integers(1, 4).map(str),
-    "hw:numa_cpus.0": st.just("0-1"),
-    "hw:mem_page_size": st.sampled_from(["small", "large", "any", "2MB", "1GB", "2048", "4KB", "64KB", "1048576"]),
-    "hw:mem_encryption": _BOOL,
-    "hw:mem_encryption_model": st.sampled_from(["amd-sev", "amd-sev-es", "amd-sev-snp", "intel-tdx"]),
-    "os:secure_boot": st.sampled_from(["required", "disabled"]),
-    "hw:tpm_version": st.sampled_from(["1.2", "2.0"]),
-    "hw:tpm_model": st.sampled_from(["tpm-tis", "tpm-crb"]),
-    "hw:tpm_secret_security": st.sampled_from(["user", "host", "deployment"]),
-    "hw:serial_port_count": _INT,
-    "hw:sound_model": st.sampled_from(["ich9", "ac97", "virtio", "usb"]),
-    "hw:redirected_usb_ports": st.integers(0, 15).map(str),
-    "hw:vif_multiqueue_enabled": _BOOL,
-    "hw:watchdog_action": st.sampled_from(["none", "pause", "poweroff", "reset", "disabled"]),
-    "hw:hide_hypervisor_id": _BOOL,
-    "hide_hypervisor_id": _BOOL,
-    "hw_rng:allowed": _BOOL,
-    "hw:locked_memory": _BOOL,
-    "quota:cpu_quota": st.integers(-1, 200000).map(str),
-    "quota:cpu_period": st.integers(1000, 1000000).map(str),
-    "quota:vif_inbound_average": st.integers(0, 100000).map(str),
-    "quota:vif_outbound_average": st.integers(0, 100000).map(str),
-    "quota:vif_inbound_peak": _INT,
-    "quota:disk_read_iops_sec": _INT,
-    "quota:cpu_limit": _INT,
-    "trait:HW_CPU_X86_AVX2": st.sampled_from(["required", "forbidden"]),
-    "trait1:CUSTOM_GOLD": st.sampled_from(["required", "forbidden"]),
-    "aggregate_instance_extra_specs:ssd": st.sampled_from(["true", "<in> r1", "s== x", "fast"]),
-    "capabilities:hypervisor_type": st.sampled_from(["QEMU", ">= 2"]),
-    "capabilities:cpu_info:arch": st.just("x86_64"),
-    "pci_passthrough:alias": st.sampled_from(["a1:2", "nic", "a1:1,nic:2", "unknown:1"]),
-    "resources:VGPU": st.integers(0, 2).map(str),
-    "resources:PCPU": st.integers(1, 4).map(str),
-    "resources1:PGPU": st.integers(0, 2).map(str),
-    "resources:CUSTOM_FPGA": st.integers(0, 2).map(str),
-    "resources:NET_BW_EGR_KILOBIT_PER_SEC": _INT,
-    "resources:VCPU": _INT,
-    "group_policy": st.sampled_from(["isolate", "none"]),
-    "vmware:hw_version": st.just("vmx-13"),
-    "accel:device_profile": st.just("fpga-profile"),
-    "my-own-key": st.text(max_size=20),
-    "hw:not_a_spec": st.just("x"),
+_INTS = [str(i) for i in range(9)]
+_BOOLS = ["true", "false", "yes", "0", "True"]
+_UNICODE_CHARS = ("x", "\u00e9", "\u4e2d", "\U0001F600")
+# Short descriptions here; random_flavor also draws descriptions up to Nova's 65,535 characters.
+DESCRIPTIONS = st.none() | st.text(max_size=60)
+
+
+def _range(low: int, high: int) -> list[str]:
+    return [str(i) for i in range(low, high + 1)]
+
+
+# The values generated for each extra spec (hypothesis samples from them; so does random_flavor).
+SPEC_VALUES: dict[str, list[str]] = {
+    "hw:cpu_policy": ["dedicated", "shared", "mixed"],
+    "hw:cpu_thread_policy": ["prefer", "isolate", "require"],
+    "hw:emulator_threads_policy": ["isolate", "share"],
+    "hw:cpu_realtime": _BOOLS,
+    "hw:cpu_realtime_mask": ["^0", "^0-1", "0", "1-2"],
+    "hw:cpu_sockets": _range(1, 8),
+    "hw:cpu_cores": _range(1, 8),
+    "hw:cpu_threads": _range(1, 4),
+    "hw:cpu_max_sockets": [*_range(1, 64), str(2**32 - 1), str(2**32), str(2**63)],
+    "hw:numa_nodes": _range(1, 4),
+    "hw:numa_cpus.0": ["0-1"],
+    "hw:mem_page_size": ["small", "large", "any", "2MB", "1GB", "2048", "4KB", "64KB", "1048576"],
+    "hw:mem_encryption": _BOOLS,
+    "hw:mem_encryption_model": ["amd-sev", "amd-sev-es", "amd-sev-snp", "intel-tdx"],
+    "os:secure_boot": ["required", "disabled"],
+    "hw:tpm_version": ["1.2", "2.0"],
+    "hw:tpm_model": ["tpm-tis", "tpm-crb"],
+    "hw:tpm_secret_security": ["user", "host", "deployment"],
+    "hw:serial_port_count": _INTS,
+    "hw:sound_model": ["ich9", "ac97", "virtio", "usb"],
+    "hw:redirected_usb_ports": _range(0, 15),
+    "hw:vif_multiqueue_enabled": _BOOLS,
+    "hw:watchdog_action": ["none", "pause", "poweroff", "reset", "disabled"],
+    "hw:hide_hypervisor_id": _BOOLS,
+    "hide_hypervisor_id": _BOOLS,
+    "hw_rng:allowed": _BOOLS,
+    "hw:locked_memory": _BOOLS,
+    "quota:cpu_quota": ["-1", "0", "1", "50000", "200000"],
+    "quota:cpu_period": ["1000", "100000", "1000000"],
+    "quota:vif_inbound_average": ["0", "1", "100000"],
+    "quota:vif_outbound_average": ["0", "1", "100000"],
+    "quota:vif_inbound_peak": _INTS,
+    "quota:disk_read_iops_sec": _INTS,
+    "quota:cpu_limit": _INTS,
+    "trait:HW_CPU_X86_AVX2": ["required", "forbidden"],
+    "trait1:CUSTOM_GOLD": ["required", "forbidden"],
+    "trait:CUSTOM_A/B": ["required", "forbidden"],
+    "aggregate_instance_extra_specs:ssd": ["true", "<in> r1", "s== x", "fast", "a b", "-x"],
+    "aggregate_instance_extra_specs:a/b": ["true"],
+    "capabilities:hypervisor_type": ["QEMU", ">= 2"],
+    "capabilities:cpu_info:arch": ["x86_64"],
+    "pci_passthrough:alias": ["a1:2", "nic", "a1:1,nic:2", "unknown:1"],
+    "resources:VGPU": _range(0, 2),
+    "resources:PCPU": _range(1, 4),
+    "resources1:PGPU": _range(0, 2),
+    "resources:CUSTOM_FPGA": _range(0, 2),
+    "resources:NET_BW_EGR_KILOBIT_PER_SEC": _INTS,
+    "resources:VCPU": _INTS,
+    "group_policy": ["isolate", "none"],
+    "vmware:hw_version": ["vmx-13"],
+    "accel:device_profile": ["fpga-profile"],
+    "my-own-key": ["", "x", "\u00e9\u00e9", "yes", "{\"a\": 1}", "k" * 20],
+    "hw:not_a_spec": ["x"],
 }
+EXTRA_SPECS: dict[str, st.SearchStrategy[str]] = {key: st.sampled_from(values) for key, values in SPEC_VALUES.items()}
+EXTRA_SPECS["my-own-key"] = st.text(max_size=20)
 
 
 @st.composite
@@ -84,10 +99,10 @@ def flavors(draw: st.DrawFn, *, private_has_access: bool = True) -> dict[str, An
     flavor: dict[str, Any] = {
         "id": draw(st.text(alphabet="abcdXYZ0129. _-", min_size=1, max_size=40).filter(lambda s: s.strip())),
         "name": draw(st.text(min_size=1, max_size=40).filter(lambda s: s.strip())),
-        "description": draw(st.none() | st.text(max_size=60)),
+        "description": draw(DESCRIPTIONS),
         "ram": draw(st.sampled_from([512, 1024, 2048, 3000, 4096, 16384]) | st.integers(1, 10**6)),
         "disk": draw(st.integers(0, 2000)),
-        "vcpus": draw(st.integers(1, 64)),
+        "vcpus": draw(st.integers(1, 64) | st.sampled_from([2**32 - 1, 2**31 - 1])),
         "swap": draw(st.just("") | st.integers(0, 65536)),
         "OS-FLV-EXT-DATA:ephemeral": draw(st.integers(0, 1000)),
         "OS-FLV-DISABLED:disabled": draw(st.booleans()),
@@ -100,3 +115,71 @@ def flavors(draw: st.DrawFn, *, private_has_access: bool = True) -> dict[str, An
         flavor["access"] = draw(st.lists(projects, min_size=1 if private_has_access else 0, max_size=3,
                                          unique=True))
     return flavor
+
+
+IMAGE_VALUES: dict[str, list[str]] = {
+    "hw_disk_bus": ["virtio", "scsi", "sata", "usb", "ide", "fdc", "lxc", "uml", "xen"],
+    "hw_cdrom_bus": ["ide", "sata", "scsi", "virtio", "usb"],
+    "hw_vif_model": ["virtio", "e1000", "e1000e", "rtl8139", "vmxnet3", "netfront", "igb"],
+    "hw_video_model": ["vga", "cirrus", "virtio", "qxl", "none", "bochs", "gop", "vmvga"],
+    "hw_input_bus": ["usb", "virtio"],
+    "hw_pointer_model": ["usbtablet"],
+    "hw_machine_type": ["q35", "pc-q35-8.2", "pc-i440fx-2.11", "virt", "pc"],
+    "hw_firmware_type": ["uefi", "bios"],
+    "hw_architecture": ["x86_64", "aarch64", "s390x"],
+    "os_secure_boot": ["required", "disabled", "optional"],
+    "hw_mem_encryption": ["true", "false"],
+    "hw_mem_encryption_model": ["amd-sev", "amd-sev-es", "amd-sev-snp", "intel-tdx"],
+    "hw_rng_model": ["virtio"],
+    "hw_tpm_version": ["1.2", "2.0"],
+    "hw_sound_model": ["ich9", "ac97", "sb16"],
+    "hw_vif_multiqueue_enabled": ["true", "false"],
+}
+IMAGE_PROPERTIES = {key: st.sampled_from(values) for key, values in IMAGE_VALUES.items()}
+
+
+@st.composite
+def images(draw: st.DrawFn) -> dict[str, Any]:
+    """A Glance image with a random subset of the properties the image path reads."""
+    keys = draw(st.lists(st.sampled_from(sorted(IMAGE_PROPERTIES)), max_size=8, unique=True))
+    return {"name": "img", "id": "i1", "min_ram": draw(st.sampled_from([0, 0, 512, 4096])),
+            "properties": {key: draw(IMAGE_PROPERTIES[key]) for key in keys}}
+
+
+# -- a plain seeded generator, for the 10,000-flavor admission property (hypothesis costs ~10x more) ------
+
+_RAMS = [512, 1024, 2048, 3000, 4096, 16384, 1, 1000, 2047, 999_999]
+_VCPUS = [*range(1, 65), 2**31 - 1, 2**32 - 1]
+
+
+def random_flavor(rng: random.Random) -> dict[str, Any]:
+    """A valid flavor drawn from the same values as ``flavors()``."""
+    keys = rng.sample(sorted(SPEC_VALUES), rng.randint(0, 12))
+    is_public = rng.random() < 0.5
+    roll = rng.random()
+    description = (None if roll < 0.3 else rng.choice(_UNICODE_CHARS) * rng.randint(60_000, 65_535)
+                   if roll > 0.99 else "".join(rng.choice("ab \u00e9\u4e2d\U0001F600") for _ in range(rng.randint(0, 60))))
+    flavor: dict[str, Any] = {
+        "id": "".join(rng.choice("abcdXYZ0129._-") for _ in range(rng.randint(1, 40))),
+        "name": "n" + "".join(rng.choice("ab \u00e9") for _ in range(rng.randint(0, 40))),
+        "description": description,
+        "ram": rng.choice(_RAMS) if rng.random() < 0.7 else rng.randint(1, 10**6),
+        "disk": rng.randint(0, 2000),
+        "vcpus": rng.choice(_VCPUS),
+        "swap": rng.choice(["", 0, 512, 65536]),
+        "OS-FLV-EXT-DATA:ephemeral": rng.randint(0, 1000),
+        "OS-FLV-DISABLED:disabled": rng.random() < 0.5,
+        "os-flavor-access:is_public": is_public,
+        "rxtx_factor": rng.choice([1.0, 0.5, 2.0, 1.25]),
+        "extra_specs": {key: rng.choice(SPEC_VALUES[key]) for key in keys},
+    }
+    if not is_public:
+        flavor["access"] = rng.sample(["p1", "project-2", "P" * 255, "abc_def"], rng.randint(1, 3))
+    return flavor
+
+
+def random_image(rng: random.Random) -> dict[str, Any]:
+    """A Glance image with a random subset of the image properties of ``images()``."""
+    keys = rng.sample(sorted(IMAGE_VALUES), rng.randint(0, 8))
+    return {"name": "img", "id": "i1", "min_ram": rng.choice([0, 0, 512, 4096]),
+            "properties": {key: rng.choice(IMAGE_VALUES[key]) for key in keys}}

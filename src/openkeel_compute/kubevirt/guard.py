@@ -2,20 +2,16 @@
 
 ``instancetype_conflicts`` is the conflict list of instancetype-rules.md §B: the VM fields that must
 not be set beside ``spec.instancetype`` (seed 003's bug: sizing beside a matcher). ``cluster_refusals``
-adds the VMI validations the applied instancetype and preference must pass. ``check_vm`` runs both.
+runs every row of the admission table (``admission.ADMISSION_TABLE``) over the instancetype,
+preference, VM fragment and object metadata. ``check_vm`` runs both.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from openkeel_compute.kubevirt.quantity import to_bytes
-
-_PAGE_BYTES = {"2Mi": 2 * 1024**2, "1Gi": 1024**3}
-_SPREAD_ACROSS = ("SocketsCores", "CoresThreads", "SocketsCoresThreads")
-_TOPOLOGIES = ("sockets", "cores", "threads", "spread", "any",
-               "preferSockets", "preferCores", "preferThreads", "preferSpread", "preferAny")
+from openkeel_compute.kubevirt.admission import UINT32_MAX, admission_refusals, metadata_refusals
 
 
 class RefusedByKubeVirt(ValueError):
@@ -99,97 +95,46 @@ def instancetype_conflicts(vm: Mapping[str, Any], instancetype_spec: Mapping[str
     return found
 
 
-def _sockets(guest: int, pref_cpu: Mapping[str, Any]) -> int:
-    topology = pref_cpu.get("preferredCPUTopology", "sockets")
-    if topology in ("sockets", "preferSockets"):
-        return guest
-    if topology in ("spread", "preferSpread"):
-        spread = pref_cpu.get("spreadOptions") or {}
-        across = spread.get("across", "SocketsCores")
-        ratio = int(spread.get("ratio", 2))
-        if across == "SocketsCores":
-            return max(guest // ratio, 1)
-        if across == "SocketsCoresThreads":
-            return max(guest // (2 * ratio), 1)
-    return 1
-
-
-def cluster_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapping[str, Any]) -> list[str]:
-    """Reasons KubeVirt would refuse a VM using this instancetype and preference (empty when none)."""
-    found: list[str] = []
+def cluster_refusals(instancetype_spec: Mapping[str, Any], preference_spec: Mapping[str, Any],
+                     vm: Mapping[str, Any] | None = None,
+                     metadata: Iterable[Mapping[str, Any]] = ()) -> list[str]:
+    """KubeVirt's messages for every row of the admission table these objects break (empty when none)."""
     cpu = instancetype_spec.get("cpu") or {}
     memory = instancetype_spec.get("memory") or {}
     guest = cpu.get("guest")
-    if (len(cpu) == 1 and len(memory) == 1 and type(guest) is int and guest >= 1
-            and "launchSecurity" not in instancetype_spec
-            and preference_spec.keys().isdisjoint(("cpu", "requirements", "preferredLaunchSecurity", "firmware"))):
-        return found  # a plain size: nothing KubeVirt validates beyond the schema
-    if not isinstance(guest, int) or isinstance(guest, bool) or guest < 1:
-        found.append("spec.cpu.guest must be a whole number >= 1")
-        guest = 1
-    dedicated = cpu.get("dedicatedCPUPlacement") is True
-    if cpu.get("isolateEmulatorThread") and not dedicated:
-        found.append("spec.cpu.isolateEmulatorThread needs dedicatedCPUPlacement")
-    if cpu.get("realtime") is not None and not dedicated:
-        found.append("spec.cpu.realtime needs dedicatedCPUPlacement")
-    page = _get(memory, "hugepages", "pageSize")
-    if cpu.get("numa") is not None and not (dedicated and page):
-        found.append("spec.cpu.numa.guestMappingPassthrough needs dedicatedCPUPlacement and hugepages")
-    if page is not None:
-        if page not in _PAGE_BYTES:
-            found.append(f"spec.memory.hugepages.pageSize {page!r} is neither 2Mi nor 1Gi")
-        elif to_bytes(memory["guest"]) % _PAGE_BYTES[page]:
-            found.append(f"spec.memory.guest {memory['guest']} is not a multiple of the {page} page size")
-    overcommit = memory.get("overcommitPercent")
-    if overcommit is not None:
-        if not 0 <= overcommit <= 100:
-            found.append("spec.memory.overcommitPercent must be within 0..100")
-        if page is not None and overcommit:
-            found.append("spec.memory.overcommitPercent cannot be combined with hugepages")
-    pref_cpu = preference_spec.get("cpu") or {}
-    topology = pref_cpu.get("preferredCPUTopology")
-    if topology is not None and topology not in _TOPOLOGIES:
-        found.append(f"preferredCPUTopology {topology!r} is not a KubeVirt topology")
-    if topology in ("spread", "preferSpread"):
-        spread = pref_cpu.get("spreadOptions") or {}
-        across = spread.get("across", "SocketsCores")
-        ratio = spread.get("ratio", 2)
-        if across not in _SPREAD_ACROSS:
-            found.append(f"spreadOptions.across {across!r} is not a KubeVirt value")
-        elif across == "CoresThreads" and ratio != 2:
-            found.append("spreadOptions.ratio must be 2 across CoresThreads")
-        elif across == "SocketsCoresThreads" and (guest % 2 or (guest // 2) % ratio):
-            found.append(f"instancetype.spec.cpu.guest {guest} does not spread across SocketsCoresThreads 1:{ratio}:2")
-        elif across != "SocketsCoresThreads" and guest % ratio:
-            found.append(f"instancetype.spec.cpu.guest {guest} is not divisible by the spread ratio {ratio}")
-    max_sockets = cpu.get("maxSockets")
-    if max_sockets is not None and max_sockets < _sockets(guest, pref_cpu):
-        found.append(f"spec.cpu.maxSockets {max_sockets} is below the sockets of the topology")
-    launch = instancetype_spec.get("launchSecurity") or preference_spec.get("preferredLaunchSecurity") or {}
-    if "sev" in launch or "snp" in launch:
-        efi = _get(preference_spec, "firmware", "preferredEfi")
-        if efi is None or efi.get("secureBoot", True):
-            found.append("SEV and SNP need UEFI without secure boot: preferredEfi.secureBoot must be false")
-    efi = _get(preference_spec, "firmware", "preferredEfi")
-    if efi is not None and efi.get("secureBoot", True) and _get(preference_spec, "features", "preferredSmm") is None:
-        found.append("EFI secure boot (KubeVirt's default for EFI) needs SMM: features.preferredSmm")
-    requirements = preference_spec.get("requirements") or {}
-    need_cpu = _get(requirements, "cpu", "guest")
-    if need_cpu is not None and guest < need_cpu:
-        found.append(f"insufficient CPU resources of {guest} vCPU provided by instance type, "
-                     f"preference requires {need_cpu}")
-    need_memory = _get(requirements, "memory", "guest")
-    if need_memory is not None and to_bytes(memory["guest"]) < to_bytes(need_memory):
-        found.append(f"insufficient Memory resources of {memory['guest']} provided by instance type, "
-                     f"preference requires {need_memory}")
-    return found
+    if (len(cpu) == 1 and len(memory) == 1 and type(guest) is int and 1 <= guest <= UINT32_MAX
+            and instancetype_spec.keys() <= _PLAIN_SPEC and not preference_spec and _plain_vm(vm)):
+        found = metadata_refusals(metadata, vm, instancetype_spec)  # a plain size: only these rows can apply
+    else:
+        found = admission_refusals(instancetype_spec, preference_spec, vm, metadata)
+    return [message for _rule, message in found]
+
+
+_PLAIN_SPEC = frozenset({"cpu", "memory"})
+
+
+def _plain_vm(vm: Mapping[str, Any] | None) -> bool:
+    if vm is None:
+        return True
+    tmpl = _get(vm, "spec", "template") or {}
+    spec = tmpl.get("spec") or {}
+    domain = spec.get("domain") or {}
+    devices = domain.get("devices") or {}
+    return ("metadata" not in tmpl and "affinity" not in spec and "architecture" not in spec
+            and devices.keys() <= {"disks"} and domain.keys() <= {"devices"}
+            and not any(disk.get("cdrom") is not None or (disk.get("disk") or {}).get("bus")
+                        for disk in devices.get("disks") or ()))
 
 
 def check_vm(vm: Mapping[str, Any], instancetype_spec: Mapping[str, Any],
-             preference_spec: Mapping[str, Any] | None = None) -> None:
-    """Raise RefusedByKubeVirt if KubeVirt admission would refuse the VM with these objects."""
+             preference_spec: Mapping[str, Any] | None = None,
+             metadata: Iterable[Mapping[str, Any]] = ()) -> None:
+    """Raise RefusedByKubeVirt if KubeVirt admission would refuse the VM with these objects.
+
+    ``metadata`` are the metadata of the emitted instancetype and preference objects (and the VM's).
+    """
     problems = [f"VM field(s) {path} conflicts with selected instance type"
                 for path in instancetype_conflicts(vm, instancetype_spec)]
-    problems += cluster_refusals(instancetype_spec, preference_spec or {})
+    problems += cluster_refusals(instancetype_spec, preference_spec or {}, vm, metadata)
     if problems:
         raise RefusedByKubeVirt(problems)

@@ -9,10 +9,22 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import fnmatch
 from collections.abc import Mapping
 from typing import Any
 
+from openkeel_compute.kubevirt.admission import (
+    ARM64_DISK_BUSES,
+    CDROM_BUSES,
+    DISK_BUSES,
+    INPUT_BUSES,
+    INTERFACE_MODELS,
+    MACHINE_PATTERNS,
+    VIDEO_TYPES,
+    Rendered,
+)
 from openkeel_compute.kubevirt.flavor import Flavor, parse_flavor
+from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
 
@@ -49,6 +61,7 @@ class ImagePreference:
 
     spec: dict[str, Any]
     ignored: tuple[str, ...]  # image properties with no preference target
+    dropped: tuple[tuple[str, str], ...] = ()  # (image property, why KubeVirt would refuse it) not applied
 
 
 def _bool(value: Any) -> bool | None:
@@ -175,27 +188,51 @@ def preference_with_image(flavor: Mapping[str, Any] | Flavor, image: Mapping[str
             spec.setdefault("devices", {})["preferredNetworkInterfaceMultiQueue"] = image_mq
 
     ignored: list[str] = []
+    dropped: list[tuple[str, str]] = []
+    it_spec = objects.instancetypes[0]["spec"] if objects.instancetypes else {}
+    flavor_launch = it_spec.get("launchSecurity")
+    if model is not None and flavor_launch is not None:
+        # The instancetype's launchSecurity is what the cluster runs; the image cannot change it.
+        flavor_model = next(name for name, launch in _LAUNCH_SECURITY.items() if launch == flavor_launch)
+        if flavor_model != model:
+            reason = (f"the flavor's instance type already sets {flavor_model} memory encryption; the image's "
+                      f"{model} is not applied.")
+            dropped.append(("hw_mem_encryption_model", reason))
+            model = flavor_model
+    arch = _ARCHITECTURES.get(props.get("hw_architecture", ""), "")
+    if arch == "arm64":
+        reason = _arm64_blocker(it_spec, objects.vm, model)
+        if reason:
+            dropped.append(("hw_architecture", reason))
+            arch = ""
+    checked_arch = arch or "amd64"
     handled = {"hw_cpu_policy", "hw_cpu_thread_policy", "hw_mem_page_size", "hw_tpm_version", "hw_tpm_model",
                "hw_sound_model", "hw_usb_model", "hw_redirected_usb_ports", "os_secure_boot", "hw_mem_encryption",
                "hw_mem_encryption_model", "hw_vif_multiqueue_enabled"}
     for key, value in props.items():
         target = _DEVICE_PROPERTIES.get(key)
         if target is not None:
+            refusal = _device_refusal(key, value, checked_arch)
+            if refusal:
+                dropped.append((key, refusal))
+                continue
             spec.setdefault(target[0], {})[target[1]] = value
         elif key == "hw_pointer_model" and value == "usbtablet":
             spec.setdefault("devices", {})["preferredInputType"] = "tablet"
         elif key == "hw_firmware_type":
-            firmware = spec.setdefault("firmware", {})
             if value == "uefi":
                 # KubeVirt's EFI defaults to secure boot (which needs SMM); Nova only enables it on request.
-                firmware.setdefault("preferredEfi", {"secureBoot": False})
+                spec.setdefault("firmware", {}).setdefault("preferredEfi", {"secureBoot": False})
+            elif checked_arch == "arm64":
+                dropped.append((key, "KubeVirt boots aarch64 guests with UEFI only (no BIOS)."))
             else:
-                firmware["preferredUseBios"] = True
+                spec.setdefault("firmware", {})["preferredUseBios"] = True
         elif key == "hw_rng_model" and _bool(parsed.extra_specs.get("hw_rng:allowed", "false")):
             spec.setdefault("devices", {})["preferredRng"] = {}
         elif key == "hw_architecture" and value in _ARCHITECTURES:
-            spec["preferredArchitecture"] = _ARCHITECTURES[value]
-            spec.setdefault("requirements", {})["architecture"] = _ARCHITECTURES[value]
+            if arch:
+                spec["preferredArchitecture"] = arch
+                spec.setdefault("requirements", {})["architecture"] = arch
         elif key not in handled:
             ignored.append(key)
     devices = spec.setdefault("devices", {})
@@ -207,13 +244,67 @@ def preference_with_image(flavor: Mapping[str, Any] | Flavor, image: Mapping[str
         del spec["devices"]
     if secure_boot == "required" and model not in ("amd-sev", "amd-sev-es", "amd-sev-snp"):
         spec.setdefault("firmware", {})["preferredEfi"] = {"secureBoot": True}
-        spec.setdefault("features", {})["preferredSmm"] = {}
+        if model != "intel-tdx":
+            spec.setdefault("features", {})["preferredSmm"] = {}
     if model is not None:
-        it_spec = objects.instancetypes[0]["spec"] if objects.instancetypes else {}
         if "launchSecurity" not in it_spec:
             spec["preferredLaunchSecurity"] = copy.deepcopy(_LAUNCH_SECURITY[model])
         if model != "intel-tdx":
             spec.setdefault("firmware", {})["preferredEfi"] = {"secureBoot": False}
+        else:
+            # KubeVirt refuses SMM with TDX; TDX firmware does secure boot without it.
+            features = spec.get("features") or {}
+            features.pop("preferredSmm", None)
+            if "features" in spec and not features:
+                del spec["features"]
+    if arch == "arm64" and Rendered(it_spec, spec, objects.vm).threads > 1 and it_spec["cpu"].get(
+            "dedicatedCPUPlacement"):
+        spec["cpu"] = {"preferredCPUTopology": "cores"}
+        reason = "KubeVirt allows one thread per core for dedicated CPUs on aarch64: the topology becomes cores only."
+        dropped.append(("hw_architecture", reason))
     if min_ram:
         spec.setdefault("requirements", {})["memory"] = {"guest": f"{min_ram}Mi"}
-    return ImagePreference(spec, tuple(sorted(ignored)))
+    check_vm(objects.vm, it_spec, spec)  # a RefusedByKubeVirt here is a mapping bug, never the image's fault
+    return ImagePreference(spec, tuple(sorted(ignored)), tuple(dropped))
+
+
+def _arm64_blocker(it_spec: Mapping[str, Any], vm: Mapping[str, Any], model: str | None) -> str:
+    """Why the flavor's objects cannot run on aarch64 under KubeVirt, or '' when they can."""
+    devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
+    if model is not None or "launchSecurity" in it_spec:
+        return "KubeVirt supports memory encryption on x86_64 only; the image's aarch64 architecture is not applied."
+    if "watchdog" in devices:
+        return "KubeVirt has no watchdog on aarch64; the image's aarch64 architecture is not applied."
+    if "sound" in devices:
+        return "KubeVirt has no sound device on aarch64; the image's aarch64 architecture is not applied."
+    return ""
+
+
+def _device_refusal(key: str, value: Any, arch: str) -> str:
+    """Why KubeVirt would refuse this image device property, or '' when it accepts it."""
+    text = str(value)
+    if key == "hw_disk_bus":
+        allowed: tuple[str, ...] = ARM64_DISK_BUSES if arch == "arm64" else DISK_BUSES
+        what = "disk buses"
+    elif key == "hw_cdrom_bus":
+        allowed = tuple(b for b in CDROM_BUSES if arch != "arm64" or b in ARM64_DISK_BUSES)
+        what = "CD-ROM buses"
+    elif key == "hw_vif_model":
+        allowed, what = INTERFACE_MODELS, "interface models"
+    elif key == "hw_video_model":
+        allowed, what = VIDEO_TYPES.get(arch, ()), "video models"
+        if arch not in VIDEO_TYPES:
+            return ""
+    elif key == "hw_input_bus":
+        allowed, what = INPUT_BUSES, "input buses"
+    elif key == "hw_machine_type":
+        patterns = MACHINE_PATTERNS.get(arch, ())
+        if not patterns or any(fnmatch.fnmatchcase(text, p) for p in patterns):
+            return ""
+        return (f"KubeVirt's default emulated machines are {', '.join(patterns)}; machine type {text} is not "
+                "applied.")
+    else:
+        return ""
+    if text in allowed:
+        return ""
+    return f"KubeVirt accepts only these {what}: {', '.join(allowed)}; {text} is not applied."

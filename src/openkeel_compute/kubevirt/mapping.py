@@ -14,6 +14,12 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from openkeel_compute.kubevirt.admission import (
+    ANNOTATIONS_LIMIT,
+    UINT32_MAX,
+    annotations_size,
+    qualified_name_ok,
+)
 from openkeel_compute.kubevirt.flavor import Flavor, InvalidFlavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.names import kubernetes_name
@@ -64,7 +70,6 @@ _FALSE = frozenset({"0", "f", "false", "off", "n", "no"})
 _PAGE_SIZE = re.compile(r"(\d+)([kKMGT]i?)?(b|bit|B)?")
 _UNIT_KIB = {None: 1, "k": 1, "K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 _KUBEVIRT_PAGES = {2048: "2Mi", 1048576: "1Gi"}
-_LABEL_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _FILTER_OPERATORS = ("=", "==", "!=", ">=", "<=", "s==", "s!=", "s>=", "s>", "s<=", "s<", "<in>", "<all-in>", "<or>")
 _GROUPED_KEY = re.compile(r"(trait|resources)([a-zA-Z0-9_-]*):(.+)")
@@ -220,9 +225,19 @@ def _realtime(b: _Build, items: list[Item]) -> None:
         value, rule = values["hw:cpu_realtime"]
         if not enabled:
             b.note("hw:cpu_realtime", value, Fidelity.EXACT, rule, "no realtime: KubeVirt's default.")
-        elif b.dedicated:
+        elif b.dedicated and "numa" in b.cpu:
             b.cpu["realtime"] = {}
             b.note("hw:cpu_realtime", value, Fidelity.EXACT, rule, "realtime: {}.")
+        elif b.dedicated and b.page_kib:
+            b.cpu["realtime"] = {}
+            b.cpu["numa"] = {"guestMappingPassthrough": {}}
+            b.note("hw:cpu_realtime", value, Fidelity.PARTIAL, rule,
+                   "realtime: {} with numa.guestMappingPassthrough, which KubeVirt requires for realtime vCPUs; "
+                   "the guest copies the host NUMA layout of its pinned CPUs.")
+        elif b.dedicated:
+            b.note("hw:cpu_realtime", value, Fidelity.NONE, rule,
+                   "KubeVirt refuses realtime without numa.guestMappingPassthrough, which needs huge pages "
+                   "(hw:mem_page_size); not applied.")
         else:
             b.note("hw:cpu_realtime", value, Fidelity.NONE, rule,
                    "KubeVirt refuses realtime without dedicatedCPUPlacement; Nova needs hw:cpu_policy=dedicated too.")
@@ -291,6 +306,16 @@ def _topology(b: _Build, items: list[Item]) -> None:
     threads = given.get("hw:cpu_threads", 1)
     sockets = given.get("hw:cpu_sockets")
     cores = given.get("hw:cpu_cores")
+    adjusted = ""
+    if b.dedicated and threads > 2:
+        # KubeVirt refuses more than two threads per core with dedicated CPUs: halve the threads (or
+        # drop to one when odd) and give the cores what the threads lose, so the vCPU count stays.
+        kept = 2 if threads % 2 == 0 else 1
+        adjusted = (f"KubeVirt refuses more than two threads per core with dedicated CPUs; the flavor's {threads} "
+                    f"threads become {kept}. ")
+        if cores is not None:
+            cores = cores * (threads // kept)
+        threads = kept
     if sockets is None and cores is None:
         sockets, cores = (1, vcpus // threads) if vcpus % threads == 0 else (0, 0)
     elif sockets is None:
@@ -317,11 +342,12 @@ def _topology(b: _Build, items: list[Item]) -> None:
     for key, value, rule in items:
         if cpu is None:
             b.note(key, value, Fidelity.NONE, rule,
-                   f"no KubeVirt topology gives {shown} for {vcpus} vCPUs; KubeVirt's default (all sockets) is used.")
+                   f"{adjusted}no KubeVirt topology gives {shown} for {vcpus} vCPUs; KubeVirt's default (all sockets) "
+                   "is used.")
         else:
             b.note(key, value, Fidelity.PARTIAL, rule,
-                   f"{shown} via preferredCPUTopology {cpu['preferredCPUTopology']}; a resize keeps the axis or "
-                   "ratio, not the counts.")
+                   f"{adjusted}{shown} via preferredCPUTopology {cpu['preferredCPUTopology']}; a resize keeps the "
+                   "axis or ratio, not the counts.")
     if cpu is not None:
         b.pref_section("cpu").update(cpu)
         b.sockets = sockets or vcpus
@@ -330,7 +356,10 @@ def _topology(b: _Build, items: list[Item]) -> None:
 def _max_sockets(b: _Build, items: list[Item]) -> None:
     for key, value, rule in items:
         maximum = _int(key, value, 1)
-        if maximum < b.sockets:
+        if maximum > UINT32_MAX:
+            b.note(key, value, Fidelity.NONE, rule,
+                   f"KubeVirt's maxSockets holds at most {UINT32_MAX}; not applied.")
+        elif maximum < b.sockets:
             b.note(key, value, Fidelity.NONE, rule,
                    f"KubeVirt refuses maxSockets below the {b.sockets} socket(s) of the topology.")
         else:
@@ -367,9 +396,11 @@ def _mem_encryption(b: _Build, items: list[Item]) -> None:
             b.launch = model
             b.spec["launchSecurity"] = json.loads(json.dumps(_LAUNCH_SECURITY[model]))
             note = f"launchSecurity ({model}); KubeVirt v1.9 warns that instancetype launchSecurity is deprecated."
+            b.pref_section("firmware")["preferredEfi"] = {"secureBoot": False}
             if model != "intel-tdx":
-                b.pref_section("firmware")["preferredEfi"] = {"secureBoot": False}
                 note += " KubeVirt runs SEV/SNP guests only on UEFI without secure boot: preferredEfi.secureBoot false."
+            else:
+                note += " KubeVirt runs TDX guests only on UEFI: preferredEfi (secure boot only if os:secure_boot asks)."
             b.note("hw:mem_encryption", value, Fidelity.EXACT, rule, note)
         else:
             b.note("hw:mem_encryption", value, Fidelity.EXACT, rule, "no memory encryption: KubeVirt's default.")
@@ -384,6 +415,11 @@ def _secure_boot(b: _Build, items: list[Item]) -> None:
         elif b.launch in ("amd-sev", "amd-sev-es", "amd-sev-snp"):
             b.note(key, value, Fidelity.NONE, rule,
                    "KubeVirt v1.9 refuses secure boot with SEV/SNP; memory encryption wins, secure boot is off.")
+        elif b.launch == "intel-tdx":
+            b.pref_section("firmware")["preferredEfi"] = {"secureBoot": True}
+            b.note(key, value, Fidelity.EXACT, rule,
+                   "preferredEfi.secureBoot: true without SMM: KubeVirt refuses SMM with TDX, whose firmware "
+                   "needs none.")
         else:
             b.pref_section("firmware")["preferredEfi"] = {"secureBoot": True}
             b.pref_section("features")["preferredSmm"] = {}
@@ -524,10 +560,7 @@ def _bandwidth(b: _Build, items: list[Item]) -> None:
 def _label(prefix: str, name: str) -> str | None:
     """A node label key prefix+name, or None when Kubernetes would refuse it."""
     key = prefix + name
-    label_prefix, _, label_name = key.rpartition("/")
-    if len(label_name) > 63 or len(label_prefix) > 253 or _LABEL_NAME.fullmatch(label_name) is None:
-        return None
-    return key
+    return key if qualified_name_ok(key) else None
 
 
 def _trait(b: _Build, items: list[Item]) -> None:
@@ -623,14 +656,14 @@ def _resource_class(b: _Build, items: list[Item]) -> None:
 
 
 # Handlers run in this order: later ones read what earlier ones decided (dedicated CPUs, page size,
-# memory encryption, sockets).
+# NUMA passthrough before realtime, memory encryption, sockets).
 _HANDLERS: dict[str, Callable[[_Build, list[Item]], None]] = {
     "cpu_policy": _cpu_policy,
     "pcpu": _pcpu,
     "page_size": _page_size,
     "emulator_threads": _emulator_threads,
-    "realtime": _realtime,
     "numa": _numa,
+    "realtime": _realtime,
     "topology": _topology,
     "max_sockets": _max_sockets,
     "mem_encryption": _mem_encryption,
@@ -692,6 +725,27 @@ def _annotations(flavor: Flavor) -> dict[str, str]:
     if flavor.description is not None:
         annotations[ANN_DESCRIPTION] = flavor.description
     return annotations
+
+
+_DROPPABLE = ((ANN_DESCRIPTION, "description"), (ANN_EXTRA_SPECS, "extra_specs"))
+_DROP_RULE = Rule("annotations", "", "", "metadata.annotations", Fidelity.NONE, "")
+
+
+def _fit_annotations(b: _Build, annotations: dict[str, str]) -> None:
+    """Leave the largest droppable annotations out until every object's annotations fit Kubernetes' limit."""
+    longest_project = max(map(len, b.flavor.access), default=0) * 4 if b.flavor.access else 0
+    if (sum(map(len, annotations)) + sum(map(len, annotations.values()))) * 4 + len(ANN_PROJECT) \
+            + longest_project <= ANNOTATIONS_LIMIT:
+        return  # cannot reach the limit even at four bytes per character
+    access = b.flavor.access if not b.flavor.is_public else ()
+    extra = len(ANN_PROJECT) + max(len(project.encode()) for project in access) if access else 0
+    while annotations_size(annotations) + extra > ANNOTATIONS_LIMIT:
+        key, field = max(((k, f) for k, f in _DROPPABLE if k in annotations),
+                         key=lambda pair: len(annotations[pair[0]].encode()))
+        size = len(annotations.pop(key).encode())
+        b.note(field, f"{size} bytes", Fidelity.NONE, _DROP_RULE,
+               f"left out of the object's {key} annotation: Kubernetes refuses more than {ANNOTATIONS_LIMIT} bytes "
+               "of annotations per object; the flavor catalogue keeps it.")
 
 
 def _metadata(name: str, annotations: dict[str, str], project: str | None, namespace: str | None) -> dict[str, Any]:
@@ -786,6 +840,8 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
                        options: MappingOptions = DEFAULT_OPTIONS) -> FlavorObjects:
     """Convert one flavor (GET /flavors/{id} body, optionally with "access") into KubeVirt objects."""
     parsed = flavor if isinstance(flavor, Flavor) else parse_flavor(flavor)
+    if parsed.vcpus > UINT32_MAX:
+        raise InvalidFlavor("vcpus", f"{parsed.vcpus} is more than KubeVirt's maximum of {UINT32_MAX} vCPUs")
     b = _Build(parsed, options)
     _base_report(b)
     _translate_extra_specs(b)
@@ -795,6 +851,7 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
     instancetypes: list[dict[str, Any]] = []
     preferences: list[dict[str, Any]] = []
     annotations = _annotations(parsed)
+    _fit_annotations(b, annotations)
     for project, namespace in _copies(parsed, options):
         instancetypes.append({
             "apiVersion": INSTANCETYPE_API,
@@ -809,5 +866,13 @@ def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
             "spec": pref_spec if namespace is None else _copy(pref_spec),
         })
     vm = _vm_fragment(b, name, not parsed.is_public)
-    check_vm(vm, spec, pref_spec)  # a refusal here is a mapping bug, never the flavor's fault
+    # A preference carries its instancetype's metadata; namespaced copies differ only in namespace and
+    # project annotation, so the first copy and the one with the longest project id stand for all.
+    metadata = [doc["metadata"] for doc in instancetypes[:1]]
+    if len(instancetypes) > 1:
+        metadata.append(max((doc["metadata"] for doc in instancetypes),
+                            key=lambda meta: len(meta["annotations"].get(ANN_PROJECT, "").encode())))
+    metadata.append(vm["metadata"])
+    # A refusal here is a mapping bug, never the flavor's fault.
+    check_vm(vm, spec, pref_spec, metadata)
     return FlavorObjects(parsed, name, tuple(instancetypes), tuple(preferences), vm, tuple(b.report))
