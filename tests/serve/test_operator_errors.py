@@ -67,6 +67,13 @@ def test_an_unparsable_database_url(tmp_path) -> None:
     assert line.startswith("error: [database] connection is not a usable database URL: ")
 
 
+def test_an_unknown_schema_revision(tmp_path) -> None:
+    conf = write_conf(tmp_path, NOAUTH)
+    line = error_line(run("db", "sync", "--config-file", conf, "--revision", "nope"))
+    assert line == ("error: database schema: Can't locate revision identified by 'nope' "
+                    "(`openkeel-compute db version` shows the database's revision)")
+
+
 def test_controller_kubeconfig_missing(tmp_path) -> None:
     conf = write_conf(tmp_path, NOAUTH)
     line = error_line(run("controller", "--config-file", conf, "--kubeconfig", str(tmp_path / "kc"), "--once"))

@@ -95,6 +95,8 @@ def operator_message(exc: BaseException) -> str | None:
         return _config_message(exc)
     if module.startswith("sqlalchemy"):
         return database_message(exc)
+    if module.startswith("alembic"):  # a revision this release does not know (--revision, a newer schema)
+        return f"database schema: {_first_line(exc)} (`openkeel-compute db version` shows the database's revision)"
     if module.startswith(("httpx", "lightkube")):
         return f"Kubernetes: {_first_line(exc)}"
     if isinstance(exc, OSError) and exc.filename is not None:

@@ -12,18 +12,30 @@ exits as nova-status does: 0 success, 1 warning, 2 failure, 255 when the checks 
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import types
-
-from oslo_upgradecheck import common_checks, upgradecheck
-from oslo_upgradecheck.upgradecheck import Code, Result
+from typing import NamedTuple
 
 from openkeel_compute.cmd.common import OperatorError, add_config_args, database_message, load_conf
 
 LOG = logging.getLogger(__name__)
 
 DB_SYNC = "run `openkeel-compute db sync`"
+
+
+class Code(enum.IntEnum):
+    """oslo.upgradecheck's codes (imported only by the command: serve's master does not need it)."""
+
+    SUCCESS = 0
+    WARNING = 1
+    FAILURE = 2
+
+
+class Result(NamedTuple):
+    code: Code
+    details: str | None = None
 
 
 def register(subparsers) -> None:
@@ -49,10 +61,12 @@ def _status(args) -> int:
         if message is None:
             raise
         raise OperatorError(message, status=255) from exc
+    from oslo_upgradecheck import upgradecheck
+
     # oslo.upgradecheck reads --json from its module's CONF (``command.json``).
     upgradecheck.CONF = types.SimpleNamespace(command=types.SimpleNamespace(json=args.json))
     try:
-        return int(StatusCommands(conf).check())
+        return int(status_commands(conf).check())
     finally:
         upgradecheck.CONF = None
         _dispose()
@@ -179,19 +193,27 @@ def check_kubernetes(conf) -> Result:
     return Result(Code.SUCCESS, f"{server} answers (kubeconfig {kubeconfig})")
 
 
-class StatusCommands(upgradecheck.UpgradeCommands):
-    display_title = "Status Check Results"
+def status_commands(conf):
+    """oslo.upgradecheck's UpgradeCommands running the checks above on ``conf``."""
+    from oslo_upgradecheck import common_checks, upgradecheck
 
-    def __init__(self, conf) -> None:
-        super().__init__()
-        self.conf = conf
-        self._upgrade_checks = (
-            ("Database", (lambda self: check_database(self.conf), {})),
-            ("Policy File", (lambda self: check_policy(self.conf), {})),
+    def _wrap(check):
+        def run(_self):
+            result = check(conf)
+            return upgradecheck.Result(upgradecheck.Code(int(result.code)), result.details)
+        return run, {}
+
+    class _StatusCommands(upgradecheck.UpgradeCommands):
+        display_title = "Status Check Results"
+        _upgrade_checks = (
+            ("Database", _wrap(check_database)),
+            ("Policy File", _wrap(check_policy)),
             ("Policy File JSON to YAML Migration", (common_checks.check_policy_json, {"conf": conf})),
-            ("API Authentication", (lambda self: check_auth(self.conf), {})),
-            ("Kubernetes", (lambda self: check_kubernetes(self.conf), {})),
+            ("API Authentication", _wrap(check_auth)),
+            ("Kubernetes", _wrap(check_kubernetes)),
         )
+
+    return _StatusCommands()
 
 
 def preflight(conf) -> None:
