@@ -44,6 +44,19 @@ def test_an_invalid_port_on_the_command_line(tmp_path) -> None:
     assert line == "error: argument --port: 99999 is not a TCP port number (1-65535) (see openkeel-compute serve --help)"
 
 
+def test_no_workers_on_the_command_line() -> None:
+    line = error_line(run("serve", "--workers", "0"), status=2)
+    assert line == "error: argument --workers: 0 is not a whole number of at least 1 (see openkeel-compute serve --help)"
+
+
+def test_an_unknown_host(tmp_path) -> None:
+    conf = write_conf(tmp_path, NOAUTH)
+    assert run("db", "sync", "--config-file", conf).returncode == 0
+    line = error_line(run("serve", "--config-file", conf, "--host", "no-such-host.invalid"))
+    assert line.startswith("error: cannot listen on no-such-host.invalid: ") and line.endswith(
+        "(check --host or [wsgi] host)")
+
+
 def test_enforce_scope_false_is_refused_before_listening(tmp_path) -> None:
     conf = write_conf(tmp_path, NOAUTH + "[oslo_policy]\nenforce_scope = false\n")
     done = run("serve", "--config-file", conf, "--port", "1")

@@ -43,6 +43,17 @@ def port_number(text: str) -> int:
     return port
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be at least 1 (workers)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 1")
+    return value
+
+
 def add_config_args(parser) -> None:
     parser.add_argument("--config-file", action="append", default=[], metavar="FILE",
                         help="oslo.config file(s); later files override earlier ones")

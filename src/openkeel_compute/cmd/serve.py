@@ -13,7 +13,7 @@ import os
 import socket
 import sys
 
-from openkeel_compute.cmd.common import OperatorError, add_config_args, load_conf, port_number
+from openkeel_compute.cmd.common import OperatorError, add_config_args, load_conf, port_number, positive_int
 from openkeel_compute.startup import collector_paused
 
 LOG = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def register(subparsers) -> None:
     add_config_args(parser)
     parser.add_argument("--host", help="listen address (default: [wsgi] host)")
     parser.add_argument("--port", type=port_number, help="listen port (default: [wsgi] port)")
-    parser.add_argument("--workers", type=int, help="worker processes (default: [wsgi] workers)")
+    parser.add_argument("--workers", type=positive_int, help="worker processes (default: [wsgi] workers)")
     parser.add_argument("--server", choices=["granian", "gunicorn"], help="default: [wsgi] server")
     parser.set_defaults(func=_serve)
 
