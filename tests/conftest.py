@@ -12,6 +12,7 @@ from openkeel_compute.api.deploy import deploy
 from openkeel_compute.conf import build_conf
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from tests import _shared
 
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[1]
 POSTGRES_URL = os.environ.get("OPENKEEL_TEST_POSTGRES", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
@@ -67,3 +68,11 @@ def user(project: str = "demo-project", name: str = "demo", version: str | None 
         headers["OpenStack-API-Version"] = f"compute {version}"
     headers.update(extra)
     return headers
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", f"{_shared.MARKER}(path): a case whose values come from ../shared/<path>")
+
+
+def pytest_runtest_setup(item):
+    _shared.check_marker(item)

@@ -12,15 +12,27 @@ from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt
 from openkeel_compute.kubevirt.options import MappingOptions
 from openkeel_compute.kubevirt.quantity import to_bytes
 from openkeel_compute.kubevirt.reverse import import_instancetype
-from tests._shared import shared_path
+from tests._shared import shared_params, shared_path
 
 # Cozystack's gn1 types ask for nvidia.com/A400: a site that maps a vGPU type to it.
 OPTIONS = MappingOptions(vgpu_type_resources={"nvidia-a400": "nvidia.com/A400"})
 
 
-def _instancetypes(bundle: str) -> list[dict[str, Any]]:
-    docs = yaml.load_all(shared_path(f"kubevirt/common-instancetypes/{bundle}").read_text(), Loader=yaml.CSafeLoader)
+COMMON_BUNDLE = "kubevirt/common-instancetypes/common-clusterinstancetypes-bundle.yaml"
+GN1_BUNDLE = "kubevirt/common-instancetypes/cozystack-extra-instancetypes.yaml"
+
+
+def _load(path) -> list[dict[str, Any]]:
+    docs = yaml.load_all(path.read_text(), Loader=yaml.CSafeLoader)
     return [d for d in docs if d and d["kind"] == "VirtualMachineClusterInstancetype"]
+
+
+def _instancetypes(bundle: str) -> list[dict[str, Any]]:
+    return _load(shared_path(bundle))
+
+
+def _ids(doc: dict[str, Any] | None) -> str | None:
+    return doc["metadata"]["name"] if doc else None
 
 
 def _without(spec: dict[str, Any], paths: list[str]) -> dict[str, Any]:
@@ -40,15 +52,16 @@ def _normalised(spec: dict[str, Any]) -> dict[str, Any]:
     return spec
 
 
-COMMON = _instancetypes("common-clusterinstancetypes-bundle.yaml")
-GN1 = _instancetypes("cozystack-extra-instancetypes.yaml")
+# Collected from the bundles when ../shared is present; one "needs-shared" case otherwise.
+ALL = shared_params(COMMON_BUNDLE, _load) + shared_params(GN1_BUNDLE, _load)
 
 
 def test_the_bundles_hold_65_common_and_4_gn1_instancetypes() -> None:
-    assert (len(COMMON), len(GN1)) == (65, 4), (len(COMMON), len(GN1))
+    common, gn1 = _instancetypes(COMMON_BUNDLE), _instancetypes(GN1_BUNDLE)
+    assert (len(common), len(gn1)) == (65, 4), (len(common), len(gn1))
 
 
-@pytest.mark.parametrize("instancetype", COMMON + GN1, ids=lambda d: d["metadata"]["name"])
+@pytest.mark.parametrize("instancetype", ALL, ids=_ids)
 def test_import_then_render_gives_the_instancetype_back_minus_what_is_reported(instancetype: dict[str, Any]) -> None:
     result = import_instancetype(instancetype, options=OPTIONS)
     rendered = flavor_to_kubevirt(result.flavor, OPTIONS).instancetypes[0]
@@ -59,7 +72,7 @@ def test_import_then_render_gives_the_instancetype_back_minus_what_is_reported(i
 
 
 def test_imported_extra_specs_use_nova_values() -> None:
-    cx1 = next(d for d in COMMON if d["metadata"]["name"] == "cx1.2xlarge1gi")
+    cx1 = next(d for d in _instancetypes(COMMON_BUNDLE) if d["metadata"]["name"] == "cx1.2xlarge1gi")
     result = import_instancetype(cx1)
     assert result.flavor["extra_specs"] == {
         "hw:cpu_policy": "dedicated", "hw:emulator_threads_policy": "isolate", "hw:cpu_max_sockets": "8",
@@ -69,12 +82,12 @@ def test_imported_extra_specs_use_nova_values() -> None:
 
 
 def test_what_cannot_be_expressed_is_reported_by_path() -> None:
-    lost = {path for d in COMMON for path, _ in import_instancetype(d).lost}
+    lost = {path for d in _instancetypes(COMMON_BUNDLE) for path, _ in import_instancetype(d).lost}
     assert lost == {"spec.ioThreadsPolicy", "spec.annotations", "spec.memory.overcommitPercent"}, lost
 
 
 def test_gn1_without_a_configured_vgpu_resource_reports_the_gpus() -> None:
-    result = import_instancetype(GN1[0])
+    result = import_instancetype(_instancetypes(GN1_BUNDLE)[0])
     assert [p for p, _ in result.lost] == ["spec.gpus"]
 
 
@@ -104,7 +117,7 @@ def _nova_validate() -> Any:
     return validate
 
 
-@pytest.mark.parametrize("instancetype", COMMON + GN1, ids=lambda d: d["metadata"]["name"])
+@pytest.mark.parametrize("instancetype", ALL, ids=_ids)
 def test_imported_extra_specs_pass_nova_validation(instancetype: dict[str, Any]) -> None:
     validate = _nova_validate()
     for key, value in import_instancetype(instancetype, options=OPTIONS).flavor["extra_specs"].items():

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 
@@ -16,7 +15,6 @@ from openkeel_compute.kubevirt.rules import (
     rule_for_extra_spec,
     rules_matching,
 )
-from tests._shared import shared_path
 
 # Seed 000 §3 counts 8 / 458 / 9 / 10 / 18 / 22. One validator moves: quota:cpu_quota goes from
 # approximate to none because KubeVirt refuses resources.limits.cpu beside an instancetype.
@@ -30,13 +28,13 @@ _SAMPLES = {"group": ["", "1", "_net-a"], "num": ["0", "7"], "key": ["ssd", "a:b
 
 
 def _validators() -> list[tuple[str, str]]:
-    """(name, name_regex) of every validator: the project's registry when it is importable."""
-    try:
-        from openkeel_compute.extra_specs import VALIDATORS
-    except ImportError:
-        data = json.loads(shared_path("reference/nova/extra-spec-validators.json").read_text())
-        unique = {v["name"]: v["name_regex"] for v in data["validators"]}
-        return list(unique.items())
+    """(name, name_regex) of every validator in the project's registry (collected at import).
+
+    The registry is checked against Nova's extracted facts in tests/extra_specs; reading those
+    facts here, at collection time, would break the module when ../shared is absent.
+    """
+    from openkeel_compute.extra_specs import VALIDATORS
+
     return [(v.name, v.name_regex) for v in VALIDATORS.values()]
 
 

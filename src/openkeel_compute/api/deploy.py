@@ -2,7 +2,8 @@
 
 Read from the outside in (the order a request meets them):
 
-  healthcheck        /healthcheck answers here, before anything else (oslo.middleware's app)
+  healthcheck        /healthcheck answers here, before anything else (oslo.middleware's app,
+                     with the database backend of api/health.py: 503 when it does not answer)
   request id         x-openstack-request-id and x-compute-request-id on every answer
   proxy headers      X-Forwarded-* (only with [oslo_middleware] enable_proxy_headers_parsing)
   access log         one line per request, with its request id, status and time
@@ -274,6 +275,14 @@ def build_services(conf: cfg.ConfigOpts) -> Services:
     return Services(conf=conf, engine=db_api.get_engine(conf), notifier=notifier, verify_project=verify)
 
 
+def _health_backends(conf: cfg.ConfigOpts) -> list[str]:
+    """[healthcheck] backends, always with the database ping (api/health.py) after them."""
+    from openkeel_compute.api import health
+
+    backends = list(conf.healthcheck.backends)
+    return backends if health.NAME in backends else [*backends, health.NAME]
+
+
 def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     """Build the WSGI application for ``conf``."""
     policies.init(conf)
@@ -299,6 +308,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         app = HTTPProxyToWSGI(app, conf)
     app = AccessLog(app)
     app = ComputeRequestId(app)
+    conf.set_override("backends", _health_backends(conf), group="healthcheck")
     health = healthcheck.Healthcheck(None, conf)
 
     def application(environ, start_response):

@@ -7,9 +7,19 @@
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import sys
 
-from openkeel_compute.cmd.common import add_config_args, load_conf, open_database, refusing_missing_database
+from openkeel_compute.cmd.common import (
+    OperatorError,
+    add_config_args,
+    load_conf,
+    open_database,
+    refusing_missing_database,
+)
+
+LOG = logging.getLogger(__name__)
 
 
 def _add_target_args(parser: argparse.ArgumentParser, default=None) -> None:
@@ -57,7 +67,73 @@ def _run(args) -> int:
 
     conf = load_conf(args)
     open_database(conf)  # says which database, refuses a missing SQLite file
+    _check_target(conf, args, retries=conf.controller.max_retries)
     return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+
+
+def _check_target(conf, args, retries: int) -> None:
+    """Before any work: the render directory is usable, or the cluster answers.
+
+    An unreachable cluster is tried ``retries`` more times with [controller]'s back-off, one log line
+    per attempt, then the command stops with an error (bounded: about base delay x 2^retries in
+    all). Once the controller runs, a lost cluster is retried for as long as it runs.
+    """
+    render = getattr(args, "render", None)
+    kubeconfig = None if render is not None else (getattr(args, "kubeconfig", None) or conf.controller.kubeconfig)
+    if not kubeconfig:
+        directory = render or conf.controller.render_dir
+        if os.path.exists(directory) and not os.path.isdir(directory):
+            raise OperatorError(f"--render {directory}: not a directory (give a directory for the YAML files)")
+        return
+    client, server = open_cluster(kubeconfig, conf.controller.request_timeout)
+    try:
+        probe_cluster(client, server, kubeconfig, retries, conf.controller.retry_base_delay)
+    finally:
+        client.close()
+
+
+def open_cluster(kubeconfig: str, timeout: float):
+    """(lightkube client, API server URL) for a kubeconfig file; OperatorError if it is unusable."""
+    import yaml
+    from lightkube import ConfigError, KubeConfig
+
+    from openkeel_compute.controller.kube import make_client
+
+    if not os.path.isfile(kubeconfig):
+        raise OperatorError(f"kubeconfig {kubeconfig} not found (check --kubeconfig or [controller] kubeconfig)")
+    try:
+        server = KubeConfig.from_file(kubeconfig).get().cluster.server
+        return make_client(kubeconfig, timeout), server
+    except (ConfigError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # lightkube's ConfigError, YAML errors, and a YAML file of another shape
+        raise OperatorError(f"kubeconfig {kubeconfig} is not a usable kubeconfig: {_reason(exc)}") from None
+
+
+def _reason(exc: Exception) -> str:
+    problem, mark = getattr(exc, "problem", None), getattr(exc, "problem_mark", None)
+    if problem and mark is not None:  # a YAML error
+        return f"invalid YAML: {problem} at line {mark.line + 1}, column {mark.column + 1}"
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def probe_cluster(client, server: str, kubeconfig: str, max_retries: int, base_delay: float = 0.2) -> None:
+    """List namespaces (what every resync does first); OperatorError when the cluster does not answer."""
+    import httpx2
+    from lightkube import ApiError
+
+    from openkeel_compute.controller.kube import KubeBackend, Retry
+
+    backend = KubeBackend(client, Retry(max_retries, base_delay))
+    try:
+        backend.namespaces()
+    except ApiError as exc:
+        raise OperatorError(f"Kubernetes at {server} (kubeconfig {kubeconfig}) refused to list namespaces: "
+                            f"{exc.status.code} {exc.status.message}") from None
+    except httpx2.HTTPError as exc:
+        tries = f" after {max_retries + 1} attempts" if max_retries else ""
+        raise OperatorError(f"cannot reach Kubernetes at {server} (kubeconfig {kubeconfig}){tries}: "
+                            f"{type(exc).__name__}: {exc} (check the cluster address and that it is up)") from None
 
 
 def _status(args) -> int:
@@ -67,6 +143,7 @@ def _status(args) -> int:
 
     args.config_file = getattr(args, "config_file", [])
     conf = load_conf(args)
+    _check_target(conf, args, retries=0)
     engine = open_database(conf)
     backend, _client = build_backend(conf, getattr(args, "kubeconfig", None), getattr(args, "render", None))
     try:

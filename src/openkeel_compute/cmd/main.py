@@ -1,15 +1,18 @@
 """The ``openkeel-compute`` command line: one sub-command per module in this package.
 
 Each command module exposes ``register(subparsers)``, which adds its parser and sets
-``func`` (called with the parsed arguments, returns an exit status).
+``func`` (called with the parsed arguments, returns an exit status). What the operator has to fix
+ends a command with one ``error:`` line (cmd/common.py: OperatorError, operator_message).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
+from openkeel_compute.cmd.common import ArgumentParser, operator_message
 from openkeel_compute.startup import collector_paused
 
 # Modules that contribute sub-commands, in help order.
@@ -19,6 +22,7 @@ COMMAND_MODULES = (
     "openkeel_compute.cmd.flavor",
     "openkeel_compute.cmd.extra_specs",
     "openkeel_compute.cmd.controller",
+    "openkeel_compute.cmd.status",
 )
 
 # The modules a command needs ("flavor status" comes from the controller's module). Importing
@@ -30,6 +34,7 @@ MODULES_BY_COMMAND = {
     "flavor": ("openkeel_compute.cmd.flavor", "openkeel_compute.cmd.controller"),
     "extra-specs": ("openkeel_compute.cmd.extra_specs",),
     "controller": ("openkeel_compute.cmd.controller",),
+    "status": ("openkeel_compute.cmd.status",),
 }
 
 
@@ -39,7 +44,7 @@ def _modules_for(argv: list[str] | None) -> tuple[str, ...]:
 
 
 def build_parser(modules: tuple[str, ...] = COMMAND_MODULES) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="openkeel-compute",
         description="OpenKeel compute: the OpenStack compute (Nova) API with KubeVirt as the hypervisor.")
     parser.add_argument("--version", action=_VersionAction)
@@ -82,7 +87,15 @@ def _execute(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except Exception as exc:
+        message = operator_message(exc)
+        if message is None:
+            raise  # a bug: keep the traceback
+        sys.stdout.flush()
+        print(f"error: {message}", file=sys.stderr)
+        return getattr(exc, "status", 1)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,7 +111,15 @@ def run() -> int:
     """
     with collector_paused():
         parsed = _parse(None)
-    return _execute(*parsed)
+    try:
+        status = _execute(*parsed)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # The reader went away (`openkeel-compute extra-specs list | head`): stop quietly, as a
+        # command killed by SIGPIPE would, and keep the interpreter's final flush from failing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # 128 + SIGPIPE, what a shell reports for such a command
+    return status
 
 
 if __name__ == "__main__":

@@ -1,12 +1,19 @@
-"""`openkeel-compute serve`: run the API with granian (or gunicorn gthread)."""
+"""`openkeel-compute serve`: run the API with granian (or gunicorn gthread).
+
+Before it listens, the master checks what would make every request fail (cmd/status.py's
+preflight: policy, authentication, database at head) and that the port is free, and refuses to
+start with one line otherwise.
+"""
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import socket
 import sys
 
-from openkeel_compute.cmd.common import add_config_args, load_conf
+from openkeel_compute.cmd.common import OperatorError, add_config_args, load_conf, port_number, positive_int
 from openkeel_compute.startup import collector_paused
 
 LOG = logging.getLogger(__name__)
@@ -16,8 +23,8 @@ def register(subparsers) -> None:
     parser = subparsers.add_parser("serve", help="run the compute API")
     add_config_args(parser)
     parser.add_argument("--host", help="listen address (default: [wsgi] host)")
-    parser.add_argument("--port", type=int, help="listen port (default: [wsgi] port)")
-    parser.add_argument("--workers", type=int, help="worker processes (default: [wsgi] workers)")
+    parser.add_argument("--port", type=port_number, help="listen port (default: [wsgi] port)")
+    parser.add_argument("--workers", type=positive_int, help="worker processes (default: [wsgi] workers)")
     parser.add_argument("--server", choices=["granian", "gunicorn"], help="default: [wsgi] server")
     parser.set_defaults(func=_serve)
 
@@ -29,6 +36,10 @@ def _serve(args) -> int:
     workers = args.workers or conf.wsgi.workers
     server = args.server or conf.wsgi.server
     threads = conf.wsgi.threads
+    from openkeel_compute.cmd.status import preflight
+
+    preflight(conf)
+    check_port_free(host, port)
     # Workers rebuild the app from the same configuration files.
     os.environ["OPENKEEL_CONFIG_FILES"] = os.pathsep.join(os.path.abspath(p) for p in args.config_file)
     LOG.info("OpenKeel compute API on http://%s:%s/ (%s, %d worker(s) x %d thread(s), auth %s)", host, port,
@@ -37,6 +48,30 @@ def _serve(args) -> int:
     if server == "gunicorn":
         return _gunicorn(host, port, workers, threads)
     return _granian(host, port, workers, threads)
+
+
+def check_port_free(host: str, port: int) -> None:
+    """OperatorError unless ``host``:``port`` can be listened on by this process alone.
+
+    granian listens with SO_REUSEPORT, so a second server on a busy port would share it with the
+    first (the kernel spreads connections over both). A plain bind, without SO_REUSEPORT, fails
+    on a port someone listens on; the socket is closed again before the server binds.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise OperatorError(f"cannot listen on {host}: {exc.strerror} (check --host or [wsgi] host)") from None
+    family, kind, proto, _name, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as servers do: TIME_WAIT is no obstacle
+        try:
+            sock.bind(address)
+            sock.listen(1)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise OperatorError(f"port {port} on {host} is already in use (stop the other server, or "
+                                    "choose another port with --port or [wsgi] port)") from None
+            raise OperatorError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
 
 
 # glibc's mallopt() parameters, and the environment settings (variable, tunable) that take precedence.
