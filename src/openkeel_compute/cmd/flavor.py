@@ -129,7 +129,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
 
 def _setup_convert(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", nargs="?", metavar="FILE", help="flavor JSON or a list of them; - reads stdin")
-    parser.add_argument("--vectors", action="store_true", help="convert the six reference flavors of seed 000 §6")
+    parser.add_argument("--vectors", action="store_true", help="convert the six reference flavors")
     parser.add_argument("--vm", action="store_true", help="also print each VirtualMachine fragment")
     parser.add_argument("--config-file", help="openkeel-compute config with a [kubevirt] section")
 

@@ -19,7 +19,7 @@ OPTS = [
                help="Prefix of the namespace that holds a project's objects; the rest is the project id "
                     "sanitised to a DNS-1123 label."),
     cfg.StrOpt("trait_label_prefix", default="openkeel.io/trait.",
-               help="Node label prefix of Placement traits (<prefix><TRAIT>=true), set by the node agent."),
+               help="Node label prefix of Placement traits (<prefix><TRAIT>=true), which the site sets on its nodes."),
     cfg.StrOpt("aggregate_label_prefix", default="openkeel.io/aggregate.",
                help="Node label prefix of host-aggregate metadata (<prefix><key>=<value>)."),
     cfg.StrOpt("capability_label_prefix", default="openkeel.io/capability.",

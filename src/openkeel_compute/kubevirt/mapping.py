@@ -496,7 +496,7 @@ def _cpu_quota(b: _Build, items: list[Item]) -> None:
         quota = _int(key, value, minimum=-(2**63))
         detail = ""
         if quota > 0 and period.isdigit() and int(period) > 0:
-            detail = f" (seed 000 would set limits.cpu {b.flavor.vcpus * quota * 1000 // int(period)}m)"
+            detail = f" (it would be limits.cpu {b.flavor.vcpus * quota * 1000 // int(period)}m)"
         b.note(key, value, Fidelity.NONE, rule,
                f"KubeVirt refuses resources.limits.cpu beside an instancetype{detail}; not applied.")
 
@@ -541,7 +541,7 @@ def _trait(b: _Build, items: list[Item]) -> None:
             b.note(key, value, Fidelity.NONE, rule, f"'{b.options.trait_label_prefix}{trait}' is not a label key.")
         elif state == "required":
             b.node_selector()[label] = "true"
-            b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}=true (node agent labels).")
+            b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}=true (nodes must carry the label).")
         else:
             b.not_in[label] = None
             b.note(key, value, Fidelity.PARTIAL, rule, f"VM nodeAffinity {label} NotIn [true].")
@@ -555,7 +555,7 @@ def _selector_entry(b: _Build, key: str, value: str, rule: Rule, prefix: str, na
         b.note(key, value, Fidelity.NONE, rule, "not expressible as a node label key and value.")
     else:
         b.node_selector()[label] = value
-        b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}={value} (node agent labels).")
+        b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}={value} (nodes must carry the label).")
 
 
 def _aggregate(b: _Build, items: list[Item]) -> None:
