@@ -7,6 +7,7 @@ naming the field or extra-spec key instead of producing a half-translated object
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -107,12 +108,61 @@ def _text(body: Mapping[str, Any], field: str, *, required: bool, max_length: in
     return value
 
 
+# The fields of a GET /flavors/{id} body that POST /flavors takes, checked by the API's own schema.
+_FIELD_IN_MESSAGE = re.compile(r"Invalid input for field/attribute (.+?)\. Value: ")
+_BAD_NAME = "An invalid 'name' value was provided."
+_CREATE_FIELDS = ("name", "id", "ram", "vcpus", "disk", EPHEMERAL, "swap", "rxtx_factor", IS_PUBLIC, "description")
+
+
+def _nova_refusal(schema: Mapping[str, Any], body: Mapping[str, Any], where: str) -> None:
+    """Raise InvalidFlavor with the flavor API's own message if its schema refuses ``body``."""
+    from openkeel_compute.api import faults, validation
+
+    try:
+        validation.validate_body(schema, body)  # type: ignore[arg-type]
+    except faults.BadRequest as refusal:
+        named = _FIELD_IN_MESSAGE.match(refusal.message)
+        field = named.group(1) if named else "name" if refusal.message.startswith(_BAD_NAME) else where
+        raise InvalidFlavor(field, refusal.message) from None
+
+
+def check_like_nova(body: Mapping[str, Any]) -> None:
+    """Refuse what Nova 34.0.0 refuses: POST /flavors for the fields, POST .../os-extra_specs (2.86) for the specs.
+
+    The schemas and the extra-spec validators are the API's own, so the messages are Nova's. Keys
+    that no validator knows are accepted even inside Nova's namespaces: Nova stored them before 2.86.
+    """
+    from openkeel_compute.api.schemas import flavor_extra_specs, flavors
+
+    create = {field: body[field] for field in _CREATE_FIELDS if field in body}
+    if create.get("swap") == "":
+        del create["swap"]  # no swap: what POST /flavors gets when swap is left out
+    _nova_refusal(flavors.create_v255, {"flavor": create}, "flavor")
+    specs = body.get("extra_specs")
+    if not specs or not isinstance(specs, dict):
+        return
+    _nova_refusal(flavor_extra_specs.create, {"extra_specs": specs}, "extra_specs")
+    from openkeel_compute.extra_specs import InvalidExtraSpec, find_validator
+
+    for key, value in specs.items():
+        validator = find_validator(key)
+        if validator is not None:
+            try:
+                validator.check(key, str(value))
+            except InvalidExtraSpec as refusal:
+                raise InvalidFlavor(key, refusal.message) from None
+
+
 def parse_flavor(body: Mapping[str, Any]) -> Flavor:
-    """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit."""
+    """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit.
+
+    The flavor API's own validation comes first (``check_like_nova``), so the messages are Nova's.
+    """
     if not isinstance(body, dict):
         raise InvalidFlavor("flavor", f"expected an object, got {type(body).__name__}")
     if not _KNOWN_FIELDS.issuperset(body):
         raise InvalidFlavor(min(body.keys() - _KNOWN_FIELDS), "is not a field of a flavor")
+    check_like_nova(body)
     flavor_id = _text(body, "id", required=True)
     name = _text(body, "name", required=True)
     assert flavor_id is not None and name is not None

@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC
+from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, InvalidFlavor, check_like_nova
 from openkeel_compute.kubevirt.mapping import (
     ANN_DESCRIPTION,
     ANN_DISABLED,
@@ -39,6 +39,7 @@ from openkeel_compute.kubevirt.quantity import MIB, to_bytes
 _PAGE_SPEC = {"2Mi": "2MB", "1Gi": "1GB"}
 _MODEL_OF = {"sev": "amd-sev", "snp": "amd-sev-snp", "tdx": "intel-tdx"}
 KUBEVIRT_DESCRIPTION = "instancetype.kubevirt.io/description"
+_DESCRIPTION_MAX = 65535  # Nova's limit
 
 
 class NotAnInstancetype(ValueError):
@@ -325,7 +326,7 @@ def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str
     flavor: dict[str, Any] = {
         "id": name,
         "name": name,
-        "description": (metadata.get("annotations") or {}).get(KUBEVIRT_DESCRIPTION),
+        "description": _description((metadata.get("annotations") or {}).get(KUBEVIRT_DESCRIPTION), importer),
         "ram": math.ceil(ram),
         "disk": 0,
         "vcpus": spec["cpu"]["guest"],
@@ -340,4 +341,19 @@ def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str
         namespace = metadata.get("namespace")
         flavor["access"] = [namespace] if namespace else []
         importer.lose("metadata.namespace", "the namespace is taken as the project id")
+    try:
+        check_like_nova(flavor)  # what is printed must be a flavor POST /flavors accepts
+    except InvalidFlavor as refusal:
+        raise NotAnInstancetype(f"{name}: no flavor Nova accepts reproduces it: {refusal}") from None
     return ImportResult(flavor, tuple(importer.lost))
+
+
+def _description(text: Any, importer: _Importer) -> str | None:
+    """The instancetype's description as Nova accepts one: printable characters, at most 65535."""
+    if not isinstance(text, str):
+        return None
+    flat = "".join(c for c in " ".join(text.split()) if c.isprintable())[:_DESCRIPTION_MAX]
+    if flat != text:
+        importer.lose(f"metadata.annotations.{KUBEVIRT_DESCRIPTION}",
+                      "line breaks and other characters Nova refuses in a description became spaces")
+    return flat

@@ -116,7 +116,10 @@ EXTRA_SPEC_RULES: tuple[Rule, ...] = (
     Rule("hw:numa_cpus.{num}", "pattern", f"{_HW}:197", "none", X, "", pattern=r"hw:numa_cpus\.\d+"),
     Rule("hw:numa_mem.{num}", "int >= 1", f"{_HW}:223", "none", X, "", pattern=r"hw:numa_mem\.\d+"),
     Rule("hw:mem_page_size", "small, large, any, <size>", f"{_HW}:153", "instancetype spec.memory.hugepages.pageSize",
-         P, "small/any -> default; large -> the site's large page (approximate); <size> -> exact (bare number = KiB).",
+         P, "small/any -> default; large -> the site's large page (approximate); <size> -> 2Mi or 1Gi exact, read "
+         "as Nova reads it: digits alone are KiB, otherwise a unit is required (B = bytes, b or bit = bits, "
+         "K/M/G/T with an optional i = powers of 1024), so 2MB is 2Mi, 16Mb is 2Mi, 2Mb is 256 KiB (none) and 2M "
+         "is refused by Nova at boot (none); other sizes -> none.",
          handler="page_size"),
     Rule("hw:locked_memory", "bool", f"{_HW}:167", "none", X, ""),
     Rule("hw:mem_encryption", "bool", f"{_HW}:399", "instancetype spec.launchSecurity", E,
