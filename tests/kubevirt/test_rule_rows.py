@@ -140,3 +140,45 @@ def test_the_outcome_parser_reads_the_watchdog_row_the_review_quoted() -> None:
     assert _outcomes("poweroff, reset -> same; none -> i6300esb without action; pause -> none") == {
         "poweroff": "same", "reset": "same", "none": "i6300esb without action", "pause": "none"}
     assert _NOTHING.match("i6300esb without action") is None
+
+
+# Base fields: a change of each one, and what it must change in the objects.
+_BASE: dict[str, Any] = {"id": "b1", "name": "base", "vcpus": 2, "ram": 2048, "disk": 10}
+_BASE_CHANGES: dict[str, dict[str, Any]] = {
+    "id": {"id": "b2"},
+    "name": {"name": "other"},
+    "description": {"description": "some words"},
+    "vcpus": {"vcpus": 3},
+    "ram": {"ram": 4096},
+    "disk": {"disk": 20},
+    "OS-FLV-EXT-DATA:ephemeral": {"OS-FLV-EXT-DATA:ephemeral": 5},
+    "swap": {"swap": 512},
+    "OS-FLV-DISABLED:disabled": {"OS-FLV-DISABLED:disabled": True},
+    "rxtx_factor": {"rxtx_factor": 2.0},
+    "extra_specs": {"extra_specs": {"my-own-key": "x"}},
+}
+
+
+def _all_paths(flavor: dict[str, Any]) -> dict[Path, Any]:
+    result = flavor_to_kubevirt(flavor)
+    paths: dict[Path, Any] = {}
+    for kind, obj in (("instancetype", result.instancetypes[0]), ("VM", result.vm)):
+        paths.update(_leaves(obj, (kind,)))
+    return paths
+
+
+@pytest.mark.parametrize("field", sorted(_BASE_CHANGES))
+def test_base_field_row_names_what_a_change_of_the_field_changes(field: str) -> None:
+    from openkeel_compute.kubevirt.rules import BASE_FIELD_RULES
+
+    rule = next(r for r in BASE_FIELD_RULES if r.key == field)
+    text = f"{rule.target} {rule.note}"
+    before, after = _all_paths(_BASE), _all_paths({**_BASE, **_BASE_CHANGES[field]})
+    changed = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    # The VM fragment names its instancetype after the id; the id row names metadata.name for that.
+    changed = {p for p in changed if not (field == "id" and p[-1] == "name" and "metadata" not in p[-2:])}
+    assert changed, f"{field}: changing it changes nothing"
+    for path in changed:
+        fields = [p for p in path[1:] if p not in _GENERIC and not p.isdigit()]
+        assert any(re.search(rf"(?<![\w]){re.escape(f)}(?![\w])", text) for f in fields), (
+            f"{field}: the change of {'.'.join(path)} is not named by the row: {text!r}")
