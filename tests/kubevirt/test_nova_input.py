@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from openkeel_compute.cmd.main import main
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
@@ -115,3 +117,33 @@ def test_page_sizes_kubevirt_lacks_or_nova_refuses_at_boot_are_none(value: str, 
 def test_4_kib_pages_are_the_default() -> None:
     assert _page("4KB") == (None, "exact", "4 KiB pages: KubeVirt's default.")
     assert _page("4") == (None, "exact", "4 KiB pages: KubeVirt's default.")
+
+
+_EDGE_INTS = st.sampled_from([0, 1, MAX_INT, MAX_INT + 1, -1]) | st.integers() | st.booleans() | st.just("1")
+
+
+@settings(max_examples=400, deadline=None)
+@given(ram=_EDGE_INTS, vcpus=_EDGE_INTS, disk=_EDGE_INTS, swap=_EDGE_INTS | st.just(""),
+       flavor_id=st.text(max_size=8) | st.text(alphabet="ab. _-/", max_size=6),
+       name=st.text(max_size=8), description=st.none() | st.text(max_size=8),
+       rxtx=st.sampled_from([1.0, 0.0, -1.0, 3.5e38, 2]) | st.floats(), is_public=st.booleans() | st.just("yes"),
+       specs=st.dictionaries(st.text(alphabet="hw:_a/ .", max_size=6), st.text(max_size=4) | st.integers(),
+                             max_size=3))
+def test_the_shortcut_accepts_only_what_the_api_schemas_accept(
+        ram: Any, vcpus: Any, disk: Any, swap: Any, flavor_id: str, name: str, description: Any, rxtx: Any,
+        is_public: Any, specs: dict[str, Any]) -> None:
+    """check_like_nova skips the schemas for plain flavors: that shortcut must never accept more."""
+    from openkeel_compute.api import faults, validation
+    from openkeel_compute.api.schemas import flavor_extra_specs, flavors
+    from openkeel_compute.kubevirt.flavor import _plainly_valid
+
+    create = {"ram": ram, "vcpus": vcpus, "disk": disk, "swap": swap, "id": flavor_id, "name": name,
+              "description": description, "rxtx_factor": rxtx, "os-flavor-access:is_public": is_public}
+    if swap == "":
+        del create["swap"]
+    if _plainly_valid(create, specs):
+        try:
+            validation.validate_body(flavors.create_v255, {"flavor": create})
+            validation.validate_body(flavor_extra_specs.create, {"extra_specs": specs})
+        except faults.BadRequest as refusal:
+            pytest.fail(f"the shortcut accepted what the API refuses: {refusal.message}")
