@@ -57,7 +57,8 @@ def test_invalid_flavor_exits_1_naming_the_field(tmp_path: Path, capsys: pytest.
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"id": "x", "name": "y", "ram": 0, "vcpus": 1, "disk": 1}))
     status, out, err = _run(capsys, "flavor", "convert", str(path))
-    assert (status, out, err.strip()) == (1, "", "error: flavor x: ram: 0 is less than 1")
+    assert (status, out, err.strip()) == (
+        1, "", "error: flavor x: ram: Invalid input for field/attribute ram. Value: 0. 0 is less than the minimum of 1")
 
 
 def test_explain_shows_what_kubevirt_will_not_honour(capsys: pytest.CaptureFixture[str]) -> None:

@@ -18,8 +18,10 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
+from openkeel_compute.api import validation
+from openkeel_compute.api.schemas.flavors import FLAVOR_ID
 from openkeel_compute.cmd.flavor import _dump_objects
-from openkeel_compute.kubevirt.flavor import InvalidFlavor
+from openkeel_compute.kubevirt.flavor import InvalidFlavor, check_like_nova
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
 from openkeel_compute.kubevirt.kubeyaml import comment, dump, dump_all, needs_quotes
 from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt
@@ -103,19 +105,44 @@ _ID_TRICKY = [s for s in TRICKY if s and re.fullmatch(r"[a-zA-Z0-9._-]+", s) and
 _SPEC_KEYS = sorted(EXTRA_SPECS)
 
 
+_ID_OK = re.compile(FLAVOR_ID["pattern"]).match
+_NAME_OK = re.compile(validation.name_regex()).search
+_DESCRIPTION_OK = re.compile(validation.description_regex()).match
+
+
+def _drawn(rng: random.Random, draw, ok) -> str:
+    """The first value ``draw`` gives that Nova's flavor API accepts: tricky, but never refused."""
+    while True:
+        value = draw(rng)
+        if ok(value):
+            return value
+
+
+def _spec_ok(key: str, value: str) -> bool:
+    try:
+        check_like_nova({"id": "x", "name": "x", "ram": 512, "vcpus": 1, "disk": 0, "extra_specs": {key: value}})
+    except InvalidFlavor:
+        return False
+    return True
+
+
 def random_flavor(rng: random.Random) -> dict[str, Any]:
-    """A flavor whose id, name, description and extra specs are drawn from the tricky scalars and random text."""
-    flavor_id = rng.choice(_ID_TRICKY) if rng.random() < 0.7 else "".join(
-        rng.choice(string.ascii_letters + string.digits + "._-") for _ in range(rng.randrange(1, 20)))
-    name = _scalar(rng).strip() or "x"
+    """A flavor Nova accepts whose id, name, description and extra specs are drawn from the tricky scalars
+    and random text (what Nova refuses, the mapping refuses too: tests/kubevirt/test_nova_input.py)."""
+    flavor_id = _drawn(rng, lambda r: r.choice(_ID_TRICKY) if r.random() < 0.7 else "".join(
+        r.choice(string.ascii_letters + string.digits + "._-") for _ in range(r.randrange(1, 20))), _ID_OK)
+    name = _drawn(rng, lambda r: _scalar(r).strip() or "x", _NAME_OK)
     specs: dict[str, str] = {}
     for _ in range(rng.randrange(0, 5)):
         key = rng.choice(_SPEC_KEYS) if rng.random() < 0.5 else rng.choice(
             ["my:" + _random_text(rng, 10).replace(" ", "_"), "aggregate_instance_extra_specs:" + rng.choice(
                 ["ssd", "zone", "Y"]), "capabilities:" + rng.choice(["on", "n", "x"])])
-        specs[key] = _scalar(rng, 40)
+        value = _scalar(rng, 40)
+        if _spec_ok(key, value):
+            specs[key] = value
     flavor: dict[str, Any] = {
-        "id": flavor_id, "name": name, "description": rng.choice([None, _scalar(rng, 80)]),
+        "id": flavor_id, "name": name,
+        "description": rng.choice([None, _drawn(rng, lambda r: _scalar(r, 80), _DESCRIPTION_OK)]),
         "ram": rng.choice([512, 2048, 4096]), "disk": rng.randrange(0, 100), "vcpus": rng.randrange(1, 9),
         "swap": rng.choice(["", 0, 512]), "OS-FLV-EXT-DATA:ephemeral": 0, "OS-FLV-DISABLED:disabled": rng.random() < 0.2,
         "os-flavor-access:is_public": rng.random() < 0.7, "rxtx_factor": 1.0, "extra_specs": specs,

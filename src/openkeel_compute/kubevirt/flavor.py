@@ -6,7 +6,9 @@ naming the field or extra-spec key instead of producing a half-translated object
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
@@ -107,12 +109,105 @@ def _text(body: Mapping[str, Any], field: str, *, required: bool, max_length: in
     return value
 
 
+# The fields of a GET /flavors/{id} body that POST /flavors takes, checked by the API's own schema.
+_FIELD_IN_MESSAGE = re.compile(r"Invalid input for field/attribute (.+?)\. Value: ")
+_BAD_NAME = "An invalid 'name' value was provided."
+_CREATE_FIELDS = ("name", "id", "ram", "vcpus", "disk", EPHEMERAL, "swap", "rxtx_factor", IS_PUBLIC, "description")
+
+
+def _nova_refusal(schema: Mapping[str, Any], body: Mapping[str, Any], where: str) -> None:
+    """Raise InvalidFlavor with the flavor API's own message if its schema refuses ``body``."""
+    from openkeel_compute.api import faults, validation
+
+    try:
+        validation.validate_body(schema, body)  # type: ignore[arg-type]
+    except faults.BadRequest as refusal:
+        named = _FIELD_IN_MESSAGE.match(refusal.message)
+        field = named.group(1) if named else "name" if refusal.message.startswith(_BAD_NAME) else where
+        raise InvalidFlavor(field, refusal.message) from None
+
+
+@functools.cache
+def _plain_rules() -> tuple[dict[str, tuple[int, int]], re.Pattern[str], re.Pattern[str], re.Pattern[str],
+                            re.Pattern[str], float]:
+    """Bounds and patterns of the flavor API's schemas, compiled once for ``_plainly_valid``."""
+    from openkeel_compute.api import validation
+    from openkeel_compute.api.schemas import flavor_extra_specs, flavors
+
+    properties = flavors.create_v255["properties"]["flavor"]["properties"]
+    bounds = {field: (properties[field]["minimum"], properties[field]["maximum"])
+              for field in ("ram", "vcpus", "disk", EPHEMERAL, "swap")}
+    return (bounds, re.compile(properties["id"]["pattern"]), re.compile(validation.name_regex()),
+            re.compile(properties["description"]["pattern"]), re.compile(flavor_extra_specs.KEY_PATTERN),
+            properties["rxtx_factor"]["maximum"])
+
+
+def _plainly_valid(create: Mapping[str, Any], specs: Any) -> bool:
+    """True when the API's schemas surely accept these fields and keys: plain types, within their bounds.
+
+    Only a shortcut: anything else goes through the schemas themselves, which decide and word the refusal.
+    """
+    bounds, id_pattern, name_pattern, description_pattern, key_pattern, rxtx_max = _plain_rules()
+    for field, (low, high) in bounds.items():
+        value = create.get(field, low)
+        if type(value) is not int or not low <= value <= high:
+            return False
+    flavor_id, name = create.get("id"), create.get("name")
+    description = create.get("description")
+    rxtx = create.get("rxtx_factor", 1.0)
+    if (type(flavor_id) is not str or len(flavor_id) > 255 or id_pattern.search(flavor_id) is None
+            or type(name) is not str or not 0 < len(name) <= 255 or name_pattern.search(name) is None
+            or not (description is None or type(description) is str and len(description) <= 65535
+                    and description_pattern.search(description) is not None)
+            or type(rxtx) not in (int, float) or not 0 < rxtx <= rxtx_max
+            or type(create.get(IS_PUBLIC, True)) is not bool):
+        return False
+    if specs is None:
+        return True
+    return type(specs) is dict and all(
+        type(key) is str and key_pattern.search(key) is not None and type(value) is str and len(value) <= 255
+        for key, value in specs.items())
+
+
+def check_like_nova(body: Mapping[str, Any]) -> None:
+    """Refuse what Nova 34.0.0 refuses: POST /flavors for the fields, POST .../os-extra_specs (2.86) for the specs.
+
+    The schemas and the extra-spec validators are the API's own, so the messages are Nova's. Keys
+    that no validator knows are accepted even inside Nova's namespaces: Nova stored them before 2.86.
+    """
+    from openkeel_compute.api.schemas import flavor_extra_specs, flavors
+
+    create = {field: body[field] for field in _CREATE_FIELDS if field in body}
+    if create.get("swap") == "":
+        del create["swap"]  # no swap: what POST /flavors gets when swap is left out
+    specs = body.get("extra_specs")
+    if not _plainly_valid(create, specs):  # jsonschema costs ~1 ms a flavor: only when it may refuse
+        _nova_refusal(flavors.create_v255, {"flavor": create}, "flavor")
+        if specs and isinstance(specs, dict):
+            _nova_refusal(flavor_extra_specs.create, {"extra_specs": specs}, "extra_specs")
+    if not specs or not isinstance(specs, dict):
+        return
+    from openkeel_compute.extra_specs import InvalidExtraSpec, find_validator
+
+    for key, value in specs.items():
+        validator = find_validator(key)
+        if validator is not None:
+            try:
+                validator.check(key, str(value))
+            except InvalidExtraSpec as refusal:
+                raise InvalidFlavor(key, refusal.message) from None
+
+
 def parse_flavor(body: Mapping[str, Any]) -> Flavor:
-    """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit."""
+    """Check a flavor dict and return it normalised; raise InvalidFlavor naming the culprit.
+
+    The flavor API's own validation comes first (``check_like_nova``), so the messages are Nova's.
+    """
     if not isinstance(body, dict):
         raise InvalidFlavor("flavor", f"expected an object, got {type(body).__name__}")
     if not _KNOWN_FIELDS.issuperset(body):
         raise InvalidFlavor(min(body.keys() - _KNOWN_FIELDS), "is not a field of a flavor")
+    check_like_nova(body)
     flavor_id = _text(body, "id", required=True)
     name = _text(body, "name", required=True)
     assert flavor_id is not None and name is not None

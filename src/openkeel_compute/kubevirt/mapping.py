@@ -14,6 +14,8 @@ import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from oslo_utils import strutils
+
 from openkeel_compute.kubevirt.admission import (
     ANNOTATIONS_LIMIT,
     UINT32_MAX,
@@ -67,8 +69,6 @@ _BASE_RULES = {rule.key: rule for rule in BASE_FIELD_RULES}
 _encode_specs = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
 _TRUE = frozenset({"1", "t", "true", "on", "y", "yes"})
 _FALSE = frozenset({"0", "f", "false", "off", "n", "no"})
-_PAGE_SIZE = re.compile(r"(\d+)([kKMGT]i?)?(b|bit|B)?")
-_UNIT_KIB = {None: 1, "k": 1, "K": 1, "M": 1024, "G": 1024**2, "T": 1024**3}
 _KUBEVIRT_PAGES = {2048: "2Mi", 1048576: "1Gi"}
 _LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
 _FILTER_OPERATORS = ("=", "==", "!=", ">=", "<=", "s==", "s!=", "s>=", "s>", "s<=", "s<", "<in>", "<all-in>", "<or>")
@@ -252,6 +252,24 @@ def _realtime(b: _Build, items: list[Item]) -> None:
             b.note("hw:cpu_realtime_mask", mask, Fidelity.NONE, rule, "no realtime vCPUs to mask.")
 
 
+def _nova_page_kib(value: str) -> float | None:
+    """The page size Nova asks for, in KiB, read as Nova reads it; None when Nova refuses it at boot.
+
+    Digits alone are KiB. Anything else goes through oslo.utils' IEC reading, as Nova's does: a unit
+    suffix is required (b or bit = bits, B = bytes), K/M/G/T with an optional i are powers of 1024,
+    a lower-case k is refused, and bits are rounded up to whole bytes.
+    """
+    if value.isdigit():
+        try:
+            return int(value)
+        except ValueError:  # other scripts' digits
+            return None
+    try:
+        return strutils.string_to_bytes(value, return_int=True) / 1024
+    except ValueError:
+        return None
+
+
 def _page_size(b: _Build, items: list[Item]) -> None:
     for key, value, rule in items:
         if value in ("small", "any"):
@@ -261,28 +279,26 @@ def _page_size(b: _Build, items: list[Item]) -> None:
         approximate = value == "large"
         if approximate:
             page = b.options.large_page_size
-            kib = {v: k for k, v in _KUBEVIRT_PAGES.items()}.get(page, 0)
+            kib: float | None = {v: k for k, v in _KUBEVIRT_PAGES.items()}.get(page, 0)
         else:
-            match = _PAGE_SIZE.fullmatch(value)
-            if match is None:
-                raise InvalidFlavor(key, f"{value!r} is not a page size (small, large, any or a size)")
-            number, unit, bits = match.groups()
-            if bits == "bit":
-                b.note(key, value, Fidelity.NONE, rule, "a page size in bits has no KubeVirt equivalent.")
+            kib = _nova_page_kib(value)
+            if kib is None:
+                b.note(key, value, Fidelity.NONE, rule,
+                       f"Nova refuses to boot with it: Invalid memory page size '{value}'.")
                 continue
-            kib = int(number) * _UNIT_KIB[unit[0] if unit else None]
             if kib == 4:
                 b.note(key, value, Fidelity.EXACT, rule, "4 KiB pages: KubeVirt's default.")
                 continue
-            page = _KUBEVIRT_PAGES.get(kib, "")
+            page = _KUBEVIRT_PAGES.get(int(kib), "") if kib == int(kib) else ""
         ram_kib = b.flavor.ram * 1024
         if not page or not kib:
-            b.note(key, value, Fidelity.NONE, rule, "KubeVirt supports 2Mi and 1Gi huge pages only.")
+            shown = f"{kib:g} KiB" if kib else "this size"
+            b.note(key, value, Fidelity.NONE, rule, f"Nova asks for {shown} pages; KubeVirt supports 2Mi and 1Gi only.")
         elif ram_kib % kib:
             b.note(key, value, Fidelity.NONE, rule,
                    f"KubeVirt refuses {b.flavor.ram}Mi of guest memory: not a multiple of the {page} page size.")
         else:
-            b.page_kib = kib
+            b.page_kib = int(kib)
             b.memory["hugepages"] = {"pageSize": page}
             b.note(key, value, Fidelity.APPROXIMATE if approximate else Fidelity.EXACT, rule,
                    f"hugepages.pageSize: {page}" + (" (the site's choice for 'large')." if approximate else "."))
@@ -532,7 +548,7 @@ def _cpu_quota(b: _Build, items: list[Item]) -> None:
         quota = _int(key, value, minimum=-(2**63))
         detail = ""
         if quota > 0 and period.isdigit() and int(period) > 0:
-            detail = f" (seed 000 would set limits.cpu {b.flavor.vcpus * quota * 1000 // int(period)}m)"
+            detail = f" (it would be limits.cpu {b.flavor.vcpus * quota * 1000 // int(period)}m)"
         b.note(key, value, Fidelity.NONE, rule,
                f"KubeVirt refuses resources.limits.cpu beside an instancetype{detail}; not applied.")
 
@@ -574,7 +590,7 @@ def _trait(b: _Build, items: list[Item]) -> None:
             b.note(key, value, Fidelity.NONE, rule, f"'{b.options.trait_label_prefix}{trait}' is not a label key.")
         elif state == "required":
             b.node_selector()[label] = "true"
-            b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}=true (node agent labels).")
+            b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}=true (nodes must carry the label).")
         else:
             b.not_in[label] = None
             b.note(key, value, Fidelity.PARTIAL, rule, f"VM nodeAffinity {label} NotIn [true].")
@@ -588,7 +604,7 @@ def _selector_entry(b: _Build, key: str, value: str, rule: Rule, prefix: str, na
         b.note(key, value, Fidelity.NONE, rule, "not expressible as a node label key and value.")
     else:
         b.node_selector()[label] = value
-        b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}={value} (node agent labels).")
+        b.note(key, value, Fidelity.PARTIAL, rule, f"nodeSelector {label}={value} (nodes must carry the label).")
 
 
 def _aggregate(b: _Build, items: list[Item]) -> None:

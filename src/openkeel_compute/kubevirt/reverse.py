@@ -17,7 +17,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC
+from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, InvalidFlavor, check_like_nova
 from openkeel_compute.kubevirt.mapping import (
     ANN_DESCRIPTION,
     ANN_DISABLED,
@@ -31,6 +31,7 @@ from openkeel_compute.kubevirt.mapping import (
     ANN_SWAP,
     CLUSTER_INSTANCETYPE,
     INSTANCETYPE,
+    flavor_to_kubevirt,
 )
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
 from openkeel_compute.kubevirt.quantity import MIB, to_bytes
@@ -38,6 +39,7 @@ from openkeel_compute.kubevirt.quantity import MIB, to_bytes
 _PAGE_SPEC = {"2Mi": "2MB", "1Gi": "1GB"}
 _MODEL_OF = {"sev": "amd-sev", "snp": "amd-sev-snp", "tdx": "intel-tdx"}
 KUBEVIRT_DESCRIPTION = "instancetype.kubevirt.io/description"
+_DESCRIPTION_MAX = 65535  # Nova's limit
 
 
 class NotAnInstancetype(ValueError):
@@ -207,7 +209,9 @@ class _Importer:
                 self.lose(f"spec.nodeSelector.{label}", "not a trait, aggregate or capability label")
 
     def preference(self, spec: Mapping[str, Any], guest: int) -> None:
-        for section, content in spec.items():
+        # Firmware first: whether preferredSmm comes back depends on the secure boot it reads.
+        for section in sorted(spec, key=lambda name: name != "firmware"):
+            content = spec[section]
             if not isinstance(content, Mapping):
                 self.lose(f"preference.spec.{section}", "no flavor extra spec sets it (an image property at most)")
                 continue
@@ -215,6 +219,30 @@ class _Importer:
                 if not self._preference_field(section, field, value, guest):
                     self.lose(f"preference.spec.{section}.{field}",
                               "no flavor extra spec sets it (an image property at most)")
+        cpu = spec.get("cpu")
+        if isinstance(cpu, Mapping):
+            self._topology_as_rendered(cpu, guest)
+
+    def _topology_as_rendered(self, cpu: Mapping[str, Any], guest: int) -> None:
+        """Report the topology fields the mapping spells differently from the source (or not at all).
+
+        The mapping writes one canonical spelling per sockets x cores x threads layout: 8 vCPUs as
+        1 x 4 x 2 come back as CoresThreads ratio 2, never as SocketsCoresThreads ratio 4.
+        """
+        keys = ("hw:cpu_sockets", "hw:cpu_cores", "hw:cpu_threads")
+        specs = {k: v for k, v in self.specs.items() if k in keys}
+        flavor = {"id": "topology", "name": "topology", "vcpus": guest, "ram": 1, "disk": 0, "extra_specs": specs}
+        rendered = flavor_to_kubevirt(flavor, self.options).preferences[0]["spec"].get("cpu", {})
+        layout = "x".join(specs.get(k, "?") for k in keys)
+        for field in ("preferredCPUTopology", "spreadOptions"):
+            path = f"preference.spec.cpu.{field}"
+            if field not in cpu or rendered.get(field) == cpu[field] or any(p == path for p, _ in self.lost):
+                continue
+            if field in rendered:
+                self.lose(path, f"the flavor keeps {guest} vCPUs as {layout} (sockets x cores x threads), "
+                                f"which the mapping writes as {field}: {json.dumps(rendered[field], sort_keys=True)}")
+            else:
+                self.lose(path, f"no sockets, cores and threads of {guest} vCPUs reproduce it")
 
     def _preference_field(self, section: str, field: str, value: Any, guest: int) -> bool:
         specs = self.specs
@@ -252,13 +280,17 @@ class _Importer:
                 specs[key] = text
                 return field != "preferredRng" or value == {}
             return False
-        if section == "firmware" and field == "preferredEfi" and set(value) == {"secureBoot"}:
+        if section == "firmware" and field == "preferredEfi" and isinstance(value.get("secureBoot"), bool):
             specs["os:secure_boot"] = "required" if value["secureBoot"] else "disabled"
+            for other in sorted(set(value) - {"secureBoot"}):
+                self.lose(f"preference.spec.firmware.preferredEfi.{other}", "no flavor extra spec sets it")
             return True
         if section == "features" and field == "preferredKvm" and set(value) == {"hidden"}:
             specs["hw:hide_hypervisor_id"] = str(value["hidden"]).lower()
             return True
-        return section == "features" and field == "preferredSmm" and value == {} and "os:secure_boot" in specs
+        # The mapping adds preferredSmm beside secure boot only.
+        return section == "features" and field == "preferredSmm" and value == {} and \
+            specs.get("os:secure_boot") == "required"
 
 
 def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str, Any] | None = None,
@@ -294,7 +326,7 @@ def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str
     flavor: dict[str, Any] = {
         "id": name,
         "name": name,
-        "description": (metadata.get("annotations") or {}).get(KUBEVIRT_DESCRIPTION),
+        "description": _description((metadata.get("annotations") or {}).get(KUBEVIRT_DESCRIPTION), importer),
         "ram": math.ceil(ram),
         "disk": 0,
         "vcpus": spec["cpu"]["guest"],
@@ -309,4 +341,19 @@ def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str
         namespace = metadata.get("namespace")
         flavor["access"] = [namespace] if namespace else []
         importer.lose("metadata.namespace", "the namespace is taken as the project id")
+    try:
+        check_like_nova(flavor)  # what is printed must be a flavor POST /flavors accepts
+    except InvalidFlavor as refusal:
+        raise NotAnInstancetype(f"{name}: no flavor Nova accepts reproduces it: {refusal}") from None
     return ImportResult(flavor, tuple(importer.lost))
+
+
+def _description(text: Any, importer: _Importer) -> str | None:
+    """The instancetype's description as Nova accepts one: printable characters, at most 65535."""
+    if not isinstance(text, str):
+        return None
+    flat = "".join(c for c in " ".join(text.split()) if c.isprintable())[:_DESCRIPTION_MAX]
+    if flat != text:
+        importer.lose(f"metadata.annotations.{KUBEVIRT_DESCRIPTION}",
+                      "line breaks and other characters Nova refuses in a description became spaces")
+    return flat
