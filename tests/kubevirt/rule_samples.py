@@ -31,8 +31,8 @@ _ANY_STRING = ("ssd", "s== x")
 # Extra specs a key needs beside it for KubeVirt to honour it at all (the supportive context).
 CONTEXT: dict[str, dict[str, str]] = {
     "hw:emulator_threads_policy": {"hw:cpu_policy": "dedicated"},
-    "hw:cpu_realtime": {"hw:cpu_policy": "dedicated"},
-    "hw:cpu_realtime_mask": {"hw:cpu_policy": "dedicated", "hw:cpu_realtime": "yes"},
+    "hw:cpu_realtime": {"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"},
+    "hw:cpu_realtime_mask": {"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB", "hw:cpu_realtime": "yes"},
     "hw:numa_nodes": {"hw:cpu_policy": "dedicated", "hw:mem_page_size": "2MB"},
     "hw:mem_encryption_model": {"hw:mem_encryption": "true"},
     "hw:tpm_model": {"hw:tpm_version": "2.0"},

@@ -71,9 +71,9 @@ SPEC_VALUES: dict[str, list[str]] = {
     "quota:cpu_limit": _INTS,
     "trait:HW_CPU_X86_AVX2": ["required", "forbidden"],
     "trait1:CUSTOM_GOLD": ["required", "forbidden"],
-    "trait:CUSTOM_A/B": ["required", "forbidden"],
+    "trait:CUSTOM A": ["required", "forbidden"],
     "aggregate_instance_extra_specs:ssd": ["true", "<in> r1", "s== x", "fast", "a b", "-x"],
-    "aggregate_instance_extra_specs:a/b": ["true"],
+    "aggregate_instance_extra_specs:a b": ["true"],
     "capabilities:hypervisor_type": ["QEMU", ">= 2"],
     "capabilities:cpu_info:arch": ["x86_64"],
     "pci_passthrough:alias": ["a1:2", "nic:1", "a1:1,nic:2", "unknown:1"],
@@ -109,7 +109,7 @@ def flavors(draw: st.DrawFn, *, private_has_access: bool = True) -> dict[str, An
         "description": draw(DESCRIPTIONS),
         "ram": draw(st.sampled_from([512, 1024, 2048, 3000, 4096, 16384]) | st.integers(1, 10**6)),
         "disk": draw(st.integers(0, 2000)),
-        "vcpus": draw(st.integers(1, 64) | st.sampled_from([2**32 - 1, 2**31 - 1])),
+        "vcpus": draw(st.integers(1, 64) | st.just(2**31 - 1)),
         "swap": draw(st.just("") | st.integers(0, 65536)),
         "OS-FLV-EXT-DATA:ephemeral": draw(st.integers(0, 1000)),
         "OS-FLV-DISABLED:disabled": draw(st.booleans()),
@@ -156,7 +156,7 @@ def images(draw: st.DrawFn) -> dict[str, Any]:
 # -- a plain seeded generator, for the 10,000-flavor admission property (hypothesis costs ~10x more) ------
 
 _RAMS = [512, 1024, 2048, 3000, 4096, 16384, 1, 1000, 2047, 999_999]
-_VCPUS = [*range(1, 65), 2**31 - 1, 2**32 - 1]
+_VCPUS = [*range(1, 65), 2**31 - 1]  # Nova's bound: POST /flavors refuses more
 
 
 def random_flavor(rng: random.Random) -> dict[str, Any]:
@@ -168,7 +168,7 @@ def random_flavor(rng: random.Random) -> dict[str, Any]:
                    if roll > 0.99 else "".join(rng.choice("ab \u00e9\u4e2d\ufffd") for _ in range(rng.randint(0, 60))))
     flavor: dict[str, Any] = {
         "id": "".join(rng.choice("abcdXYZ0129._-") for _ in range(rng.randint(1, 40))),
-        "name": "n" + "".join(rng.choice("ab \u00e9") for _ in range(rng.randint(0, 40))),
+        "name": "n" + "".join(rng.choice("ab \u00e9") for _ in range(rng.randint(0, 40))) + "n",
         "description": description,
         "ram": rng.choice(_RAMS) if rng.random() < 0.7 else rng.randint(1, 10**6),
         "disk": rng.randint(0, 2000),

@@ -311,7 +311,8 @@ def test_max_sockets_beyond_uint32_is_not_applied() -> None:
 
 
 def test_trait_label_keys_kubernetes_refuses_are_not_applied() -> None:
-    result = flavor_to_kubevirt(_flavor(**{"trait:CUSTOM_A/B": "forbidden", "aggregate_instance_extra_specs:a/b": "x"}))
+    # Nova accepts a space in an extra-spec key; a Kubernetes label key cannot hold one.
+    result = flavor_to_kubevirt(_flavor(**{"trait:CUSTOM A": "forbidden", "aggregate_instance_extra_specs:a b": "x"}))
     assert "affinity" not in result.vm["spec"]["template"]["spec"]
     assert "nodeSelector" not in result.instancetypes[0]["spec"]
     assert _table(result) == []

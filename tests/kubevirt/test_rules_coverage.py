@@ -16,10 +16,12 @@ from openkeel_compute.kubevirt.rules import (
     rules_matching,
 )
 
-# Seed 000 §3 counts 8 / 458 / 9 / 10 / 18 / 22. One validator moves: quota:cpu_quota goes from
-# approximate to none because KubeVirt refuses resources.limits.cpu beside an instancetype.
+# Seed 000 §3 counts 8 / 458 / 9 / 10 / 18 / 22. Two validators move where KubeVirt v1.9 refuses the
+# plain translation: quota:cpu_quota goes from approximate to none (resources.limits.cpu beside an
+# instancetype), hw:cpu_realtime from exact to partial (realtime needs the NUMA passthrough, which
+# needs huge pages).
 EXPECTED_COUNTS = {
-    Fidelity.EXACT: 8, Fidelity.PARTIAL: 458, Fidelity.APPROXIMATE: 8,
+    Fidelity.EXACT: 7, Fidelity.PARTIAL: 459, Fidelity.APPROXIMATE: 8,
     Fidelity.NODE_LEVEL: 10, Fidelity.NONE: 19, Fidelity.NA: 22,
 }
 # Sample values for the parameters of parametrised validator names.
@@ -68,7 +70,7 @@ def test_each_nova_validator_matches_exactly_one_rule(name: str, name_regex: str
         assert rule_for_extra_spec(key) is matching[0], f"lookup of {key!r} disagrees with the table"
 
 
-def test_fidelity_counts_over_the_validators_are_seed_000_but_cpu_quota() -> None:
+def test_fidelity_counts_over_the_validators_are_seed_000_but_cpu_quota_and_realtime() -> None:
     counts = fidelity_counts(next(_example_keys(name)) for name, _ in VALIDATORS)
     assert dict(counts) == EXPECTED_COUNTS, f"fidelity counts changed: {dict(counts)}"
 

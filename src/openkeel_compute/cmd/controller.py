@@ -66,8 +66,8 @@ def _run(args) -> int:
     from openkeel_compute.controller import service
 
     conf = load_conf(args)
-    open_database(conf)  # says which database, refuses a missing SQLite file
     _check_target(conf, args, retries=conf.controller.max_retries)
+    open_database(conf)  # says which database, refuses a missing SQLite file
     return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
 
 

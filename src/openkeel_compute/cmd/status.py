@@ -41,7 +41,7 @@ class Result(NamedTuple):
 def register(subparsers) -> None:
     parser = subparsers.add_parser(
         "status", help="check the configuration, database, policy, auth and cluster (like nova-status)",
-        description=__doc__.splitlines()[0])
+        description="Can this configuration work? What nova-status upgrade check is for Nova: the database reachable and at head, the policy file valid, authentication configured, Kubernetes reachable when configured.")
     add_config_args(parser)
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
     parser.set_defaults(func=_status)

@@ -97,10 +97,13 @@ EXTRA_SPEC_RULES: tuple[Rule, ...] = (
          "instancetype spec.cpu.isolateEmulatorThread", P,
          "isolate -> isolateEmulatorThread: true (KubeVirt: only beside dedicatedCPUPlacement); share -> none.",
          handler="emulator_threads"),
-    Rule("hw:cpu_realtime", "bool", f"{_HW}:23", "instancetype spec.cpu.realtime: {}", E,
-         "KubeVirt: only beside dedicatedCPUPlacement, as in Nova.", handler="realtime"),
-    Rule("hw:cpu_realtime_mask", "pattern", f"{_HW}:35", "instancetype spec.cpu.realtime.mask", E,
-         "Nova excludes ('^0-1'), KubeVirt lists in libvirt syntax: '0-<vcpus-1>,<mask>'.", handler="realtime"),
+    Rule("hw:cpu_realtime", "bool", f"{_HW}:23",
+         "instancetype spec.cpu.realtime: {} + spec.cpu.numa.guestMappingPassthrough", P,
+         "KubeVirt runs realtime vCPUs only with dedicated CPUs and the guest NUMA layout passed through, "
+         "which needs huge pages: with hw:cpu_policy=dedicated and hw:mem_page_size the guest also copies the "
+         "host NUMA layout of its pinned CPUs; without huge pages realtime is not applied.", handler="realtime"),
+    Rule("hw:cpu_realtime_mask", "pattern", f"{_HW}:35", "instancetype spec.cpu.realtime.mask (+ spec.cpu.numa.guestMappingPassthrough, see hw:cpu_realtime)", E,
+         "Applied with hw:cpu_realtime. Nova excludes ('^0-1'), KubeVirt lists in libvirt syntax: '0-<vcpus-1>,<mask>'.", handler="realtime"),
     Rule("hw:cpu_sockets", "int >= 1", f"{_HW}:279", "preference spec.cpu.preferredCPUTopology (+ spreadOptions)", P,
          "The preference picks an axis or a spread ratio, not exact counts.", handler="topology"),
     Rule("hw:cpu_cores", "int >= 1", f"{_HW}:293", "preference spec.cpu.preferredCPUTopology (+ spreadOptions)", P,
