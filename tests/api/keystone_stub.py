@@ -1,7 +1,7 @@
 """A small HTTP stand-in for the Keystone reads a project check makes (a real Keystone runs in the
 conformance tier): version discovery on the unversioned root (300, the list of versions) and on
 ``/v3`` (the v3 document), and ``GET /v3/projects/{id}``: 200 for known projects, 403 for
-``forbidden-to-look``, 404 otherwise. It records each request's path and X-Auth-Token (and X-Service-Token).
+``forbidden-to-look``, 401 for ``token-rejected``, 404 otherwise. It records each request's path and X-Auth-Token (and X-Service-Token).
 """
 
 from __future__ import annotations
@@ -65,6 +65,9 @@ class KeystoneStub:
                 return 200, {"project": {"id": project, "name": project, "domain_id": "default"}}
             if project == "forbidden-to-look":
                 return 403, {"error": {"code": 403, "title": "Forbidden", "message": "You are not authorized."}}
+            if project == "token-rejected":
+                return 401, {"error": {"code": 401, "title": "Unauthorized", "message": "The request you have "
+                                       "made requires authentication."}}
         return 404, {"error": {"code": 404, "title": "Not Found", "message": "Could not find it."}}
 
     def project_requests(self) -> list[tuple[str, str | None]]:

@@ -303,3 +303,9 @@ def test_header_catalog_with_keystone_unreachable_accepts(verifier, header):
 
 def test_forbidden_lookup_is_accepted(verifier, keystone_stub):
     verifier(CALLER, "forbidden-to-look", {"HTTP_X_SERVICE_CATALOG": _v2_header(keystone_stub.url)})
+
+
+def test_a_token_keystone_rejects_is_accepted_as_nova_does(verifier, keystone_stub):
+    # The caller's token cannot be renewed: one request, then the answer is only logged.
+    verifier(CALLER, "token-rejected", {"HTTP_X_SERVICE_CATALOG": _v2_header(keystone_stub.url)})
+    assert keystone_stub.project_requests() == [("/identity/v3/projects/token-rejected", "caller-token")]

@@ -88,6 +88,10 @@ class HeaderCatalogAuth(ks_identity_base.BaseIdentityPlugin):
     def get_auth_ref(self, session, **kwargs):
         return self.auth_ref
 
+    def invalidate(self) -> bool:
+        # The caller's token cannot be renewed: a 401 is the service's answer, not a reason to retry.
+        return False
+
 
 class ProjectVerifier:
     def __init__(self, conf: cfg.ConfigOpts):

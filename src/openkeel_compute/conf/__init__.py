@@ -81,6 +81,9 @@ def list_opts():
 
     opts.extend(list_policy_opts())
     opts.extend(identity.list_opts())
+    from openkeel_compute.images import glance
+
+    opts.extend(glance.list_opts())
     for module in _optional_modules():
         opts.extend(module.list_opts())
     return opts

@@ -1,0 +1,213 @@
+"""A Glance v2 client over keystoneauth, with Nova's ``[glance]`` options and error translation.
+
+Each call uses the caller's own token: the keystoneauth plugin keystonemiddleware's auth_token left
+in the WSGI environ (``keystone.token_auth``), or, without one, the token and the
+``X-Service-Catalog`` header as api/identity.py reads them. Where Glance is, in Nova's order:
+
+- ``[glance] api_servers`` when set (a list; one is picked at random and the next one is tried on a
+  retry);
+- else ``[glance] endpoint_override``, or the token's catalog (service type ``[glance]
+  service_type``, default ``image``; interfaces ``[glance] valid_interfaces``, default internal then
+  public; ``[glance] region_name``), with any trailing ``/vN`` taken off as Nova does.
+
+A refused connection, a timeout or a 503 is retried ``[glance] num_retries`` times (default 3) one
+second apart, then reported as ImageServiceUnavailable. 404 is ImageNotFound, 401 and 403 are
+ImageNotAuthorized, 400 is ImageBadRequest.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import random
+import re
+import time
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import plugin as ks_plugin
+from oslo_config import cfg
+
+from openkeel_compute.images import errors
+
+LOG = logging.getLogger(__name__)
+GROUP = "glance"
+SERVICE_TYPE = "image"
+DEFAULT_VALID_INTERFACES = ["internal", "public"]
+_VERSION_OPTS = frozenset({"version", "min_version", "max_version"})
+
+GLANCE_OPTS = [
+    cfg.ListOpt(
+        "api_servers",
+        help="Image service endpoints to use instead of the service catalog, e.g. http://10.0.1.0:9292. "
+        "One is chosen at random per request; a retry goes on to the next one. Prefer a load balancer and "
+        "the catalog (or endpoint_override) in production.",
+    ),
+    cfg.IntOpt(
+        "num_retries",
+        default=3,
+        min=0,
+        help="How many times a request to the image service is retried when it cannot be reached or "
+        "answers 503 (one second apart). 0 means no retries.",
+    ),
+    cfg.BoolOpt("debug", default=False, help="Log every image service request and response at DEBUG level."),
+]
+
+# Glance v2's base image properties (its image schema); everything else is a custom property.
+BASE_PROPERTIES = frozenset({
+    "id", "name", "status", "visibility", "protected", "os_hidden", "checksum", "os_hash_algo",
+    "os_hash_value", "owner", "size", "virtual_size", "container_format", "disk_format", "created_at",
+    "updated_at", "tags", "direct_url", "min_ram", "min_disk", "self", "file", "schema", "locations",
+    "stores",
+})
+# Left out of the image dict, as Nova leaves them out (virtual_size is kept: disks are sized from it).
+_OMITTED = frozenset({"self", "schema", "protected", "file", "tags", "direct_url", "locations"})
+
+
+def _adapter_opts() -> list[cfg.Opt]:
+    opts = [o for o in ks_loading.get_adapter_conf_options(include_deprecated=False) if o.dest not in _VERSION_OPTS]
+    cfg.set_defaults(opts, valid_interfaces=DEFAULT_VALID_INTERFACES, service_type=SERVICE_TYPE)
+    return opts
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(GLANCE_OPTS, group=GROUP)
+    ks_loading.register_session_conf_options(conf, GROUP)
+    conf.register_opts(_adapter_opts(), group=GROUP)
+    # The API versions are the code's business, not the operator's: options nobody can set.
+    for name in sorted(_VERSION_OPTS):
+        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=GROUP)
+
+
+def list_opts():
+    return [(GROUP, GLANCE_OPTS + ks_loading.get_session_conf_options() + _adapter_opts())]
+
+
+def image_from_glance(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A Glance v2 image body as the plain dict Nova's checks read.
+
+    Base properties stay at the top level, custom ones go under ``properties``; ``visibility``
+    also gives ``is_public``; an image without data has ``size`` 0; min_ram and min_disk are
+    integers (0 when absent).
+    """
+    image: dict[str, Any] = {"properties": {}, "deleted": False, "deleted_at": None, "disk_format": None,
+                             "container_format": None, "name": None, "checksum": None}
+    for name, value in raw.items():
+        if name in _OMITTED:
+            continue
+        if name == "visibility":
+            image["visibility"] = value
+            image["is_public"] = value == "public"
+        elif name in BASE_PROPERTIES:
+            image[name] = value
+        else:
+            image["properties"][name] = value
+    image["size"] = int(image.get("size") or 0)
+    image["min_ram"] = int(image.get("min_ram") or 0)
+    image["min_disk"] = int(image.get("min_disk") or 0)
+    return image
+
+
+def auth_for(context, environ: Mapping[str, Any] | None) -> ks_plugin.BaseAuthPlugin | None:
+    """The caller's credentials as a keystoneauth plugin (None: no token at all, e.g. noauth2 without one)."""
+    environ = environ or getattr(context, "environ", None) or {}
+    plugin = environ.get("keystone.token_auth")
+    if plugin is not None:
+        return plugin
+    token = getattr(context, "auth_token", None)
+    catalog = environ.get("HTTP_X_SERVICE_CATALOG")
+    if not token and not catalog:
+        return None
+    from openkeel_compute.api.identity import HeaderCatalogAuth
+
+    return HeaderCatalogAuth(token, catalog)
+
+
+class GlanceClient:
+    """Reads images from Glance v2 for one OpenKeel process (thread-safe; one session, pooled)."""
+
+    retry_delay = 1.0  # seconds between attempts, as Nova waits
+
+    def __init__(self, conf: cfg.ConfigOpts) -> None:
+        self.conf = conf
+        register_opts(conf)
+        self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
+
+    # -- endpoints -------------------------------------------------------------------------------
+    def _servers(self, auth) -> Iterator[str]:
+        servers = list(self.conf.glance.api_servers or [])
+        if servers:
+            random.shuffle(servers)
+            return itertools.cycle(servers)
+        adapter = self._adapter(auth, None)
+        try:
+            endpoint = adapter.get_endpoint()
+        except ks_exc.CatalogException as exc:
+            endpoint, missing = None, str(exc)
+        except ks_exc.ClientException as exc:
+            raise errors.ImageServiceUnavailable(str(self.conf.glance.endpoint_override), str(exc)) from None
+        else:
+            missing = "no endpoint"
+        if not endpoint:
+            raise errors.ImageServiceUnavailable(
+                "None", f"{missing} (image service of the token's catalog, interfaces "
+                f"{', '.join(self.conf.glance.valid_interfaces)}): set [glance] api_servers or endpoint_override, "
+                "or register an 'image' service in the catalog")
+        return itertools.cycle([re.sub(r"/v\d+(\.\d+)?/?$", "/", endpoint)])
+
+    def _adapter(self, auth, endpoint: str | None):
+        adapter = ks_loading.load_adapter_from_conf_options(
+            self.conf, GROUP, session=self.session, auth=auth, raise_exc=False)
+        if endpoint is not None:
+            adapter.endpoint_override = endpoint
+        return adapter
+
+    def endpoint(self, context, environ=None) -> str:
+        """The image service's root URL for this caller (no trailing slash)."""
+        return next(self._servers(auth_for(context, environ))).rstrip("/")
+
+    def download_url(self, context, image_id: str, environ=None) -> str:
+        """Where an importer fetches the image's bytes: ``{endpoint}/v2/images/{id}/file``."""
+        return f"{self.endpoint(context, environ)}/v2/images/{image_id}/file"
+
+    # -- calls -------------------------------------------------------------------------------------
+    def _get(self, context, path: str, environ=None):
+        auth = auth_for(context, environ)
+        servers = self._servers(auth)
+        attempts = 1 + self.conf.glance.num_retries
+        for attempt in range(1, attempts + 1):
+            server = next(servers)
+            adapter = self._adapter(auth, server)
+            try:
+                extra = {"logger": LOG} if self.conf.glance.debug else {}
+                resp = adapter.get(path, authenticated=auth is not None, headers={"Accept": "application/json"},
+                                   **extra)
+            except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RetriableConnectionFailure,
+                    ks_exc.UnknownConnectionError, ks_exc.SSLError) as exc:
+                reason = str(exc)
+            else:
+                if resp.status_code != 503:
+                    return resp
+                reason = f"HTTP 503 Service Unavailable: {resp.text[:200]}"
+            LOG.error("Error contacting glance server '%s' for 'get', %s.", server,
+                      "retrying" if attempt < attempts else "done trying")
+            if attempt == attempts:
+                raise errors.ImageServiceUnavailable(server, reason)
+            time.sleep(self.retry_delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def show(self, context, image_id: str, environ=None) -> dict[str, Any]:
+        """The image as a plain dict (see image_from_glance), or an images.errors error."""
+        resp = self._get(context, f"/v2/images/{image_id}", environ)
+        if resp.status_code in (401, 403):
+            raise errors.ImageNotAuthorized(image_id)
+        if resp.status_code == 404:
+            raise errors.ImageNotFound(image_id)
+        if resp.status_code == 400:
+            raise errors.ImageBadRequest(image_id, f"HTTP 400 Bad Request: {resp.text}")
+        if not resp.ok:
+            raise errors.ImageError(f"Unexpected response from the image service for image {image_id}: "
+                                    f"{resp.status_code} {resp.text[:200]}")
+        return image_from_glance(resp.json())

@@ -1,0 +1,236 @@
+"""A small image service for development: local image files served with Glance v2's API shape.
+
+It answers the two calls OpenKeel makes of Glance, ``GET /v2/images/{id}`` and
+``GET /v2/images/{id}/file`` (plus ``GET /v2/images`` and the version document), from a directory:
+every image is ``<dir>/<id>.json`` (Glance's image body) beside the file it names. Images are added
+with ``register``; it reads the file to fill in what Glance computes (size, checksum, os_hash_value,
+disk_format from the file's header, virtual_size). Point ``[glance] api_servers`` at it and the
+same client that talks to a real Glance reads from it::
+
+    python -m openkeel_compute.images.local register --dir var/images cirros.qcow2 --name cirros
+    python -m openkeel_compute.images.local serve --dir var/images --port 9292
+
+There is no authentication (like a Glance deployed with ``flavor = `` in ``[paste_deploy]``): any
+token, or none, sees every image. It is for development only; production uses a real Glance.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import hashlib
+import json
+import os
+import pathlib
+import re
+import shutil
+import struct
+import sys
+import uuid
+from collections.abc import Iterable
+from socketserver import ThreadingMixIn
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+_IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file)?/?$")
+_CHUNK = 1 << 20
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def sniff(path: pathlib.Path) -> tuple[str, int]:
+    """(disk_format, virtual_size) from the file's header: qcow2 by its magic, iso by its signature, else raw."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(32)
+        if head[:4] == b"QFI\xfb" and len(head) >= 32:
+            return "qcow2", struct.unpack(">Q", head[24:32])[0]
+        f.seek(0x8001)
+        if f.read(5) == b"CD001":
+            return "iso", size
+    return "raw", size
+
+
+def register(directory: pathlib.Path, source: pathlib.Path, *, name: str | None = None, image_id: str | None = None,
+             disk_format: str | None = None, container_format: str = "bare", min_ram: int = 0, min_disk: int = 0,
+             visibility: str = "public", status: str = "active", properties: dict[str, str] | None = None,
+             copy: bool = False) -> dict[str, Any]:
+    """Add ``source`` to the image directory and return its Glance v2 body."""
+    directory.mkdir(parents=True, exist_ok=True)
+    image_id = image_id or str(uuid.uuid4())
+    uuid.UUID(image_id)
+    source = source.resolve()
+    if copy:
+        target = directory / f"{image_id}.img"
+        shutil.copyfile(source, target)
+        source = target
+    sniffed, virtual_size = sniff(source)
+    md5, sha512 = hashlib.md5(usedforsecurity=False), hashlib.sha512()
+    with source.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            md5.update(chunk)
+            sha512.update(chunk)
+    now = _now()
+    body: dict[str, Any] = {
+        "id": image_id, "name": name if name is not None else source.name, "status": status,
+        "visibility": visibility, "protected": False, "os_hidden": False, "owner": None,
+        "checksum": md5.hexdigest(), "os_hash_algo": "sha512", "os_hash_value": sha512.hexdigest(),
+        "size": source.stat().st_size, "virtual_size": virtual_size,
+        "disk_format": disk_format or sniffed, "container_format": container_format,
+        "min_ram": min_ram, "min_disk": min_disk, "tags": [], "created_at": now, "updated_at": now,
+        "self": f"/v2/images/{image_id}", "file": f"/v2/images/{image_id}/file", "schema": "/v2/schemas/image",
+    }
+    for key, value in (properties or {}).items():
+        body[key] = value
+    record = dict(body, _path=str(source))
+    tmp = directory / f".{image_id}.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+    os.replace(tmp, directory / f"{image_id}.json")
+    return body
+
+
+def _load(directory: pathlib.Path, image_id: str) -> dict[str, Any] | None:
+    path = directory / f"{image_id}.json"
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def _public(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in record.items() if not k.startswith("_")}
+
+
+def _json(start_response, status: str, body: Any) -> list[bytes]:
+    data = json.dumps(body).encode()
+    start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def _error(start_response, code: int, title: str, message: str) -> list[bytes]:
+    # Glance's error pages are webob's: a short HTML body whatever the Accept header says.
+    data = (f"<html>\n <head>\n  <title>{code} {title}</title>\n </head>\n <body>\n  <h1>{code} {title}</h1>\n"
+            f"  {message}<br /><br />\n\n\n\n </body>\n</html>").encode()
+    start_response(f"{code} {title}", [("Content-Type", "text/html; charset=UTF-8"),
+                                       ("Content-Length", str(len(data)))])
+    return [data]
+
+
+def _file(path: pathlib.Path) -> Iterable[bytes]:
+    with path.open("rb") as f:
+        while chunk := f.read(_CHUNK):
+            yield chunk
+
+
+def make_app(directory: str | os.PathLike):
+    """The WSGI application serving ``directory``."""
+    root = pathlib.Path(directory)
+
+    def app(environ, start_response):
+        method = environ["REQUEST_METHOD"]
+        path = environ.get("PATH_INFO") or "/"
+        if method not in ("GET", "HEAD"):
+            return _error(start_response, 405, "Method Not Allowed",
+                          "This development image service is read-only: add images with `register`.")
+        if path in ("/", "/versions"):
+            host = environ.get("HTTP_HOST") or "localhost"
+            return _json(start_response, "300 Multiple Choices", {"versions": [
+                {"id": "v2.16", "status": "CURRENT", "links": [{"rel": "self", "href": f"http://{host}/v2/"}]}]})
+        if path.rstrip("/") == "/v2/images":
+            images = []
+            for item in sorted(root.glob("*.json")):
+                record = _load(root, item.stem)
+                if record is not None:
+                    images.append(_public(record))
+            return _json(start_response, "200 OK", {"images": images, "schema": "/v2/schemas/images",
+                                                    "first": "/v2/images"})
+        match = _IMAGE_PATH.match(path)
+        if not match:
+            return _error(start_response, 404, "Not Found", "The resource could not be found.")
+        image_id, want_file = match.group(1), bool(match.group(2))
+        record = _load(root, image_id)
+        if record is None:
+            return _error(start_response, 404, "Not Found", f"No image found with ID {image_id}")
+        if not want_file:
+            return _json(start_response, "200 OK", _public(record))
+        data = pathlib.Path(record["_path"])
+        if record.get("status") == "deactivated":
+            return _error(start_response, 403, "Forbidden",
+                          "The requested image has been deactivated. Image data download is prohibited.")
+        if record.get("status") != "active" or not data.exists():
+            start_response("204 No Content", [])  # Glance's answer for an image without data
+            return []
+        headers = [("Content-Type", "application/octet-stream"), ("Content-Length", str(data.stat().st_size))]
+        if record.get("checksum"):
+            headers.append(("Content-MD5", record["checksum"]))
+        start_response("200 OK", headers)
+        return [] if method == "HEAD" else _file(data)
+
+    return app
+
+
+class _ThreadingServer(ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _QuietHandler(WSGIRequestHandler):
+    def log_message(self, format, *args):
+        sys.stderr.write(f"{self.address_string()} {format % args}\n")
+
+
+def serve(directory: str, host: str = "127.0.0.1", port: int = 9292):
+    """A threaded server for ``directory``; call ``serve_forever()`` on it."""
+    return make_server(host, port, make_app(directory), server_class=_ThreadingServer, handler_class=_QuietHandler)
+
+
+def _property(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m openkeel_compute.images.local",
+                                     description="Development image service with Glance v2's API shape.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    reg = sub.add_parser("register", help="add a local image file; prints its id")
+    reg.add_argument("--dir", required=True, help="image directory (created when missing)")
+    reg.add_argument("file", type=pathlib.Path)
+    reg.add_argument("--name")
+    reg.add_argument("--id", dest="image_id")
+    reg.add_argument("--disk-format", help="default: from the file's header (qcow2, iso, else raw)")
+    reg.add_argument("--container-format", default="bare")
+    reg.add_argument("--min-ram", type=int, default=0, help="MiB")
+    reg.add_argument("--min-disk", type=int, default=0, help="GiB")
+    reg.add_argument("--private", action="store_true")
+    reg.add_argument("--property", action="append", type=_property, default=[], metavar="KEY=VALUE")
+    reg.add_argument("--copy", action="store_true", help="copy the file into the directory instead of referring to it")
+    srv = sub.add_parser("serve", help="serve the directory over HTTP")
+    srv.add_argument("--dir", required=True)
+    srv.add_argument("--host", default="127.0.0.1")
+    srv.add_argument("--port", type=int, default=9292)
+    args = parser.parse_args(argv)
+    if args.command == "register":
+        if not args.file.is_file():
+            parser.error(f"{args.file}: no such file")
+        body = register(pathlib.Path(args.dir), args.file, name=args.name, image_id=args.image_id,
+                        disk_format=args.disk_format, container_format=args.container_format,
+                        min_ram=args.min_ram, min_disk=args.min_disk,
+                        visibility="private" if args.private else "public",
+                        properties=dict(args.property), copy=args.copy)
+        print(body["id"])
+        return 0
+    server = serve(args.dir, args.host, args.port)
+    print(f"serving {os.path.abspath(args.dir)} on http://{args.host}:{server.server_port}", file=sys.stderr, flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
