@@ -271,3 +271,11 @@ def test_single_ip_address_field():
     the_vmi = vmi("Running", interfaces=[{"name": "default", "mac": "m", "ipAddress": "10.0.0.5"}])
     assert addresses(the_vmi, "n") == {"n": [{"version": 4, "addr": "10.0.0.5", "OS-EXT-IPS:type": "fixed",
                                               "OS-EXT-IPS-MAC:mac_addr": "m"}]}
+
+
+def test_the_doc_states_the_fault_messages():
+    from tests._shared import ROOT
+
+    section = (ROOT / "docs" / "kubevirt-mapping.md").read_text().split("## Servers", 1)[1].split("\n## ", 1)[0]
+    for message in (BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, "No valid host was found. <scheduler message>"):
+        assert message in section
