@@ -8,6 +8,7 @@ import random
 import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from openkeel_compute.compute.flavor_copy import primitive
 from openkeel_compute.kubevirt.admission import admission_refusals
@@ -24,9 +25,10 @@ from openkeel_compute.kubevirt.server import (
     guest_hostname,
     mac_address,
     root_disk_gib,
+    shutdown_grace,
     user_data,
 )
-from tests.kubevirt.strategies import PROPERTY_OPTIONS, random_flavor, random_image
+from tests.kubevirt.strategies import PROPERTY_OPTIONS, flavors, images, random_flavor, random_image
 
 UUID = "1B4C2A3E-0000-4000-8000-00000000ABCD"
 LOWER = UUID.lower()
@@ -281,3 +283,25 @@ def test_a_users_mime_archive_keeps_its_parts_beside_the_swap_part():
     merged = email.message_from_bytes(user_data(base64.b64encode(theirs.as_bytes()).decode(), swap=True))
     types = [p.get_content_type() for p in merged.walk() if not p.is_multipart()]
     assert types == ["text/cloud-config", "text/x-shellscript", "text/cloud-config"]
+
+
+@pytest.mark.parametrize(("value", "seconds"), [("15", 15), (" 0 ", 0), ("soon", 60), ("-3", 60), (None, 60)])
+def test_shutdown_grace_tolerates_odd_image_values(value, seconds):
+    properties = {} if value is None else {"os_shutdown_timeout": value}
+    assert shutdown_grace({"properties": properties}, ServerOptions()) == seconds
+
+
+@given(flavors(), images())
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_hypothesis_servers_pass_admission(flavor, image):
+    parsed = parse_flavor(flavor)
+    image = {**image, "id": "70a599e0-31e7-49b7-b260-868f441e862b", "virtual_size": 10**9}
+    try:
+        objects = compose(SERVER, parsed, image, "ssh-ed25519 AAAA", ServerOptions(mapping=PROPERTY_OPTIONS))
+    except ImageRefused:
+        return
+    project_copy = flavor_to_kubevirt(flavor_from_copy(parsed, PROJECT), PROPERTY_OPTIONS)
+    it = project_copy.instancetypes[0]
+    pref = objects.preference or project_copy.preferences[0]
+    assert instancetype_conflicts(objects.vm, it["spec"]) == []
+    assert admission_refusals(it["spec"], pref["spec"], objects.vm, [it["metadata"], objects.vm["metadata"]]) == []

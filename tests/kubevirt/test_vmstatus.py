@@ -279,3 +279,16 @@ def test_the_doc_states_the_fault_messages():
     section = (ROOT / "docs" / "kubevirt-mapping.md").read_text().split("## Servers", 1)[1].split("\n## ", 1)[0]
     for message in (BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, "No valid host was found. <scheduler message>"):
         assert message in section
+
+
+def test_delete_waits_for_the_disks():
+    assert not run(server("active", "deleting"), None, None, [dv("Succeeded", "100.0%")]).deleted
+
+
+@pytest.mark.parametrize(("age", "grace", "vm_state"), [(30, 300, "building"), (301, 300, "error"), (1, 0, "error")])
+def test_unschedulable_grace(age, grace, vm_state):
+    since = (NOW - dt.timedelta(seconds=age)).isoformat()
+    pending = {**UNSCHEDULABLE, "lastTransitionTime": since}
+    result = observe(server("building", "networking", launched=False), vm(pending), vmi("Scheduling", pending), [],
+                     NOW, NOW - dt.timedelta(seconds=age), 3600, unschedulable_grace=grace)
+    assert result.vm_state == vm_state

@@ -147,6 +147,16 @@ def guest_hostname(hostname: str | None) -> str | None:
     return label if is_dns1123_label(label) else None
 
 
+def shutdown_grace(image: Mapping[str, Any], options: ServerOptions) -> int:
+    """The guest's grace period at stop: the image's os_shutdown_timeout if it is a whole number of seconds."""
+    value = (image.get("properties") or {}).get("os_shutdown_timeout")
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        return options.shutdown_timeout
+    return seconds if seconds >= 0 else options.shutdown_timeout
+
+
 def wants_config_drive(server: Mapping[str, Any], options: ServerOptions) -> bool:
     """Nova's rule: a config drive when the request asked for one or the site forces it."""
     requested = server.get("config_drive")
@@ -296,8 +306,7 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     hostname = guest_hostname(server.get("hostname"))
     if hostname:
         tspec["hostname"] = hostname
-    grace = (image.get("properties") or {}).get("os_shutdown_timeout")
-    tspec["terminationGracePeriodSeconds"] = int(grace) if grace not in (None, "") else options.shutdown_timeout
+    tspec["terminationGracePeriodSeconds"] = shutdown_grace(image, options)
 
     # Disks: the fragment's, the root volume renamed, cloud-init from a Secret.
     disks = [d for d in devices["disks"] if d["name"] != CLOUD_INIT_DISK]

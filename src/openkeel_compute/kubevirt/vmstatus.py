@@ -145,11 +145,11 @@ def _import_failure(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
 
 
 def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, uuid: str,
-                   data_volumes: Sequence[Mapping[str, Any]]) -> Fault | None:
+                   data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, grace: float) -> Fault | None:
     """The fault of a VM that cannot start, naming KubeVirt's reason, or None."""
     vmi_conditions = _conditions(vmi)
     scheduled = vmi_conditions.get("PodScheduled") or _conditions(vm).get("PodScheduled")
-    if _is(scheduled, "False", "Unschedulable"):
+    if _is(scheduled, "False", "Unschedulable") and not _within(scheduled, now, grace):
         message = scheduled.get("message") or "Unschedulable"  # type: ignore[union-attr]
         return Fault(500, f"No valid host was found. {message}", f"KubeVirt: Unschedulable: {message}")
     imported = _import_failure(data_volumes)
@@ -167,6 +167,14 @@ def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, 
     return None
 
 
+def _within(condition: Mapping[str, Any] | None, now: dt.datetime, grace: float) -> bool:
+    """True while a condition is younger than the grace (an autoscaler may still add a node)."""
+    if not grace or condition is None:
+        return False
+    since = _timestamp(condition.get("lastTransitionTime"))
+    return since is not None and (now - since).total_seconds() < grace
+
+
 def _timestamp(value: Any) -> dt.datetime | None:
     if value is None or isinstance(value, dt.datetime):
         return value
@@ -175,13 +183,15 @@ def _timestamp(value: Any) -> dt.datetime | None:
 
 def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None,
             data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, build_started_at: dt.datetime | None,
-            build_timeout: float, network_name: str = "pod-network") -> Observation:
+            build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0) -> Observation:
     """What KubeVirt's objects say about a server.
 
     ``server``: its row (uuid, vm_state, task_state, launched_at; ``vmi_uid``, the VMI that ran before a
     hard reboot, when the controller keeps it). ``vm``/``vmi``: the objects or None when absent;
     ``data_volumes``: the server's DataVolumes. ``build_timeout``: Nova's instance_build_timeout in
     seconds, 0 for none; a build older than that is an ERROR, as Nova's periodic check makes it.
+    ``unschedulable_grace``: seconds a launcher pod may stay unschedulable before that is a failure
+    (a cluster autoscaler may be adding a node); 0 fails at once.
     """
     uuid = str(server["uuid"])
     vm_state = server["vm_state"]
@@ -194,10 +204,11 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
     base = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
 
     if task == task_states.DELETING:
-        return Observation(vm_state, task, power, deleted=vm is None, **base)
+        # Deleted once the VM and its disks are gone (the VM's disks go with it, by owner reference).
+        return Observation(vm_state, task, power, deleted=vm is None and not data_volumes, **base)
 
     if vm_state == BUILDING and server.get("launched_at") is None:
-        fault = _start_failure(vm, vmi, uuid, data_volumes)
+        fault = _start_failure(vm, vmi, uuid, data_volumes, now, unschedulable_grace)
         if fault is None and phase == "Failed":
             message = vmi_status.get("reason") or "the virtual machine failed before it ran"
             fault = Fault(500, f"Build of instance {uuid} aborted: {message}", f"KubeVirt: VMI Failed: {message}")
@@ -242,7 +253,7 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
 
     # Not running: final, absent, or on its way up.
     if task == task_states.POWERING_ON:
-        fault = _start_failure(vm, vmi, uuid, data_volumes)
+        fault = _start_failure(vm, vmi, uuid, data_volumes, now, unschedulable_grace)
         if fault is not None:  # Nova reverts the task of a failed start and keeps the fault
             return Observation(vm_state, None, power, fault, **base)
         return Observation(vm_state, task, power, **base)
