@@ -315,3 +315,11 @@ def test_hypothesis_servers_pass_admission(flavor, image):
     pref = objects.preference or project_copy.preferences[0]
     assert instancetype_conflicts(objects.vm, it["spec"]) == []
     assert admission_refusals(it["spec"], pref["spec"], objects.vm, [it["metadata"], objects.vm["metadata"]]) == []
+
+
+def test_the_package_exports_compose_and_observe():
+    import openkeel_compute.kubevirt as package
+    from openkeel_compute.kubevirt.vmstatus import observe
+
+    assert package.compose is compose and package.observe is observe
+    assert {"compose", "observe", "ServerOptions", "Observation", "Fault", "ServerObjects"} <= set(package.__all__)
