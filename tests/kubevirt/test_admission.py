@@ -63,6 +63,22 @@ def _vm(**domain_devices: Any) -> dict[str, Any]:
                                                                    **domain_devices}}}}}}
 
 
+def _server_vm(*, hostname: str = "web-1", volume: dict[str, Any] | None = None, volume_name: str = "cloudinitdisk",
+               dv_name: str = "u-root", networks: list[dict[str, Any]] | None = None, mac: str = "fa:16:3e:00:00:01",
+               **template: Any) -> dict[str, Any]:
+    """A server's VM as compose writes it, with one field changed."""
+    return {"spec": {
+        "dataVolumeTemplates": [{"metadata": {"name": dv_name}, "spec": {"storage": {}}}],
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {
+            "hostname": hostname,
+            "domain": {"devices": {"disks": [{"name": "root", "disk": {}}, {"name": "cloudinitdisk", "disk": {}}],
+                                   "interfaces": [{"name": "default", "masquerade": {}, "macAddress": mac}]}},
+            "networks": networks or [{"name": "default", "pod": {}}],
+            "volumes": [{"name": "root", "dataVolume": {"name": "u-root"}},
+                        {"name": volume_name, **(volume or {"cloudInitNoCloud": {"secretRef": {"name": "s"}}})}],
+            **template}}}}
+
+
 # One object set per row that KubeVirt refuses for that row's reason: (instancetype, preference, VM, metadata).
 REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, list[dict[str, Any]]]] = {
     "cpu-guest-required": ({"cpu": {"guest": 0}, "memory": {"guest": "1Gi"}}, {}, None, []),
@@ -130,6 +146,18 @@ REFUSED: dict[str, tuple[dict[str, Any], dict[str, Any], dict[str, Any] | None, 
     "annotation-key-syntax": (IT, {}, None, [{"name": "x", "annotations": {"not a key": "v"}}]),
     "label-syntax": (IT, {}, None, [{"name": "x", "labels": {"app.kubernetes.io/managed-by": "open keel"}}]),
     "object-name": (IT, {}, None, [{"name": "M1.Small"}]),
+    "hostname-dns-label": (IT, {}, _server_vm(hostname="web.example"), []),
+    "access-credential-volume": (IT, {}, _server_vm(accessCredentials=[{"sshPublicKey": {
+        "source": {"secret": {"secretName": "k"}}, "propagationMethod": {"configDrive": {}}}}]), []),
+    "cloud-init-data-source": (IT, {}, _server_vm(volume={"cloudInitNoCloud": {}}), []),
+    "cloud-init-inline-size": (IT, {}, _server_vm(volume={"cloudInitNoCloud": {"userData": "x" * 2049}}), []),
+    "volume-one-source": (IT, {}, _server_vm(volume={"emptyDisk": {"capacity": "1Gi"},
+                                                     "cloudInitNoCloud": {"userData": "x"}}), []),
+    "disk-volume-match": (IT, {}, _server_vm(volume_name="other"), []),
+    "datavolume-template-referenced": (IT, {}, _server_vm(dv_name="elsewhere"), []),
+    "interface-network-match": (IT, {}, _server_vm(networks=[{"name": "default", "multus": {"networkName": "n"}}]),
+                                []),
+    "mac-address": (IT, {}, _server_vm(mac="fa:16:3e:zz:00:01"), []),
 }
 
 
@@ -150,6 +178,11 @@ def test_each_row_finds_its_refusal(rule_id: str) -> None:
 def test_the_plain_objects_break_no_row() -> None:
     meta = [{"name": "m1", "labels": {"app.kubernetes.io/managed-by": "openkeel"}, "annotations": {"a": "b"}}]
     assert admission_refusals(IT, {}, _vm(), meta) == []
+
+
+def test_the_plain_server_vm_breaks_no_row() -> None:
+    assert admission_refusals(IT, {}, _server_vm()) == []
+    assert cluster_refusals(IT, {}, _server_vm()) == []
 
 
 # -- the reproductions of issue 13 item 2 ---------------------------------------------------------------

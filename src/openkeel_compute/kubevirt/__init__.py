@@ -21,6 +21,8 @@ _WHERE = {
     "ImportResult": "reverse", "NotAnInstancetype": "reverse", "import_instancetype": "reverse",
     "objects_to_flavor": "reverse",
     "Fidelity": "rules", "Rule": "rules", "rule_for_extra_spec": "rules",
+    "ServerObjects": "server", "ServerOptions": "server", "compose": "server",
+    "Fault": "vmstatus", "Observation": "vmstatus", "observe": "vmstatus",
 }
 
 

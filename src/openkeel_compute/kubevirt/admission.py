@@ -554,6 +554,134 @@ def _name(r: Rendered) -> str | None:
     return None
 
 
+# -- a server's VM: hostname, cloud-init, key pair, disks and volumes, the pod network --------------------
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_MAC = re.compile(r"[0-9A-Fa-f]{2}([:-])[0-9A-Fa-f]{2}(\1[0-9A-Fa-f]{2}){4}")
+_CLOUD_INIT = ("cloudInitNoCloud", "cloudInitConfigDrive")
+CLOUD_INIT_INLINE_MAX = 2048
+
+
+def _volumes(r: Rendered) -> list[Mapping[str, Any]]:
+    return [v for v in r.tmpl.get("volumes") or () if type(v) is dict]
+
+
+def _hostname(r: Rendered) -> str | None:
+    hostname = r.tmpl.get("hostname")
+    if hostname and (len(hostname) > 63 or _DNS1123_LABEL.fullmatch(hostname) is None):
+        return f"{_TMPL}.hostname does not conform to the kubernetes DNS_LABEL rules : {hostname!r}"
+    return None
+
+
+def _access_credentials(r: Rendered) -> str | None:
+    volumes = _volumes(r)
+    has = {source: any(source in v for v in volumes) for source in _CLOUD_INIT}
+    for idx, cred in enumerate(r.tmpl.get("accessCredentials") or ()):
+        method = _get(cred, "sshPublicKey", "propagationMethod") or {}
+        for key, source, name in (("noCloud", "cloudInitNoCloud", "noCloud"),
+                                  ("configDrive", "cloudInitConfigDrive", "configDrive")):
+            if key in method and not has[source]:
+                return (f"{_TMPL}.accessCredentials[{idx}] requires a {name} volume to exist when the {name} "
+                        "propagationMethod is in use.")
+    return None
+
+
+def _cloud_init_source(r: Rendered) -> str | None:
+    for idx, volume in enumerate(_volumes(r)):
+        for kind in _CLOUD_INIT:
+            source = volume.get(kind)
+            if source is None:
+                continue
+            user = sum(1 for key in ("userData", "userDataBase64") if source.get(key))
+            user += 1 if _get(source, "secretRef", "name") else 0
+            network = sum(1 for key in ("networkData", "networkDataBase64") if source.get(key))
+            network += 1 if _get(source, "networkDataSecretRef", "name") else 0
+            if user > 1:
+                return f"{_TMPL}.volumes[{idx}].{kind} must have only one userdatasource set."
+            if user == 0 and network == 0:
+                return (f"{_TMPL}.volumes[{idx}].{kind} must have at least one userdatasource or one "
+                        "networkdatasource set.")
+    return None
+
+
+def _cloud_init_inline(r: Rendered) -> str | None:
+    for idx, volume in enumerate(_volumes(r)):
+        for kind in _CLOUD_INIT:
+            inline = (volume.get(kind) or {}).get("userData") or ""
+            if len(inline.encode()) > CLOUD_INIT_INLINE_MAX:
+                return (f"{_TMPL}.volumes[{idx}].{kind} userdata exceeds {CLOUD_INIT_INLINE_MAX} byte limit. Should "
+                        "use UserDataSecretRef for larger data.")
+    return None
+
+
+_VOLUME_SOURCES = frozenset({
+    "cloudInitConfigDrive", "cloudInitNoCloud", "configMap", "containerDisk", "dataVolume", "downwardAPI",
+    "downwardMetrics", "emptyDisk", "ephemeral", "hostDisk", "memoryDump", "persistentVolumeClaim", "secret",
+    "serviceAccount", "sysprep", "containerPath"})
+
+
+def _volume_one_source(r: Rendered) -> str | None:
+    for idx, volume in enumerate(_volumes(r)):
+        if len(volume.keys() & _VOLUME_SOURCES) != 1:
+            return f"{_TMPL}.volumes[{idx}] must have exactly one source type set"
+    return None
+
+
+def _disks_match_volumes(r: Rendered) -> str | None:
+    volumes = {v.get("name") for v in _volumes(r)}
+    disks = r.devices.get("disks") or ()
+    for idx, disk in enumerate(disks):
+        if disk.get("name") not in volumes and disk.get("cdrom") is None:
+            return f"{_TMPL}.domain.devices.disks[{idx}].Name '{disk.get('name')}' not found."
+    disk_names = {d.get("name") for d in disks} | {f.get("name") for f in r.devices.get("filesystems") or ()}
+    for idx, volume in enumerate(_volumes(r)):
+        if "memoryDump" not in volume and volume.get("name") not in disk_names:
+            return f"{_TMPL}.domain.volumes[{idx}].name '{volume.get('name')}' not found."
+    return None
+
+
+def _data_volume_templates(r: Rendered) -> str | None:
+    claimed = set()
+    for volume in _volumes(r):
+        claimed.add(_get(volume, "dataVolume", "name"))
+        claimed.add(_get(volume, "persistentVolumeClaim", "claimName"))
+    for idx, template in enumerate(_get(r.vm, "spec", "dataVolumeTemplates") or ()):
+        name = _get(template, "metadata", "name")
+        if not name:
+            return f"'name' field must not be empty for DataVolumeTemplate entry spec.dataVolumeTemplate[{idx}].name."
+        if name not in claimed:
+            return (f"DataVolumeTemplate entry spec.dataVolumeTemplate[{idx}] must be referenced in the VMI "
+                    "template's 'volumes' list")
+    return None
+
+
+def _interfaces_networks(r: Rendered) -> str | None:
+    interfaces = r.devices.get("interfaces") or ()
+    networks = {n.get("name"): n for n in r.tmpl.get("networks") or ()}
+    names = {i.get("name") for i in interfaces}
+    for idx, iface in enumerate(interfaces):
+        if iface.get("name") not in networks:
+            return f"{_TMPL}.domain.devices.interfaces[{idx}].name '{iface.get('name')}' not found."
+    for idx, name in enumerate(networks):
+        if name not in names:
+            return f"{_TMPL}.networks[{idx}].name '{name}' not found."
+    for iface in interfaces:
+        if "masquerade" in iface and "pod" not in networks[iface.get("name")]:
+            return "Masquerade interface only implemented with pod network"
+    return None
+
+
+def _mac_address(r: Rendered) -> str | None:
+    for idx, iface in enumerate(r.devices.get("interfaces") or ()):
+        mac = iface.get("macAddress")
+        if not mac:
+            continue
+        if _MAC.fullmatch(mac) is None:
+            return f"interface {_TMPL}.domain.devices.interfaces[{idx}].name has malformed MAC address ({mac})."
+        if "masquerade" in iface and mac == "02:00:00:00:00:00":
+            return "The requested MAC address is reserved for the in-pod bridge. Please choose another one."
+    return None
+
+
 _VMI = "pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go"
 _AMD64 = "pkg/virt-api/webhooks/amd64.go"
 _ARM64 = "pkg/virt-api/webhooks/arm64.go"
@@ -712,6 +840,39 @@ ADMISSION_TABLE: tuple[AdmissionRule, ...] = (
                   "OpenKeel's labels are fixed and valid."),
     AdmissionRule("object-name", "metadata.name: Invalid value: …: a lowercase RFC 1123 subdomain …",
                   f"{_OBJECTMETA}:155-190", _name, "object names follow the naming contract (always valid)."),
+    # -- a server's VM ----------------------------------------------------------------------------------
+    AdmissionRule("hostname-dns-label", f"{_TMPL}.hostname does not conform to the kubernetes DNS_LABEL rules : …",
+                  f"{_VMI}:1163-1172,1213-1220", _hostname,
+                  "the server's hostname is cut to its first label of at most 63 characters; a hostname that is "
+                  "still not a DNS label is left out (the guest takes the server's UUID)."),
+    AdmissionRule("access-credential-volume", f"{_TMPL}.accessCredentials[…] requires a noCloud volume to exist "
+                  "when the noCloud propagationMethod is in use. / … requires a configDrive volume …",
+                  f"{_VMI}:1491-1543", _access_credentials,
+                  "the key pair travels through the cloud-init source the server uses (NoCloud or config drive)."),
+    AdmissionRule("cloud-init-data-source", f"{_TMPL}.volumes[…].cloudInit… must have at least one userdatasource "
+                  "or one networkdatasource set. / … must have only one userdatasource set.",
+                  f"{_VMI}:1709-1760,1806-1813", _cloud_init_source,
+                  "cloud-init always reads user data from one Secret; a server without user data gets an empty "
+                  "cloud-config."),
+    AdmissionRule("cloud-init-inline-size", f"{_TMPL}.volumes[…].cloudInit… userdata exceeds 2048 byte limit. "
+                  "Should use UserDataSecretRef for larger data.", f"{_VMI}:63-64,1763-1768", _cloud_init_inline,
+                  "a server's user data always travels in a Secret, never inline."),
+    AdmissionRule("volume-one-source", f"{_TMPL}.volumes[…] must have exactly one source type set",
+                  f"{_VMI}:1617-1706", _volume_one_source, "each volume has exactly one source."),
+    AdmissionRule("disk-volume-match", f"{_TMPL}.domain.devices.disks[…].Name '…' not found. / "
+                  f"{_TMPL}.domain.volumes[…].name '…' not found.", f"{_VMI}:288-316,613-636",
+                  _disks_match_volumes, "every disk has its volume and every volume its disk."),
+    AdmissionRule("datavolume-template-referenced", "DataVolumeTemplate entry spec.dataVolumeTemplate[…] must be "
+                  "referenced in the VMI template's 'volumes' list", "pkg/storage/admitters/data-volume-template.go:74-110",
+                  _data_volume_templates, "the root disk's DataVolume is the root volume's source."),
+    AdmissionRule("interface-network-match", f"{_TMPL}.domain.devices.interfaces[…].name '…' not found. / "
+                  "Masquerade interface only implemented with pod network",
+                  "pkg/network/admitter/netiface.go:39-72; pkg/network/admitter/binding.go:82-90", _interfaces_networks,
+                  "one interface, masquerade on the pod network, named like its network."),
+    AdmissionRule("mac-address", "interface … has malformed MAC address (…). / The requested MAC address is "
+                  "reserved for the in-pod bridge. Please choose another one.",
+                  "pkg/network/admitter/netiface.go:166-178; pkg/network/admitter/binding.go:91-97", _mac_address,
+                  "the interface's MAC is fa:16:3e followed by three bytes of the server UUID's hash."),
 )
 
 RULES_BY_ID = {rule.id: rule for rule in ADMISSION_TABLE}
@@ -736,9 +897,13 @@ _GROUPS = {
                 "machine-type"),
     "requirements": ("preference-requirements",),
     "scheduling": ("affinity-label-syntax", "node-selector-label-syntax"),
+    "server": ("hostname-dns-label", "access-credential-volume", "cloud-init-data-source", "cloud-init-inline-size",
+               "volume-one-source", "disk-volume-match", "datavolume-template-referenced", "interface-network-match",
+               "mac-address"),
 }
 _GROUP_OF = {rule_id: group for group, ids in _GROUPS.items() for rule_id in ids}
 _CPU_PLAIN = frozenset({"guest", "maxSockets"})
+_SERVER_FIELDS = frozenset({"hostname", "accessCredentials", "volumes", "networks"})
 
 
 def _active_groups(r: Rendered) -> frozenset[str]:
@@ -760,10 +925,12 @@ def _active_groups(r: Rendered) -> frozenset[str]:
         active.add("requirements")
     if "affinity" in r.tmpl or "nodeSelector" in r.it:
         active.add("scheduling")
+    if r.tmpl.keys() & _SERVER_FIELDS or "interfaces" in r.devices or "dataVolumeTemplates" in (r.vm.get("spec") or {}):
+        active.add("server")
     return frozenset(active)
 
 
-@functools.lru_cache(maxsize=256)  # at most 2^7 combinations of groups
+@functools.lru_cache(maxsize=256)  # at most 2^8 combinations of groups
 def _rows_of(active: frozenset[str]) -> tuple[AdmissionRule, ...]:
     return tuple(rule for rule in ADMISSION_TABLE if _GROUP_OF.get(rule.id, "") in active)
 

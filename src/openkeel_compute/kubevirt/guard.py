@@ -121,6 +121,7 @@ def _plain_vm(vm: Mapping[str, Any] | None) -> bool:
     domain = spec.get("domain") or {}
     devices = domain.get("devices") or {}
     return ("metadata" not in tmpl and "affinity" not in spec and "architecture" not in spec
+            and spec.keys().isdisjoint(("hostname", "accessCredentials", "networks"))
             and devices.keys() <= {"disks"} and domain.keys() <= {"devices"}
             and not any(disk.get("cdrom") is not None or (disk.get("disk") or {}).get("bus")
                         for disk in devices.get("disks") or ()))

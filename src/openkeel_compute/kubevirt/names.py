@@ -86,3 +86,35 @@ def project_namespace(project_id: str, prefix: str = "") -> str:
     cleaned = _INVALID_LABEL_CHARS.sub("-", candidate.lower()).strip("-")
     cleaned = cleaned[: 63 - len(digest) - 1].rstrip("-")
     return f"{cleaned}-{digest}" if cleaned else f"p-{digest}"
+
+
+# --- a server's objects: named by the server's UUID, in its project's namespace ---------------
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
+def server_vm_name(server_uuid: str) -> str:
+    """Name of a server's VirtualMachine (and VMI, and per-server preference): its UUID, lower case."""
+    name = server_uuid.lower()
+    if _UUID.fullmatch(name) is None:
+        raise ValueError(f"{server_uuid!r} is not a server UUID")
+    return name
+
+
+def server_root_volume(server_uuid: str) -> str:
+    """Name of the server's root DataVolume (and PVC)."""
+    return f"{server_vm_name(server_uuid)}-root"
+
+
+def server_user_data_secret(server_uuid: str) -> str:
+    """Name of the Secret holding the server's cloud-init user data."""
+    return f"{server_vm_name(server_uuid)}-user-data"
+
+
+def server_ssh_key_secret(server_uuid: str) -> str:
+    """Name of the Secret holding the server's key pair public key."""
+    return f"{server_vm_name(server_uuid)}-ssh-key"
+
+
+def server_image_token_secret(server_uuid: str) -> str:
+    """Name of the Secret holding the header the root disk's import sends to Glance."""
+    return f"{server_vm_name(server_uuid)}-image-token"

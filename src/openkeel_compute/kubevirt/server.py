@@ -1,0 +1,348 @@
+"""A Nova server as KubeVirt objects: pure, data in and objects out (no I/O).
+
+``compose`` turns a server row, the flavor the server keeps, its Glance image and its key pair
+into the objects the controller applies: Secrets, an optional per-server preference, and the
+VirtualMachine. See docs/kubevirt-mapping.md, "Servers".
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import email
+import hashlib
+import json
+import math
+import urllib.parse
+from collections.abc import Mapping
+from email.mime.multipart import MIMEMultipart
+from email.mime.nonmultipart import MIMENonMultipart
+from typing import Any, NamedTuple
+
+from openkeel_compute.kubevirt.admission import label_value_ok
+from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
+from openkeel_compute.kubevirt.guard import check_vm
+from openkeel_compute.kubevirt.image import preference_with_image
+from openkeel_compute.kubevirt.mapping import (
+    CLOUD_INIT_DISK,
+    INSTANCETYPE_API,
+    MANAGED_BY,
+    MANAGER,
+    PREFERENCE,
+    ROOT_DISK,
+    SWAP_USER_DATA,
+    flavor_to_kubevirt,
+)
+from openkeel_compute.kubevirt.names import (
+    is_dns1123_label,
+    server_image_token_secret,
+    server_root_volume,
+    server_ssh_key_secret,
+    server_user_data_secret,
+    server_vm_name,
+)
+from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
+
+SERVER_ID = "openkeel.io/server-id"
+PROJECT_ID = "openkeel.io/project-id"
+ANN_DISPLAY_NAME = "openkeel.io/display-name"
+ANN_METADATA = "openkeel.io/server-metadata"
+POD_NETWORK = "default"  # the name of the pod network and its interface inside the VM
+EMPTY_USER_DATA = b"#cloud-config\n{}\n"
+USER_DATA_KEY = "userdata"  # the Secret key KubeVirt reads user data from
+SSH_KEY_KEY = "key"
+IMAGE_HEADER_KEY = "header"
+GiB = 1024**3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerOptions:
+    """What composing a server needs to know about the site; every field has a default."""
+
+    #: Glance's public endpoint as the cluster reaches it; the root disk imports <url>/v2/images/<id>/file
+    image_endpoint: str = "http://127.0.0.1:9292"
+    #: Nova's [DEFAULT] force_config_drive: always a config drive, whatever the request says
+    force_config_drive: bool = False
+    #: Nova's [DEFAULT] shutdown_timeout (seconds): the guest's grace period at stop
+    shutdown_timeout: int = 60
+    #: storage class of the server's disks (None: the cluster's default)
+    storage_class: str | None = None
+    #: the flavor mapping's options (namespace prefix, device resources...)
+    mapping: MappingOptions = DEFAULT_OPTIONS
+
+
+DEFAULT_SERVER_OPTIONS = ServerOptions()
+
+
+class ServerObjects(NamedTuple):
+    """Everything one server becomes, in the order to apply them."""
+
+    namespace: str
+    secrets: tuple[dict[str, Any], ...]
+    preference: dict[str, Any] | None  # per-server preference, when the image changes the flavor's
+    vm: dict[str, Any]
+
+    def documents(self) -> list[dict[str, Any]]:
+        """Secrets and the preference first: the VM refers to them."""
+        docs = list(self.secrets)
+        if self.preference is not None:
+            docs.append(self.preference)
+        docs.append(self.vm)
+        return docs
+
+
+def flavor_from_copy(flavor: Mapping[str, Any] | Flavor, project_id: str) -> Flavor:
+    """The Flavor of a server's frozen flavor copy (a Flavor 1.2's fields, as FlavorCopy.cur holds them).
+
+    A private flavor is read as shared with the server's project only: the VM uses that project's copy.
+    """
+    if isinstance(flavor, Flavor):
+        if flavor.is_public or project_id in flavor.access:
+            return flavor if flavor.is_public else flavor._replace(access=(project_id,))
+        return flavor._replace(access=(project_id,))
+    public = bool(flavor.get("is_public", True))
+    body: dict[str, Any] = {
+        "id": str(flavor["flavorid"]),
+        "name": flavor["name"],
+        "ram": flavor["memory_mb"],
+        "vcpus": flavor["vcpus"],
+        "disk": flavor["root_gb"],
+        EPHEMERAL: flavor.get("ephemeral_gb") or 0,
+        "swap": flavor.get("swap") or "",
+        "rxtx_factor": float(flavor.get("rxtx_factor") or 1.0),
+        IS_PUBLIC: public,
+        DISABLED: bool(flavor.get("disabled", False)),
+        "extra_specs": dict(flavor.get("extra_specs") or {}),
+    }
+    if not public:
+        body["access"] = [project_id]
+    return parse_flavor(body)
+
+
+def root_disk_gib(flavor: Flavor, image: Mapping[str, Any]) -> int:
+    """Size of the root disk: the flavor's, else the image's virtual size (else size, else min_disk), in GiB."""
+    if flavor.disk:
+        return flavor.disk
+    for field in ("virtual_size", "size"):
+        value = image.get(field)
+        if value:
+            return max(1, math.ceil(int(value) / GiB))
+    min_disk = int(image.get("min_disk") or 0)
+    if min_disk:
+        return min_disk
+    raise ValueError(f"image {image.get('id')} has no size: a zero-disk flavor needs the image's size")
+
+
+def mac_address(server_uuid: str) -> str:
+    """A stable MAC for the server's interface, in Nova's fa:16:3e prefix (kept across new launcher pods)."""
+    digest = hashlib.sha1(server_uuid.encode()).digest()
+    return "fa:16:3e:" + ":".join(f"{byte:02x}" for byte in digest[:3])
+
+
+def guest_hostname(hostname: str | None) -> str | None:
+    """The VM's hostname: the first label of Nova's hostname, or None when KubeVirt would refuse it."""
+    if not hostname:
+        return None
+    label = hostname.split(".", 1)[0].lower()[:63].rstrip("-")
+    return label if is_dns1123_label(label) else None
+
+
+def shutdown_grace(image: Mapping[str, Any], options: ServerOptions) -> int:
+    """The guest's grace period at stop: the image's os_shutdown_timeout if it is a whole number of seconds."""
+    value = (image.get("properties") or {}).get("os_shutdown_timeout")
+    try:
+        seconds = int(str(value).strip())
+    except ValueError:
+        return options.shutdown_timeout
+    return seconds if seconds >= 0 else options.shutdown_timeout
+
+
+def wants_config_drive(server: Mapping[str, Any], options: ServerOptions) -> bool:
+    """Nova's rule: a config drive when the request asked for one or the site forces it."""
+    requested = server.get("config_drive")
+    return options.force_config_drive or (requested not in (None, "", False)
+                                          and str(requested).lower() not in ("false", "0"))
+
+
+_PART_TYPES = (
+    (b"#cloud-config", "text/cloud-config"), (b"#!", "text/x-shellscript"), (b"#include", "text/x-include-url"),
+    (b"#cloud-boothook", "text/cloud-boothook"), (b"#part-handler", "text/part-handler"),
+    (b"#upstart-job", "text/upstart-job"), (b"## template: jinja", "text/jinja2"),
+)
+
+
+def _part(data: bytes) -> MIMENonMultipart:
+    mime = next((kind for prefix, kind in _PART_TYPES if data.startswith(prefix)), "text/plain")
+    if data[:2] == b"\x1f\x8b":  # gzip: cloud-init decompresses it before looking at the content
+        mime = "application/x-gzip"
+    maintype, subtype = mime.split("/")
+    part = MIMENonMultipart(maintype, subtype)
+    part.set_payload(base64.b64encode(data).decode())
+    part["Content-Transfer-Encoding"] = "base64"
+    return part
+
+
+def user_data(server_user_data: str | None, swap: bool) -> bytes:
+    """The cloud-init user data: the server's (Nova keeps it base64), plus the swap lines when the flavor has swap.
+
+    Both together become a MIME multipart archive, which cloud-init reads part by part.
+    """
+    own = base64.b64decode(server_user_data) if server_user_data else b""
+    if not swap:
+        return own or EMPTY_USER_DATA
+    if not own:
+        return SWAP_USER_DATA.encode()
+    archive = MIMEMultipart(boundary="==openkeel-" + hashlib.sha1(own).hexdigest() + "==")
+    archive.attach(_part(SWAP_USER_DATA.encode()))
+    if own.startswith((b"Content-Type:", b"MIME-Version:")):
+        theirs = email.message_from_bytes(own)
+        if theirs.is_multipart():  # already an archive: its parts join the swap part
+            for part in theirs.get_payload():
+                archive.attach(part)
+            return archive.as_bytes()
+    archive.attach(_part(own))
+    return archive.as_bytes()
+
+
+def _secret(name: str, namespace: str, labels: dict[str, str], data: dict[str, bytes]) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(labels)},
+        "type": "Opaque",
+        "data": {key: base64.b64encode(value).decode() for key, value in data.items()},
+    }
+
+
+def image_token_secret(server_uuid: str, namespace: str, token: str) -> dict[str, Any]:
+    """The Secret the root disk's import sends to Glance: one header line, ``X-Auth-Token:<token>``.
+
+    The token is a service credential; the controller rewrites this Secret while the import runs,
+    because CDI's importer reads it again at each retry.
+    """
+    return _secret(server_image_token_secret(server_uuid), namespace, _labels(server_uuid, None),
+                   {IMAGE_HEADER_KEY: f"X-Auth-Token:{token}".encode()})
+
+
+def _labels(server_uuid: str, project_id: str | None) -> dict[str, str]:
+    labels = {MANAGED_BY: MANAGER, SERVER_ID: server_uuid}
+    if project_id is not None and label_value_ok(project_id):
+        labels[PROJECT_ID] = project_id
+    return labels
+
+
+def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image: Mapping[str, Any],
+            public_key: str | None, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
+            image_token: str | None = None) -> ServerObjects:
+    """The KubeVirt objects of one server.
+
+    ``server``: the instance row (uuid, project_id, hostname, display_name, user_data as Nova keeps it
+    (base64), config_drive) and optionally ``metadata`` (the server's metadata items). ``flavor``: the
+    frozen flavor copy (FlavorCopy.cur) or a Flavor. ``image``: the Glance image (id, name, size,
+    virtual_size, min_ram, min_disk, properties). ``public_key``: the key pair's public key, or None.
+    ``image_token``: when given, the Glance header Secret is composed too.
+
+    Raises ImageRefused where Nova refuses the flavor and image together, and RefusedByKubeVirt if an
+    object would be refused by the cluster (a bug in this module, never the user's fault).
+    """
+    uuid = server_vm_name(str(server["uuid"]))
+    project_id = str(server["project_id"])
+    namespace = options.mapping.namespace_for(project_id)
+    parsed = flavor_from_copy(flavor, project_id)
+    objects = flavor_to_kubevirt(parsed, options.mapping)
+    it_spec = objects.instancetypes[0]["spec"]
+    flavor_pref = objects.preferences[0]["spec"]
+    image_pref = preference_with_image(parsed, image, options.mapping)
+    labels = _labels(uuid, project_id)
+
+    vm = _vm_from_fragment(objects.vm)
+    meta = vm["metadata"]
+    meta["name"] = uuid
+    meta["namespace"] = namespace
+    meta["labels"] = dict(labels)
+    meta["annotations"][PROJECT_ID] = project_id
+    if server.get("display_name") is not None:
+        meta["annotations"][ANN_DISPLAY_NAME] = str(server["display_name"])
+    if server.get("metadata"):
+        meta["annotations"][ANN_METADATA] = json.dumps(dict(server["metadata"]), sort_keys=True,
+                                                       separators=(",", ":"))
+    spec = vm["spec"]
+    spec["runStrategy"] = "Manual"
+
+    preference: dict[str, Any] | None = None
+    if image_pref.spec != flavor_pref:
+        # The image changes the flavor's preference: the server gets its own, so the VM stays free of
+        # domain settings and nothing can conflict with the instancetype.
+        preference = {
+            "apiVersion": INSTANCETYPE_API,
+            "kind": PREFERENCE,
+            "metadata": {"name": uuid, "namespace": namespace, "labels": dict(labels)},
+            "spec": image_pref.spec,
+        }
+        spec["preference"] = {"kind": PREFERENCE, "name": uuid}
+
+    # The root disk: imported from Glance over HTTP with the header Secret.
+    root_name = server_root_volume(uuid)
+    url = (options.image_endpoint.rstrip("/") + "/v2/images/"
+           + urllib.parse.quote(str(image["id"]), safe="") + "/file")
+    storage: dict[str, Any] = {"resources": {"requests": {"storage": f"{root_disk_gib(parsed, image)}Gi"}}}
+    if options.storage_class:
+        storage["storageClassName"] = options.storage_class
+    spec["dataVolumeTemplates"] = [{
+        "metadata": {"name": root_name, "labels": dict(labels)},
+        "spec": {"source": {"http": {"url": url, "secretExtraHeaders": [server_image_token_secret(uuid)]}},
+                 "storage": storage},
+    }]
+
+    template = spec["template"]
+    tmeta = template.setdefault("metadata", {})
+    tmeta["labels"] = dict(labels)
+    tspec = template["spec"]
+    domain = tspec["domain"]
+    domain["firmware"] = {"uuid": str(server["uuid"]).lower()}
+    devices = domain["devices"]
+    devices["interfaces"] = [{"name": POD_NETWORK, "masquerade": {}, "macAddress": mac_address(uuid)}]
+    tspec["networks"] = [{"name": POD_NETWORK, "pod": {}}]
+    hostname = guest_hostname(server.get("hostname"))
+    if hostname:
+        tspec["hostname"] = hostname
+    tspec["terminationGracePeriodSeconds"] = shutdown_grace(image, options)
+
+    # Disks: the fragment's, the root volume renamed, cloud-init from a Secret.
+    disks = [d for d in devices["disks"] if d["name"] != CLOUD_INIT_DISK]
+    volumes = [v for v in tspec["volumes"] if v["name"] != CLOUD_INIT_DISK]
+    for volume in volumes:
+        if volume["name"] == ROOT_DISK:
+            volume["dataVolume"] = {"name": root_name}
+    swap = any("cloudInitNoCloud" in v for v in tspec["volumes"] if v["name"] == CLOUD_INIT_DISK)
+    config_drive = wants_config_drive(server, options)
+    source = "cloudInitConfigDrive" if config_drive else "cloudInitNoCloud"
+    disks.append({"name": CLOUD_INIT_DISK, "disk": {}})
+    volumes.append({"name": CLOUD_INIT_DISK, source: {"secretRef": {"name": server_user_data_secret(uuid)}}})
+    devices["disks"] = disks
+    tspec["volumes"] = volumes
+
+    secrets = [_secret(server_user_data_secret(uuid), namespace, labels,
+                       {USER_DATA_KEY: user_data(server.get("user_data"), swap)})]
+    if public_key:
+        secrets.append(_secret(server_ssh_key_secret(uuid), namespace, labels, {SSH_KEY_KEY: public_key.encode()}))
+        tspec["accessCredentials"] = [{"sshPublicKey": {
+            "source": {"secret": {"secretName": server_ssh_key_secret(uuid)}},
+            "propagationMethod": {"configDrive": {}} if config_drive else {"noCloud": {}},
+        }}]
+    if image_token is not None:
+        secret = image_token_secret(uuid, namespace, image_token)
+        secret["metadata"]["labels"] = dict(labels)
+        secrets.append(secret)
+
+    pref_spec = image_pref.spec if preference is not None else flavor_pref
+    metadata = [objects.instancetypes[0]["metadata"], vm["metadata"]]
+    if preference is not None:
+        metadata.append(preference["metadata"])
+    check_vm(vm, it_spec, pref_spec, metadata)
+    return ServerObjects(namespace, tuple(secrets), preference, vm)
+
+
+def _vm_from_fragment(fragment: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep copy of the flavor's VM fragment: the server's objects never share the flavor's dicts."""
+    return json.loads(json.dumps(fragment))

@@ -1,0 +1,266 @@
+"""KubeVirt status back into Nova's states: pure, data in and a decision out (no I/O).
+
+``observe`` reads a server's VirtualMachine, its VirtualMachineInstance and its DataVolumes as the
+cluster reports them and says what the server's vm_state, task_state and power_state become, with a
+fault when the server goes to ERROR and the addresses the VMI shows. See docs/kubevirt-mapping.md,
+"Servers".
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import ipaddress
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
+
+from openkeel_compute.compute.states import (
+    ACTIVE,
+    BUILDING,
+    ERROR,
+    PAUSED,
+    STOPPED,
+    SUSPENDED,
+    power_state,
+    task_states,
+)
+
+BUILD_TIMEOUT_MESSAGE = "Instance build timed out. Set to error state."
+VM_GONE_MESSAGE = "The server's virtual machine is gone from the cluster."
+#: an import that restarted this many times has failed, even if CDI would try again
+IMPORT_RETRIES = 3
+
+_FINAL = ("Succeeded", "Failed")
+_NOT_STARTED = ("", "Pending", "Scheduling", "Scheduled")
+# Tasks a running VMI completes, and the vm_state each ends in.
+_DONE_WHEN_RUNNING = {
+    task_states.POWERING_ON: ACTIVE,
+    task_states.REBOOTING: ACTIVE, task_states.REBOOT_PENDING: ACTIVE, task_states.REBOOT_STARTED: ACTIVE,
+    task_states.REBOOTING_HARD: ACTIVE, task_states.REBOOT_PENDING_HARD: ACTIVE,
+    task_states.REBOOT_STARTED_HARD: ACTIVE,
+    task_states.UNPAUSING: ACTIVE, task_states.RESUMING: ACTIVE, task_states.REBUILD_SPAWNING: ACTIVE,
+    task_states.UNRESCUING: ACTIVE, task_states.UNSHELVING: ACTIVE,
+}
+_HARD_REBOOT = (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, task_states.REBOOT_STARTED_HARD)
+# Nova's power sync leaves these vm_states alone when the guest is off.
+_LEFT_ALONE = (BUILDING, "rescued", "resized", SUSPENDED, ERROR)
+
+
+class Fault(NamedTuple):
+    """An instance fault as Nova records it: code, message (the API cuts it to 255), details."""
+
+    code: int
+    message: str
+    details: str
+
+
+class Observation(NamedTuple):
+    """What the server's row becomes. The controller writes it with expected_task_state = the task it read."""
+
+    vm_state: str
+    task_state: str | None
+    power_state: int
+    fault: Fault | None = None
+    addresses: dict[str, list[dict[str, Any]]] | None = None  # None: nothing to read, keep the last seen
+    progress: int | None = None
+    host: str | None = None  # the node the VMI runs on
+    launched: bool = False  # the server reached Running for the first time: set launched_at
+    host_status_unknown: bool = False  # the node stopped answering (2.16 host_status UNKNOWN)
+    deleted: bool = False  # a delete finished: the VM object is gone
+    stop_guest: bool = False  # a stopped server's guest runs: stop it, as Nova's power sync does
+
+
+def _conditions(obj: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    if not obj:
+        return {}
+    return {c.get("type"): c for c in (obj.get("status") or {}).get("conditions") or ()}
+
+
+def _is(condition: Mapping[str, Any] | None, status: str, reason: str | None = None) -> bool:
+    return (condition is not None and condition.get("status") == status
+            and (reason is None or condition.get("reason") == reason))
+
+
+def _vmi_power(vmi: Mapping[str, Any] | None) -> tuple[int, bool]:
+    """(power_state, node unresponsive) of a VMI."""
+    if vmi is None:
+        return power_state.SHUTDOWN, False
+    status = vmi.get("status") or {}
+    phase = status.get("phase") or ""
+    if (phase == "Failed" and status.get("reason") == "NodeUnresponsive") or phase == "Unknown":
+        return power_state.NOSTATE, True
+    if phase in _FINAL:
+        return power_state.SHUTDOWN, False
+    if phase == "Running":
+        paused = _is(_conditions(vmi).get("Paused"), "True")
+        return (power_state.PAUSED if paused else power_state.RUNNING), False
+    return power_state.NOSTATE, False
+
+
+def addresses(vmi: Mapping[str, Any] | None, network_name: str, interface: str = "default"
+              ) -> dict[str, list[dict[str, Any]]] | None:
+    """Nova's ``addresses`` from the VMI's pod-network interface, or None when the VMI shows no address."""
+    if vmi is None:
+        return None
+    entries = [i for i in (vmi.get("status") or {}).get("interfaces") or () if i.get("name") == interface]
+    if not entries:
+        return None
+    entry = entries[0]
+    ips = list(entry.get("ipAddresses") or ([entry["ipAddress"]] if entry.get("ipAddress") else []))
+    found = []
+    for text in ips:
+        try:
+            ip = ipaddress.ip_address(text.split("/")[0])
+        except ValueError:
+            continue
+        if ip.is_link_local:
+            continue
+        found.append({"version": ip.version, "addr": str(ip), "OS-EXT-IPS:type": "fixed",
+                      "OS-EXT-IPS-MAC:mac_addr": entry.get("mac")})
+    return {network_name: found} if found else None
+
+
+def _progress(data_volumes: Sequence[Mapping[str, Any]]) -> int | None:
+    values = []
+    for dv in data_volumes:
+        text = str((dv.get("status") or {}).get("progress") or "")
+        try:
+            values.append(float(text.rstrip("%")))
+        except ValueError:
+            continue
+    return int(min(values)) if values else None
+
+
+def _import_failure(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
+    for dv in data_volumes:
+        status = dv.get("status") or {}
+        running = _conditions(dv).get("Running")
+        failed = status.get("phase") == "Failed" or (
+            int(status.get("restartCount") or 0) >= IMPORT_RETRIES and _is(running, "False"))
+        if failed:
+            reason = (running or {}).get("reason") or status.get("phase")
+            message = (running or {}).get("message") or "the import failed"
+            name = (dv.get("metadata") or {}).get("name", "")
+            return f"the disk {name} could not be imported from the image ({reason}): {message}"
+    return None
+
+
+def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, uuid: str,
+                   data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, grace: float) -> Fault | None:
+    """The fault of a VM that cannot start, naming KubeVirt's reason, or None."""
+    vmi_conditions = _conditions(vmi)
+    scheduled = vmi_conditions.get("PodScheduled") or _conditions(vm).get("PodScheduled")
+    if _is(scheduled, "False", "Unschedulable") and not _within(scheduled, now, grace):
+        message = scheduled.get("message") or "Unschedulable"  # type: ignore[union-attr]
+        return Fault(500, f"No valid host was found. {message}", f"KubeVirt: Unschedulable: {message}")
+    imported = _import_failure(data_volumes)
+    if imported:
+        return Fault(500, f"Build of instance {uuid} aborted: {imported}", f"KubeVirt: DataVolumeError: {imported}")
+    synchronized = vmi_conditions.get("Synchronized")
+    if _is(synchronized, "False") and synchronized.get("reason") in (  # type: ignore[union-attr]
+            "FailedPvcNotFound", "ErrImagePull", "ImagePullBackOff"):
+        reason, message = synchronized.get("reason"), synchronized.get("message") or ""  # type: ignore[union-attr]
+        return Fault(500, f"Build of instance {uuid} aborted: {reason}: {message}", f"KubeVirt: {reason}: {message}")
+    failure = _conditions(vm).get("Failure")
+    if _is(failure, "True"):
+        reason, message = failure.get("reason") or "Failure", failure.get("message") or ""  # type: ignore[union-attr]
+        return Fault(500, f"Build of instance {uuid} aborted: {reason}: {message}", f"KubeVirt: {reason}: {message}")
+    return None
+
+
+def _within(condition: Mapping[str, Any] | None, now: dt.datetime, grace: float) -> bool:
+    """True while a condition is younger than the grace (an autoscaler may still add a node)."""
+    if not grace or condition is None:
+        return False
+    since = _timestamp(condition.get("lastTransitionTime"))
+    return since is not None and (now - since).total_seconds() < grace
+
+
+def _timestamp(value: Any) -> dt.datetime | None:
+    if value is None or isinstance(value, dt.datetime):
+        return value
+    return dt.datetime.fromisoformat(str(value))
+
+
+def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None,
+            data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, build_started_at: dt.datetime | None,
+            build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0) -> Observation:
+    """What KubeVirt's objects say about a server.
+
+    ``server``: its row (uuid, vm_state, task_state, launched_at; ``vmi_uid``, the VMI that ran before a
+    hard reboot, when the controller keeps it). ``vm``/``vmi``: the objects or None when absent;
+    ``data_volumes``: the server's DataVolumes. ``build_timeout``: Nova's instance_build_timeout in
+    seconds, 0 for none; a build older than that is an ERROR, as Nova's periodic check makes it.
+    ``unschedulable_grace``: seconds a launcher pod may stay unschedulable before that is a failure
+    (a cluster autoscaler may be adding a node); 0 fails at once.
+    """
+    uuid = str(server["uuid"])
+    vm_state = server["vm_state"]
+    task = server.get("task_state")
+    power, unresponsive = _vmi_power(vmi)
+    vmi_status = (vmi or {}).get("status") or {}
+    phase = (vmi_status.get("phase") or "") if vmi is not None else None
+    host = vmi_status.get("nodeName")
+    seen = addresses(vmi, network_name)
+    base = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
+
+    if task == task_states.DELETING:
+        # Deleted once the VM and its disks are gone (the VM's disks go with it, by owner reference).
+        return Observation(vm_state, task, power, deleted=vm is None and not data_volumes, **base)
+
+    if vm_state == BUILDING and server.get("launched_at") is None:
+        fault = _start_failure(vm, vmi, uuid, data_volumes, now, unschedulable_grace)
+        if fault is None and phase == "Failed":
+            message = vmi_status.get("reason") or "the virtual machine failed before it ran"
+            fault = Fault(500, f"Build of instance {uuid} aborted: {message}", f"KubeVirt: VMI Failed: {message}")
+        if fault is not None:
+            return Observation(ERROR, None, power, fault, **base)
+        if phase == "Running":
+            return Observation(ACTIVE, None, power, launched=True, **base)
+        started = _timestamp(build_started_at)
+        if build_timeout and started is not None and (now - started).total_seconds() > build_timeout:
+            return Observation(ERROR, None, power, Fault(500, BUILD_TIMEOUT_MESSAGE, ""), **base)
+        if vm is None:
+            return Observation(BUILDING, task_states.SCHEDULING, power, **base)
+        if phase == "Scheduled":
+            return Observation(BUILDING, task_states.SPAWNING, power, **base)
+        if phase in _NOT_STARTED:
+            return Observation(BUILDING, task_states.NETWORKING, power, **base)
+        return Observation(BUILDING, task_states.BLOCK_DEVICE_MAPPING, power,
+                           progress=_progress(data_volumes), **base)
+
+    if vm is None:
+        return Observation(ERROR, None, power, Fault(500, VM_GONE_MESSAGE, f"KubeVirt: VirtualMachine {uuid} not found"),
+                           **base)
+    if unresponsive:
+        return Observation(vm_state, task, power, **base)
+
+    if phase == "Running":
+        if power == power_state.PAUSED:
+            reason = (_conditions(vmi).get("Paused") or {}).get("reason")
+            if task == task_states.PAUSING and reason == "PausedByUser":
+                return Observation(PAUSED, None, power, **base)
+            if task == task_states.SUSPENDING and reason == "PausedByUser":
+                return Observation(SUSPENDED, None, power, **base)
+            return Observation(vm_state, task, power, **base)
+        if task in _DONE_WHEN_RUNNING:
+            uid = (vmi or {}).get("metadata", {}).get("uid")
+            if task in _HARD_REBOOT and server.get("vmi_uid") and uid == server.get("vmi_uid"):
+                return Observation(vm_state, task, power, **base)  # the old VMI still runs
+            return Observation(_DONE_WHEN_RUNNING[task], None, power, **base)
+        if task is None and vm_state == STOPPED:
+            return Observation(vm_state, None, power, stop_guest=True, **base)
+        return Observation(vm_state, task, power, **base)
+
+    # Not running: final, absent, or on its way up.
+    if task == task_states.POWERING_ON:
+        fault = _start_failure(vm, vmi, uuid, data_volumes, now, unschedulable_grace)
+        if fault is not None:  # Nova reverts the task of a failed start and keeps the fault
+            return Observation(vm_state, None, power, fault, **base)
+        return Observation(vm_state, task, power, **base)
+    if phase is not None and phase not in _FINAL:
+        return Observation(vm_state, task, power, **base)  # starting: nothing to conclude yet
+    if task == task_states.POWERING_OFF:
+        return Observation(STOPPED, None, power, **base)
+    if task is None and vm_state not in _LEFT_ALONE and vm_state != STOPPED:
+        return Observation(STOPPED, None, power, **base)  # the guest shut down by itself
+    return Observation(vm_state, task, power, **base)

@@ -1,0 +1,294 @@
+"""KubeVirt status back into Nova's states (kubevirt/vmstatus.py): every row of the lifecycle tables."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from openkeel_compute.compute.states import status_from_state
+from openkeel_compute.kubevirt.vmstatus import BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, addresses, observe
+
+UUID = "1b4c2a3e-0000-4000-8000-00000000abcd"
+NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
+LAUNCHED = NOW - dt.timedelta(hours=1)
+
+
+def cond(kind, status, reason=None, message=None):
+    c = {"type": kind, "status": status}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    return c
+
+
+def vm(*conditions, deleting=False):
+    meta = {"name": UUID}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-12-01T11:59:00Z"
+    return {"metadata": meta, "status": {"conditions": list(conditions)}}
+
+
+def vmi(phase, *conditions, reason=None, uid="uid-1", node="node-a", interfaces=None):
+    status = {"phase": phase, "conditions": list(conditions), "nodeName": node}
+    if reason:
+        status["reason"] = reason
+    if interfaces is not None:
+        status["interfaces"] = interfaces
+    return {"metadata": {"name": UUID, "uid": uid}, "status": status}
+
+
+def dv(phase, progress=None, *conditions, restarts=0):
+    status = {"phase": phase, "conditions": list(conditions), "restartCount": restarts}
+    if progress is not None:
+        status["progress"] = progress
+    return {"metadata": {"name": f"{UUID}-root"}, "status": status}
+
+
+def server(vm_state, task=None, launched=True, **extra):
+    return {"uuid": UUID, "vm_state": vm_state, "task_state": task,
+            "launched_at": LAUNCHED if launched else None, **extra}
+
+
+def run(row_server, the_vm, the_vmi, dvs=(), started=NOW - dt.timedelta(seconds=30), timeout=3600):
+    return observe(row_server, the_vm, the_vmi, list(dvs), NOW, started, timeout)
+
+
+UNSCHEDULABLE = cond("PodScheduled", "False", "Unschedulable", "0/3 nodes are available: 3 Insufficient memory.")
+IMPORTING = dv("ImportInProgress", "45.50%", cond("Running", "True"))
+
+# -- power_state (§1.6 power table) ------------------------------------------------------------------
+
+POWER_ROWS = [
+    ("no VMI", None, 4, False),
+    ("Succeeded", vmi("Succeeded"), 4, False),
+    ("Failed", vmi("Failed"), 4, False),
+    ("Failed NodeUnresponsive", vmi("Failed", reason="NodeUnresponsive"), 0, True),
+    ("Unknown", vmi("Unknown"), 0, True),
+    ("Pending", vmi("Pending"), 0, False),
+    ("Scheduling", vmi("Scheduling"), 0, False),
+    ("Scheduled", vmi("Scheduled"), 0, False),
+    ("Running", vmi("Running"), 1, False),
+    ("Running Paused", vmi("Running", cond("Paused", "True", "PausedByUser")), 3, False),
+    ("Running Paused=False", vmi("Running", cond("Paused", "False")), 1, False),
+]
+
+
+@pytest.mark.parametrize(("name", "the_vmi", "power", "unknown"), POWER_ROWS, ids=[r[0] for r in POWER_ROWS])
+def test_power_state(name, the_vmi, power, unknown):
+    result = run(server("error"), vm(), the_vmi)  # error: Nova's sync leaves the vm_state alone
+    assert (result.power_state, result.host_status_unknown) == (power, unknown)
+    assert result.vm_state == "error"
+
+
+# -- during build (§1.6 "During build", §1.7 BUILD) -------------------------------------------------
+
+BUILD_ROWS = [
+    ("row written, no VM yet", None, None, (), ("building", "scheduling", "BUILD")),
+    ("VM created, disks to come", vm(), None, (), ("building", "block_device_mapping", "BUILD")),
+    ("DV importing", vm(), None, (IMPORTING,), ("building", "block_device_mapping", "BUILD")),
+    ("DV retried once", vm(), None, (dv("ImportInProgress", None, cond("Running", "False", "Error"), restarts=1),),
+     ("building", "block_device_mapping", "BUILD")),
+    ("VMI Pending", vm(), vmi("Pending"), (), ("building", "networking", "BUILD")),
+    ("VMI Scheduling", vm(), vmi("Scheduling"), (), ("building", "networking", "BUILD")),
+    ("VMI Scheduled", vm(), vmi("Scheduled"), (), ("building", "spawning", "BUILD")),
+    ("VMI Running", vm(), vmi("Running"), (), ("active", None, "ACTIVE")),
+    ("Unschedulable", vm(UNSCHEDULABLE), vmi("Scheduling", UNSCHEDULABLE), (), ("error", None, "ERROR")),
+    ("DV Failed", vm(), None, (dv("Failed", None, cond("Running", "False", "Error", "HTTP 401")),),
+     ("error", None, "ERROR")),
+    ("DV retried too often", vm(), None,
+     (dv("ImportInProgress", None, cond("Running", "False", "Error", "HTTP 401"), restarts=3),),
+     ("error", None, "ERROR")),
+    ("ErrImagePull", vm(), vmi("Scheduling", cond("Synchronized", "False", "ErrImagePull", "pull failed")), (),
+     ("error", None, "ERROR")),
+    ("ImagePullBackOff", vm(), vmi("Scheduling", cond("Synchronized", "False", "ImagePullBackOff", "back-off")), (),
+     ("error", None, "ERROR")),
+    ("ErrorPvcNotFound", vm(), vmi("Pending", cond("Synchronized", "False", "FailedPvcNotFound", "no pvc")), (),
+     ("error", None, "ERROR")),
+    ("VM Failure condition", vm(cond("Failure", "True", "FailedCreate", "admission webhook denied the request")),
+     None, (), ("error", None, "ERROR")),
+    ("VMI Failed before Running", vm(), vmi("Failed"), (), ("error", None, "ERROR")),
+]
+
+
+@pytest.mark.parametrize(("name", "the_vm", "the_vmi", "dvs", "expected"), BUILD_ROWS, ids=[r[0] for r in BUILD_ROWS])
+def test_build(name, the_vm, the_vmi, dvs, expected):
+    result = run(server("building", "scheduling", launched=False), the_vm, the_vmi, dvs)
+    assert (result.vm_state, result.task_state, status_from_state(result.vm_state, result.task_state)) == expected
+    assert (result.fault is not None) == (expected[0] == "error")
+    assert result.launched == (expected[0] == "active")
+
+
+def test_build_progress_is_the_import_progress():
+    assert run(server("building", "scheduling", launched=False), vm(), None, [IMPORTING]).progress == 45
+
+
+def test_unschedulable_fault_names_kubevirt_reason():
+    fault = run(server("building", launched=False), vm(UNSCHEDULABLE), vmi("Scheduling", UNSCHEDULABLE)).fault
+    assert fault.code == 500
+    assert fault.message == "No valid host was found. 0/3 nodes are available: 3 Insufficient memory."
+    assert "Unschedulable" in fault.details
+
+
+def test_import_failure_fault_names_the_disk_and_reason():
+    failed = dv("Failed", None, cond("Running", "False", "Error", "Unable to connect to http data source: 401"))
+    fault = run(server("building", launched=False), vm(), None, [failed]).fault
+    assert fault.message == (f"Build of instance {UUID} aborted: the disk {UUID}-root could not be imported from "
+                             "the image (Error): Unable to connect to http data source: 401")
+
+
+@pytest.mark.parametrize(("age", "timeout", "vm_state"), [
+    (3601, 3600, "error"), (3600, 3600, "building"), (10**6, 0, "building"), (10, 5, "error")])
+def test_build_timeout(age, timeout, vm_state):
+    result = run(server("building", "block_device_mapping", launched=False), vm(), None, [IMPORTING],
+                 started=NOW - dt.timedelta(seconds=age), timeout=timeout)
+    assert result.vm_state == vm_state
+    if vm_state == "error":
+        assert result.task_state is None
+        assert result.fault.message == BUILD_TIMEOUT_MESSAGE == "Instance build timed out. Set to error state."
+
+
+def test_running_wins_over_the_timeout():
+    result = run(server("building", "spawning", launched=False), vm(), vmi("Running"),
+                 started=NOW - dt.timedelta(days=1), timeout=60)
+    assert (result.vm_state, result.launched) == ("active", True)
+
+
+# -- after launch (§1.6 "After launch", §1.7) --------------------------------------------------------
+
+PAUSED_BY_USER = cond("Paused", "True", "PausedByUser")
+AFTER_ROWS = [
+    ("Running completes powering-on", server("stopped", "powering-on"), vm(), vmi("Running"),
+     ("active", None, 1, "ACTIVE")),
+    ("Running completes soft reboot", server("active", "reboot_started"), vm(), vmi("Running"),
+     ("active", None, 1, "ACTIVE")),
+    ("Running completes hard reboot (new VMI)", server("active", "reboot_started_hard", vmi_uid="uid-1"), vm(),
+     vmi("Running", uid="uid-2"), ("active", None, 1, "ACTIVE")),
+    ("old VMI still running during hard reboot", server("active", "reboot_started_hard", vmi_uid="uid-1"), vm(),
+     vmi("Running", uid="uid-1"), ("active", "reboot_started_hard", 1, "HARD_REBOOT")),
+    ("hard reboot from stopped", server("stopped", "rebooting_hard"), vm(), vmi("Running"),
+     ("active", None, 1, "ACTIVE")),
+    ("Running completes unpausing", server("paused", "unpausing"), vm(), vmi("Running"), ("active", None, 1, "ACTIVE")),
+    ("Running completes resuming", server("suspended", "resuming"), vm(), vmi("Running"), ("active", None, 1, "ACTIVE")),
+    ("Running, nothing to do", server("active"), vm(), vmi("Running"), ("active", None, 1, "ACTIVE")),
+    ("PausedByUser after pause", server("active", "pausing"), vm(), vmi("Running", PAUSED_BY_USER),
+     ("paused", None, 3, "PAUSED")),
+    ("PausedByUser after suspend", server("active", "suspending"), vm(), vmi("Running", PAUSED_BY_USER),
+     ("suspended", None, 3, "SUSPENDED")),
+    ("pausing, not yet paused", server("active", "pausing"), vm(), vmi("Running"),
+     ("active", "pausing", 1, "ACTIVE")),
+    ("paused by KubeVirt (I/O error)", server("active"), vm(), vmi("Running", cond("Paused", "True", "PausedIOError")),
+     ("active", None, 3, "ACTIVE")),
+    ("guest shut down by itself", server("active"), vm(), vmi("Succeeded"), ("stopped", None, 4, "SHUTOFF")),
+    ("guest crashed", server("active"), vm(), vmi("Failed"), ("stopped", None, 4, "SHUTOFF")),
+    ("VMI absent, active", server("active"), vm(), None, ("stopped", None, 4, "SHUTOFF")),
+    ("stop done", server("active", "powering-off"), vm(), None, ("stopped", None, 4, "SHUTOFF")),
+    ("stop done (final VMI)", server("active", "powering-off"), vm(), vmi("Succeeded"), ("stopped", None, 4, "SHUTOFF")),
+    ("stop under way", server("active", "powering-off"), vm(), vmi("Running"),
+     ("active", "powering-off", 1, "ACTIVE")),
+    ("paused guest gone", server("paused"), vm(), None, ("stopped", None, 4, "SHUTOFF")),
+    ("suspended left alone", server("suspended"), vm(), None, ("suspended", None, 4, "SUSPENDED")),
+    ("error left alone", server("error"), vm(), None, ("error", None, 4, "ERROR")),
+    ("rescued left alone", server("rescued"), vm(), None, ("rescued", None, 4, "RESCUE")),
+    ("stopped stays stopped", server("stopped"), vm(), None, ("stopped", None, 4, "SHUTOFF")),
+    ("start not yet running", server("stopped", "powering-on"), vm(), None, ("stopped", "powering-on", 4, "SHUTOFF")),
+    ("start pending pod", server("stopped", "powering-on"), vm(), vmi("Scheduling"),
+     ("stopped", "powering-on", 0, "SHUTOFF")),
+    ("start unschedulable", server("stopped", "powering-on"), vm(UNSCHEDULABLE), vmi("Scheduling", UNSCHEDULABLE),
+     ("stopped", None, 0, "SHUTOFF")),
+    ("start refused", server("stopped", "powering-on"), vm(cond("Failure", "True", "FailedCreate", "denied")), None,
+     ("stopped", None, 4, "SHUTOFF")),
+    ("node unresponsive", server("active"), vm(), vmi("Failed", reason="NodeUnresponsive"),
+     ("active", None, 0, "ACTIVE")),
+    ("terminating", server("active", "deleting"), vm(deleting=True), vmi("Running"),
+     ("active", "deleting", 1, "ACTIVE")),
+    ("VM gone during delete", server("active", "deleting"), None, None, ("active", "deleting", 4, "ACTIVE")),
+    ("VM vanished", server("active"), None, None, ("error", None, 4, "ERROR")),
+    ("stopped, but the guest runs", server("stopped"), vm(), vmi("Running"), ("stopped", None, 1, "SHUTOFF")),
+]
+
+
+@pytest.mark.parametrize(("name", "row", "the_vm", "the_vmi", "expected"), AFTER_ROWS, ids=[r[0] for r in AFTER_ROWS])
+def test_after_launch(name, row, the_vm, the_vmi, expected):
+    result = run(row, the_vm, the_vmi)
+    status = status_from_state(result.vm_state, result.task_state)
+    assert (result.vm_state, result.task_state, result.power_state, status) == expected
+    assert not result.launched
+
+
+def test_start_failure_keeps_a_fault_and_reverts_the_task():
+    result = run(server("stopped", "powering-on"), vm(UNSCHEDULABLE), vmi("Scheduling", UNSCHEDULABLE))
+    assert result.fault.message.startswith("No valid host was found. 0/3 nodes")
+
+
+def test_delete_finishes_when_the_vm_is_gone():
+    assert run(server("active", "deleting"), None, None).deleted
+    assert not run(server("active", "deleting"), vm(deleting=True), None).deleted
+
+
+def test_vanished_vm_gives_a_fault():
+    result = run(server("active"), None, None)
+    assert result.fault.message == VM_GONE_MESSAGE and result.fault.code == 500
+
+
+def test_stopped_server_with_a_running_guest_asks_for_a_stop():
+    assert run(server("stopped"), vm(), vmi("Running")).stop_guest
+    assert not run(server("active"), vm(), vmi("Running")).stop_guest
+
+
+def test_node_unresponsive_reports_host_status_unknown():
+    result = run(server("active"), vm(), vmi("Failed", reason="NodeUnresponsive"))
+    assert result.host_status_unknown and result.power_state == 0
+
+
+def test_host_is_the_node():
+    assert run(server("active"), vm(), vmi("Running", node="worker-7")).host == "worker-7"
+
+
+# -- addresses (§4) ---------------------------------------------------------------------------------
+
+def test_addresses_from_the_pod_interface():
+    interfaces = [{"name": "default", "mac": "fa:16:3e:a6:6c:3f", "ipAddress": "10.244.0.12",
+                   "ipAddresses": ["10.244.0.12", "fd10:244::c", "fe80::1"], "infoSource": "domain, guest-agent"},
+                  {"name": "other", "ipAddresses": ["192.0.2.9"]}]
+    result = run(server("active"), vm(), vmi("Running", interfaces=interfaces))
+    assert result.addresses == {"pod-network": [
+        {"version": 4, "addr": "10.244.0.12", "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:a6:6c:3f"},
+        {"version": 6, "addr": "fd10:244::c", "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": "fa:16:3e:a6:6c:3f"},
+    ]}
+    named = observe(server("active"), vm(), vmi("Running", interfaces=interfaces), [], NOW, None, 0, "private")
+    assert list(named.addresses) == ["private"]
+
+
+@pytest.mark.parametrize("the_vmi", [None, vmi("Running"), vmi("Running", interfaces=[{"name": "default"}]),
+                                     vmi("Running", interfaces=[{"name": "default", "ipAddresses": ["fe80::2"]}])])
+def test_no_address_to_read_keeps_the_last_seen(the_vmi):
+    assert addresses(the_vmi, "pod-network") is None
+
+
+def test_single_ip_address_field():
+    the_vmi = vmi("Running", interfaces=[{"name": "default", "mac": "m", "ipAddress": "10.0.0.5"}])
+    assert addresses(the_vmi, "n") == {"n": [{"version": 4, "addr": "10.0.0.5", "OS-EXT-IPS:type": "fixed",
+                                              "OS-EXT-IPS-MAC:mac_addr": "m"}]}
+
+
+def test_the_doc_states_the_fault_messages():
+    from tests._shared import ROOT
+
+    section = (ROOT / "docs" / "kubevirt-mapping.md").read_text().split("## Servers", 1)[1].split("\n## ", 1)[0]
+    for message in (BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, "No valid host was found. <scheduler message>"):
+        assert message in section
+
+
+def test_delete_waits_for_the_disks():
+    assert not run(server("active", "deleting"), None, None, [dv("Succeeded", "100.0%")]).deleted
+
+
+@pytest.mark.parametrize(("age", "grace", "vm_state"), [(30, 300, "building"), (301, 300, "error"), (1, 0, "error")])
+def test_unschedulable_grace(age, grace, vm_state):
+    since = (NOW - dt.timedelta(seconds=age)).isoformat()
+    pending = {**UNSCHEDULABLE, "lastTransitionTime": since}
+    result = observe(server("building", "networking", launched=False), vm(pending), vmi("Scheduling", pending), [],
+                     NOW, NOW - dt.timedelta(seconds=age), 3600, unschedulable_grace=grace)
+    assert result.vm_state == vm_state
