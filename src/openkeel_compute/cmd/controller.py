@@ -51,7 +51,12 @@ def _run(args) -> int:
     from openkeel_compute.controller import service
 
     conf = load_conf(args)
-    return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+    if args.kubeconfig or args.render or conf.controller.kubeconfig or conf.controller.driver != "emulated":
+        return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+    from openkeel_compute.emulator.service import emulated_cluster
+
+    with emulated_cluster(conf) as kubeconfig:
+        return service.run(conf, kubeconfig=kubeconfig, once=args.once)
 
 
 def _status(args) -> int:
