@@ -22,7 +22,7 @@ from typing import Any
 KINDS = ("api-error", "unschedulable", "import-failure", "node-loss")
 API_MESSAGES = {
     429: "Too many requests, please try again later.",
-    500: "Internal error occurred: the emulated API server was told to fail this request",
+    500: "Internal error occurred: the emulated API server failed this request",
     502: "the server was unable to return a response in the time allotted, but may still be processing the "
          "request",
     503: "the server is currently unable to handle the request",

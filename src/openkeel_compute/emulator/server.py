@@ -102,7 +102,7 @@ class Emulator:
         self.faults: list[Fault] = []
         self.lifecycle = Lifecycle(self.store, delays or Delays(), self.faults)
         self.tick = tick
-        self.hold_after: int | None = None  # accept this many more writes, then hold every further write
+        self.hold_after: int | None = None  # see _maybe_hold
         self.holding = threading.Event()
         self._release = threading.Event()
         self._stopped = threading.Event()
@@ -275,7 +275,7 @@ class Emulator:
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         self._api_fault(method, res.plural, ns, name)
         if method in ("POST", "PUT", "PATCH", "DELETE"):
-            self._maybe_hold()
+            self._maybe_hold(counts=res.plural != "leases")
         with self.store.lock:
             code, answer, warnings = self._resource(method, res, ns, name, subresource, params, body, content_type)
             if method != "GET":
@@ -291,16 +291,17 @@ class Emulator:
             for fault in self.faults:
                 if fault.api_match(method, plural, ns, name):
                     headers = {"Retry-After": "1"} if fault.status == 429 else {}
-                    raise ApiError(fault.status, fault.message or API_MESSAGES.get(
-                        fault.status, f"the emulated API server was told to answer {fault.status}"),
-                        headers=headers)
+                    message = fault.message or (f"{API_MESSAGES.get(fault.status, 'injected fault')} "
+                                                f"(HTTP {fault.status} injected into the emulated cluster)")
+                    raise ApiError(fault.status, message, headers=headers)
 
-    def _maybe_hold(self) -> None:
+    def _maybe_hold(self, counts: bool) -> None:
+        """``hold_after``: accept that many more writes (Lease renewals not counted), then hold every write."""
         if self.hold_after is None:
             return
         with self.store.lock:
             hold = self.hold_after <= 0
-            if not hold:
+            if not hold and counts:
                 self.hold_after -= 1
         if hold:
             self.holding.set()
