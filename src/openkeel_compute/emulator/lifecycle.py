@@ -23,7 +23,7 @@ from typing import Any
 
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.resources import BY_KIND
-from openkeel_compute.emulator.store import Store, new_uid, now
+from openkeel_compute.emulator.store import Store, clone, new_uid, now
 
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 VMI_FINALIZERS = ["kubevirt.io/virtualMachineControllerFinalize", "kubevirt.io/foregroundDeleteVirtualMachine"]
@@ -61,6 +61,14 @@ def _condition(type_: str, status: str, reason: str = "", message: str = "") -> 
     if message:
         cond["message"] = message
     return cond
+
+
+def _own(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy to change metadata and status of (the spec is shared: stored objects are replaced, never edited)."""
+    new = dict(obj)
+    new["metadata"] = clone(obj["metadata"])
+    new["status"] = clone(obj.get("status") or {})
+    return new
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:
@@ -128,7 +136,9 @@ class Lifecycle:
         phase = status.get("phase")
         ns = dv["metadata"].get("namespace")
         owners = [r.get("name") for r in dv["metadata"].get("ownerReferences") or ()]
-        new = copy.deepcopy(dv)
+        if phase in ("Succeeded", "Failed"):
+            return
+        new = _own(dv)
         if phase is None:
             new["status"] = {"phase": "Pending", "progress": "N/A", "claimName": dv["metadata"]["name"],
                              "conditions": [_condition("Bound", "False", "Pending", "PVC Pending"),
@@ -178,7 +188,9 @@ class Lifecycle:
                 self.store._remove(("virtualmachineinstances", ns, name))
                 self.since.pop(meta["uid"], None)
             return
-        new = copy.deepcopy(vmi)
+        if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
+            return
+        new = _own(vmi)
         st = new["status"]
         if phase is None:
             st.update(phase="Pending", phaseTransitionTimestamps=[{"phase": "Pending",
@@ -238,7 +250,7 @@ class Lifecycle:
         return out
 
     def _lose_node(self, vmi: dict[str, Any], clock: float) -> None:
-        new = copy.deepcopy(vmi)
+        new = _own(vmi)
         st = new["status"]
         st.update(phase="Failed", reason="NodeUnresponsive")
         st["conditions"] = [_condition("Ready", "False", "NodeUnresponsive",
@@ -336,8 +348,8 @@ class Lifecycle:
     def _vm(self, vm: dict[str, Any], clock: float) -> None:
         meta = vm["metadata"]
         ns, name = meta.get("namespace"), meta["name"]
-        new = copy.deepcopy(vm)
-        status = new.setdefault("status", {})
+        new = _own(vm)
+        status = new["status"]
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         deleting = bool(meta.get("deletionTimestamp"))
         if deleting:

@@ -36,6 +36,7 @@ SUBRESOURCES_GROUP = "subresources.kubevirt.io"
 
 class _Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body in separate segments would wait for a delayed ACK
     server_version = "openkeel-emulated-kube-apiserver"
     emulator: Emulator  # set on the per-server subclass
 
@@ -173,11 +174,15 @@ class Emulator:
         self.stop()
 
     def _run_controllers(self) -> None:
-        while not self._stopped.wait(self.tick):
+        pause = self.tick
+        while not self._stopped.wait(pause):
+            started = time.monotonic()
             try:
                 self.lifecycle.step()
             except Exception:  # keep the cluster alive; the defect is in the log
                 LOG.exception("emulated KubeVirt controllers")
+            # A large cluster's pass takes a while: leave the API server at least as long again.
+            pause = max(self.tick, time.monotonic() - started)
 
     # -- what tests and operators drive --------------------------------------------------------------
 

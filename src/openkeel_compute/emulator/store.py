@@ -23,6 +23,8 @@ import threading
 import uuid
 from typing import Any
 
+import orjson
+
 from openkeel_compute.emulator import admission, schema
 from openkeel_compute.emulator.resources import BY_KIND, Resource
 
@@ -60,6 +62,11 @@ class ApiError(Exception):
 def not_found(res: Resource, name: str) -> ApiError:
     return ApiError(404, f'{res.group_resource} "{name}" not found', details={
         "name": name, "group": res.group, "kind": res.plural})
+
+
+def clone(obj: Any) -> Any:
+    """A deep copy of a JSON value (several times faster than copy.deepcopy)."""
+    return orjson.loads(orjson.dumps(obj))
 
 
 def now() -> str:
@@ -220,7 +227,6 @@ class Store:
         self.rv = 0
         self.writes: list[tuple[str, str, dict]] = []  # (method, path, params) of accepted writes
         self.expire_continue = 0  # the next N continued list pages answer 410 Gone
-        self.changed = threading.Condition(self.lock)
         self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
 
     # -- internal ------------------------------------------------------------------------------------
@@ -240,7 +246,6 @@ class Store:
                     meta[field] = old_meta[field]
             bump = obj.get("spec") != old.get("spec")
             meta["generation"] = old_meta.get("generation", 1) + (1 if bump else 0)
-        self.changed.notify_all()
         return obj
 
     def _validate(self, res: Resource, body: dict[str, Any], params: dict[str, str]) -> list[str]:
@@ -488,7 +493,6 @@ class Store:
         self.objects.pop(key, None)
         self.applied.pop(key, None)
         self.rv += 1
-        self.changed.notify_all()
 
     def delete(self, res: Resource, ns: str | None, name: str, body: dict[str, Any] | None,
                params: dict[str, str]) -> dict[str, Any]:
