@@ -179,3 +179,28 @@ def test_deleting_the_vm_removes_vmi_datavolumes_and_revisions(cluster, client, 
     with pytest.raises(ApiError) as caught:
         client.get(VM, vm, namespace=NS)
     assert caught.value.status.code == 404
+
+
+def test_start_paused(cluster, client, vm):
+    assert put(client, "virtualmachines", vm, "start", {"paused": True}).status_code == 202
+    obj = cluster.wait_for("VirtualMachine", vm, NS, lambda o: printable(o) == "Paused")
+    vmi = cluster.get("VirtualMachineInstance", vm, NS)
+    assert vmi["spec"]["startStrategy"] == "Paused"
+    assert next(c for c in obj["status"]["conditions"] if c["type"] == "Paused")["reason"] == "PausedStartStrategy"
+    assert put(client, "virtualmachineinstances", vm, "unpause").status_code == 202
+    running(cluster)
+
+
+def test_deleting_the_namespace_empties_it_first(cluster, client, vm):
+    put(client, "virtualmachines", vm, "start")
+    running(cluster)
+    http = client._client._client
+    answer = http.delete(f"/api/v1/namespaces/{NS}")
+    assert answer.status_code == 200 and answer.json()["status"]["phase"] == "Terminating"
+    refused = http.post(f"/api/v1/namespaces/{NS}/secrets", json={"metadata": {"name": "late"}})
+    assert refused.status_code == 403
+    assert refused.json()["message"] == (f'secrets "late" is forbidden: unable to create new content in namespace '
+                                         f"{NS} because it is being terminated")
+    cluster.wait_for("Namespace", NS, None, lambda o: o is None)
+    for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "ControllerRevision"):
+        assert cluster.objects(kind) == {}, kind

@@ -128,6 +128,21 @@ class Lifecycle:
                 if plural == "virtualmachines":
                     self._vm(obj, clock)
             self._collect_garbage()
+            self._namespaces()
+
+    def _namespaces(self) -> None:
+        terminating = {name for (plural, _ns, name), obj in self.store.objects.items()
+                       if plural == "namespaces" and obj["metadata"].get("deletionTimestamp")}
+        if not terminating:
+            return
+        left: set[str] = set()
+        for (plural, ns, name), obj in list(self.store.objects.items()):
+            if ns in terminating:
+                left.add(ns)
+                if not obj["metadata"].get("deletionTimestamp"):
+                    self.store.delete(BY_KIND[obj["kind"]], ns, name, None, {})
+        for name in terminating - left:
+            self.store._remove(("namespaces", None, name))
 
     # -- DataVolumes (CDI) ---------------------------------------------------------------------------
 
@@ -219,6 +234,9 @@ class Lifecycle:
             st["phase"] = "Running"
             st["conditions"] = [_condition("Ready", "True"), _condition("LiveMigratable", "True"),
                                 _condition("StorageLiveMigratable", "True")]
+            if (vmi.get("spec") or {}).get("startStrategy") == "Paused":
+                st["conditions"].append(_condition("Paused", "True", "PausedStartStrategy",
+                                                   "VMI was paused by start strategy"))
             st["interfaces"] = self._interfaces(vmi)
             st["migrationMethod"] = "BlockMigration"
             st["machine"] = {"type": "pc-q35-rhel9.6.0"}
@@ -323,10 +341,12 @@ class Lifecycle:
             found.append(dv)
         return found
 
-    def _start_vmi(self, vm: dict[str, Any], revisions: dict[str, Any]) -> None:
+    def _start_vmi(self, vm: dict[str, Any], revisions: dict[str, Any], paused: bool = False) -> None:
         template = copy.deepcopy((vm.get("spec") or {}).get("template") or {})
         tmeta = template.get("metadata") or {}
         spec = template.get("spec") or {}
+        if paused:
+            spec["startStrategy"] = "Paused"
         domain = spec.setdefault("domain", {})
         it_ref = revisions.get("instancetypeRef")
         if it_ref:
@@ -393,7 +413,7 @@ class Lifecycle:
                     requests.pop(0)
             elif first.get("action") == "Start" and not failures:
                 if vmi is None and dvs_ready:
-                    self._start_vmi(vm, status)
+                    self._start_vmi(vm, status, paused=(first.get("data") or {}).get("paused") == "true")
                     requests.pop(0)
                 elif vmi is not None and not vmi["metadata"].get("deletionTimestamp"):
                     requests.pop(0)  # already running

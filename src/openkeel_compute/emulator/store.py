@@ -299,9 +299,18 @@ class Store:
                 "name": name, "group": res.group, "kind": res.plural,
                 "causes": [{"reason": "FieldValueInvalid", "message": m} for m in refusals]})
 
-    def _need_namespace(self, res: Resource, ns: str | None) -> None:
-        if res.namespaced and ("namespaces", None, ns) not in self.objects:
+    def _need_namespace(self, res: Resource, ns: str | None, name: str | None = None) -> None:
+        if not res.namespaced:
+            return
+        namespace = self.objects.get(("namespaces", None, ns))
+        if namespace is None:
             raise ApiError(404, f'namespaces "{ns}" not found', details={"name": ns, "kind": "namespaces"})
+        if namespace["metadata"].get("deletionTimestamp"):
+            raise ApiError(403, f'{res.group_resource} "{name or ""}" is forbidden: unable to create new content in '
+                                f"namespace {ns} because it is being terminated",
+                           details={"name": name or "", "group": res.group, "kind": res.plural,
+                                    "causes": [{"reason": "NamespaceTerminating", "field": "metadata.namespace",
+                                                "message": f"namespace {ns} is being terminated"}]})
 
     # -- reads ---------------------------------------------------------------------------------------
 
@@ -363,7 +372,7 @@ class Store:
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = meta["generateName"] + "".join(random.choices("bcdfghjklmnpqrstvwxz2456789", k=5))
         self._check_name(res, meta.get("name"))
-        self._need_namespace(res, ns)
+        self._need_namespace(res, ns, meta.get("name"))
         if res.namespaced:
             meta["namespace"] = ns
         obj["apiVersion"], obj["kind"] = res.api_version, res.kind
@@ -447,7 +456,7 @@ class Store:
                 raise ApiError(400, "the body of the request was in an unknown format")
             warnings = self._validate(res, body, params)
             if current is None:
-                self._need_namespace(res, ns)
+                self._need_namespace(res, ns, name)
                 self._check_name(res, name)
             config = copy.deepcopy(body)
             config.setdefault("metadata", {}).pop("resourceVersion", None)
@@ -508,6 +517,8 @@ class Store:
             raise self._conflict(res, name)
         if params.get("dryRun") == "All" or options.get("dryRun") == ["All"]:
             return current
+        if res.kind == "Namespace":
+            return self._terminate_namespace(key, current)
         policy = options.get("propagationPolicy") or params.get("propagationPolicy")
         finalizers = list(current["metadata"].get("finalizers") or [])
         if policy == "Foreground" and "foregroundDeletion" not in finalizers and self.dependents(current):
@@ -523,6 +534,17 @@ class Store:
             return self.objects[key]
         self._remove(key)
         return current
+
+    def _terminate_namespace(self, key: Key, current: dict[str, Any]) -> dict[str, Any]:
+        """A namespace is Terminating until what it holds is gone (lifecycle.py empties it), then goes."""
+        if current["metadata"].get("deletionTimestamp"):
+            return current
+        obj = clone(current)
+        obj["metadata"]["deletionTimestamp"] = now()
+        obj["spec"] = {"finalizers": ["kubernetes"]}
+        obj["status"] = {"phase": "Terminating"}
+        self.objects[key] = self._stamp(obj, current)
+        return self.objects[key]
 
     def dependents(self, owner: dict[str, Any]) -> list[Key]:
         uid = owner["metadata"]["uid"]
