@@ -204,3 +204,44 @@ def test_deleting_the_namespace_empties_it_first(cluster, client, vm):
     cluster.wait_for("Namespace", NS, None, lambda o: o is None)
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "ControllerRevision"):
         assert cluster.objects(kind) == {}, kind
+
+
+def test_watch_streams_the_boot(cluster, client, vm):
+    """lightkube's watch sees the VMI come and reach Running, then go when the VM stops."""
+    import threading
+
+    from tests.emulator.conftest import VMI
+
+    events = []
+    done = threading.Event()
+
+    def follow():
+        for type_, obj in client.watch(VMI, namespace=NS, resource_version="1"):
+            events.append((type_, (obj.status or {}).get("phase")))
+            if type_ == "DELETED":
+                done.set()
+                return
+
+    threading.Thread(target=follow, daemon=True).start()
+    put(client, "virtualmachines", vm, "start")
+    running(cluster)
+    put(client, "virtualmachines", vm, "stop")
+    assert done.wait(10), events
+    assert events[0] == ("ADDED", None)
+    assert ("MODIFIED", "Running") in events and events[-1][0] == "DELETED"
+
+
+def test_watch_from_now_lists_first_and_honours_selectors(cluster, client, vm):
+    http = client._client._client
+    with http.stream("GET", f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines",
+                     params={"watch": "true", "timeoutSeconds": "0.3",
+                             "labelSelector": f"openkeel.io/server-id={vm}"}) as response:
+        lines = [line for line in response.iter_lines() if line]
+    import json
+
+    first = json.loads(lines[0])
+    assert first["type"] == "ADDED" and first["object"]["metadata"]["name"] == vm
+    with http.stream("GET", f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines",
+                     params={"watch": "true", "timeoutSeconds": "0.2", "labelSelector": "openkeel.io/server-id=x"}
+                     ) as response:
+        assert [line for line in response.iter_lines() if line] == []

@@ -21,13 +21,14 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any, Self
 
+import orjson
 import yaml
 
 from openkeel_compute.emulator import subresources
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import Delays, Lifecycle
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
-from openkeel_compute.emulator.store import ApiError, Store
+from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match
 
 LOG = logging.getLogger(__name__)
 FAULTS_PATH = "/emulator/v1/faults"
@@ -78,6 +79,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _serve(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         params = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        if self.command == "GET" and params.get("watch") in ("true", "1"):
+            try:
+                self.emulator.watch(self, url.path, params)
+            except ApiError as exc:
+                self._send(exc.code, exc.status(), exc.headers)
+            except OSError:  # the client went away
+                self.close_connection = True
+            return
         try:
             body = self._body()
             code, answer, headers = self.emulator.handle(self.command, url.path, params, body,
@@ -245,23 +254,40 @@ class Emulator:
 
     def handle(self, method: str, path: str, params: dict[str, str], body: Any, content_type: str
                ) -> tuple[int, Any, dict[str, str]]:
-        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
         if path.rstrip("/") in ("/healthz", "/readyz", "/livez"):
             return 200, b"ok", {}
         if path.rstrip("/") == FAULTS_PATH:
             return self._faults_endpoint(method, body)
-        if parts[:1] == ["api"]:
-            group, rest, version = "", parts[2:], parts[1] if len(parts) > 1 else None
-        elif parts[:1] == ["apis"]:
-            group = parts[1] if len(parts) > 1 else None
-            version = parts[2] if len(parts) > 2 else None
-            rest = parts[3:]
-        else:
-            raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
+        group, version, rest = self._split(path)
         if version is None or (group is None) or not rest:
             return 200, self._discovery(group, version), {}
         if group == SUBRESOURCES_GROUP:
             return self._subresource(method, rest, params, body)
+        res, ns, name, subresource = self._route(group, version, rest)
+        self._api_fault(method, res.plural, ns, name)
+        if method in ("POST", "PUT", "PATCH", "DELETE"):
+            self._maybe_hold(counts=res.plural != "leases")
+        with self.store.lock:
+            code, answer, warnings = self._resource(method, res, ns, name, subresource, params, body, content_type)
+            if method != "GET":
+                self.store.writes.append((method, path, params))
+            data = json.dumps(answer, separators=(",", ":")).encode()
+        headers = {}
+        if warnings:
+            headers["Warning"] = ", ".join(f'299 - "{w}"' for w in warnings).replace('\\"', "'")
+        return code, data, headers
+
+    @staticmethod
+    def _split(path: str) -> tuple[str | None, str | None, list[str]]:
+        parts = [urllib.parse.unquote(p) for p in path.strip("/").split("/") if p]
+        if parts[:1] == ["api"]:
+            return "", parts[1] if len(parts) > 1 else None, parts[2:]
+        if parts[:1] == ["apis"]:
+            return (parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None, parts[3:])
+        raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
+
+    @staticmethod
+    def _route(group: str, version: str, rest: list[str]) -> tuple[Resource, str | None, str | None, str | None]:
         ns: str | None = None
         if group == "" and rest[0] == "namespaces" and len(rest) <= 2:
             plural, tail = "namespaces", rest[1:]
@@ -278,18 +304,68 @@ class Emulator:
         subresource = tail[1] if len(tail) > 1 else None
         if subresource not in (None, "status") or (subresource == "status" and not res.status_subresource):
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
-        self._api_fault(method, res.plural, ns, name)
-        if method in ("POST", "PUT", "PATCH", "DELETE"):
-            self._maybe_hold(counts=res.plural != "leases")
-        with self.store.lock:
-            code, answer, warnings = self._resource(method, res, ns, name, subresource, params, body, content_type)
-            if method != "GET":
-                self.store.writes.append((method, path, params))
-            data = json.dumps(answer, separators=(",", ":")).encode()
-        headers = {}
-        if warnings:
-            headers["Warning"] = ", ".join(f'299 - "{w}"' for w in warnings).replace('\\"', "'")
-        return code, data, headers
+        return res, ns, name, subresource
+
+    def watch(self, handler: _Handler, path: str, params: dict[str, str]) -> None:
+        """Stream ADDED / MODIFIED / DELETED events as newline-delimited JSON (chunked), as a watch does."""
+        group, version, rest = self._split(path)
+        if version is None or group is None or not rest:
+            raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
+        res, ns, name, _sub = self._route(group, version, rest)
+        self._api_fault("GET", res.plural, ns, name)
+        labels, fields = params.get("labelSelector"), params.get("fieldSelector")
+        if name is not None:
+            fields = ",".join(filter(None, (fields, f"metadata.name={name}")))
+        timeout = float(params.get("timeoutSeconds") or 1800)
+        deadline = time.monotonic() + timeout
+        store = self.store
+        with store.lock:
+            since = params.get("resourceVersion") or "0"
+            try:
+                last = int(since)
+            except ValueError:
+                raise ApiError(400, f'resourceVersion: Invalid value: "{since}": must be an integer') from None
+            initial: list[bytes] = []
+            if last == 0:
+                listing = store.list(res, ns, {"labelSelector": labels or "", "fieldSelector": fields or ""})
+                initial = [orjson.dumps({"type": "ADDED", "object": o}) for o in listing["items"]]
+                last = store.rv
+            elif store.events and last < store.events[0][0] - 1 and last < store.rv:
+                initial = [orjson.dumps({"type": "ERROR", "object": ApiError(
+                    410, f"too old resource version: {last} ({store.events[0][0] - 1})", reason="Expired").status()})]
+                deadline = 0.0
+        handler.send_response(200)
+        handler.send_header("Content-Type", "application/json")
+        handler.send_header("Transfer-Encoding", "chunked")
+        handler.end_headers()
+
+        def send(lines: list[bytes]) -> None:
+            if lines:
+                data = b"".join(line + b"\n" for line in lines)
+                handler.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                handler.wfile.flush()
+
+        send(initial)
+        while not self._stopped.is_set() and time.monotonic() < deadline:
+            with store.lock:
+                fresh = [e for e in store.events if e[0] > last]
+                if not fresh:
+                    store.changed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
+                    fresh = [e for e in store.events if e[0] > last]
+            lines = []
+            for rv, type_, plural, event_ns, data in fresh:
+                last = max(last, rv)
+                if plural != res.plural or (ns is not None and event_ns != ns):
+                    continue
+                if labels or fields:
+                    obj = orjson.loads(data)
+                    if labels and not labels_match(labels, obj["metadata"].get("labels") or {}):
+                        continue
+                    if fields and not fields_match(fields, obj):
+                        continue
+                lines.append(b'{"type":"%s","object":%s}' % (type_.encode(), data))
+            send(lines)
+        handler.wfile.write(b"0\r\n\r\n")  # the connection stays open for the next request
 
     def _api_fault(self, method: str, plural: str, ns: str | None, name: str | None) -> None:
         with self.store.lock:
@@ -317,9 +393,6 @@ class Emulator:
                   params: dict[str, str], body: Any, content_type: str) -> tuple[int, Any, list[str]]:
         store = self.store
         if method == "GET":
-            if params.get("watch") in ("true", "1"):
-                raise ApiError(405, "watch is not served by the emulated cluster; list instead",
-                               reason="MethodNotAllowed")
             if name is None:
                 return 200, store.list(res, ns, params), []
             return 200, store.get(res, ns, name), []

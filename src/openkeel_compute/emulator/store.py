@@ -15,6 +15,7 @@ warning) and then by the admission hooks.
 from __future__ import annotations
 
 import base64
+import collections
 import copy
 import datetime
 import random
@@ -227,6 +228,9 @@ class Store:
         self.rv = 0
         self.writes: list[tuple[str, str, dict]] = []  # (method, path, params) of accepted writes
         self.expire_continue = 0  # the next N continued list pages answer 410 Gone
+        # (resourceVersion, type, plural, namespace, object JSON) of recent changes, for watches
+        self.events: collections.deque[tuple[int, str, str, str | None, bytes]] = collections.deque(maxlen=20000)
+        self.changed = threading.Condition(self.lock)
         self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
 
     # -- internal ------------------------------------------------------------------------------------
@@ -246,7 +250,19 @@ class Store:
                     meta[field] = old_meta[field]
             bump = obj.get("spec") != old.get("spec")
             meta["generation"] = old_meta.get("generation", 1) + (1 if bump else 0)
+        self._event("ADDED" if old is None else "MODIFIED", obj)
         return obj
+
+    def _event(self, type_: str, obj: dict[str, Any]) -> None:
+        """Record a change for watches (the object as it is now, serialised) and wake the watchers."""
+        kind = obj.get("kind")
+        if kind not in BY_KIND:
+            return
+        meta = obj["metadata"]
+        res = BY_KIND[kind]
+        self.events.append((self.rv, type_, res.plural, meta.get("namespace") if res.namespaced else None,
+                            orjson.dumps(obj)))
+        self.changed.notify_all()
 
     def _validate(self, res: Resource, body: dict[str, Any], params: dict[str, str]) -> list[str]:
         """Schema checks; returns the warnings of dropped unknown fields (non-strict)."""
@@ -499,9 +515,12 @@ class Store:
         return self._replace(res, key, current, obj, subresource, params), warnings, 200
 
     def _remove(self, key: Key) -> None:
-        self.objects.pop(key, None)
+        gone = self.objects.pop(key, None)
         self.applied.pop(key, None)
         self.rv += 1
+        if gone is not None:
+            gone = dict(gone, metadata={**gone["metadata"], "resourceVersion": str(self.rv)})
+            self._event("DELETED", gone)
 
     def delete(self, res: Resource, ns: str | None, name: str, body: dict[str, Any] | None,
                params: dict[str, str]) -> dict[str, Any]:
@@ -536,7 +555,7 @@ class Store:
         return current
 
     def _terminate_namespace(self, key: Key, current: dict[str, Any]) -> dict[str, Any]:
-        """A namespace is Terminating until what it holds is gone (lifecycle.py empties it), then goes."""
+        """A namespace is Terminating until what it holds is gone (the lifecycle empties it), then goes."""
         if current["metadata"].get("deletionTimestamp"):
             return current
         obj = clone(current)
