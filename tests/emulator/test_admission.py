@@ -64,3 +64,19 @@ def test_the_admission_table_refuses_what_kubevirt_refuses(cluster, client):
         client.create(VM.from_dict(vm), namespace=NS)
     assert caught.value.status.code == 422
     assert expected[0][1] in caught.value.status.message
+
+
+def test_status_writes_are_not_reviewed(cluster, client):
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    name = server_vm()["metadata"]["name"]
+    remove = admission.register("VirtualMachine", lambda review: ["no changes today"])
+    try:
+        http = client._client._client
+        path = f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/{name}"
+        headers = {"Content-Type": "application/merge-patch+json"}
+        refused = http.patch(path, content=b'{"metadata": {"labels": {"a": "b"}}}', headers=headers)
+        assert refused.status_code == 422 and refused.json()["message"].endswith("no changes today")
+        status = http.patch(path + "/status", content=b'{"status": {"printableStatus": "Stopped"}}', headers=headers)
+        assert status.status_code == 200
+    finally:
+        remove()

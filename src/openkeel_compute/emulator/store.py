@@ -430,7 +430,8 @@ class Store:
             if params.get("dryRun") != "All":
                 self._remove(key)
             return obj
-        self._admit(res, "CREATE" if current is None else "UPDATE", obj, current)
+        if subresource != "status":  # KubeVirt's webhooks review the object, not its status
+            self._admit(res, "CREATE" if current is None else "UPDATE", obj, current)
         if params.get("dryRun") == "All":
             return obj
         self.objects[key] = self._stamp(obj, current)
