@@ -37,3 +37,11 @@ def test_controller_command_starts_the_emulator_without_a_kubeconfig(conf, cat, 
     assert main(["controller", "--config-file", conf.config_file[0], "--once"]) == 0
     assert any("built-in KubeVirt cluster listening on http://127.0.0.1:" in r.getMessage() for r in caplog.records)
     assert not pathlib.Path(conf.controller.emulator_kubeconfig).exists()  # removed when the cluster stops
+
+
+def test_kubernetes_driver_without_a_kubeconfig_is_refused(conf, capsys):  # noqa: F811
+    extra = pathlib.Path(conf.config_file[0]).with_name("driver.conf")
+    extra.write_text("[controller]\ndriver = kubernetes\n")
+    assert main(["controller", "--config-file", conf.config_file[0], "--config-file", str(extra), "--once"]) == 2
+    assert capsys.readouterr().err == ("openkeel-compute controller: [controller] driver = kubernetes needs a "
+                                       "kubeconfig ([controller] kubeconfig or --kubeconfig)\n")

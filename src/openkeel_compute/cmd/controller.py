@@ -51,8 +51,12 @@ def _run(args) -> int:
     from openkeel_compute.controller import service
 
     conf = load_conf(args)
-    if args.kubeconfig or args.render or conf.controller.kubeconfig or conf.controller.driver != "emulated":
+    if args.kubeconfig or args.render or conf.controller.kubeconfig:
         return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+    if conf.controller.driver == "kubernetes":
+        sys.stderr.write("openkeel-compute controller: [controller] driver = kubernetes needs a kubeconfig "
+                         "([controller] kubeconfig or --kubeconfig)\n")
+        return 2
     from openkeel_compute.emulator.service import emulated_cluster
 
     with emulated_cluster(conf) as kubeconfig:
