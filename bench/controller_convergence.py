@@ -1,7 +1,7 @@
 """Controller convergence benchmark (run by hand, not in the suite).
 
-From an empty API-server emulator (tests/controller/apiserver.py, kmock over real HTTP in a process of its
-own, the real lightkube client): 10,000 private flavors spread over 100 project namespaces (20,000 objects), converged by the
+From an empty built-in cluster (openkeel_compute.emulator over real HTTP; tests/controller/apiserver.py
+runs it in a process of its own; the real lightkube client): 10,000 private flavors spread over 100 project namespaces (20,000 objects), converged by the
 controller from its outbox backlog; then a resync with nothing to change, which must send no writes.
 Prints, never asserts. Target: convergence <= 60 s.
 

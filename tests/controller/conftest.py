@@ -1,4 +1,4 @@
-"""Fixtures: a real-HTTP API server (kmock extended), a migrated database, catalogue helpers."""
+"""Fixtures: the built-in cluster on a real port (the emulator), a migrated database, catalogue helpers."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
 from openkeel_compute.controller.service import settings_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from openkeel_compute.emulator import Delays, Emulator
 from tests.conftest import make_conf
-from tests.controller.apiserver import RunningApiServer
 
 MANAGED = {"app.kubernetes.io/managed-by": "openkeel"}
 CIT, CPREF = "VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference"
@@ -21,7 +21,7 @@ IT, PREF = "VirtualMachineInstancetype", "VirtualMachinePreference"
 
 @pytest.fixture
 def apiserver():
-    server = RunningApiServer().start()
+    server = Emulator(delays=Delays.fast(), tick=0.01).start()
     yield server
     server.stop()
 
@@ -85,11 +85,11 @@ def cat(db):
     return Catalogue(db)
 
 
-def backend_for(server: RunningApiServer, retries: int = 3) -> KubeBackend:
+def backend_for(server: Emulator, retries: int = 3) -> KubeBackend:
     return KubeBackend(make_client(server.kubeconfig(), timeout=5), Retry(retries, 0.01))
 
 
-def controller_for(conf, server: RunningApiServer, **kwargs) -> Controller:
+def controller_for(conf, server: Emulator, **kwargs) -> Controller:
     engine = db_api.get_engine(conf)
     return Controller(engine, backend_for(server), mapping_options(conf), settings_from(conf), **kwargs)
 
@@ -101,6 +101,6 @@ def ctl(conf, apiserver):
     controller.backend.close()
 
 
-def add_namespaces(server: RunningApiServer, *names: str) -> None:
+def add_namespaces(server: Emulator, *names: str) -> None:
     for name in names:
         server.handler.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})

@@ -17,7 +17,7 @@ import time
 import yaml
 
 from openkeel_compute.controller import kube
-from tests.controller.apiserver import Fault
+from openkeel_compute.emulator import Fault
 from tests.controller.conftest import CIT, CPREF, IT, PREF, add_namespaces
 
 

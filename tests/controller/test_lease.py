@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.lease import LeaderElector
-from tests.controller.apiserver import Fault
+from openkeel_compute.emulator import Fault
 from tests.controller.conftest import CIT, controller_for
 
 

@@ -66,9 +66,18 @@ def _run(args) -> int:
     from openkeel_compute.controller import service
 
     conf = load_conf(args)
-    _check_target(conf, args, retries=conf.controller.max_retries)
-    open_database(conf)  # says which database, refuses a missing SQLite file
-    return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+    if args.kubeconfig or args.render or conf.controller.kubeconfig:
+        _check_target(conf, args, retries=conf.controller.max_retries)
+        open_database(conf)  # says which database, refuses a missing SQLite file
+        return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+    if conf.controller.driver == "kubernetes":
+        raise OperatorError("[controller] driver = kubernetes needs a kubeconfig ([controller] kubeconfig or "
+                            "--kubeconfig)", status=2)
+    open_database(conf)
+    from openkeel_compute.emulator.service import emulated_cluster
+
+    with emulated_cluster(conf) as kubeconfig:
+        return service.run(conf, kubeconfig=kubeconfig, once=args.once)
 
 
 def _check_target(conf, args, retries: int) -> None:

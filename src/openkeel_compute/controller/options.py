@@ -11,9 +11,24 @@ GROUP = cfg.OptGroup("controller", title="Controller",
                      help="The process that keeps KubeVirt instancetypes and preferences in step with the catalogue.")
 
 OPTS = [
+    cfg.StrOpt("driver", default="emulated", choices=[
+                   ("emulated", "a built-in KubeVirt v1.9 cluster started inside the controller (no cluster needed)"),
+                   ("kubernetes", "the cluster of the kubeconfig")],
+               help="What the controller drives. A kubeconfig (this group's kubeconfig or --kubeconfig) always "
+                    "selects a real cluster; --render DIR writes YAML files instead of using either."),
     cfg.StrOpt("kubeconfig",
-               help="Kubeconfig of the cluster to write to. Unset, and without --kubeconfig, the controller "
-                    "renders the objects as YAML files into render_dir instead (the embedded default)."),
+               help="Kubeconfig of the cluster to write to. Setting it selects that cluster whatever driver "
+                    "says."),
+    cfg.HostAddressOpt("emulator_host", default="127.0.0.1",
+                       help="Address the built-in cluster's Kubernetes API listens on (driver = emulated)."),
+    cfg.PortOpt("emulator_port", default=0,
+                help="Port of the built-in cluster's Kubernetes API; 0 picks a free port. Its kubeconfig is "
+                     "written to emulator_kubeconfig so kubectl can look at it."),
+    cfg.StrOpt("emulator_kubeconfig", default="$state_path/emulator.kubeconfig",
+               help="Where the built-in cluster writes the kubeconfig that reaches it."),
+    cfg.FloatOpt("emulator_delay_scale", default=1.0, min=0.0,
+                 help="Multiplies the built-in cluster's phase durations (image import about 12 s, VM start "
+                      "about 5 s at 1.0); 0 makes every step immediate."),
     cfg.StrOpt("render_dir", default="$state_path/rendered",
                help="Directory that receives one YAML file per object when there is no cluster "
                     "(ready for `kubectl apply -f`)."),

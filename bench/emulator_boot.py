@@ -1,0 +1,59 @@
+"""Built-in cluster boot benchmark (run by hand, not in the suite).
+
+N VirtualMachines shaped as the controller emits a server's (HTTP root-disk import, pod network), created
+and started through lightkube over HTTP, as fast as one client sends them; then the time until every VM
+is Running with the realistic phase durations (``--scale 1``: import about 12 s, start about 5 s), and
+the writes the cluster makes once everything is steady (must be 0). Prints, never asserts.
+Issue 15 target for the whole path (API + controller + cluster): 1,000 servers ACTIVE within 60 s.
+
+    .venv/bin/python bench/emulator_boot.py [--servers 1000] [--scale 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.emulator import Delays, Emulator
+from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--servers", type=int, default=1000)
+    parser.add_argument("--scale", type=float, default=1.0)
+    args = parser.parse_args()
+    emulator = Emulator(delays=Delays.from_scale(args.scale)).start()
+    emulator.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    client = make_client(emulator.kubeconfig())
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    http = client._client._client
+    started = time.monotonic()
+    for i in range(args.servers):
+        name = f"00000000-0000-4000-8000-{i:012d}"
+        client.create(VM.from_dict(server_vm(name=name)), namespace=NS)
+        http.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{NS}/virtualmachines/{name}/start", json={})
+    sent = time.monotonic() - started
+    print(f"{args.servers} VMs created and started in {sent:.1f} s ({args.servers / sent:.0f}/s)")
+    while True:
+        running = sum(1 for o in emulator.objects("VirtualMachine").values()
+                      if (o.get("status") or {}).get("printableStatus") == "Running")
+        if running == args.servers:
+            break
+        time.sleep(0.5)
+    print(f"all Running {time.monotonic() - started:.1f} s after the first create")
+    before = emulator.store.rv
+    time.sleep(2)
+    print(f"writes in 2 s of steady state: {emulator.store.rv - before}")
+    client.close()
+    emulator.stop()
+
+
+if __name__ == "__main__":
+    main()

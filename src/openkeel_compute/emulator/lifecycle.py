@@ -1,0 +1,502 @@
+"""What KubeVirt's and CDI's controllers do, run by the emulator between requests.
+
+One pass (``Lifecycle.step``) looks at every object and moves it on when its time has come:
+
+- VirtualMachine: finalizer; ControllerRevisions of its instancetype and preference recorded in
+  ``status.instancetypeRef`` / ``preferenceRef``; its DataVolumes from ``dataVolumeTemplates``;
+  start and stop requests (``status.stateChangeRequests``) creating or stopping its VMI; status
+  (printableStatus, ready, created, conditions) derived from VMI and DataVolumes as KubeVirt does;
+  on deletion the VMI goes first, then the finalizer.
+- VirtualMachineInstance: Pending → Scheduling → Scheduled → Running, with node, launcher pod and a
+  pod-network IP in ``status.interfaces``; stopping ends in Succeeded and the object goes away.
+- DataVolume: Pending → ImportScheduled → ImportInProgress (progress) → Succeeded (CDI v1.64 phases).
+- Garbage collection: objects whose owners are all gone are deleted.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import time
+from typing import Any
+
+from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
+from openkeel_compute.emulator.resources import BY_KIND
+from openkeel_compute.emulator.store import Store, clone, new_uid, now
+
+VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
+VMI_FINALIZERS = ["kubevirt.io/virtualMachineControllerFinalize", "kubevirt.io/foregroundDeleteVirtualMachine"]
+NODE = "emulated-node-1"
+CLUSTER_IT, IT = "VirtualMachineClusterInstancetype", "VirtualMachineInstancetype"
+CLUSTER_PREF, PREF = "VirtualMachineClusterPreference", "VirtualMachinePreference"
+
+
+@dataclasses.dataclass(frozen=True)
+class Delays:
+    """Seconds each step takes. The defaults are what a small real cluster shows."""
+
+    import_scheduled: float = 2.0  # DataVolume Pending → ImportScheduled → ImportInProgress
+    import_duration: float = 10.0  # ImportInProgress → Succeeded
+    pending: float = 0.5  # VMI Pending → Scheduling (launcher pod created)
+    scheduling: float = 3.0  # Scheduling → Scheduled (pod scheduled and running)
+    scheduled: float = 1.5  # Scheduled → Running (domain started)
+    stopping: float = 2.0  # VMI asked to stop → Succeeded and gone
+
+    @classmethod
+    def fast(cls) -> Delays:
+        """Quick enough for tests, still with every phase visible for a moment."""
+        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02)
+
+    @classmethod
+    def from_scale(cls, scale: float) -> Delays:
+        base = cls()
+        return cls(**{f.name: getattr(base, f.name) * scale for f in dataclasses.fields(cls)})
+
+
+def _condition(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    cond: dict[str, Any] = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def _own(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy to change metadata and status of (the spec is shared: stored objects are replaced, never edited)."""
+    new = dict(obj)
+    new["metadata"] = clone(obj["metadata"])
+    new["status"] = clone(obj.get("status") or {})
+    return new
+
+
+def _owner(obj: dict[str, Any]) -> dict[str, Any]:
+    return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
+            "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
+
+
+class Lifecycle:
+    def __init__(self, store: Store, delays: Delays, faults: list[Fault]) -> None:
+        self.store = store
+        self.delays = delays
+        self.faults = faults
+        self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
+        self.ips = 0
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _fault(self, kind: str, namespace: str | None, *names: str | None) -> Fault | None:
+        for fault in self.faults:
+            if fault.kind == kind and fault.targets(namespace, *names):
+                return fault
+        return None
+
+    def _due(self, obj: dict[str, Any], delay: float, clock: float) -> bool:
+        uid = obj["metadata"]["uid"]
+        start = self.since.setdefault(uid, clock)
+        return clock - start >= delay
+
+    def _moved(self, obj: dict[str, Any], clock: float) -> None:
+        self.since[obj["metadata"]["uid"]] = clock
+
+    def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
+        return self.store.put(obj)
+
+    def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
+        plural = BY_KIND[kind].plural
+        uid = owner["metadata"]["uid"]
+        return [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == plural
+                and any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())]
+
+    def next_ip(self) -> str:
+        self.ips += 1
+        return f"10.244.{self.ips // 250}.{self.ips % 250 + 2}"
+
+    # -- one pass ------------------------------------------------------------------------------------
+
+    def step(self, clock: float | None = None) -> None:
+        clock = time.monotonic() if clock is None else clock
+        with self.store.lock:
+            for (plural, _ns, _name), obj in list(self.store.objects.items()):
+                if plural == "datavolumes":
+                    self._datavolume(obj, clock)
+            for (plural, _ns, _name), obj in list(self.store.objects.items()):
+                if plural == "virtualmachineinstances":
+                    self._vmi(obj, clock)
+            for (plural, _ns, _name), obj in list(self.store.objects.items()):
+                if plural == "virtualmachines":
+                    self._vm(obj, clock)
+            self._collect_garbage()
+            self._namespaces()
+
+    def _namespaces(self) -> None:
+        terminating = {name for (plural, _ns, name), obj in self.store.objects.items()
+                       if plural == "namespaces" and obj["metadata"].get("deletionTimestamp")}
+        if not terminating:
+            return
+        left: set[str] = set()
+        for (plural, ns, name), obj in list(self.store.objects.items()):
+            if ns in terminating:
+                left.add(ns)
+                if not obj["metadata"].get("deletionTimestamp"):
+                    self.store.delete(BY_KIND[obj["kind"]], ns, name, None, {})
+        for name in terminating - left:
+            self.store._remove(("namespaces", None, name))
+
+    # -- DataVolumes (CDI) ---------------------------------------------------------------------------
+
+    def _datavolume(self, dv: dict[str, Any], clock: float) -> None:
+        status = dv.get("status") or {}
+        phase = status.get("phase")
+        ns = dv["metadata"].get("namespace")
+        owners = [r.get("name") for r in dv["metadata"].get("ownerReferences") or ()]
+        if phase in ("Succeeded", "Failed"):
+            return
+        new = _own(dv)
+        if phase is None:
+            new["status"] = {"phase": "Pending", "progress": "N/A", "claimName": dv["metadata"]["name"],
+                             "conditions": [_condition("Bound", "False", "Pending", "PVC Pending"),
+                                            _condition("Ready", "False"), _condition("Running", "False")]}
+        elif phase == "Pending" and self._due(dv, self.delays.import_scheduled / 2, clock):
+            new["status"].update(phase="ImportScheduled", conditions=[
+                _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                _condition("Ready", "False"), _condition("Running", "False", "Pending")])
+        elif phase == "ImportScheduled" and self._due(dv, self.delays.import_scheduled / 2, clock):
+            new["status"].update(phase="ImportInProgress", progress="0.00%", conditions=[
+                _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                _condition("Ready", "False", "TransferRunning"), _condition("Running", "True", "Pod is running")])
+        elif phase == "ImportInProgress":
+            fault = self._fault("import-failure", ns, dv["metadata"]["name"], *owners)
+            if fault is not None:
+                new["status"].update(phase="Failed", restartCount=1, conditions=[
+                    _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    _condition("Ready", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE),
+                    _condition("Running", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE)])
+            elif self._due(dv, self.delays.import_duration, clock):
+                new["status"].update(phase="Succeeded", progress="100.0%", conditions=[
+                    _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    _condition("Ready", "True"), _condition("Running", "False", "Completed")])
+            else:
+                elapsed = clock - self.since.get(dv["metadata"]["uid"], clock)
+                share = min(99.99, 100.0 * elapsed / self.delays.import_duration) if self.delays.import_duration else 0
+                progress = f"{share:.2f}%"
+                if progress == status.get("progress"):
+                    return
+                new["status"]["progress"] = progress
+                self._write(new)
+                return
+        else:
+            return
+        self._moved(dv, clock)
+        self._write(new)
+
+    # -- VirtualMachineInstances ---------------------------------------------------------------------
+
+    def _vmi(self, vmi: dict[str, Any], clock: float) -> None:
+        meta = vmi["metadata"]
+        ns, name = meta.get("namespace"), meta["name"]
+        status = vmi.setdefault("status", {})
+        phase = status.get("phase")
+        if meta.get("deletionTimestamp"):
+            if phase in ("Succeeded", "Failed") or not phase or self._due(vmi, self.delays.stopping, clock):
+                self.store._remove(("virtualmachineinstances", ns, name))
+                self.since.pop(meta["uid"], None)
+            return
+        if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
+            return
+        new = _own(vmi)
+        st = new["status"]
+        if phase is None:
+            st.update(phase="Pending", phaseTransitionTimestamps=[{"phase": "Pending",
+                                                                   "phaseTransitionTimestamp": now()}],
+                      guestOSInfo={}, qosClass="Burstable", conditions=[])
+        elif phase == "Pending" and self._due(vmi, self.delays.pending, clock):
+            st["phase"] = "Scheduling"
+            st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
+        elif phase == "Scheduling":
+            fault = self._fault("unschedulable", ns, name)
+            if fault is not None:
+                cond = _condition("PodScheduled", "False", "Unschedulable", fault.message or UNSCHEDULABLE_MESSAGE)
+                if any(c.get("reason") == "Unschedulable" for c in st.get("conditions") or ()):
+                    return
+                st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
+                self._write(new)
+                self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
+                return
+            if not self._due(vmi, self.delays.scheduling, clock):
+                return
+            st.update(phase="Scheduled", nodeName=NODE, activePods={new_uid(): NODE},
+                      launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
+            st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
+                                           "Guest VM is not reported as running")]
+        elif phase == "Scheduled" and self._due(vmi, self.delays.scheduled, clock):
+            st["phase"] = "Running"
+            st["conditions"] = [_condition("Ready", "True"), _condition("LiveMigratable", "True"),
+                                _condition("StorageLiveMigratable", "True")]
+            if (vmi.get("spec") or {}).get("startStrategy") == "Paused":
+                st["conditions"].append(_condition("Paused", "True", "PausedStartStrategy",
+                                                   "VMI was paused by start strategy"))
+            st["interfaces"] = self._interfaces(vmi)
+            st["migrationMethod"] = "BlockMigration"
+            st["machine"] = {"type": "pc-q35-rhel9.6.0"}
+        else:
+            if phase == "Running" and self._fault("node-loss", ns, name) is not None:
+                self._lose_node(vmi, clock)
+            return
+        if phase is not None:
+            st.setdefault("phaseTransitionTimestamps", []).append(
+                {"phase": st["phase"], "phaseTransitionTimestamp": now()})
+        self._moved(vmi, clock)
+        self._write(new)
+
+    def _interfaces(self, vmi: dict[str, Any]) -> list[dict[str, Any]]:
+        spec = vmi.get("spec") or {}
+        interfaces = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
+        networks = {n.get("name"): n for n in spec.get("networks") or []}
+        out = []
+        for index, iface in enumerate(interfaces):
+            network = networks.get(iface.get("name")) or {}
+            if "pod" not in network:
+                continue
+            ip = self.next_ip()
+            digest = hashlib.sha256(f"{vmi['metadata']['uid']}/{index}".encode()).hexdigest()
+            mac = iface.get("macAddress") or "02:" + ":".join(digest[i:i + 2] for i in range(0, 10, 2))
+            out.append({"name": iface.get("name"), "interfaceName": f"eth{index}", "mac": mac, "ipAddress": ip,
+                        "ipAddresses": [ip], "infoSource": "domain", "podInterfaceName": "eth0" if index == 0
+                        else f"pod{index}", "queueCount": 1, "linkState": "up"})
+        return out
+
+    def _lose_node(self, vmi: dict[str, Any], clock: float) -> None:
+        new = _own(vmi)
+        st = new["status"]
+        st.update(phase="Failed", reason="NodeUnresponsive")
+        st["conditions"] = [_condition("Ready", "False", "NodeUnresponsive",
+                                       f"virt-handler on node {NODE} is not responsive")]
+        st.setdefault("phaseTransitionTimestamps", []).append({"phase": "Failed", "phaseTransitionTimestamp": now()})
+        self._moved(vmi, clock)
+        self._write(new)
+
+    def lose_node(self, namespace: str | None = None, name: str | None = None) -> int:
+        """Fail every running VMI matching now (a node-loss fault); returns how many."""
+        count = 0
+        with self.store.lock:
+            for (plural, ns, vmi_name), obj in list(self.store.objects.items()):
+                if (plural == "virtualmachineinstances" and namespace in (None, ns) and name in (None, vmi_name)
+                        and (obj.get("status") or {}).get("phase") in ("Running", "Scheduled", "Scheduling")
+                        and not obj["metadata"].get("deletionTimestamp")):
+                    self._lose_node(obj, time.monotonic())
+                    count += 1
+        return count
+
+    # -- VirtualMachines -----------------------------------------------------------------------------
+
+    def _revision(self, vm: dict[str, Any], field: str, cluster_kind: str, kind_: str
+                  ) -> tuple[dict[str, Any] | None, str | None]:
+        """(status ref, failure message) for the instancetype or preference matcher ``field``."""
+        matcher = (vm.get("spec") or {}).get(field)
+        if not matcher:
+            return None, None
+        ref_field = f"{field}Ref"
+        current = (vm.get("status") or {}).get(ref_field)
+        kind = matcher.get("kind") or cluster_kind
+        if current and current.get("name") == matcher.get("name") and current.get("kind") == kind:
+            return current, None
+        ns = vm["metadata"].get("namespace")
+        source = self.store.lookup(kind, matcher.get("name", ""), ns if kind == kind_ else None)
+        if source is None:
+            res = BY_KIND[kind]
+            return None, f'failed to find {field}: {res.group_resource} "{matcher.get("name")}" not found'
+        smeta = source["metadata"]
+        name = f"{vm['metadata']['name']}-{smeta['name']}-{smeta['uid']}-{smeta.get('generation', 1)}"
+        data = {"apiVersion": source["apiVersion"], "kind": source["kind"],
+                "metadata": {k: smeta[k] for k in ("name", "namespace", "uid", "generation", "resourceVersion",
+                                                   "creationTimestamp", "labels", "annotations") if k in smeta},
+                "spec": source.get("spec")}
+        if self.store.lookup("ControllerRevision", name, ns) is None:
+            self._write({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                         "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(vm)],
+                                      "labels": {"instancetype.kubevirt.io/object-name": smeta["name"],
+                                                 "instancetype.kubevirt.io/object-kind": source["kind"],
+                                                 "instancetype.kubevirt.io/object-uid": smeta["uid"],
+                                                 "instancetype.kubevirt.io/object-generation":
+                                                     str(smeta.get("generation", 1)),
+                                                 "instancetype.kubevirt.io/object-version": "v1beta1"}},
+                         "data": data, "revision": 0})
+        return {"kind": kind, "name": smeta["name"], "controllerRevisionRef": {"name": name}}, None
+
+    def _datavolumes(self, vm: dict[str, Any]) -> list[dict[str, Any]]:
+        ns = vm["metadata"].get("namespace")
+        found = []
+        for template in (vm.get("spec") or {}).get("dataVolumeTemplates") or []:
+            tmeta = template.get("metadata") or {}
+            dv = self.store.lookup("DataVolume", tmeta.get("name", ""), ns)
+            if dv is None:
+                meta = {"name": tmeta.get("name"), "namespace": ns, "ownerReferences": [_owner(vm)],
+                        "labels": {**(tmeta.get("labels") or {}), "kubevirt.io/created-by": vm["metadata"]["uid"]}}
+                if tmeta.get("annotations"):
+                    meta["annotations"] = tmeta["annotations"]
+                dv = self._write({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume", "metadata": meta,
+                                  "spec": copy.deepcopy(template.get("spec") or {})})
+            found.append(dv)
+        return found
+
+    def _start_vmi(self, vm: dict[str, Any], revisions: dict[str, Any], paused: bool = False) -> None:
+        template = copy.deepcopy((vm.get("spec") or {}).get("template") or {})
+        tmeta = template.get("metadata") or {}
+        spec = template.get("spec") or {}
+        if paused:
+            spec["startStrategy"] = "Paused"
+        domain = spec.setdefault("domain", {})
+        it_ref = revisions.get("instancetypeRef")
+        if it_ref:
+            rev = self.store.lookup("ControllerRevision", it_ref["controllerRevisionRef"]["name"],
+                                    vm["metadata"].get("namespace"))
+            it_spec = ((rev or {}).get("data") or {}).get("spec") or {}
+            if it_spec.get("cpu", {}).get("guest"):
+                domain.setdefault("cpu", {}).update(sockets=it_spec["cpu"]["guest"], cores=1, threads=1)
+            if it_spec.get("memory", {}).get("guest"):
+                domain.setdefault("memory", {})["guest"] = it_spec["memory"]["guest"]
+        meta = {"name": vm["metadata"]["name"], "namespace": vm["metadata"].get("namespace"),
+                "labels": {**(tmeta.get("labels") or {}), "kubevirt.io/nodeName": NODE},
+                "annotations": {**(tmeta.get("annotations") or {}), "kubevirt.io/vm-generation":
+                                str(vm["metadata"].get("generation", 1))},
+                "ownerReferences": [_owner(vm)], "finalizers": list(VMI_FINALIZERS)}
+        self._write({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta,
+                     "spec": spec})
+
+    def _vm(self, vm: dict[str, Any], clock: float) -> None:
+        meta = vm["metadata"]
+        ns, name = meta.get("namespace"), meta["name"]
+        new = _own(vm)
+        status = new["status"]
+        vmi = self.store.lookup("VirtualMachineInstance", name, ns)
+        deleting = bool(meta.get("deletionTimestamp"))
+        if deleting:
+            if vmi is not None and not vmi["metadata"].get("deletionTimestamp"):
+                self._stop(vmi)
+            if vmi is None:
+                finalizers = [f for f in meta.get("finalizers") or () if f != VM_FINALIZER]
+                if "foregroundDeletion" in finalizers and not self.store.dependents(vm):
+                    finalizers.remove("foregroundDeletion")
+                if finalizers != list(meta.get("finalizers") or ()):
+                    new["metadata"]["finalizers"] = finalizers
+                    if not finalizers:
+                        self.store._remove(("virtualmachines", ns, name))
+                        return
+                for key in self.store.dependents(vm):
+                    if key[0] != "virtualmachineinstances":
+                        self.store._remove(key)
+            status["printableStatus"] = "Terminating"
+            if new != vm:
+                self._write(new)
+            return
+        if VM_FINALIZER not in (meta.get("finalizers") or ()):
+            new["metadata"]["finalizers"] = [*(meta.get("finalizers") or ()), VM_FINALIZER]
+        failures = []
+        for field, cluster_kind, kind_ in (("instancetype", CLUSTER_IT, IT), ("preference", CLUSTER_PREF, PREF)):
+            ref, failure = self._revision(vm, field, cluster_kind, kind_)
+            if ref is not None:
+                status[f"{field}Ref"] = ref
+            if failure:
+                failures.append(failure)
+        dvs = self._datavolumes(vm)
+        dvs_ready = all((dv.get("status") or {}).get("phase") == "Succeeded" for dv in dvs)
+        requests = list(status.get("stateChangeRequests") or [])
+        if requests:
+            first = requests[0]
+            if first.get("action") == "Stop":
+                if vmi is not None and not vmi["metadata"].get("deletionTimestamp") and (
+                        first.get("uid") in (None, vmi["metadata"]["uid"])):
+                    self._stop(vmi)
+                if vmi is None or first.get("uid") not in (None, vmi["metadata"]["uid"]):
+                    requests.pop(0)
+            elif first.get("action") == "Start" and not failures:
+                if vmi is None and dvs_ready:
+                    self._start_vmi(vm, status, paused=(first.get("data") or {}).get("paused") == "true")
+                    requests.pop(0)
+                elif vmi is not None and not vmi["metadata"].get("deletionTimestamp"):
+                    requests.pop(0)  # already running
+            if requests:
+                status["stateChangeRequests"] = requests
+            else:
+                status.pop("stateChangeRequests", None)
+        vmi = self.store.lookup("VirtualMachineInstance", name, ns)
+        self._vm_status(new, status, vmi, dvs, failures, requests)
+        if new != vm:
+            self._write(new)
+
+    def _stop(self, vmi: dict[str, Any]) -> None:
+        new = copy.deepcopy(vmi)
+        new["metadata"]["deletionTimestamp"] = now()
+        self._write(new)["metadata"]["deletionTimestamp"] = new["metadata"]["deletionTimestamp"]
+        self._moved(vmi, time.monotonic())
+
+    def _vm_status(self, vm: dict[str, Any], status: dict[str, Any], vmi: dict[str, Any] | None,
+                   dvs: list[dict[str, Any]], failures: list[str], requests: list[dict[str, Any]]) -> None:
+        vmi_status = (vmi or {}).get("status") or {}
+        phase = vmi_status.get("phase")
+        conditions = {c["type"]: c for c in vmi_status.get("conditions") or ()}
+        final = phase in ("Succeeded", "Failed")
+        paused = conditions.get("Paused", {}).get("status") == "True"
+        dv_phases = [(dv.get("status") or {}).get("phase") for dv in dvs]
+        start_expected = any(r.get("action") == "Start" for r in requests)
+        if vmi is not None and not final and vmi["metadata"].get("deletionTimestamp"):
+            printable = "Stopping"
+        elif phase == "Running":
+            printable = "Paused" if paused else "Running"
+        elif "Failed" in dv_phases:
+            printable = "DataVolumeError"
+        elif conditions.get("PodScheduled", {}).get("reason") == "Unschedulable":
+            printable = "ErrorUnschedulable"
+        elif any(p != "Succeeded" for p in dv_phases):
+            printable = "Provisioning"
+        elif (vmi is None and start_expected) or phase in (None, "Pending", "Scheduling", "Scheduled") and vmi:
+            printable = "Starting"
+        else:
+            printable = "Stopped"
+        status["printableStatus"] = printable
+        status["created"] = vmi is not None
+        status["ready"] = phase == "Running" and conditions.get("Ready", {}).get("status") == "True"
+        if not status["created"]:
+            status.pop("created")
+        if not status["ready"]:
+            status.pop("ready")
+        status["runStrategy"] = (vm.get("spec") or {}).get("runStrategy") or "Halted"
+        status["desiredGeneration"] = vm["metadata"].get("generation", 1)
+        status["observedGeneration"] = vm["metadata"].get("generation", 1)
+        old = {c["type"]: c for c in status.get("conditions") or ()}
+        new_conditions = []
+        for type_, cond in conditions.items():
+            if type_ in ("Failure", "RestartRequired"):
+                continue
+            keep = old.get(type_)
+            if keep and keep.get("status") == cond.get("status") and keep.get("reason") == cond.get("reason"):
+                new_conditions.append(keep)
+            else:
+                new_conditions.append(copy.deepcopy(cond))
+        if "Ready" not in conditions:
+            keep = old.get("Ready")
+            reason = "VMINotExists" if vmi is None else "GuestNotRunning"
+            new_conditions.insert(0, keep if keep and keep.get("reason") == reason else _condition(
+                "Ready", "False", reason, "VMI does not exist" if vmi is None else "Guest VM is not reported as "
+                                                                                   "running"))
+        if failures:
+            keep = old.get("Failure")
+            message = "; ".join(failures)
+            new_conditions.append(keep if keep and keep.get("message") == message
+                                  else _condition("Failure", "True", "FailedCreate", message))
+        status["conditions"] = new_conditions
+
+    # -- garbage collection --------------------------------------------------------------------------
+
+    def _collect_garbage(self) -> None:
+        uids = {o["metadata"]["uid"] for o in self.store.objects.values()}
+        for key, obj in list(self.store.objects.items()):
+            refs = obj["metadata"].get("ownerReferences") or ()
+            if refs and not any(r.get("uid") in uids for r in refs):
+                if key[0] == "virtualmachineinstances":
+                    if not obj["metadata"].get("deletionTimestamp"):
+                        self._stop(obj)
+                else:
+                    self.store._remove(key)

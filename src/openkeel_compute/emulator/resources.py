@@ -1,0 +1,72 @@
+"""The resources the emulated cluster serves, with the schema each one is validated against."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from openkeel_compute.emulator import schema
+
+META = {"$ref": "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta"}
+STRING, INTEGER, BOOLEAN, ANY = {"type": "string"}, {"type": "integer"}, {"type": "boolean"}, {}
+STRING_MAP = {"type": "object", "additionalProperties": STRING}
+
+
+def _object(**props: Any) -> dict[str, Any]:
+    return {"type": "object", "properties": {"apiVersion": STRING, "kind": STRING, "metadata": META, **props}}
+
+
+# Kinds KubeVirt's document does not describe: the core fields of Kubernetes' own types.
+CORE_NODES = {
+    "Namespace": _object(spec={"type": "object", "properties": {"finalizers": {"type": "array", "items": STRING}}},
+                         status=ANY),
+    "Secret": _object(data=STRING_MAP, stringData=STRING_MAP, type=STRING, immutable=BOOLEAN),
+    "Lease": _object(spec={"type": "object", "properties": {
+        "holderIdentity": STRING, "leaseDurationSeconds": INTEGER, "acquireTime": STRING, "renewTime": STRING,
+        "leaseTransitions": INTEGER, "strategy": STRING, "preferredHolder": STRING}}),
+    "ControllerRevision": _object(data=ANY, revision=INTEGER),
+    "DataVolume": _object(spec={"$ref": "v1beta1.DataVolumeSpec"}, status=ANY),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool
+    status_subresource: bool = False
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def group_resource(self) -> str:
+        """``virtualmachines.kubevirt.io`` as the API server names it in messages."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    def problems(self, obj: dict[str, Any]) -> schema.Problems:
+        definition = schema.definition_of(self.kind)
+        if definition is not None:
+            return schema.validate(obj, definition)
+        return schema.validate_node(obj, CORE_NODES[self.kind])
+
+
+IT = "instancetype.kubevirt.io"
+RESOURCES = [
+    Resource("", "v1", "namespaces", "Namespace", False),
+    Resource("", "v1", "secrets", "Secret", True),
+    Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
+    Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True),
+    Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, True),
+    Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance", True, True),
+    Resource(IT, "v1beta1", "virtualmachineinstancetypes", "VirtualMachineInstancetype", True),
+    Resource(IT, "v1beta1", "virtualmachineclusterinstancetypes", "VirtualMachineClusterInstancetype", False),
+    Resource(IT, "v1beta1", "virtualmachinepreferences", "VirtualMachinePreference", True),
+    Resource(IT, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", False),
+    Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume", True, True),
+]
+BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
+BY_KIND = {r.kind: r for r in RESOURCES}

@@ -1,0 +1,47 @@
+"""``[controller] driver``: emulated by default (the controller starts the built-in cluster), a kubeconfig wins."""
+
+from __future__ import annotations
+
+import logging
+import pathlib
+
+import yaml
+from lightkube import Client, KubeConfig
+
+from openkeel_compute.cmd.main import main
+from openkeel_compute.controller import service
+from openkeel_compute.emulator.service import emulated_cluster
+from tests.controller.conftest import cat, conf, db  # noqa: F401 - fixtures
+from tests.emulator.conftest import CIT
+
+
+def test_default_driver_is_emulated(conf):  # noqa: F811
+    assert conf.controller.driver == "emulated"
+
+
+def test_the_controller_writes_into_the_built_in_cluster(conf, cat):  # noqa: F811
+    cat.create("42", vcpus=2, ram=1024)
+    conf.set_override("emulator_delay_scale", 0, group="controller")
+    with emulated_cluster(conf) as kubeconfig:
+        assert service.run(conf, kubeconfig=kubeconfig, once=True) == 0
+        config = yaml.safe_load(pathlib.Path(kubeconfig).read_text())
+        client = Client(KubeConfig.from_dict(config), trust_env=False)
+        names = {o.metadata.name: o.spec for o in client.list(CIT)}
+        client.close()
+    assert any(spec["cpu"]["guest"] == 2 for spec in names.values()), names
+
+
+def test_controller_command_starts_the_emulator_without_a_kubeconfig(conf, cat, caplog):  # noqa: F811
+    cat.create("7")
+    caplog.set_level(logging.INFO)
+    assert main(["controller", "--config-file", conf.config_file[0], "--once"]) == 0
+    assert any("built-in KubeVirt cluster listening on http://127.0.0.1:" in r.getMessage() for r in caplog.records)
+    assert not pathlib.Path(conf.controller.emulator_kubeconfig).exists()  # removed when the cluster stops
+
+
+def test_kubernetes_driver_without_a_kubeconfig_is_refused(conf, capsys):  # noqa: F811
+    extra = pathlib.Path(conf.config_file[0]).with_name("driver.conf")
+    extra.write_text("[controller]\ndriver = kubernetes\n")
+    assert main(["controller", "--config-file", conf.config_file[0], "--config-file", str(extra), "--once"]) == 2
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "error: [controller] driver = kubernetes needs a kubeconfig ([controller] kubeconfig or --kubeconfig)")
