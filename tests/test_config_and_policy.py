@@ -14,6 +14,19 @@ from openkeel_compute import policies
 from openkeel_compute.conf import build_conf, list_opts
 from tests.conftest import ROOT, admin, make_conf, user
 
+# Nova 34.0.0's defaults of the server rules registered so far.
+SERVER_RULES = {
+    "os_compute_api:servers:index": "rule:project_reader_or_admin",
+    "os_compute_api:servers:detail": "rule:project_reader_or_admin",
+    "os_compute_api:servers:index:get_all_tenants": "rule:context_is_admin",
+    "os_compute_api:servers:detail:get_all_tenants": "rule:context_is_admin",
+    "os_compute_api:servers:allow_all_filters": "rule:context_is_admin",
+    "os_compute_api:servers:show": "rule:project_reader_or_admin",
+    "os_compute_api:servers:show:flavor-extra-specs": "rule:project_reader_or_admin",
+    "os_compute_api:servers:show:host_status": "rule:context_is_admin",
+    "os_compute_api:servers:show:host_status:unknown-only": "rule:context_is_admin",
+    "os_compute_api:os-extended-server-attributes": "rule:context_is_admin",
+}
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",
     "os_compute_api:os-flavor-access:remove_tenant_access": "rule:context_is_admin",
@@ -81,12 +94,12 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     text = out.read_text()
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
-    assert rules == {**BASE_RULES, **FLAVOR_RULES}
+    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in FLAVOR_RULES:
+    for name in {**FLAVOR_RULES, **SERVER_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

@@ -1,0 +1,51 @@
+"""The servers' read rules, under the names and defaults Nova 34.0.0 uses."""
+
+from oslo_policy import policy
+
+from openkeel_compute.policies import base
+
+SERVERS = "os_compute_api:servers:%s"
+EXTENDED_ATTRIBUTES = "os_compute_api:os-extended-server-attributes"
+
+
+def _rule(name, check_str, description, operations):
+    return policy.DocumentedRuleDefault(name=name, check_str=check_str, description=description,
+                                        operations=operations, scope_types=["project"])
+
+
+rules = [
+    _rule(SERVERS % "index", base.PROJECT_READER_OR_ADMIN, "List servers",
+          [{"method": "GET", "path": "/servers"}]),
+    _rule(SERVERS % "detail", base.PROJECT_READER_OR_ADMIN, "List servers with details",
+          [{"method": "GET", "path": "/servers/detail"}]),
+    _rule(SERVERS % "index:get_all_tenants", base.ADMIN, "List servers of all projects",
+          [{"method": "GET", "path": "/servers"}]),
+    _rule(SERVERS % "detail:get_all_tenants", base.ADMIN, "List servers of all projects with details",
+          [{"method": "GET", "path": "/servers/detail"}]),
+    _rule(SERVERS % "allow_all_filters", base.ADMIN, "Filter server lists on every filter, not only "
+          "the ones open to project users",
+          [{"method": "GET", "path": "/servers"}, {"method": "GET", "path": "/servers/detail"}]),
+    _rule(SERVERS % "show", base.PROJECT_READER_OR_ADMIN, "Show a server",
+          [{"method": "GET", "path": "/servers/{server_id}"}]),
+    _rule(SERVERS % "show:flavor-extra-specs", base.PROJECT_READER_OR_ADMIN,
+          "Show the extra specs of a server's flavor (from microversion 2.47)",
+          [{"method": "GET", "path": "/servers/{server_id}"}, {"method": "GET", "path": "/servers/detail"},
+           {"method": "PUT", "path": "/servers/{server_id}"}]),
+    _rule(SERVERS % "show:host_status", base.ADMIN,
+          "Show the state of a server's host (host_status, from microversion 2.16)",
+          [{"method": "GET", "path": "/servers/{server_id}"}, {"method": "GET", "path": "/servers/detail"},
+           {"method": "PUT", "path": "/servers/{server_id}"}]),
+    _rule(SERVERS % "show:host_status:unknown-only", base.ADMIN,
+          "Show a server's host_status only when it is UNKNOWN, to those the show:host_status rule "
+          "refuses",
+          [{"method": "GET", "path": "/servers/{server_id}"}, {"method": "GET", "path": "/servers/detail"},
+           {"method": "PUT", "path": "/servers/{server_id}"}]),
+    _rule(EXTENDED_ATTRIBUTES, base.ADMIN,
+          "Show the OS-EXT-SRV-ATTR attributes of servers (host, instance name, user data, ...)",
+          [{"method": "GET", "path": "/servers/{id}"}, {"method": "GET", "path": "/servers/detail"},
+           {"method": "PUT", "path": "/servers/{server_id}"}]),
+]
+
+
+def list_rules():
+    return rules
