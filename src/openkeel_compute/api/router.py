@@ -6,7 +6,14 @@ before routing (api/deploy.py). Each handler states its own contract (api/wsgi.p
 
 from __future__ import annotations
 
-from openkeel_compute.api.handlers import flavor_access, flavor_extra_specs, flavors, servers, versions
+from openkeel_compute.api.handlers import (
+    flavor_access,
+    flavor_extra_specs,
+    flavors,
+    servers,
+    servers_list,
+    versions,
+)
 from openkeel_compute.api.wsgi import Endpoint
 
 ROUTES = {
@@ -28,6 +35,8 @@ ROUTES = {
         "PUT": flavor_extra_specs.update,
         "DELETE": flavor_extra_specs.delete,
     },
+    "/servers": {"GET": servers_list.index},
+    "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show},
 }
 

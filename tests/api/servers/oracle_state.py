@@ -41,22 +41,26 @@ def _t(text: str) -> dt.datetime:
     return dt.datetime.fromisoformat(text.rstrip("Z"))
 
 
+def _flavor(conn, flavorid: str, name: str, memory_mb: int, public: bool) -> dict:
+    try:
+        return catalog.get(conn, flavorid)
+    except catalog_errors.NotFound:
+        catalog.create(conn, name=name, memory_mb=memory_mb, vcpus=1, root_gb=1, flavorid=flavorid, is_public=public)
+        return catalog.get(conn, flavorid)
+
+
 def boot(engine, *, uuid: str, name: str, created: str, updated: str, launched: str, network_info=None,
-         reservation_id: str = "r-z5gmhimb", system_metadata=None) -> dict:
-    """A server as the oracle's fake driver leaves it: ACTIVE on compute1, flavor priv-small."""
+         reservation_id: str = "r-z5gmhimb", system_metadata=None, actor: Actor = DEMO, host: str = "compute1",
+         flavor=("priv-small", "priv.small", 512, False)) -> dict:
+    """A server as the oracle's fake driver leaves it: ACTIVE on ``host``."""
     with db_api.transaction(engine) as conn:
-        try:
-            flavor = catalog.get(conn, "priv-small")
-        except catalog_errors.NotFound:
-            catalog.create(conn, name="priv.small", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-small",
-                           is_public=False)
-            flavor = catalog.get(conn, "priv-small")
-        instances.create(conn, actor=DEMO, flavor=flavor, extra_specs={}, display_name=name, uuid=uuid,
+        flavor_row = _flavor(conn, *flavor)
+        instances.create(conn, actor=actor, flavor=flavor_row, extra_specs={}, display_name=name, uuid=uuid,
                          image_ref=IMAGE, reservation_id=reservation_id, config_drive="", kernel_id="",
                          ramdisk_id="", availability_zone="nova", system_metadata=system_metadata)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == uuid).values(
-            vm_state=states.ACTIVE, task_state=None, power_state=states.power_state.RUNNING, host="compute1",
-            node="compute1", launched_on="compute1", root_device_name="/dev/sda", progress=0,
+            vm_state=states.ACTIVE, task_state=None, power_state=states.power_state.RUNNING, host=host,
+            node=host, launched_on=host, root_device_name="/dev/sda", progress=0,
             launched_at=dt.datetime.fromisoformat(launched), created_at=_t(created), updated_at=_t(updated),
             network_info=json.dumps(network_info) if network_info is not None else None))
     with db_api.reader(engine) as conn:
@@ -68,3 +72,27 @@ def boot_server_a(engine) -> dict:
                 updated="2026-12-01T09:55:08Z", launched="2026-12-01T09:55:08.573206", network_info=ADDRESSES,
                 system_metadata={"image_architecture": "x86_64", "image_min_ram": "0", "image_min_disk": "1",
                                  "image_disk_format": "raw", "image_container_format": "bare"})
+
+
+SERVER_Z = "5eabadee-b64e-432f-9cbf-ac05e0d66b9f"
+SERVER_B = "b16b3b35-e250-4a41-af03-a6e877e2f12f"
+ADMIN = Actor("admin", "admin", is_admin=True, request_id="req-admin")
+
+
+def boot_list_scenario(engine) -> None:
+    """srv-a and srv-b (project demo), srv-z (project admin), and srv-legacy, deleted: the cloud
+    of the recorded list exchanges, in Nova's boot order (so instance names match)."""
+    boot_server_a(engine)
+    boot(engine, uuid=SERVER_Z, name="srv-z", created="2026-12-01T09:55:08Z", updated="2026-12-01T09:55:10Z",
+         launched="2026-12-01T09:55:10.055693", actor=ADMIN, host="compute2", reservation_id="r-u7v7s2y1",
+         flavor=("priv-hidden", "priv.hidden", 512, False),
+         network_info={"private": [{"version": 4, "addr": "192.168.1.32", "OS-EXT-IPS:type": "fixed",
+                                    "OS-EXT-IPS-MAC:mac_addr": "00:d1:9c:5b:da:86"}]})
+    boot(engine, uuid=SERVER_LEGACY, name="srv-legacy", created="2026-12-01T09:55:10Z",
+         updated="2026-12-01T09:55:11Z", launched="2026-12-01T09:55:11.185680")
+    with db_api.transaction(engine) as conn:
+        instances.soft_delete(conn, SERVER_LEGACY)
+    boot(engine, uuid=SERVER_B, name="srv-b", created="2026-12-01T09:55:13Z", updated="2026-12-01T09:55:14Z",
+         launched="2026-12-01T09:55:14.210100", flavor=("gone", "gone", 768, True),
+         network_info={"private": [{"version": 4, "addr": "192.168.1.33", "OS-EXT-IPS:type": "fixed",
+                                    "OS-EXT-IPS-MAC:mac_addr": "00:54:a5:5b:0d:02"}]})

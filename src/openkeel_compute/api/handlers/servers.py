@@ -6,6 +6,7 @@ import contextlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.compute import errors, instances
@@ -64,7 +65,7 @@ def server_data(conn, req, row: dict) -> view.ServerData:
     return data
 
 
-@operation(expected=(404,))
+@operation(query=schema.SHOW_QUERY, expected=(404,))
 @wsgi_path_params
 def show(req, server_id):
     with compute_errors(), common.read(req) as conn:
