@@ -26,6 +26,8 @@ SERVER_RULES = {
     "os_compute_api:servers:show:host_status": "rule:context_is_admin",
     "os_compute_api:servers:show:host_status:unknown-only": "rule:context_is_admin",
     "os_compute_api:os-extended-server-attributes": "rule:context_is_admin",
+    "os_compute_api:servers:update": "rule:project_member_or_admin",
+    "os_compute_api:servers:delete": "rule:project_member_or_admin",
 }
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",

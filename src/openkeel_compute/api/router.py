@@ -37,7 +37,7 @@ ROUTES = {
     },
     "/servers": {"GET": servers_list.index},
     "/servers/detail": {"GET": servers_list.detail},
-    "/servers/{server_id}": {"GET": servers.show},
+    "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
 }
 
 

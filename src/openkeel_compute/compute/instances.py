@@ -21,6 +21,7 @@ from openkeel_compute.db.models import (
     INSTANCE_METADATA,
     INSTANCE_SYSTEM_METADATA,
     INSTANCES,
+    OUTBOX,
     TAGS,
     utcnow,
 )
@@ -551,3 +552,30 @@ def tags_by_instance(conn: Connection, instance_uuids: list[str]) -> dict[str, l
     for uuid, tag in conn.execute(query):
         result.setdefault(uuid, []).append(tag)
     return result
+
+
+# --- plain updates and the controller's outbox ------------------------------------------------------
+
+_UPDATABLE = frozenset({"display_name", "display_description", "hostname", "auto_disk_config", "access_ip_v4",
+                        "access_ip_v6"})
+
+
+def update_fields(conn: Connection, instance_uuid: str, changes: dict) -> bool:
+    """PUT /servers/{id}: names, description, hostname, disk config, access IPs (no task runs
+    for them, as in Nova). Returns False when the server is gone."""
+    unknown = set(changes) - _UPDATABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    values = dict(changes, updated_at=utcnow())
+    return conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(values)).rowcount == 1
+
+
+_INSERT_OUTBOX = insert(OUTBOX)
+
+
+def outbox(conn: Connection, instance_uuid: str, operation: str, actor: Actor, **payload) -> None:
+    """Ask the controller to act on a server (kind "server"; the operations are in docs/servers.md).
+    The payload names the request, so that the controller's events join the API's instance action."""
+    conn.execute(_INSERT_OUTBOX, {"kind": "server", "object_id": instance_uuid, "operation": operation,
+                                  "payload": {"request_id": actor.request_id, **payload}, "created_at": utcnow(),
+                                  "attempts": 0})

@@ -1,4 +1,4 @@
-"""The servers' read rules, under the names and defaults Nova 34.0.0 uses."""
+"""The servers' rules, under the names and defaults Nova 34.0.0 uses."""
 
 from oslo_policy import policy
 
@@ -40,6 +40,10 @@ rules = [
           "refuses",
           [{"method": "GET", "path": "/servers/{server_id}"}, {"method": "GET", "path": "/servers/detail"},
            {"method": "PUT", "path": "/servers/{server_id}"}]),
+    _rule(SERVERS % "update", base.PROJECT_MEMBER_OR_ADMIN, "Update a server",
+          [{"method": "PUT", "path": "/servers/{server_id}"}]),
+    _rule(SERVERS % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Delete a server",
+          [{"method": "DELETE", "path": "/servers/{server_id}"}]),
     _rule(EXTENDED_ATTRIBUTES, base.ADMIN,
           "Show the OS-EXT-SRV-ATTR attributes of servers (host, instance name, user data, ...)",
           [{"method": "GET", "path": "/servers/{id}"}, {"method": "GET", "path": "/servers/detail"},

@@ -71,3 +71,41 @@ INDEX_QUERY = {"2.0-2.25": index_query, "2.26-2.65": index_query_v226, "2.66-2.7
 show_query = {"type": "object", "properties": {}, "additionalProperties": True}
 show_query_v2102 = {"type": "object", "properties": {}, "additionalProperties": False}
 SHOW_QUERY = {"2.0-2.101": show_query, "2.102-": show_query_v2102}
+
+
+# --- PUT /servers/{server_id} ------------------------------------------------------------------
+
+_NAME = {"type": "string", "format": "name", "minLength": 1, "maxLength": 255}
+_NAME_V20 = {"type": "string", "format": "name_with_leading_trailing_spaces", "minLength": 1, "maxLength": 255}
+
+
+def _description() -> dict:
+    from openkeel_compute.api import validation
+
+    return {"type": ["string", "null"], "pattern": validation.description_regex(), "minLength": 0, "maxLength": 255}
+
+
+def _update(properties: dict) -> dict:
+    return {
+        "type": "object",
+        "properties": {"server": {"type": "object", "properties": properties, "additionalProperties": False}},
+        "required": ["server"],
+        "additionalProperties": False,
+    }
+
+
+_update_properties = {
+    "name": _NAME,
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
+    "accessIPv4": {"type": "string", "format": "ipv4"},
+    "accessIPv6": {"type": "string", "format": "ipv6"},
+}
+update = _update(_update_properties)
+update_v20 = _update(dict(_update_properties, name=_NAME_V20))
+update_v219 = _update(dict(_update_properties, description=_description()))
+update_v290 = _update(dict(_update_properties, description=_description(), hostname={
+    "type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$", "minLength": 2, "maxLength": 63}))
+update_v294 = _update(dict(_update_properties, description=_description(), hostname={
+    "type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}))
+UPDATE_BODY = {"2.0": update_v20, "2.1-2.18": update, "2.19-2.89": update_v219, "2.90-2.93": update_v290,
+               "2.94-": update_v294}

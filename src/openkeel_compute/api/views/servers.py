@@ -118,15 +118,26 @@ def _image(req, links, data: ServerData):
     return image
 
 
-def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False) -> dict:
+def _addresses(row: dict, extended: bool) -> dict:
+    # Addresses are hidden while the server builds.
+    if row["vm_state"] == states.BUILDING:
+        return {}
+    addresses = _json(row["network_info"], {})
+    if extended:
+        return addresses
+    return {net: [{"version": a["version"], "addr": a["addr"]} for a in items] for net, items in addresses.items()}
+
+
+def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, update: bool = False) -> dict:
+    """The server body; ``update``: the smaller body PUT answers before 2.75."""
     version = req.version
     row = data.row
     status = instances.status(row)
+    every = not update
     body = {
         "accessIPv4": row["access_ip_v4"] or "",
         "accessIPv6": row["access_ip_v6"] or "",
-        # Addresses are hidden while the server builds.
-        "addresses": {} if row["vm_state"] == states.BUILDING else _json(row["network_info"], {}),
+        "addresses": _addresses(row, every),
         "created": isotime(row["created_at"]),
         "flavor": _flavor(req, links, row, shown.flavor_extra_specs),
         "hostId": names.host_id(row["host"], str(row["project_id"])),
@@ -145,6 +156,8 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False) -
         body["fault"] = instances.fault_view(data.fault, is_admin=shown.is_admin)
     if status in _PROGRESS_STATUSES:
         body["progress"] = row["progress"]
+    if update:
+        return _update_tail(version, body, data, shown)
     body["OS-EXT-AZ:availability_zone"] = (row["availability_zone"] or "nova") if row["host"] \
         else (row["availability_zone"] or "")
     body["config_drive"] = row["config_drive"] if row["config_drive"] is not None else ""
@@ -190,6 +203,25 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False) -
     if version >= (2, 16) and in_list and shown.host_status is not None:
         # Lists add host_status after the rest of the body.
         _add_host_status(body, row, shown.host_status)
+    return body
+
+
+def _update_tail(version, body: dict, data: ServerData, shown: Shown) -> dict:
+    """What PUT shows after the common part before 2.75: no zone, config drive, key, usage
+    times, states, volumes, extended attributes or host status."""
+    row = data.row
+    if version >= (2, 9):
+        body["locked"] = bool(row["locked_by"])
+    if version >= (2, 19):
+        body["description"] = row["display_description"]
+    if version >= (2, 26):
+        body["tags"] = data.tags
+    if version >= (2, 63):
+        body["trusted_image_certificates"] = _json(row["trusted_certs"], None)
+    if shown.server_groups:
+        body["server_groups"] = []
+    if version >= (2, 73):
+        body["locked_reason"] = row["locked_reason"]
     return body
 
 
