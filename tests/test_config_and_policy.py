@@ -28,6 +28,15 @@ SERVER_RULES = {
     "os_compute_api:os-extended-server-attributes": "rule:context_is_admin",
     "os_compute_api:servers:update": "rule:project_member_or_admin",
     "os_compute_api:servers:delete": "rule:project_member_or_admin",
+    "os_compute_api:servers:start": "rule:project_member_or_admin",
+    "os_compute_api:servers:stop": "rule:project_member_or_admin",
+    "os_compute_api:servers:reboot": "rule:project_member_or_admin",
+    "os_compute_api:os-pause-server:pause": "rule:project_member_or_admin",
+    "os_compute_api:os-pause-server:unpause": "rule:project_member_or_admin",
+    "os_compute_api:os-lock-server:lock": "rule:project_member_or_admin",
+    "os_compute_api:os-lock-server:unlock": "rule:project_member_or_admin",
+    "os_compute_api:os-lock-server:unlock:unlock_override": "rule:context_is_admin",
+    "os_compute_api:os-console-output": "rule:project_member_or_admin",
 }
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",

@@ -10,6 +10,7 @@ from openkeel_compute.api.handlers import (
     flavor_access,
     flavor_extra_specs,
     flavors,
+    server_actions,
     servers,
     servers_list,
     versions,
@@ -38,6 +39,18 @@ ROUTES = {
     "/servers": {"GET": servers_list.index},
     "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
+    "/servers/{server_id}/action": {
+        "POST": {
+            "os-start": server_actions.start,
+            "os-stop": server_actions.stop,
+            "reboot": server_actions.reboot,
+            "pause": server_actions.pause,
+            "unpause": server_actions.unpause,
+            "lock": server_actions.lock,
+            "unlock": server_actions.unlock,
+            "os-getConsoleOutput": server_actions.get_console_output,
+        }
+    },
 }
 
 

@@ -116,6 +116,11 @@ def get(conn: Connection, instance_uuid: str, *, read_deleted: str = "no", for_u
     return row
 
 
+def ever_existed(conn: Connection, instance_uuid: str) -> bool:
+    """Whether a server of this uuid was ever created (deleted ones included)."""
+    return conn.execute(select(I.id).where(I.uuid == instance_uuid).limit(1)).first() is not None
+
+
 def flavors_of(row: dict) -> flavor_copy.FlavorCopy:
     return flavor_copy.FlavorCopy.loads(row["flavor"])
 
