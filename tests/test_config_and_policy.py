@@ -37,6 +37,8 @@ SERVER_RULES = {
     "os_compute_api:os-lock-server:unlock": "rule:project_member_or_admin",
     "os_compute_api:os-lock-server:unlock:unlock_override": "rule:context_is_admin",
     "os_compute_api:os-console-output": "rule:project_member_or_admin",
+    "os_compute_api:os-suspend-server:suspend": "rule:project_member_or_admin",
+    "os_compute_api:os-suspend-server:resume": "rule:project_member_or_admin",
 }
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",

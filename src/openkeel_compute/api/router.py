@@ -49,6 +49,8 @@ ROUTES = {
             "lock": server_actions.lock,
             "unlock": server_actions.unlock,
             "os-getConsoleOutput": server_actions.get_console_output,
+            "suspend": server_actions.suspend,
+            "resume": server_actions.resume,
         }
     },
 }

@@ -584,3 +584,20 @@ def outbox(conn: Connection, instance_uuid: str, operation: str, actor: Actor, *
     conn.execute(_INSERT_OUTBOX, {"kind": "server", "object_id": instance_uuid, "operation": operation,
                                   "payload": {"request_id": actor.request_id, **payload}, "created_at": utcnow(),
                                   "attempts": 0})
+
+
+def fail_unsupported(conn: Connection, row: dict, pre: Precondition, actor: Actor, event: str) -> None:
+    """Start ``pre``'s action and end it as Nova's compute service does when its driver lacks the
+    feature: the action's event ``event`` fails ("Error", details "NotImplementedError"), a fault
+    500 "NotImplementedError" is recorded, and the server goes back to its vm_state with no task.
+    The API still answers 202, as Nova's does (it only learns of the failure later)."""
+    begin_action(conn, row, pre, actor)
+    action_id = action_for_request(conn, row["uuid"], actor.request_id) if actor.request_id else None
+    if action_id is None:  # pragma: no cover - every API request has a request id
+        action_id = start_action(conn, row["uuid"], pre.name, actor)
+    reason = f"NotImplementedError: KubeVirt servers cannot {pre.name} (not supported by OpenKeel yet)\n"
+    event_id = start_event(conn, action_id, event, host=row["host"])
+    finish_event(conn, event_id, "Error", traceback=reason, details="NotImplementedError")
+    add_fault(conn, row["uuid"], code=500, message="NotImplementedError", details=reason, host=row["host"])
+    save_state(conn, row["uuid"], expected_task_state=pre.next_task_state, vm_state=row["vm_state"],
+               task_state=None)

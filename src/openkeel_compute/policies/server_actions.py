@@ -8,6 +8,7 @@ SERVERS = "os_compute_api:servers:%s"
 PAUSE = "os_compute_api:os-pause-server:%s"
 LOCK = "os_compute_api:os-lock-server:%s"
 CONSOLE_OUTPUT = "os_compute_api:os-console-output"
+SUSPEND = "os_compute_api:os-suspend-server:%s"
 
 _ACTION = "/servers/{server_id}/action (%s)"
 
@@ -30,6 +31,8 @@ rules = [
           "Unlock a server locked by someone else (an administrator's lock, for its owner)", "unlock"),
     _rule(CONSOLE_OUTPUT, base.PROJECT_MEMBER_OR_ADMIN, "Show the console output of a server",
           "os-getConsoleOutput"),
+    _rule(SUSPEND % "resume", base.PROJECT_MEMBER_OR_ADMIN, "Resume a suspended server", "resume"),
+    _rule(SUSPEND % "suspend", base.PROJECT_MEMBER_OR_ADMIN, "Suspend a server", "suspend"),
 ]
 
 

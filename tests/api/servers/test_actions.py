@@ -149,3 +149,28 @@ def test_a_reader_may_not_act(client, engine):
     assert (got.status_code, got.json["forbidden"]["message"]) == (
         403, "Policy doesn't allow os_compute_api:servers:stop to be performed.")
     assert _outbox(engine) == [] and _row(engine)["task_state"] is None
+
+
+def test_suspend_is_accepted_then_fails_as_with_a_driver_without_it(client, engine):
+    assert client.post(PATH, headers=DEMO, json_body={"resume": None}).json["conflictingRequest"]["message"] == (
+        f"Cannot 'resume' instance {oracle.SERVER_A} while it is in vm_state active")
+    got = client.post(PATH, headers=DEMO, json_body={"suspend": None})
+    assert (got.status_code, got.content) == (202, b"")
+    row = _row(engine)
+    # back where it was, with no task, as Nova's compute service leaves it
+    assert (row["vm_state"], row["task_state"], instances.status(row)) == ("active", None, "ACTIVE")
+    assert _outbox(engine) == []
+    with db_api.reader(engine) as conn:
+        faults = instances.latest_faults(conn, [oracle.SERVER_A])
+        action = instances.get_action(conn, oracle.SERVER_A, instances.actions_of(conn, oracle.SERVER_A)[0]
+                                      ["request_id"])
+    assert (faults[oracle.SERVER_A]["code"], faults[oracle.SERVER_A]["message"]) == (500, "NotImplementedError")
+    assert action["action"] == "suspend"
+    assert [(e["event"], e["result"], e["details"], e["host"]) for e in action["events"]] == [
+        ("compute_suspend_instance", "Error", "NotImplementedError", "compute1")]
+    # a locked server refuses it before anything is recorded
+    with db_api.transaction(engine) as conn:
+        instances.lock(conn, oracle.SERVER_A, oracle.ADMIN)
+    got = client.post(PATH, headers=DEMO, json_body={"suspend": None})
+    assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
+        409, f"Instance {oracle.SERVER_A} is locked")

@@ -1,5 +1,5 @@
 """POST /servers/{server_id}/action: os-start, os-stop, reboot, pause, unpause, lock, unlock,
-os-getConsoleOutput.
+os-getConsoleOutput, and suspend and resume, which KubeVirt servers cannot do yet.
 
 The API only starts an action: it moves task_state with the compare-and-swap, records the
 instance action and writes an outbox row (kind "server") that the controller acts on; see
@@ -114,3 +114,29 @@ def get_console_output(req, server_id):
     # The API never talks to the cluster, and the serial console of a VirtualMachine is a
     # stream, not a log to read back: Nova's answer for a driver without console output.
     raise faults.Fault("The requested functionality is not supported.", 501)
+
+
+def _unsupported(req, server_id: str, rule: str, action: str, event: str, *, target_user: bool) -> Response:
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        target = {"project_id": row["project_id"]}
+        if target_user:
+            target["user_id"] = row["user_id"]
+        common.can(req, rule, target)
+        instances.fail_unsupported(conn, row, actions.precondition(action), actor, event)
+    return Response(None)
+
+
+@operation(body={"2.0-": schema.suspend}, success=202, expected=(400, 404, 409))
+@wsgi_path_params
+def suspend(req, server_id):
+    return _unsupported(req, server_id, rules.SUSPEND % "suspend", "suspend", "compute_suspend_instance",
+                        target_user=True)
+
+
+@operation(body={"2.0-": schema.resume}, success=202, expected=(404, 409))
+@wsgi_path_params
+def resume(req, server_id):
+    return _unsupported(req, server_id, rules.SUSPEND % "resume", "resume", "compute_resume_instance",
+                        target_user=False)

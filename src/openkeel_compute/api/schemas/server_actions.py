@@ -11,6 +11,8 @@ pause = _any("pause")
 unpause = _any("unpause")
 lock = _any("lock")
 unlock = _any("unlock")
+suspend = _any("suspend")
+resume = _any("resume")
 
 reboot = {
     "type": "object",
