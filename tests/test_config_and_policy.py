@@ -39,6 +39,10 @@ SERVER_RULES = {
     "os_compute_api:os-console-output": "rule:project_member_or_admin",
     "os_compute_api:os-suspend-server:suspend": "rule:project_member_or_admin",
     "os_compute_api:os-suspend-server:resume": "rule:project_member_or_admin",
+    "os_compute_api:os-instance-actions:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-instance-actions:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-instance-actions:events": "rule:context_is_admin",
+    "os_compute_api:os-instance-actions:events:details": "rule:context_is_admin",
 }
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",

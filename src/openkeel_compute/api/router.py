@@ -11,6 +11,7 @@ from openkeel_compute.api.handlers import (
     flavor_extra_specs,
     flavors,
     server_actions,
+    server_instance_actions,
     servers,
     servers_list,
     versions,
@@ -39,6 +40,8 @@ ROUTES = {
     "/servers": {"GET": servers_list.index},
     "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
+    "/servers/{server_id}/os-instance-actions": {"GET": server_instance_actions.index},
+    "/servers/{server_id}/os-instance-actions/{request_id}": {"GET": server_instance_actions.show},
     "/servers/{server_id}/action": {
         "POST": {
             "os-start": server_actions.start,

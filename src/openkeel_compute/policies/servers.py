@@ -6,6 +6,7 @@ from openkeel_compute.policies import base
 
 SERVERS = "os_compute_api:servers:%s"
 EXTENDED_ATTRIBUTES = "os_compute_api:os-extended-server-attributes"
+INSTANCE_ACTIONS = "os_compute_api:os-instance-actions:%s"
 
 
 def _rule(name, check_str, description, operations):
@@ -44,6 +45,16 @@ rules = [
           [{"method": "PUT", "path": "/servers/{server_id}"}]),
     _rule(SERVERS % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Delete a server",
           [{"method": "DELETE", "path": "/servers/{server_id}"}]),
+    _rule(INSTANCE_ACTIONS % "list", base.PROJECT_READER_OR_ADMIN, "List the actions of a server",
+          [{"method": "GET", "path": "/servers/{server_id}/os-instance-actions"}]),
+    _rule(INSTANCE_ACTIONS % "show", base.PROJECT_READER_OR_ADMIN, "Show an action of a server",
+          [{"method": "GET", "path": "/servers/{server_id}/os-instance-actions/{request_id}"}]),
+    _rule(INSTANCE_ACTIONS % "events", base.ADMIN,
+          "Show an action's events with their tracebacks (and, from 2.62, their hosts); others see "
+          "the events without them from 2.51",
+          [{"method": "GET", "path": "/servers/{server_id}/os-instance-actions/{request_id}"}]),
+    _rule(INSTANCE_ACTIONS % "events:details", base.ADMIN, "Show the details of an action's events (2.84)",
+          [{"method": "GET", "path": "/servers/{server_id}/os-instance-actions/{request_id}"}]),
     _rule(EXTENDED_ATTRIBUTES, base.ADMIN,
           "Show the OS-EXT-SRV-ATTR attributes of servers (host, instance name, user data, ...)",
           [{"method": "GET", "path": "/servers/{id}"}, {"method": "GET", "path": "/servers/detail"},
