@@ -43,6 +43,12 @@ SERVER_RULES = {
     "os_compute_api:os-instance-actions:show": "rule:project_reader_or_admin",
     "os_compute_api:os-instance-actions:events": "rule:context_is_admin",
     "os_compute_api:os-instance-actions:events:details": "rule:context_is_admin",
+    "os_compute_api:os-server-tags:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-tags:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-tags:update": "rule:project_member_or_admin",
+    "os_compute_api:os-server-tags:update_all": "rule:project_member_or_admin",
+    "os_compute_api:os-server-tags:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-server-tags:delete_all": "rule:project_member_or_admin",
 }
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",

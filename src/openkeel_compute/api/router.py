@@ -12,6 +12,7 @@ from openkeel_compute.api.handlers import (
     flavors,
     server_actions,
     server_instance_actions,
+    server_tags,
     servers,
     servers_list,
     versions,
@@ -40,6 +41,10 @@ ROUTES = {
     "/servers": {"GET": servers_list.index},
     "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
+    "/servers/{server_id}/tags": {"GET": server_tags.index, "PUT": server_tags.update_all,
+                                  "DELETE": server_tags.delete_all},
+    "/servers/{server_id}/tags/{tag}": {"GET": server_tags.show, "PUT": server_tags.update,
+                                        "DELETE": server_tags.delete},
     "/servers/{server_id}/os-instance-actions": {"GET": server_instance_actions.index},
     "/servers/{server_id}/os-instance-actions/{request_id}": {"GET": server_instance_actions.show},
     "/servers/{server_id}/action": {

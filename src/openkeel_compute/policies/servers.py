@@ -7,6 +7,7 @@ from openkeel_compute.policies import base
 SERVERS = "os_compute_api:servers:%s"
 EXTENDED_ATTRIBUTES = "os_compute_api:os-extended-server-attributes"
 INSTANCE_ACTIONS = "os_compute_api:os-instance-actions:%s"
+SERVER_TAGS = "os_compute_api:os-server-tags:%s"
 
 
 def _rule(name, check_str, description, operations):
@@ -55,6 +56,18 @@ rules = [
           [{"method": "GET", "path": "/servers/{server_id}/os-instance-actions/{request_id}"}]),
     _rule(INSTANCE_ACTIONS % "events:details", base.ADMIN, "Show the details of an action's events (2.84)",
           [{"method": "GET", "path": "/servers/{server_id}/os-instance-actions/{request_id}"}]),
+    _rule(SERVER_TAGS % "index", base.PROJECT_READER_OR_ADMIN, "List the tags of a server",
+          [{"method": "GET", "path": "/servers/{server_id}/tags"}]),
+    _rule(SERVER_TAGS % "show", base.PROJECT_READER_OR_ADMIN, "Check whether a server has a tag",
+          [{"method": "GET", "path": "/servers/{server_id}/tags/{tag}"}]),
+    _rule(SERVER_TAGS % "update", base.PROJECT_MEMBER_OR_ADMIN, "Add a tag to a server",
+          [{"method": "PUT", "path": "/servers/{server_id}/tags/{tag}"}]),
+    _rule(SERVER_TAGS % "update_all", base.PROJECT_MEMBER_OR_ADMIN, "Replace the tags of a server",
+          [{"method": "PUT", "path": "/servers/{server_id}/tags"}]),
+    _rule(SERVER_TAGS % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Remove a tag from a server",
+          [{"method": "DELETE", "path": "/servers/{server_id}/tags/{tag}"}]),
+    _rule(SERVER_TAGS % "delete_all", base.PROJECT_MEMBER_OR_ADMIN, "Remove all the tags of a server",
+          [{"method": "DELETE", "path": "/servers/{server_id}/tags"}]),
     _rule(EXTENDED_ATTRIBUTES, base.ADMIN,
           "Show the OS-EXT-SRV-ATTR attributes of servers (host, instance name, user data, ...)",
           [{"method": "GET", "path": "/servers/{id}"}, {"method": "GET", "path": "/servers/detail"},
