@@ -49,6 +49,12 @@ SERVER_RULES = {
     "os_compute_api:os-server-tags:update_all": "rule:project_member_or_admin",
     "os_compute_api:os-server-tags:delete": "rule:project_member_or_admin",
     "os_compute_api:os-server-tags:delete_all": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:index": "rule:project_reader_or_admin",
+    "os_compute_api:server-metadata:show": "rule:project_reader_or_admin",
+    "os_compute_api:server-metadata:create": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:update_all": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:update": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:delete": "rule:project_member_or_admin",
 }
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",

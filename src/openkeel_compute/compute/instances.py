@@ -127,8 +127,9 @@ def flavors_of(row: dict) -> flavor_copy.FlavorCopy:
 
 def metadata_of(conn: Connection, instance_uuid: str, *, system: bool = False) -> dict[str, str]:
     table = INSTANCE_SYSTEM_METADATA if system else INSTANCE_METADATA
+    # in the order the items were added, as Nova lists them
     query = (select(table.c.key, table.c.value)
-             .where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0).order_by(table.c.key))
+             .where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0).order_by(table.c.id))
     return dict(conn.execute(query).all())
 
 
@@ -543,7 +544,7 @@ def metadata_by_instance(conn: Connection, instance_uuids: list[str], *, system:
     if not instance_uuids:
         return result
     query = (select(table.c.instance_uuid, table.c.key, table.c.value)
-             .where(table.c.instance_uuid.in_(instance_uuids), table.c.deleted == 0).order_by(table.c.key))
+             .where(table.c.instance_uuid.in_(instance_uuids), table.c.deleted == 0).order_by(table.c.id))
     for uuid, key, value in conn.execute(query):
         result.setdefault(uuid, {})[key] = value
     return result
@@ -633,3 +634,28 @@ def delete_tag(conn: Connection, instance_uuid: str, tag: str) -> None:
 
 def delete_tags(conn: Connection, instance_uuid: str) -> None:
     conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
+
+
+def set_metadata(conn: Connection, instance_uuid: str, metadata: dict[str, str]) -> None:
+    """Make the server's live metadata exactly ``metadata`` (changed values rewritten, missing keys
+    soft-deleted), as Nova saves it."""
+    current = metadata_of(conn, instance_uuid)
+    now = utcnow()
+    table = INSTANCE_METADATA
+    live = [table.c.instance_uuid == instance_uuid, table.c.deleted == 0]
+    gone = [k for k in current if k not in metadata]
+    if gone:
+        conn.execute(update(table).where(*live, table.c.key.in_(gone)).values(deleted=table.c.id, deleted_at=now))
+    for key, value in metadata.items():
+        if key in current and current[key] != value:  # changed in place: the item keeps its place
+            conn.execute(update(table).where(*live, table.c.key == key).values(value=value, updated_at=now))
+    new = [{"instance_uuid": instance_uuid, "key": k, "value": v, "created_at": now, "deleted": 0}
+           for k, v in metadata.items() if k not in current]
+    if new:
+        conn.execute(insert(table), new)
+    conn.execute(update(INSTANCES).where(I.uuid == instance_uuid).values(updated_at=now))

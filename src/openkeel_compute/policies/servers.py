@@ -8,6 +8,7 @@ SERVERS = "os_compute_api:servers:%s"
 EXTENDED_ATTRIBUTES = "os_compute_api:os-extended-server-attributes"
 INSTANCE_ACTIONS = "os_compute_api:os-instance-actions:%s"
 SERVER_TAGS = "os_compute_api:os-server-tags:%s"
+SERVER_METADATA = "os_compute_api:server-metadata:%s"
 
 
 def _rule(name, check_str, description, operations):
@@ -68,6 +69,18 @@ rules = [
           [{"method": "DELETE", "path": "/servers/{server_id}/tags/{tag}"}]),
     _rule(SERVER_TAGS % "delete_all", base.PROJECT_MEMBER_OR_ADMIN, "Remove all the tags of a server",
           [{"method": "DELETE", "path": "/servers/{server_id}/tags"}]),
+    _rule(SERVER_METADATA % "index", base.PROJECT_READER_OR_ADMIN, "List the metadata of a server",
+          [{"method": "GET", "path": "/servers/{server_id}/metadata"}]),
+    _rule(SERVER_METADATA % "show", base.PROJECT_READER_OR_ADMIN, "Show a metadata item of a server",
+          [{"method": "GET", "path": "/servers/{server_id}/metadata/{key}"}]),
+    _rule(SERVER_METADATA % "create", base.PROJECT_MEMBER_OR_ADMIN, "Add or change metadata items of a server",
+          [{"method": "POST", "path": "/servers/{server_id}/metadata"}]),
+    _rule(SERVER_METADATA % "update_all", base.PROJECT_MEMBER_OR_ADMIN, "Replace the metadata of a server",
+          [{"method": "PUT", "path": "/servers/{server_id}/metadata"}]),
+    _rule(SERVER_METADATA % "update", base.PROJECT_MEMBER_OR_ADMIN, "Set one metadata item of a server",
+          [{"method": "PUT", "path": "/servers/{server_id}/metadata/{key}"}]),
+    _rule(SERVER_METADATA % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Remove a metadata item of a server",
+          [{"method": "DELETE", "path": "/servers/{server_id}/metadata/{key}"}]),
     _rule(EXTENDED_ATTRIBUTES, base.ADMIN,
           "Show the OS-EXT-SRV-ATTR attributes of servers (host, instance name, user data, ...)",
           [{"method": "GET", "path": "/servers/{id}"}, {"method": "GET", "path": "/servers/detail"},
