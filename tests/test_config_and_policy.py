@@ -14,6 +14,48 @@ from openkeel_compute import policies
 from openkeel_compute.conf import build_conf, list_opts
 from tests.conftest import ROOT, admin, make_conf, user
 
+# Nova 34.0.0's defaults of the server rules registered so far.
+SERVER_RULES = {
+    "os_compute_api:servers:index": "rule:project_reader_or_admin",
+    "os_compute_api:servers:detail": "rule:project_reader_or_admin",
+    "os_compute_api:servers:index:get_all_tenants": "rule:context_is_admin",
+    "os_compute_api:servers:detail:get_all_tenants": "rule:context_is_admin",
+    "os_compute_api:servers:allow_all_filters": "rule:context_is_admin",
+    "os_compute_api:servers:show": "rule:project_reader_or_admin",
+    "os_compute_api:servers:show:flavor-extra-specs": "rule:project_reader_or_admin",
+    "os_compute_api:servers:show:host_status": "rule:context_is_admin",
+    "os_compute_api:servers:show:host_status:unknown-only": "rule:context_is_admin",
+    "os_compute_api:os-extended-server-attributes": "rule:context_is_admin",
+    "os_compute_api:servers:update": "rule:project_member_or_admin",
+    "os_compute_api:servers:delete": "rule:project_member_or_admin",
+    "os_compute_api:servers:start": "rule:project_member_or_admin",
+    "os_compute_api:servers:stop": "rule:project_member_or_admin",
+    "os_compute_api:servers:reboot": "rule:project_member_or_admin",
+    "os_compute_api:os-pause-server:pause": "rule:project_member_or_admin",
+    "os_compute_api:os-pause-server:unpause": "rule:project_member_or_admin",
+    "os_compute_api:os-lock-server:lock": "rule:project_member_or_admin",
+    "os_compute_api:os-lock-server:unlock": "rule:project_member_or_admin",
+    "os_compute_api:os-lock-server:unlock:unlock_override": "rule:context_is_admin",
+    "os_compute_api:os-console-output": "rule:project_member_or_admin",
+    "os_compute_api:os-suspend-server:suspend": "rule:project_member_or_admin",
+    "os_compute_api:os-suspend-server:resume": "rule:project_member_or_admin",
+    "os_compute_api:os-instance-actions:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-instance-actions:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-instance-actions:events": "rule:context_is_admin",
+    "os_compute_api:os-instance-actions:events:details": "rule:context_is_admin",
+    "os_compute_api:os-server-tags:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-tags:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-tags:update": "rule:project_member_or_admin",
+    "os_compute_api:os-server-tags:update_all": "rule:project_member_or_admin",
+    "os_compute_api:os-server-tags:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-server-tags:delete_all": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:index": "rule:project_reader_or_admin",
+    "os_compute_api:server-metadata:show": "rule:project_reader_or_admin",
+    "os_compute_api:server-metadata:create": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:update_all": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:update": "rule:project_member_or_admin",
+    "os_compute_api:server-metadata:delete": "rule:project_member_or_admin",
+}
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",
     "os_compute_api:os-flavor-access:remove_tenant_access": "rule:context_is_admin",
@@ -81,12 +123,12 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     text = out.read_text()
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
-    assert rules == {**BASE_RULES, **FLAVOR_RULES}
+    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in FLAVOR_RULES:
+    for name in {**FLAVOR_RULES, **SERVER_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

@@ -6,7 +6,18 @@ before routing (api/deploy.py). Each handler states its own contract (api/wsgi.p
 
 from __future__ import annotations
 
-from openkeel_compute.api.handlers import flavor_access, flavor_extra_specs, flavors, versions
+from openkeel_compute.api.handlers import (
+    flavor_access,
+    flavor_extra_specs,
+    flavors,
+    server_actions,
+    server_instance_actions,
+    server_metadata,
+    server_tags,
+    servers,
+    servers_list,
+    versions,
+)
 from openkeel_compute.api.wsgi import Endpoint
 
 ROUTES = {
@@ -27,6 +38,33 @@ ROUTES = {
         "GET": flavor_extra_specs.show,
         "PUT": flavor_extra_specs.update,
         "DELETE": flavor_extra_specs.delete,
+    },
+    "/servers": {"GET": servers_list.index},
+    "/servers/detail": {"GET": servers_list.detail},
+    "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
+    "/servers/{server_id}/metadata": {"GET": server_metadata.index, "POST": server_metadata.create,
+                                      "PUT": server_metadata.update_all},
+    "/servers/{server_id}/metadata/{key}": {"GET": server_metadata.show, "PUT": server_metadata.update,
+                                            "DELETE": server_metadata.delete},
+    "/servers/{server_id}/tags": {"GET": server_tags.index, "PUT": server_tags.update_all,
+                                  "DELETE": server_tags.delete_all},
+    "/servers/{server_id}/tags/{tag}": {"GET": server_tags.show, "PUT": server_tags.update,
+                                        "DELETE": server_tags.delete},
+    "/servers/{server_id}/os-instance-actions": {"GET": server_instance_actions.index},
+    "/servers/{server_id}/os-instance-actions/{request_id}": {"GET": server_instance_actions.show},
+    "/servers/{server_id}/action": {
+        "POST": {
+            "os-start": server_actions.start,
+            "os-stop": server_actions.stop,
+            "reboot": server_actions.reboot,
+            "pause": server_actions.pause,
+            "unpause": server_actions.unpause,
+            "lock": server_actions.lock,
+            "unlock": server_actions.unlock,
+            "os-getConsoleOutput": server_actions.get_console_output,
+            "suspend": server_actions.suspend,
+            "resume": server_actions.resume,
+        }
     },
 }
 

@@ -161,6 +161,20 @@ def _check_regex(instance) -> bool:
     return True
 
 
+@FORMAT_CHECKER.checks("date-time")
+def _check_date_time(instance) -> bool:
+    """ISO 8601 as oslo.utils parses it (changes-since, changes-before)."""
+    if not isinstance(instance, str):
+        return True
+    from oslo_utils import timeutils
+
+    try:
+        timeutils.parse_isotime(instance)
+    except ValueError:
+        return False
+    return True
+
+
 def _number_from_str(instance):
     try:
         return int(instance)
@@ -265,5 +279,6 @@ def validate_query(schema: dict, query: dict[str, list[str]]) -> None:
         _raise(ex, is_body=False)
     if schema.get("additionalProperties", True) is not False:
         allowed = schema.get("properties", {})
-        for key in [k for k in query if k not in allowed]:
+        patterns = "|".join(schema.get("patternProperties", {}))
+        for key in [k for k in query if k not in allowed and not (patterns and re.search(patterns, k))]:
             del query[key]

@@ -134,12 +134,14 @@ class Request:
 class Response:
     """A handler's successful answer: a body (dict or None) and optional status override."""
 
-    __slots__ = ("body", "headers", "status")
+    __slots__ = ("body", "content_type", "headers", "status")
 
-    def __init__(self, body=None, status: int | None = None, headers: dict | None = None):
+    def __init__(self, body=None, status: int | None = None, headers: dict | None = None,
+                 content_type: str | None = None):
         self.body = body
         self.status = status
         self.headers = headers
+        self.content_type = content_type  # Nova's webob answers without a body say text/html
 
 
 _LONG_NUMBER = re.compile(rb"\d{19,}")
@@ -293,12 +295,14 @@ class Endpoint:
     def _serialise(resp: falcon.Response, op: Operation, result) -> None:
         status = op.success
         body = result
+        content_type = SUCCESS_CONTENT_TYPE
         if isinstance(result, Response):
+            content_type = result.content_type or content_type
             status = result.status or status
             body = result.body
             if result.headers:
                 for name, value in result.headers.items():
                     resp.set_header(name, value)
         resp.status = status
-        resp.content_type = SUCCESS_CONTENT_TYPE
+        resp.content_type = content_type
         resp.data = dumps(body) if body is not None else b""

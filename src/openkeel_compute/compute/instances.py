@@ -21,6 +21,7 @@ from openkeel_compute.db.models import (
     INSTANCE_METADATA,
     INSTANCE_SYSTEM_METADATA,
     INSTANCES,
+    OUTBOX,
     TAGS,
     utcnow,
 )
@@ -115,14 +116,20 @@ def get(conn: Connection, instance_uuid: str, *, read_deleted: str = "no", for_u
     return row
 
 
+def ever_existed(conn: Connection, instance_uuid: str) -> bool:
+    """Whether a server of this uuid was ever created (deleted ones included)."""
+    return conn.execute(select(I.id).where(I.uuid == instance_uuid).limit(1)).first() is not None
+
+
 def flavors_of(row: dict) -> flavor_copy.FlavorCopy:
     return flavor_copy.FlavorCopy.loads(row["flavor"])
 
 
 def metadata_of(conn: Connection, instance_uuid: str, *, system: bool = False) -> dict[str, str]:
     table = INSTANCE_SYSTEM_METADATA if system else INSTANCE_METADATA
+    # in the order the items were added, as Nova lists them
     query = (select(table.c.key, table.c.value)
-             .where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0).order_by(table.c.key))
+             .where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0).order_by(table.c.id))
     return dict(conn.execute(query).all())
 
 
@@ -471,3 +478,184 @@ def soft_delete(conn: Connection, instance_uuid: str) -> bool:
                      .values(deleted=table.c.id, deleted_at=now, updated_at=now))
     conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
     return True
+
+
+# --- a page of a server list ----------------------------------------------------------------------
+
+def list_page(conn: Connection, where, *, sort_keys: list[str], sort_dirs: list[str], limit: int | None = None,
+              marker: str | None = None) -> list[dict]:
+    """One page of servers matching ``where``: ordered by ``sort_keys`` / ``sort_dirs`` (each an
+    instances column, with created_at and id added last when missing, in the first direction, as
+    Nova does), starting after the server ``marker`` (any server, deleted too; an unknown one is
+    Nova's 400 "marker [...] not found")."""
+    if where is None or limit == 0:
+        return []
+    keys, dirs = list(sort_keys), list(sort_dirs)
+    for default in ("created_at", "id"):
+        if default not in keys:
+            keys.append(default)
+            dirs.append(dirs[0] if dirs else "asc")
+    while len(dirs) < len(keys):
+        dirs.append(dirs[0])
+    query = select(INSTANCES).where(where)
+    if marker is not None:
+        found = _row(conn.execute(select(INSTANCES).where(I.uuid == marker)))
+        if found is None:
+            raise errors.Invalid(f"marker [{marker}] not found")
+        query = query.where(_after(found, keys, dirs))
+    order = []
+    for key, direction in zip(keys, dirs, strict=True):
+        column = INSTANCES.c[key]
+        # NULL sorts lowest, on every engine (as on MySQL, Nova's engine, and SQLite; PostgreSQL
+        # needs telling, and MariaDB has no NULLS FIRST)
+        if conn.dialect.name == "postgresql":
+            order.append(column.asc().nulls_first() if direction == "asc" else column.desc().nulls_last())
+        else:
+            order.append(column.asc() if direction == "asc" else column.desc())
+    query = query.order_by(*order)
+    if limit is not None:
+        query = query.limit(limit)
+    return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def _after(marker: dict, keys: list[str], dirs: list[str]):
+    """Rows strictly after ``marker`` in the order of ``keys`` / ``dirs``, NULL the lowest value."""
+
+    def beyond(column, value, direction):
+        if direction == "asc":
+            return column.is_not(None) if value is None else column > value
+        return and_(False) if value is None else or_(column < value, column.is_(None))
+
+    def same(column, value):
+        return column.is_(None) if value is None else column == value
+
+    either = []
+    for i, (key, direction) in enumerate(zip(keys, dirs, strict=True)):
+        equal = [same(INSTANCES.c[k], marker[k]) for k in keys[:i]]
+        either.append(and_(*equal, beyond(INSTANCES.c[key], marker[key], direction)))
+    return or_(*either)
+
+
+def metadata_by_instance(conn: Connection, instance_uuids: list[str], *, system: bool = False
+                         ) -> dict[str, dict[str, str]]:
+    """The live metadata (or system metadata) of several servers in one statement."""
+    table = INSTANCE_SYSTEM_METADATA if system else INSTANCE_METADATA
+    result: dict[str, dict[str, str]] = {}
+    if not instance_uuids:
+        return result
+    query = (select(table.c.instance_uuid, table.c.key, table.c.value)
+             .where(table.c.instance_uuid.in_(instance_uuids), table.c.deleted == 0).order_by(table.c.id))
+    for uuid, key, value in conn.execute(query):
+        result.setdefault(uuid, {})[key] = value
+    return result
+
+
+def tags_by_instance(conn: Connection, instance_uuids: list[str]) -> dict[str, list[str]]:
+    result: dict[str, list[str]] = {}
+    if not instance_uuids:
+        return result
+    query = select(TAGS.c.resource_id, TAGS.c.tag).where(TAGS.c.resource_id.in_(instance_uuids)).order_by(TAGS.c.tag)
+    for uuid, tag in conn.execute(query):
+        result.setdefault(uuid, []).append(tag)
+    return result
+
+
+# --- plain updates and the controller's outbox ------------------------------------------------------
+
+_UPDATABLE = frozenset({"display_name", "display_description", "hostname", "auto_disk_config", "access_ip_v4",
+                        "access_ip_v6"})
+
+
+def update_fields(conn: Connection, instance_uuid: str, changes: dict) -> bool:
+    """PUT /servers/{id}: names, description, hostname, disk config, access IPs (no task runs
+    for them, as in Nova). Returns False when the server is gone."""
+    unknown = set(changes) - _UPDATABLE
+    if unknown:
+        raise ValueError(f"not updatable: {sorted(unknown)}")
+    values = dict(changes, updated_at=utcnow())
+    return conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(values)).rowcount == 1
+
+
+_INSERT_OUTBOX = insert(OUTBOX)
+
+
+def outbox(conn: Connection, instance_uuid: str, operation: str, actor: Actor, **payload) -> None:
+    """Ask the controller to act on a server (kind "server"; the operations are in docs/servers.md).
+    The payload names the request, so that the controller's events join the API's instance action."""
+    conn.execute(_INSERT_OUTBOX, {"kind": "server", "object_id": instance_uuid, "operation": operation,
+                                  "payload": {"request_id": actor.request_id, **payload}, "created_at": utcnow(),
+                                  "attempts": 0})
+
+
+def fail_unsupported(conn: Connection, row: dict, pre: Precondition, actor: Actor, event: str) -> None:
+    """Start ``pre``'s action and end it as Nova's compute service does when its driver lacks the
+    feature: the action's event ``event`` fails ("Error", details "NotImplementedError"), a fault
+    500 "NotImplementedError" is recorded, and the server goes back to its vm_state with no task.
+    The API still answers 202, as Nova's does (it only learns of the failure later)."""
+    begin_action(conn, row, pre, actor)
+    action_id = action_for_request(conn, row["uuid"], actor.request_id) if actor.request_id else None
+    if action_id is None:  # pragma: no cover - every API request has a request id
+        action_id = start_action(conn, row["uuid"], pre.name, actor)
+    reason = f"NotImplementedError: KubeVirt servers cannot {pre.name} (not supported by OpenKeel yet)\n"
+    event_id = start_event(conn, action_id, event, host=row["host"])
+    finish_event(conn, event_id, "Error", traceback=reason, details="NotImplementedError")
+    add_fault(conn, row["uuid"], code=500, message="NotImplementedError", details=reason, host=row["host"])
+    save_state(conn, row["uuid"], expected_task_state=pre.next_task_state, vm_state=row["vm_state"],
+               task_state=None)
+
+
+# --- tags ---------------------------------------------------------------------------------------
+
+MAX_TAGS = 50
+
+
+def add_tag(conn: Connection, instance_uuid: str, tag: str) -> bool:
+    """Add one tag; False when the server already has it."""
+    if tag in tags_of(conn, instance_uuid):
+        return False
+    conn.execute(insert(TAGS), {"resource_id": instance_uuid, "tag": tag})
+    return True
+
+
+def set_tags(conn: Connection, instance_uuid: str, tags: list[str]) -> list[str]:
+    """Replace all tags (duplicates kept once); returns them as Nova lists them."""
+    conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
+    unique = list(dict.fromkeys(tags))
+    if unique:
+        conn.execute(insert(TAGS), [{"resource_id": instance_uuid, "tag": t} for t in unique])
+    return tags_of(conn, instance_uuid)
+
+
+def delete_tag(conn: Connection, instance_uuid: str, tag: str) -> None:
+    result = conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid, TAGS.c.tag == tag))
+    if result.rowcount != 1:
+        raise errors.NotFound(f"Instance {instance_uuid} has no tag '{tag}'")
+
+
+def delete_tags(conn: Connection, instance_uuid: str) -> None:
+    conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
+
+
+# --- metadata -----------------------------------------------------------------------------------
+
+MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
+
+
+def set_metadata(conn: Connection, instance_uuid: str, metadata: dict[str, str]) -> None:
+    """Make the server's live metadata exactly ``metadata`` (changed values rewritten, missing keys
+    soft-deleted), as Nova saves it."""
+    current = metadata_of(conn, instance_uuid)
+    now = utcnow()
+    table = INSTANCE_METADATA
+    live = [table.c.instance_uuid == instance_uuid, table.c.deleted == 0]
+    gone = [k for k in current if k not in metadata]
+    if gone:
+        conn.execute(update(table).where(*live, table.c.key.in_(gone)).values(deleted=table.c.id, deleted_at=now))
+    for key, value in metadata.items():
+        if key in current and current[key] != value:  # changed in place: the item keeps its place
+            conn.execute(update(table).where(*live, table.c.key == key).values(value=value, updated_at=now))
+    new = [{"instance_uuid": instance_uuid, "key": k, "value": v, "created_at": now, "deleted": 0}
+           for k, v in metadata.items() if k not in current]
+    if new:
+        conn.execute(insert(table), new)
+    conn.execute(update(INSTANCES).where(I.uuid == instance_uuid).values(updated_at=now))

@@ -1,0 +1,108 @@
+"""/servers/{server_id}/metadata (+ /{key}) as Nova 34.0.0 answers."""
+
+from __future__ import annotations
+
+import copy
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.compute import actions, errors, instances
+from openkeel_compute.policies import servers as rules
+
+METADATA = {
+    "type": "object",
+    "patternProperties": {"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
+    "additionalProperties": False,
+}
+_ONE = copy.deepcopy(METADATA)
+_ONE.update({"minProperties": 1, "maxProperties": 1})
+CREATE = {"type": "object", "properties": {"metadata": METADATA}, "required": ["metadata"],
+          "additionalProperties": False}
+UPDATE_ALL = CREATE
+UPDATE = {"type": "object", "properties": {"meta": _ONE}, "required": ["meta"], "additionalProperties": False}
+QUERY = {"2.0-2.101": {"type": "object", "properties": {}, "additionalProperties": True},
+         "2.102-": {"type": "object", "properties": {}, "additionalProperties": False}}
+
+
+def _read(req, server_id: str, rule: str):
+    def run(conn):
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVER_METADATA % rule, {"project_id": row["project_id"]})
+        return row
+    return run
+
+
+def _change(req, server_id: str, rule: str, metadata: dict[str, str], *, replace: bool, action: str) -> dict:
+    with compute_errors(), common.write(req) as conn:
+        row = _read(req, server_id, rule)(conn)
+        try:
+            actions.check(action, row, is_admin=bool(req.context.is_admin))
+        except errors.InstanceInvalidState as exc:
+            # Nova names every refused metadata change "update metadata"
+            raise errors.InstanceInvalidState("update metadata", exc.instance_uuid, exc.attr, exc.state) from None
+        merged = dict(metadata) if replace else {**instances.metadata_of(conn, row["uuid"]), **metadata}
+        if len(merged) > instances.MAX_METADATA_ITEMS:
+            raise faults.Forbidden(f"Maximum number of metadata items exceeds {instances.MAX_METADATA_ITEMS}")
+        instances.set_metadata(conn, row["uuid"], merged)
+    return merged
+
+
+@operation(query=QUERY, expected=(404,))
+@wsgi_path_params
+def index(req, server_id):
+    with compute_errors(), common.read(req) as conn:
+        row = _read(req, server_id, "index")(conn)
+        return {"metadata": instances.metadata_of(conn, row["uuid"])}
+
+
+@operation(query=QUERY, expected=(404,))
+@wsgi_path_params
+def show(req, server_id, key):
+    with compute_errors(), common.read(req) as conn:
+        row = _read(req, server_id, "show")(conn)
+        metadata = instances.metadata_of(conn, row["uuid"])
+    if key not in metadata:
+        raise faults.NotFound("Metadata item was not found")
+    return {"meta": {key: metadata[key]}}
+
+
+@operation(body={"2.0-": CREATE}, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def create(req, server_id):
+    return {"metadata": _change(req, server_id, "create", req.body["metadata"], replace=False,
+                                action="update metadata")}
+
+
+@operation(body={"2.0-": UPDATE_ALL}, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def update_all(req, server_id):
+    return {"metadata": _change(req, server_id, "update_all", req.body["metadata"], replace=True,
+                                action="update metadata")}
+
+
+@operation(body={"2.0-": UPDATE}, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def update(req, server_id, key):
+    meta = req.body["meta"]
+    with compute_errors(), common.read(req) as conn:
+        _read(req, server_id, "update")(conn)
+    if key not in meta:
+        raise faults.BadRequest("Request body and URI mismatch")
+    _change(req, server_id, "update", meta, replace=False, action="update metadata")
+    return {"meta": meta}
+
+
+@operation(success=204, expected=(404, 409))
+@wsgi_path_params
+def delete(req, server_id, key):
+    with compute_errors(), common.write(req) as conn:
+        row = _read(req, server_id, "delete")(conn)
+        metadata = instances.metadata_of(conn, row["uuid"])
+        if key not in metadata:
+            raise faults.NotFound("Metadata item was not found")
+        actions.check("delete metadata", row, is_admin=bool(req.context.is_admin))
+        del metadata[key]
+        instances.set_metadata(conn, row["uuid"], metadata)
+    return Response(None)

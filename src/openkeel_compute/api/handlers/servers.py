@@ -1,0 +1,136 @@
+"""GET, PUT and DELETE /servers/{server_id} (GET /servers and /servers/detail: servers_list)."""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.schemas import servers as schema
+from openkeel_compute.api.views import servers as view
+from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.compute import errors, instances
+from openkeel_compute.policies import servers as rules
+
+
+@contextlib.contextmanager
+def compute_errors():
+    """Errors of the server state → Nova's faults with their messages."""
+    try:
+        yield
+    except errors.NotFound as exc:
+        raise faults.NotFound(exc.message) from None
+    except errors.Conflict as exc:
+        raise faults.Conflict(exc.message) from None
+    except errors.Invalid as exc:
+        raise faults.BadRequest(exc.message) from None
+    except errors.Forbidden as exc:
+        raise faults.Forbidden(exc.message) from None
+
+
+def shown(req, target: dict | None, *, server_groups: bool = False) -> view.Shown:
+    """The policy decisions that change server bodies, taken once per request."""
+    version = req.version
+    extra_specs = version >= (2, 47) and common.can(req, rules.SERVERS % "show:flavor-extra-specs", target,
+                                                    fatal=False)
+    host_status = None
+    if version >= (2, 16):
+        if common.can(req, rules.SERVERS % "show:host_status", target, fatal=False):
+            host_status = True
+        elif common.can(req, rules.SERVERS % "show:host_status:unknown-only", target, fatal=False):
+            host_status = False
+    return view.Shown(
+        extended_attributes=common.can(req, rules.EXTENDED_ATTRIBUTES, target, fatal=False),
+        flavor_extra_specs=extra_specs, host_status=host_status, is_admin=bool(req.context.is_admin),
+        server_groups=server_groups)
+
+
+def read_server(conn, req, server_id: str) -> dict:
+    """A live server the caller may see: another project's server is "not found" to non-admins."""
+    row = instances.get(conn, server_id)
+    if not req.context.is_admin and row["project_id"] != req.context.project_id:
+        raise errors.InstanceNotFound(server_id)
+    return row
+
+
+def server_data(conn, req, row: dict) -> view.ServerData:
+    uuid = row["uuid"]
+    data = view.ServerData(row=row, metadata=instances.metadata_of(conn, uuid))
+    if req.version >= (2, 98):
+        data.system_metadata = instances.metadata_of(conn, uuid, system=True)
+    if req.version >= (2, 26):
+        data.tags = instances.tags_of(conn, uuid)
+    if instances.status(row) in ("ERROR", "DELETED"):
+        data.fault = instances.latest_faults(conn, [uuid]).get(uuid)
+    return data
+
+
+@operation(query=schema.SHOW_QUERY, expected=(404,))
+@wsgi_path_params
+def show(req, server_id):
+    with compute_errors(), common.read(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVERS % "show", {"project_id": row["project_id"]})
+        data = server_data(conn, req, row)
+    decisions = shown(req, {"project_id": row["project_id"]}, server_groups=req.version >= (2, 71))
+    return {"server": view.full(req, common.links(req), data, decisions)}
+
+
+def _ip(value: str) -> str:
+    # Nova keeps access IPs as addresses and shows them in their canonical (compressed) form.
+    return ipaddress.ip_address(value).compressed
+
+
+@operation(body=schema.UPDATE_BODY, expected=(400, 404, 409))
+@wsgi_path_params
+def update(req, server_id):
+    vals = dict(req.body["server"])
+    changes: dict = {}
+    if "name" in vals:
+        changes["display_name"] = vals["name"].strip()
+    if "description" in vals:
+        changes["display_description"] = vals["description"]
+    if "hostname" in vals:
+        changes["hostname"] = vals["hostname"]
+    if "OS-DCF:diskConfig" in vals:
+        changes["auto_disk_config"] = vals["OS-DCF:diskConfig"] == "AUTO"
+    if "accessIPv4" in vals:
+        changes["access_ip_v4"] = _ip(vals["accessIPv4"])
+    if "accessIPv6" in vals:
+        changes["access_ip_v6"] = _ip(vals["accessIPv6"])
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVERS % "update", {"user_id": row["user_id"], "project_id": row["project_id"]})
+        if changes and not instances.update_fields(conn, row["uuid"], changes):
+            raise faults.NotFound("Instance could not be found")
+        row = instances.get(conn, row["uuid"])
+        data = server_data(conn, req, row)
+    target = {"project_id": row["project_id"]}
+    every = req.version >= (2, 75)
+    if every:
+        decisions = shown(req, target, server_groups=req.version >= (2, 71))
+    else:
+        extra_specs = req.version >= (2, 47) and common.can(req, rules.SERVERS % "show:flavor-extra-specs", target,
+                                                            fatal=False)
+        decisions = view.Shown(flavor_extra_specs=extra_specs, is_admin=bool(req.context.is_admin),
+                               server_groups=req.version >= (2, 71))
+    return {"server": view.full(req, common.links(req), data, decisions, update=not every)}
+
+
+@operation(success=204, expected=(404, 409))
+@wsgi_path_params
+def delete(req, server_id):
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVERS % "delete", {"user_id": row["user_id"], "project_id": row["project_id"]})
+        if instances.begin_delete(conn, row, actor):
+            instances.outbox(conn, row["uuid"], "delete", actor)
+    return Response(None)
+
+
+def actor_of(req) -> instances.Actor:
+    ctx = req.context
+    return instances.Actor(user_id=ctx.user_id, project_id=ctx.project_id, is_admin=bool(ctx.is_admin),
+                           request_id=getattr(ctx, "request_id", None))

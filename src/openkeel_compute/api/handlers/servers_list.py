@@ -1,0 +1,227 @@
+"""GET /servers and GET /servers/detail: Nova's filters, sort keys, paging and all_tenants."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from oslo_utils import strutils, timeutils
+from sqlalchemy import and_, exists, select
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers.servers import compute_errors, shown
+from openkeel_compute.api.schemas import servers as schema
+from openkeel_compute.api.views import servers as view
+from openkeel_compute.api.wsgi import operation
+from openkeel_compute.catalog import errors as catalog_errors
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.compute import instances
+from openkeel_compute.db.models import INSTANCES, TAGS
+from openkeel_compute.policies import servers as rules
+
+I = INSTANCES.c  # the column namespace, as in compute/instances.py
+_PAGING_SORTING = ("sort_key", "sort_dir", "limit", "marker")
+_TAG_FILTERS = ("tags", "tags-any", "not-tags", "not-tags-any")
+# Filters compared for equality, and filters matched as regular expressions, by column.
+_EXACT = {"project_id": "project_id", "tenant_id": "project_id", "user_id": "user_id", "image": "image_ref",
+          "image_ref": "image_ref", "vm_state": "vm_state", "task_state": "task_state", "host": "host",
+          "uuid": "uuid", "launch_index": "launch_index"}
+_REGEX = {"name": "display_name", "display_name": "display_name", "description": "display_description",
+          "display_description": "display_description", "hostname": "hostname", "key_name": "key_name",
+          "node": "node", "reservation_id": "reservation_id", "availability_zone": "availability_zone",
+          "locked_by": "locked_by", "root_device_name": "root_device_name", "config_drive": "config_drive",
+          "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6", "kernel_id": "kernel_id",
+          "ramdisk_id": "ramdisk_id"}
+
+
+def _allowed_filters(version) -> tuple[str, ...]:
+    """What a caller without the allow_all_filters rule may filter on, by microversion."""
+    allowed = ("reservation_id", "name", "status", "image", "flavor", "ip", "changes-since", "all_tenants")
+    if version >= (2, 5):
+        allowed += ("ip6",)
+    if version >= (2, 26):
+        allowed += _TAG_FILTERS
+    if version >= (2, 66):
+        allowed += ("changes-before",)
+    if version >= (2, 73):
+        allowed += ("locked",)
+    if version >= (2, 83):
+        allowed += ("availability_zone", "config_drive", "key_name", "created_at", "launched_at",
+                    "terminated_at", "power_state", "task_state", "vm_state", "progress", "user_id")
+    if version >= (2, 90):
+        allowed += ("hostname",)
+    return allowed
+
+
+def _bool(value) -> bool:
+    try:
+        return strutils.bool_from_string(value, strict=True)
+    except ValueError as exc:
+        raise faults.BadRequest(str(exc)) from None
+
+
+def _time(value: str, name: str):
+    try:
+        return timeutils.normalize_time(timeutils.parse_isotime(value))
+    except ValueError:
+        raise faults.BadRequest(f"Invalid filter field: {name}.") from None
+
+
+def _sort(req):
+    q = req.query
+    keys = [k.strip() for k in q.get("sort_key", [])] or ["created_at"]
+    dirs = [d.strip() for d in q.get("sort_dir", [])] or ["desc"]
+    ignored = schema.IGNORED_SORT_KEYS_V273 if req.version >= (2, 73) else schema.IGNORED_SORT_KEYS
+    for key in list(keys):
+        if key in ignored:
+            index = keys.index(key)
+            if len(dirs) > index:
+                dirs.pop(index)
+            keys.pop(index)
+        elif key in ("host", "node") and not req.context.is_admin:
+            raise faults.Forbidden(f"Only administrators can sort servers by {key}")
+    for direction in dirs:
+        if direction not in ("asc", "desc"):
+            raise faults.BadRequest("Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")
+    if len(dirs) > max(len(keys), 1) and keys:
+        raise faults.BadRequest("Invalid input received: Sort direction size exceeds sort key size")
+    return keys, dirs
+
+
+def _where(req, conn, search: dict, q: dict, all_tenants: bool):
+    """The list's WHERE clause from the search options; None when nothing can match."""
+    ctx = req.context
+    statuses = q.get("status") if "status" in search else None
+    changes_since = _time(search["changes-since"], "changes-since") if "changes-since" in search else None
+    changes_before = None
+    if "changes-before" in search:
+        changes_before = _time(search["changes-before"], "changes-before")
+        if changes_since is not None and changes_before < changes_since:
+            raise faults.BadRequest("The value of changes-since must be less than or equal to changes-before.")
+    deleted = None
+    if "deleted" in search:
+        deleted = strutils.bool_from_string(search["deleted"], default=False)
+    if search.get("vm_state") == "deleted":
+        if not ctx.is_admin:
+            raise faults.Forbidden("Only administrators may list deleted instances")
+        deleted = True
+    project_id = None if all_tenants else ctx.project_id
+    where = instances.list_filter(is_admin=bool(ctx.is_admin), project_id=project_id, statuses=statuses,
+                                  deleted=deleted, changes_since=changes_since, changes_before=changes_before,
+                                  all_tenants=all_tenants or project_id is None,
+                                  version_2_38=req.version >= (2, 38))
+    if where is None:
+        return None
+    clauses = [where]
+    for name, value in search.items():
+        if name in _EXACT and not (name == "vm_state" and statuses):
+            if name in ("project_id", "tenant_id") and not all_tenants:
+                continue
+            if name == "tenant_id" and "project_id" in search:
+                continue
+            clauses.append(INSTANCES.c[_EXACT[name]] == value)
+        elif name in _REGEX:
+            clauses.append(INSTANCES.c[_REGEX[name]].regexp_match(value))
+    if "flavor" in search:
+        try:
+            flavor = catalog.get(conn, search["flavor"])
+        except catalog_errors.NotFound:  # an unknown flavor lists nothing, as in Nova
+            return None
+        clauses.append(I.instance_type_id == flavor["id"])
+    if "locked" in search:
+        clauses.append(I.locked.is_(_bool(search["locked"])))
+    if req.version >= (2, 26):
+        for name in _TAG_FILTERS:
+            if name in search:
+                clauses.append(_tag_clause(name, search[name].split(",")))
+    return and_(*clauses)
+
+
+def _tag_clause(name: str, tags: list[str]):
+    def has(tag):
+        return exists(select(TAGS.c.tag).where(TAGS.c.resource_id == I.uuid, TAGS.c.tag == tag))
+
+    any_of = exists(select(TAGS.c.tag).where(TAGS.c.resource_id == I.uuid, TAGS.c.tag.in_(tags)))
+    if name == "tags":
+        return and_(*[has(t) for t in tags])
+    if name == "tags-any":
+        return any_of
+    if name == "not-tags":
+        return ~and_(*[has(t) for t in tags])
+    return ~any_of
+
+
+def _ip_matches(row: dict, pattern: re.Pattern, version: int) -> bool:
+    addresses = json.loads(row["network_info"]) if row["network_info"] else {}
+    return any(pattern.search(a["addr"]) for net in addresses.values() for a in net if a.get("version") == version)
+
+
+def _list(req, collection_name: str, detail: bool) -> dict:
+    common.can(req, rules.SERVERS % ("detail" if detail else "index"))
+    q = req.query
+    search = {k: v[-1] for k, v in q.items()}
+    if common.can(req, rules.SERVERS % "allow_all_filters", fatal=False):
+        for key in _PAGING_SORTING:
+            search.pop(key, None)
+    else:
+        allowed = _allowed_filters(req.version)
+        search = {k: v for k, v in search.items() if k in allowed}
+    for name in search:
+        if name in schema.JOINED_TABLE_PARAMS or name.startswith("_"):
+            raise faults.BadRequest(f"Invalid filter field: {name}.")
+    if "all_tenants" in search:
+        value = search["all_tenants"]
+        all_tenants = _bool(value) if value else True
+    else:
+        all_tenants = False
+    if all_tenants:
+        common.can(req, rules.SERVERS % ("detail:get_all_tenants" if detail else "index:get_all_tenants"))
+    keys, dirs = _sort(req)
+    max_limit = common.services(req).conf.api.max_limit
+    limit = min(int(q["limit"][-1]), max_limit) if "limit" in q else max_limit
+    marker = q["marker"][-1] if "marker" in q else None
+    ip_filters = [(re.compile(search[n]), 4 if n == "ip" else 6) for n in ("ip", "ip6") if n in search]
+    with compute_errors(), common.read(req) as conn:
+        where = _where(req, conn, search, q, all_tenants)
+        if ip_filters:
+            # Addresses are JSON text: match them here, then page the matching servers.
+            candidates = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs)
+            uuids = [r["uuid"] for r in candidates
+                     if all(_ip_matches(r, pattern, v) for pattern, v in ip_filters)]
+            where = and_(where, I.uuid.in_(uuids)) if uuids else None
+        rows = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker)
+        if detail:
+            items = _details(req, conn, rows)
+    links = common.links(req)
+    if not detail:
+        items = [view.brief(links, row) for row in rows]
+    params = {k: v[-1] for k, v in q.items()}
+    return view.collection(req, links, rows, items, collection_name, limit, max_limit, params)
+
+
+def _details(req, conn, rows: list[dict]) -> list[dict]:
+    decisions = shown(req, None)
+    uuids = [r["uuid"] for r in rows]
+    metadata = instances.metadata_by_instance(conn, uuids)
+    system = instances.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
+    tags = instances.tags_by_instance(conn, uuids) if req.version >= (2, 26) else {}
+    faulty = [r["uuid"] for r in rows if instances.status(r) in ("ERROR", "DELETED")]
+    faults_by_uuid = instances.latest_faults(conn, faulty)
+    links = common.links(req)
+    return [view.full(req, links, view.ServerData(row=row, metadata=metadata.get(row["uuid"], {}),
+                                                  system_metadata=system.get(row["uuid"], {}),
+                                                  tags=tags.get(row["uuid"], []),
+                                                  fault=faults_by_uuid.get(row["uuid"])),
+                      decisions, in_list=True)
+            for row in rows]
+
+
+@operation(query=schema.INDEX_QUERY, expected=(400, 403))
+def index(req):
+    return _list(req, "servers", detail=False)
+
+
+@operation(query=schema.INDEX_QUERY, expected=(400, 403))
+def detail(req):
+    return _list(req, "servers/detail", detail=True)
+

@@ -1,0 +1,111 @@
+"""Query schemas of /servers (Nova 34.0.0's): lenient before 2.75 (unknown parameters are
+dropped), strict from 2.75 (an unknown parameter is a 400)."""
+
+import copy
+
+
+def _multi(item: dict) -> dict:
+    return {"type": "array", "items": item}
+
+
+_PARAM = _multi({"type": "string"})
+_REGEX = _multi({"type": "string", "format": "regex"})
+_DATE_TIME = _multi({"type": "string", "format": "date-time"})
+
+# Sort keys Nova accepts but ignores (with their sort_dir); refused from 2.75.
+IGNORED_SORT_KEYS = [
+    "architecture", "cell_name", "cleaned", "default_ephemeral_device", "default_swap_device", "deleted",
+    "deleted_at", "disable_terminate", "ephemeral_gb", "ephemeral_key_uuid", "id", "key_data", "launched_on",
+    "locked", "memory_mb", "os_type", "reservation_id", "root_gb", "shutdown_terminate", "user_data", "vcpus",
+    "vm_mode",
+]
+IGNORED_SORT_KEYS_V273 = [k for k in IGNORED_SORT_KEYS if k != "locked"]
+SORT_KEYS = [
+    "access_ip_v4", "access_ip_v6", "auto_disk_config", "availability_zone", "config_drive", "created_at",
+    "display_description", "display_name", "host", "hostname", "image_ref", "instance_type_id", "kernel_id",
+    "key_name", "launch_index", "launched_at", "locked_by", "node", "power_state", "progress", "project_id",
+    "ramdisk_id", "root_device_name", "task_state", "terminated_at", "updated_at", "user_id", "uuid", "vm_state",
+]
+# Parameters naming joined tables: accepted by the schema, refused by the handler.
+JOINED_TABLE_PARAMS = ["block_device_mapping", "services", "metadata", "system_metadata", "info_cache",
+                       "security_groups", "pci_devices"]
+
+_properties = {name: _PARAM for name in (
+    "user_id", "project_id", "tenant_id", "launch_index", "image_ref", "image", "vm_state", "task_state", "host",
+    "uuid", "sort_dir", "all_tenants", "soft_deleted", "deleted", "status", "marker", *JOINED_TABLE_PARAMS)}
+_properties.update({name: _REGEX for name in (
+    "kernel_id", "ramdisk_id", "hostname", "key_name", "power_state", "node", "flavor", "reservation_id",
+    "launched_at", "terminated_at", "availability_zone", "name", "display_name", "description",
+    "display_description", "locked_by", "root_device_name", "config_drive", "access_ip_v4", "access_ip_v6",
+    "auto_disk_config", "progress", "ip", "ip6", "created_at")})
+_properties["sort_key"] = _multi({"type": "string", "enum": SORT_KEYS + IGNORED_SORT_KEYS})
+_properties["changes-since"] = _DATE_TIME
+_properties["limit"] = _multi({"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 0, "minLength": 1})
+
+index_query = {
+    "type": "object",
+    "properties": _properties,
+    "additionalProperties": True,
+    # kept so that the handler can refuse them
+    "patternProperties": {"^_": _PARAM},
+}
+
+index_query_v226 = copy.deepcopy(index_query)
+index_query_v226["properties"].update({name: _REGEX for name in ("tags", "tags-any", "not-tags", "not-tags-any")})
+
+index_query_v266 = copy.deepcopy(index_query_v226)
+index_query_v266["properties"]["changes-before"] = _DATE_TIME
+
+index_query_v273 = copy.deepcopy(index_query_v266)
+index_query_v273["properties"]["sort_key"] = _multi(
+    {"type": "string", "enum": ["locked", *SORT_KEYS, *IGNORED_SORT_KEYS_V273]})
+index_query_v273["properties"]["locked"] = _PARAM
+
+index_query_v275 = copy.deepcopy(index_query_v273)
+index_query_v275["properties"]["sort_key"] = _multi({"type": "string", "enum": ["locked", *SORT_KEYS]})
+index_query_v275["additionalProperties"] = False
+
+INDEX_QUERY = {"2.0-2.25": index_query, "2.26-2.65": index_query_v226, "2.66-2.72": index_query_v266,
+               "2.73-2.74": index_query_v273, "2.75-": index_query_v275}
+
+show_query = {"type": "object", "properties": {}, "additionalProperties": True}
+show_query_v2102 = {"type": "object", "properties": {}, "additionalProperties": False}
+SHOW_QUERY = {"2.0-2.101": show_query, "2.102-": show_query_v2102}
+
+
+# --- PUT /servers/{server_id} ------------------------------------------------------------------
+
+_NAME = {"type": "string", "format": "name", "minLength": 1, "maxLength": 255}
+_NAME_V20 = {"type": "string", "format": "name_with_leading_trailing_spaces", "minLength": 1, "maxLength": 255}
+
+
+def _description() -> dict:
+    from openkeel_compute.api import validation
+
+    return {"type": ["string", "null"], "pattern": validation.description_regex(), "minLength": 0, "maxLength": 255}
+
+
+def _update(properties: dict) -> dict:
+    return {
+        "type": "object",
+        "properties": {"server": {"type": "object", "properties": properties, "additionalProperties": False}},
+        "required": ["server"],
+        "additionalProperties": False,
+    }
+
+
+_update_properties = {
+    "name": _NAME,
+    "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
+    "accessIPv4": {"type": "string", "format": "ipv4"},
+    "accessIPv6": {"type": "string", "format": "ipv6"},
+}
+update = _update(_update_properties)
+update_v20 = _update(dict(_update_properties, name=_NAME_V20))
+update_v219 = _update(dict(_update_properties, description=_description()))
+update_v290 = _update(dict(_update_properties, description=_description(), hostname={
+    "type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$", "minLength": 2, "maxLength": 63}))
+update_v294 = _update(dict(_update_properties, description=_description(), hostname={
+    "type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}))
+UPDATE_BODY = {"2.0": update_v20, "2.1-2.18": update, "2.19-2.89": update_v219, "2.90-2.93": update_v290,
+               "2.94-": update_v294}

@@ -1,0 +1,74 @@
+"""GET /servers/{id} against the answers recorded from Nova 34.0.0, version by version."""
+
+from __future__ import annotations
+
+import pytest
+
+from openkeel_compute.db import api as db_api
+from tests.api.servers import oracle_state as oracle
+from tests.conftest import admin, user
+
+DEMO = {"X-Auth-Token": "demo:demo"}
+
+
+@pytest.fixture
+def engine(app, conf):
+    return db_api.get_engine(conf)
+
+
+def _version_headers(exchange):
+    headers = {"X-Auth-Token": exchange["request_headers"]["X-Auth-Token"]}
+    if "OpenStack-API-Version" in exchange["request_headers"]:
+        headers["OpenStack-API-Version"] = exchange["request_headers"]["OpenStack-API-Version"]
+    return headers
+
+
+@pytest.mark.parametrize("step", ["show @2.1", "show @2.9", "show @2.46", "show @2.47", "show @2.73", "show @2.96",
+                                  "show @2.98", "show @2.100", "show @latest", "admin sees extended attrs"])
+def test_show_equals_nova_at_each_version(client, engine, step):
+    oracle.boot_server_a(engine)
+    exchange = oracle.recorded(step)
+    got = client.get(exchange["path"], headers=_version_headers(exchange))
+    assert got.status_code == exchange["status"], got.text
+    expected = oracle.as_ours(exchange["body"], client.host)
+    # The oracle's server has a Neutron port in the "default" security group; ours have no
+    # ports, so, as Nova does for a server without ports, no security_groups key.
+    assert expected["server"].pop("security_groups") == [{"name": "default"}]
+    assert {k: v for k, v in got.json["server"].items() if got.json["server"][k] != expected["server"].get(k)} == {}
+    assert got.json == expected
+    # the same keys in the same order, as Nova writes them
+    assert list(got.json["server"]) == list(expected["server"])
+
+
+def test_show_without_addresses_at_2_1(client, engine):
+    exchange = oracle.recorded("wait ACTIVE @2.1 (no addresses)")
+    oracle.boot(engine, uuid=oracle.SERVER_LEGACY, name="srv-legacy", created="2026-12-01T09:55:10Z",
+                updated="2026-12-01T09:55:11Z", launched="2026-12-01T09:55:11.185680")
+    got = client.get(exchange["path"], headers=_version_headers(exchange))
+    body = oracle.as_ours(exchange["body"], client.host)
+    # Nova lists the "default" security group of the server's ports; a server without ports has none.
+    assert "security_groups" not in body["server"]
+    assert got.json == body
+
+
+def test_other_projects_server_is_not_found(client, engine):
+    oracle.boot_server_a(engine)
+    exchange = oracle.recorded("other project -> 404")
+    got = client.get(exchange["path"], headers=_version_headers(exchange))
+    assert (got.status_code, got.json) == (404, exchange["body"])
+
+
+def test_deleted_and_unknown_servers_are_not_found(client, engine):
+    got = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.96"))
+    assert (got.status_code, got.json["itemNotFound"]["message"]) == (
+        404, f"Instance {oracle.SERVER_A} could not be found.")
+
+
+def test_reader_may_show_and_sees_no_extended_attributes(client, engine):
+    oracle.boot_server_a(engine)
+    got = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=user("demo", version="2.16"))
+    assert got.status_code == 200
+    assert "host_status" not in got.json["server"]
+    assert not [k for k in got.json["server"] if k.startswith("OS-EXT-SRV-ATTR")]
+    got = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.16"))
+    assert got.json["server"]["host_status"] == "UP"
