@@ -165,7 +165,10 @@ def test_kubernetes_check(tmp_path) -> None:
 
     result = status.check_kubernetes(make_conf(tmp_path))
     assert (result.code, result.details) == (
-        Code.SUCCESS, f"no [controller] kubeconfig: the controller renders into {tmp_path}/rendered")
+        Code.SUCCESS, "no [controller] kubeconfig: the controller runs the built-in KubeVirt emulator "
+                      "([controller] driver = emulated)")
+    result = status.check_kubernetes(make_conf(tmp_path, controller={"driver": "kubernetes"}))
+    assert result.code == Code.FAILURE and "needs a kubeconfig" in result.details
     down = unreachable_kubeconfig(tmp_path)
     result = status.check_kubernetes(make_conf(tmp_path, controller={"kubeconfig": down}))
     assert result.code == Code.FAILURE

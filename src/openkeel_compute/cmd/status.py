@@ -178,8 +178,11 @@ def check_kubernetes(conf) -> Result:
     """When [controller] kubeconfig is set: the kubeconfig loads and the cluster answers."""
     kubeconfig = getattr(getattr(conf, "controller", None), "kubeconfig", None)
     if not kubeconfig:
-        render_dir = getattr(getattr(conf, "controller", None), "render_dir", None)
-        return Result(Code.SUCCESS, f"no [controller] kubeconfig: the controller renders into {render_dir}")
+        if getattr(conf.controller, "driver", "emulated") == "kubernetes":
+            return Result(Code.FAILURE, "[controller] driver = kubernetes needs a kubeconfig "
+                                        "([controller] kubeconfig or --kubeconfig)")
+        return Result(Code.SUCCESS, "no [controller] kubeconfig: the controller runs the built-in KubeVirt "
+                                    "emulator ([controller] driver = emulated)")
     from openkeel_compute.cmd.controller import open_cluster, probe_cluster
 
     try:
