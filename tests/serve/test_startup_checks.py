@@ -165,8 +165,8 @@ def test_kubernetes_check(tmp_path) -> None:
 
     result = status.check_kubernetes(make_conf(tmp_path))
     assert (result.code, result.details) == (
-        Code.SUCCESS, "no [controller] kubeconfig: the controller runs the built-in KubeVirt emulator "
-                      "([controller] driver = emulated)")
+        Code.SUCCESS, ("no [controller] kubeconfig: the controller runs the built-in KubeVirt emulator "
+                       "([controller] driver = emulated)"))
     result = status.check_kubernetes(make_conf(tmp_path, controller={"driver": "kubernetes"}))
     assert result.code == Code.FAILURE and "needs a kubeconfig" in result.details
     down = unreachable_kubeconfig(tmp_path)

@@ -21,7 +21,12 @@ from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
 from openkeel_compute.kubevirt.mapping import ANN_ID, FlavorObjects, flavor_to_kubevirt
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
-from openkeel_compute.kubevirt.reverse import NotAnInstancetype, import_instancetype, objects_to_flavor
+from openkeel_compute.kubevirt.reverse import (
+    IncompleteObjects,
+    NotAnInstancetype,
+    import_instancetype,
+    objects_to_flavor,
+)
 from openkeel_compute.kubevirt.vectors import VECTOR_OPTIONS, VECTORS
 
 _YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml when present: catalogues are big
@@ -238,7 +243,10 @@ def import_documents(docs: Iterable[Any], options: MappingOptions) -> tuple[list
         flavors.append(result.flavor)
         notes.extend(f"{meta.get('name')}: {path}: {why}" for path, why in result.lost)
     for copies in openkeel.values():
-        flavors.append(objects_to_flavor(copies))
+        try:
+            flavors.append(objects_to_flavor(copies))
+        except IncompleteObjects as exc:
+            notes.append(f"{exc}, skipped")
     notes.extend(f"{name}: preference without an instancetype of the same name: an image's settings, "
                  "not a flavor" for (_cluster, _ns, name) in preferences.keys() - used)
     return flavors, notes

@@ -47,6 +47,7 @@ ANN_ID = "openkeel.io/flavor-id"
 ANN_NAME = "openkeel.io/flavor-name"
 ANN_DESCRIPTION = "openkeel.io/flavor-description"
 ANN_EXTRA_SPECS = "openkeel.io/extra-specs"
+ANN_LEFT_OUT = "openkeel.io/left-out"  # which of the above did not fit Kubernetes' annotation limit
 ANN_DISABLED = "openkeel.io/disabled"
 ANN_DISK = "openkeel.io/disk"
 ANN_EPHEMERAL = "openkeel.io/ephemeral"
@@ -759,6 +760,8 @@ def _fit_annotations(b: _Build, annotations: dict[str, str]) -> None:
         key, field = max(((k, f) for k, f in _DROPPABLE if k in annotations),
                          key=lambda pair: len(annotations[pair[0]].encode()))
         size = len(annotations.pop(key).encode())
+        left = annotations.get(ANN_LEFT_OUT)
+        annotations[ANN_LEFT_OUT] = f"{left},{field}" if left else field
         b.note(field, f"{size} bytes", Fidelity.NONE, _DROP_RULE,
                f"left out of the object's {key} annotation: Kubernetes refuses more than {ANNOTATIONS_LIMIT} bytes "
                "of annotations per object; the flavor catalogue keeps it.")

@@ -25,6 +25,7 @@ from openkeel_compute.kubevirt.mapping import (
     ANN_EPHEMERAL,
     ANN_EXTRA_SPECS,
     ANN_ID,
+    ANN_LEFT_OUT,
     ANN_NAME,
     ANN_PROJECT,
     ANN_RXTX,
@@ -63,6 +64,10 @@ def _kind_is_cluster(obj: Mapping[str, Any]) -> bool:
     raise NotAnInstancetype(f"kind {kind!r} is not an instancetype")
 
 
+class IncompleteObjects(NotAnInstancetype):
+    """OpenKeel objects that left the description or the extra specs out (Kubernetes' annotation limit)."""
+
+
 def _mib(quantity: Any) -> float:
     return float(to_bytes(quantity) / MIB)
 
@@ -83,6 +88,12 @@ def objects_to_flavor(instancetypes: Sequence[Mapping[str, Any]]) -> dict[str, A
             raise NotAnInstancetype("the objects belong to different flavors")
         if not is_public:
             access.append(obj_annotations[ANN_PROJECT])
+    left_out = annotations.get(ANN_LEFT_OUT) or ("" if ANN_EXTRA_SPECS in annotations else "extra_specs")
+    if left_out:
+        raise IncompleteObjects(
+            f"flavor {annotations[ANN_ID]}: its {left_out.replace(',', ' and ')} did not fit in its objects "
+            "(Kubernetes refuses more than 262144 bytes of annotations per object); the flavor API has them: "
+            "read this flavor there")
     spec = first["spec"]
     swap_text = annotations[ANN_SWAP]
     flavor: dict[str, Any] = {
