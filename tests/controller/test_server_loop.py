@@ -176,3 +176,20 @@ def test_a_refused_request_leaves_the_row_pending_with_the_error(loop, db, apise
                                                                           models.OUTBOX.c.done_at.is_(None))).one()
     assert error and "create" in error
     assert _active(_until(loop, db, uuid, _active))  # the next passes do it
+
+
+def test_the_controller_runs_the_server_loop_after_the_flavors(conf, apiserver, db):
+    from tests.controller.conftest import controller_for
+
+    client = make_client(apiserver.kubeconfig())
+    try:
+        controller = controller_for(conf, apiserver, servers=make_loop(client, db))
+        uuid = _boot(db)
+        deadline = time.monotonic() + 20
+        while not _active(_row(db, uuid)) and time.monotonic() < deadline:
+            controller.run_once()
+            time.sleep(0.05)
+        assert _active(_row(db, uuid))
+        assert _pending(db) == []
+    finally:
+        client.close()
