@@ -193,3 +193,33 @@ def test_the_controller_runs_the_server_loop_after_the_flavors(conf, apiserver, 
         assert _pending(db) == []
     finally:
         client.close()
+
+
+def test_soft_reboot_ends_active(loop, db, apiserver):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    writes = len(apiserver.writes)
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="SOFT"), OWNER)
+        instances.outbox(conn, uuid, "reboot-soft", OWNER)
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None)
+    assert any(path.endswith(f"/virtualmachineinstances/{uuid}/softreboot") for _m, path, _p in apiserver.writes[writes:])
+
+
+def test_a_build_that_never_starts_ends_in_error(apiserver, db, ctl):
+    import datetime as dt
+
+    client = make_client(apiserver.kubeconfig())
+    try:
+        later = lambda: models.utcnow() + dt.timedelta(hours=2)
+        servers = make_loop(client, db, build_timeout=3600, now=later)
+        uuid = _boot(db)
+        apiserver.inject(Fault(403, method="PATCH", plural="virtualmachines", times=100))  # the VM is never taken
+        servers.run_once()
+        row = _row(db, uuid)
+        assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+        with db_api.reader(db) as conn:
+            assert instances.latest_faults(conn, [uuid])[uuid]["message"] == "Instance build timed out. Set to error state."
+    finally:
+        client.close()

@@ -47,6 +47,9 @@ LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
 OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
+#: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
+#: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
+BUILD_TIMEOUT = 3600.0
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
@@ -174,7 +177,7 @@ def _now() -> dt.datetime:
 
 class ServerLoop:
     def __init__(self, engine: Engine, cluster: ServerCluster, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
-                 build_timeout: float = 0, unschedulable_grace: float = 0, network_name: str = "pod-network",
+                 build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
                  batch_size: int = 100, now: Callable[[], dt.datetime] = _now) -> None:
         self.engine = engine
         self.cluster = cluster
