@@ -223,3 +223,19 @@ def test_a_build_that_never_starts_ends_in_error(apiserver, db, ctl):
             assert instances.latest_faults(conn, [uuid])[uuid]["message"] == "Instance build timed out. Set to error state."
     finally:
         client.close()
+
+
+def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    before = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+    loop.run_once()  # the restart is asked; the old VMI still runs: the task is not done
+    assert _row(db, uuid)["task_state"] is not None
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
+    after = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
+    assert after != before

@@ -187,6 +187,7 @@ class ServerLoop:
         self.network_name = network_name
         self.batch_size = batch_size
         self.now = now
+        self._old_vmi: dict[str, str] = {}  # server uuid -> the VMI a hard reboot replaces (until it is replaced)
 
     def run_once(self) -> dict[str, str]:
         """One pass: the pending rows, then every live server observed. Returns server uuid -> problem."""
@@ -243,6 +244,11 @@ class ServerLoop:
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
         elif verb_for(row.operation) is not None:
+            if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
+                _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
+                uid = ((vmi or {}).get("metadata") or {}).get("uid")
+                if uid:
+                    self._old_vmi[row.server_uuid] = uid
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
@@ -266,6 +272,7 @@ class ServerLoop:
             return None
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
         vm, vmi, dvs = self.cluster.look(namespace, uuid)
+        server["vmi_uid"] = self._old_vmi.get(uuid)
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace)
         if seen.deleted:
@@ -285,6 +292,8 @@ class ServerLoop:
             changes["host"] = changes["node"] = seen.host
         if seen.launched and server.get("launched_at") is None:
             changes["launched_at"] = models.utcnow()
+        if seen.task_state is None:
+            self._old_vmi.pop(uuid, None)
         current = {k: server.get(k) for k in changes}
         if current == changes and seen.fault is None:
             return seen  # nothing changed: only read
