@@ -163,6 +163,8 @@ def test_unschedulable_build_ends_in_error_with_a_fault(loop, db, apiserver):
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     with db_api.reader(db) as conn:
         fault = instances.latest_faults(conn, [uuid])[uuid]
+        events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
+    assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Error")]
     assert fault["code"] == 500 and "Insufficient memory" in (fault["message"] + (fault["details"] or ""))
 
 
@@ -239,3 +241,12 @@ def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
                                                                        states.power_state.RUNNING)
     after = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
     assert after != before
+
+
+def test_the_controller_events_join_the_requests_instance_action(loop, db):
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    with db_api.reader(db) as conn:
+        events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
+    assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
+    assert all(e["finish_time"] is not None for e in events)

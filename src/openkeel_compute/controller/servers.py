@@ -29,7 +29,7 @@ from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 from sqlalchemy import Engine, and_, select, update
 
-from openkeel_compute.compute import flavor_copy, instances
+from openkeel_compute.compute import flavor_copy, instances, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
@@ -67,6 +67,11 @@ VERBS: dict[str, tuple[str, str]] = {
     "pause": ("virtualmachineinstances", "pause"),
     "unpause": ("virtualmachineinstances", "unpause"),
 }
+# The instance action event each operation records (as Nova's compute service names them).
+EVENTS = {"create": "compute__do_build_and_run_instance", "delete": "compute_terminate_instance",
+          "start": "compute_start_instance", "stop": "compute_stop_instance",
+          "reboot-soft": "compute_reboot_instance", "reboot-hard": "compute_reboot_instance",
+          "pause": "compute_pause_instance", "unpause": "compute_unpause_instance"}
 # 409 answers that say the verb's end state is already there: the row is done.
 _ALREADY = {"start": "already running", "stop": "not running", "pause": "already paused",
             "unpause": "not paused"}
@@ -187,6 +192,7 @@ class ServerLoop:
         self.network_name = network_name
         self.batch_size = batch_size
         self.now = now
+        self._events: dict[str, int] = {}  # server uuid -> the event its running task finishes
         self._old_vmi: dict[str, str] = {}  # server uuid -> the VMI a hard reboot replaces (until it is replaced)
 
     def run_once(self) -> dict[str, str]:
@@ -211,7 +217,28 @@ class ServerLoop:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
             else:
                 _finish_rows(self.engine, [row.id], None)
+                self._start_event(row)
         return problems
+
+    def _start_event(self, row: ServerRow) -> None:
+        """The operation's event, in the instance action of the request that asked for it."""
+        request_id = row.payload.get("request_id")
+        event = EVENTS.get(row.operation)
+        if not request_id or event is None:
+            return
+        with transaction(self.engine) as conn:
+            action_id = instances.action_for_request(conn, row.server_uuid, request_id)
+            if action_id is not None:
+                self._events[row.server_uuid] = instances.start_event(conn, action_id, event)
+
+    def _finish_event(self, conn: Any, uuid: str, fault: Any) -> None:
+        event_id = self._events.pop(uuid, None)
+        if event_id is not None:
+            if fault is None:
+                instances.finish_event(conn, event_id, "Success")
+            else:
+                instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
+                                       details=fault.message)
 
     def _server(self, uuid: str) -> dict[str, Any] | None:
         with reader(self.engine) as conn:
@@ -281,6 +308,7 @@ class ServerLoop:
                 return seen
             with transaction(self.engine) as conn:
                 instances.soft_delete(conn, uuid)
+                self._finish_event(conn, uuid, None)
             return seen
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
@@ -298,10 +326,13 @@ class ServerLoop:
         if current == changes and seen.fault is None:
             return seen  # nothing changed: only read
         with transaction(self.engine) as conn:
-            if instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes) \
-                    and seen.fault is not None:
+            if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
+                return seen  # an API action moved the task meanwhile: it wins, the next pass looks again
+            if seen.fault is not None:
                 instances.add_fault(conn, uuid, code=seen.fault.code, message=seen.fault.message,
                                     details=seen.fault.details or None, host=seen.host)
+            if seen.task_state is None and seen.vm_state != states.BUILDING:
+                self._finish_event(conn, uuid, seen.fault)
         return seen
 
 
