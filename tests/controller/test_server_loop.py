@@ -250,3 +250,13 @@ def test_the_controller_events_join_the_requests_instance_action(loop, db):
         events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
     assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
     assert all(e["finish_time"] is not None for e in events)
+
+
+def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
+    uuid = _boot(db)
+    _action(db, uuid, "delete", "delete")  # before any pass: the create and the delete rows are both pending
+    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    assert row["vm_state"] == states.DELETED
+    for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
+        assert [k for k in apiserver.objects(kind) if uuid in k[1]] == [], kind
+    assert _pending(db) == []
