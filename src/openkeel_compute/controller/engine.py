@@ -118,8 +118,9 @@ def _flavor_of(key: ObjectKey, body: Mapping[str, Any] | None, names: Mapping[st
 class Controller:
     def __init__(self, engine: Engine, backend: Backend, options: MappingOptions, settings: Settings | None = None,
                  metrics: Metrics | None = None, is_leader: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, servers: Any = None) -> None:
         self.engine = engine
+        self.servers = servers  # the server loop (controller.servers.ServerLoop), after the flavors each pass
         self.backend = backend
         self.options = options
         self.settings = settings or Settings()
@@ -343,8 +344,21 @@ class Controller:
 
     # -- the loop ------------------------------------------------------------------------------------
 
+    def _server_pass(self, report: Report) -> None:
+        """The servers' rows and their observation, after the flavors (a VM names its flavor's objects)."""
+        if self.servers is None or report.transient is not None or not self.is_leader():
+            return
+        for uuid, problem in self.servers.run_once().items():
+            report.problems[f"server {uuid}"] = problem
+
     def run_once(self) -> Report:
-        """One full resync, then the outbox until nothing more can be done now (``--once``)."""
+        """One full resync, then the outbox until nothing more can be done now (``--once``); then one
+        pass of the server loop."""
+        total = self._run_once_flavors()
+        self._server_pass(total)
+        return total
+
+    def _run_once_flavors(self) -> Report:
         total = self.resync()
         if total.transient is not None:
             return total
@@ -377,6 +391,7 @@ class Controller:
                         next_resync = self.clock() + self.settings.resync_interval
                 else:
                     report = self.process_outbox()
+                self._server_pass(report)
             except Exception:
                 LOG.exception("reconcile pass failed")
                 self._error("internal")

@@ -15,8 +15,10 @@ from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.controller.metrics import Metrics
 from openkeel_compute.controller.options import default_identity
 from openkeel_compute.controller.render import RenderBackend
+from openkeel_compute.controller.servers import ServerCluster, ServerLoop
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
+from openkeel_compute.kubevirt.server import ServerOptions
 
 LOG = logging.getLogger(__name__)
 
@@ -64,8 +66,11 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         elector = LeaderElector(client, c.lease_name, c.lease_namespace, c.identity or default_identity(),
                                 c.lease_duration, c.lease_renew_interval,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
+    servers = None
+    if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
+        servers = ServerLoop(engine, ServerCluster(client), ServerOptions(mapping=mapping_options(conf)))
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
-                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True))
+                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
     try:
         if once:
             if elector is not None and not _acquire_within(elector, elector.duration + elector.renew_interval):

@@ -1,0 +1,262 @@
+"""The server loop against the built-in cluster: server rows and their outbox rows (written with compute/,
+as the servers API writes them) become KubeVirt objects and verbs, and KubeVirt's status comes back."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid as uuidlib
+
+import pytest
+from sqlalchemy import select
+
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.compute.instances import Actor
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.servers import ServerLoop, make_loop, verb_for
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import models
+from openkeel_compute.emulator import Fault
+
+OWNER = Actor("user-1", "project-1", request_id="req-1")
+IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
+
+
+class Both:
+    """The controller's two loops, flavors first: a server's VM refers to its flavor's instancetype."""
+
+    def __init__(self, flavors, servers: ServerLoop) -> None:
+        self.flavors, self.servers = flavors, servers
+
+    def run_once(self) -> dict[str, str]:
+        self.flavors.run_once()
+        return self.servers.run_once()
+
+    def process_outbox(self) -> dict[str, str]:
+        self.flavors.run_once()
+        return self.servers.process_outbox()
+
+
+@pytest.fixture
+def loop(apiserver, db, ctl):
+    client = make_client(apiserver.kubeconfig())
+    yield Both(ctl, make_loop(client, db))
+    client.close()
+
+
+def _boot(engine) -> str:
+    flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
+        flavor = catalog.get(conn, flavorid)
+        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
+                               image_ref=IMAGE,
+                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+        instances.outbox(conn, row["uuid"], "create", OWNER)
+    return row["uuid"]
+
+
+def _action(engine, uuid: str, action: str, operation: str) -> None:
+    """What the API does for an action: the compare-and-swap on task_state and the outbox row."""
+    with db_api.transaction(engine) as conn:
+        if action == "delete":
+            instances.begin_delete(conn, uuid, OWNER)
+        else:
+            instances.begin_action(conn, uuid, actions.precondition(action), OWNER)
+        instances.outbox(conn, uuid, operation, OWNER)
+
+
+def _row(engine, uuid: str) -> dict:
+    with db_api.reader(engine) as conn:
+        return instances.get(conn, uuid, read_deleted="yes")
+
+
+def _until(loop: Both, engine, uuid: str, done, timeout: float = 20.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        loop.run_once()
+        row = _row(engine, uuid)
+        if done(row) or time.monotonic() > deadline:
+            return row
+        time.sleep(0.05)
+
+
+def _pending(engine) -> list:
+    with db_api.reader(engine) as conn:
+        return list(conn.execute(select(models.OUTBOX.c.id).where(models.OUTBOX.c.kind == "server",
+                                                                  models.OUTBOX.c.done_at.is_(None))))
+
+
+def _active(row) -> bool:
+    return row["vm_state"] == states.ACTIVE and row["task_state"] is None
+
+
+def test_power_operations_name_kubevirt_verbs():
+    assert verb_for("stop") == ("virtualmachines", "stop")
+    assert verb_for("reboot-hard") == ("virtualmachines", "restart")
+    assert verb_for("reboot-soft") == ("virtualmachineinstances", "softreboot")
+    assert verb_for("create") is None and verb_for("delete") is None
+
+
+def test_create_ends_active_with_addresses(loop, db, apiserver):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
+    assert row["launched_at"] is not None and row["host"] == "emulated-node-1"
+    assert row["namespace"] and row["vm_name"] == uuid
+    addresses = json.loads(row["network_info"])
+    (ips,) = addresses.values()
+    assert ips[0]["addr"].startswith("10.244.") and ips[0]["OS-EXT-IPS:type"] == "fixed"
+    vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
+    assert vm["spec"]["runStrategy"] == "Manual"
+    vm_writes = [params for method, path, params in apiserver.writes
+                 if method == "PATCH" and path.endswith(f"/virtualmachines/{uuid}")]
+    assert vm_writes and all(p.get("fieldManager") == "openkeel" and p.get("fieldValidation") == "Strict"
+                             for p in vm_writes)
+    assert _pending(db) == []
+
+
+def test_stop_then_start(loop, db):
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    _action(db, uuid, "stop", "stop")
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.STOPPED, None,
+                                                                       states.power_state.SHUTDOWN)
+    _action(db, uuid, "start", "start")
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
+
+
+def test_pause_unpause(loop, db):
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    _action(db, uuid, "pause", "pause")
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.PAUSED)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.PAUSED, None,
+                                                                       states.power_state.PAUSED)
+    _action(db, uuid, "unpause", "unpause")
+    row = _until(loop, db, uuid, _active)
+    assert row["power_state"] == states.power_state.RUNNING
+
+
+def test_delete_leaves_nothing_in_the_cluster(loop, db, apiserver):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    namespace = row["namespace"]
+    assert apiserver.objects("Secret")  # the user data Secret is there before
+    _action(db, uuid, "delete", "delete")
+    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    assert row["deleted"] != 0 and row["vm_state"] == states.DELETED
+    for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret", "VirtualMachinePreference"):
+        assert [k for k in apiserver.objects(kind) if k[0] == namespace] == [], kind
+    assert _pending(db) == []
+
+
+def test_unschedulable_build_ends_in_error_with_a_fault(loop, db, apiserver):
+    apiserver.inject(Fault(kind="unschedulable", message="0/1 nodes are available: Insufficient memory."))
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
+    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+    with db_api.reader(db) as conn:
+        fault = instances.latest_faults(conn, [uuid])[uuid]
+        events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
+    assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Error")]
+    assert fault["code"] == 500 and "Insufficient memory" in (fault["message"] + (fault["details"] or ""))
+
+
+def test_a_refused_request_leaves_the_row_pending_with_the_error(loop, db, apiserver):
+    uuid = _boot(db)
+    apiserver.inject(Fault(500, method="PATCH", plural="virtualmachines", times=1))
+    problems = loop.process_outbox()
+    assert uuid in problems
+    with db_api.reader(db) as conn:
+        (error,) = conn.execute(select(models.OUTBOX.c.last_error).where(models.OUTBOX.c.object_id == uuid,
+                                                                          models.OUTBOX.c.done_at.is_(None))).one()
+    assert error and "create" in error
+    assert _active(_until(loop, db, uuid, _active))  # the next passes do it
+
+
+def test_the_controller_runs_the_server_loop_after_the_flavors(conf, apiserver, db):
+    from tests.controller.conftest import controller_for
+
+    client = make_client(apiserver.kubeconfig())
+    try:
+        controller = controller_for(conf, apiserver, servers=make_loop(client, db))
+        uuid = _boot(db)
+        deadline = time.monotonic() + 20
+        while not _active(_row(db, uuid)) and time.monotonic() < deadline:
+            controller.run_once()
+            time.sleep(0.05)
+        assert _active(_row(db, uuid))
+        assert _pending(db) == []
+    finally:
+        client.close()
+
+
+def test_soft_reboot_ends_active(loop, db, apiserver):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    writes = len(apiserver.writes)
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="SOFT"), OWNER)
+        instances.outbox(conn, uuid, "reboot-soft", OWNER)
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None)
+    assert any(path.endswith(f"/virtualmachineinstances/{uuid}/softreboot") for _m, path, _p in apiserver.writes[writes:])
+
+
+def test_a_build_that_never_starts_ends_in_error(apiserver, db, ctl):
+    import datetime as dt
+
+    client = make_client(apiserver.kubeconfig())
+    try:
+        later = lambda: models.utcnow() + dt.timedelta(hours=2)
+        servers = make_loop(client, db, build_timeout=3600, now=later)
+        uuid = _boot(db)
+        apiserver.inject(Fault(403, method="PATCH", plural="virtualmachines", times=100))  # the VM is never taken
+        servers.run_once()
+        row = _row(db, uuid)
+        assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+        with db_api.reader(db) as conn:
+            assert instances.latest_faults(conn, [uuid])[uuid]["message"] == "Instance build timed out. Set to error state."
+    finally:
+        client.close()
+
+
+def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    before = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+    loop.run_once()  # the restart is asked; the old VMI still runs: the task is not done
+    assert _row(db, uuid)["task_state"] is not None
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
+    after = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
+    assert after != before
+
+
+def test_the_controller_events_join_the_requests_instance_action(loop, db):
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    with db_api.reader(db) as conn:
+        events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
+    assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
+    assert all(e["finish_time"] is not None for e in events)
+
+
+def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
+    uuid = _boot(db)
+    _action(db, uuid, "delete", "delete")  # before any pass: the create and the delete rows are both pending
+    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    assert row["vm_state"] == states.DELETED
+    for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
+        assert [k for k in apiserver.objects(kind) if uuid in k[1]] == [], kind
+    assert _pending(db) == []
