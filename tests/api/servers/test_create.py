@@ -131,6 +131,10 @@ def test_boot_at_2_1_without_networks(client, engine, images, flavors):
     ({"imageRef": QUEUED}, f"Image {QUEUED} is not active."),
     ({"key_name": "nokey"}, "Invalid key_name provided."),
     ({"networks": [{"uuid": MISSING}]}, f"Network {MISSING} could not be found."),
+    ({"networks": [{"port": MISSING}]}, f"Port id {MISSING} could not be found."),
+    ({"imageRef": ""}, "Missing imageRef attribute"),
+    ({"min_count": 3, "max_count": 2}, "min_count must be <= max_count"),
+    ({"hostname": "h1", "max_count": 2}, "Unable to allocate a single hostname to multiple instances"),
     ({"personality": []}, ("Invalid input for field/attribute server. Value: {'name': 'v1', 'imageRef': "
      f"'{IMAGE}', 'flavorRef': 'priv-small', 'networks': 'none', 'personality': []}}. Additional properties are "
      "not allowed ('personality' was unexpected)")),

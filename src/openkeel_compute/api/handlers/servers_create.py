@@ -72,8 +72,7 @@ def _image_ref(server: dict) -> str:
             raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
                                     "their local disk; volumes are not available.")
     if not image_id:
-        raise faults.BadRequest("Block Device Mapping is Invalid: Boot sequence for the instance and image/block "
-                                "device mapping combination is not valid.")
+        raise faults.BadRequest("Missing imageRef attribute")
     return image_id
 
 
@@ -84,7 +83,7 @@ def _networks(req, networks) -> None:
     common.can(req, rules.SERVERS % "create:attach_network", _target(req))
     for network in networks:
         if network.get("port"):
-            raise faults.BadRequest(f"Port {network['port']} could not be found.")
+            raise faults.BadRequest(f"Port id {network['port']} could not be found.")
         raise faults.BadRequest(f"Network {network.get('uuid')} could not be found.")
 
 
@@ -108,7 +107,7 @@ def create(req):
     if min_count > max_count:
         raise faults.BadRequest("min_count must be <= max_count")
     if "hostname" in server and max_count > 1:
-        raise faults.BadRequest("Cannot specify hostname when booting multiple servers (max_count > 1).")
+        raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
 
     image_id = _image_ref(server)
     flavor_ref = str(server["flavorRef"])
