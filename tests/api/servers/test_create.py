@@ -146,6 +146,19 @@ def test_what_openkeel_cannot_give_is_refused_as_nova_does(client, engine, image
     _nothing_left(engine, before)
 
 
+@pytest.mark.parametrize(("fields", "message"), [
+    ({"flavorRef": "nope", "imageRef": MISSING, "networks": [{"uuid": MISSING}]}, "Flavor nope could not be found."),
+    ({"imageRef": MISSING, "networks": [{"uuid": MISSING}], "key_name": "x"}, "Can not find requested image"),
+    ({"networks": [{"uuid": MISSING}], "key_name": "x"}, f"Network {MISSING} could not be found."),
+    ({"imageRef": "", "flavorRef": "nope"}, "Missing imageRef attribute"),
+    ({"imageRef": "", "min_count": 3, "max_count": 2}, "min_count must be <= max_count"),
+])
+def test_checks_come_in_novas_order(client, images, flavors, fields, message):
+    # the oracle's first complaint when several things are wrong
+    got = _boot(client, _server(**fields))
+    assert got.json == {"badRequest": {"code": 400, "message": message}}
+
+
 def test_disabled_flavor_is_not_found_by_its_internal_id(client, engine, images, flavors):
     with db_api.transaction(engine) as conn:
         conn.execute(sa.update(models.FLAVORS).where(models.FLAVORS.c.flavorid == "priv-small").values(disabled=True))

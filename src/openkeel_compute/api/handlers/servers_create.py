@@ -76,12 +76,10 @@ def _image_ref(server: dict) -> str:
     return image_id
 
 
-def _networks(req, networks) -> None:
-    """Only the pod network exists: 'auto' and 'none' (2.37) and no networks (before) are accepted."""
-    if not isinstance(networks, list):
-        return
-    common.can(req, rules.SERVERS % "create:attach_network", _target(req))
-    for network in networks:
+def _networks(networks) -> None:
+    """Only the pod network exists: 'auto' and 'none' (2.37) and no networks (before) are accepted;
+    a named network or port is not found (checked, as Nova does, after the flavor and the image)."""
+    for network in networks if isinstance(networks, list) else []:
         if network.get("port"):
             raise faults.BadRequest(f"Port id {network['port']} could not be found.")
         raise faults.BadRequest(f"Network {network.get('uuid')} could not be found.")
@@ -100,7 +98,8 @@ def create(req):
     common.can(req, rules.SERVERS % "create", _target(req, server))
     if server.get("block_device_mapping_v2"):
         common.can(req, rules.SERVERS % "create:attach_volume", _target(req))
-    _networks(req, server.get("networks"))
+    if isinstance(server.get("networks"), list):
+        common.can(req, rules.SERVERS % "create:attach_network", _target(req))
 
     min_count = int(server.get("min_count", 1))
     max_count = int(server.get("max_count", min_count))
@@ -121,6 +120,7 @@ def create(req):
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
+        _networks(server.get("networks"))
         if server.get("key_name") is not None:
             raise faults.BadRequest("Invalid key_name provided.")
         boot_checks.check_image(
