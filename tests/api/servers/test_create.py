@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 
@@ -10,10 +11,11 @@ import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db import models
+from openkeel_compute.db import migration, models
 from openkeel_compute.images import glance, local
 from tests.api.servers import oracle_state as oracle
-from tests.conftest import user
+from tests.conftest import make_conf, user
+from tests.databases import ENGINES, throwaway_database
 
 IMAGE = oracle.IMAGE
 QUEUED = "0c3f7a52-7f43-4a34-9d4e-6c1bb0d6a0a1"
@@ -28,20 +30,29 @@ def engine(app, conf):
 @pytest.fixture
 def images(conf, tmp_path):
     """The development image service with the oracle's image (active) and a queued one."""
+    with _image_service(conf, tmp_path):
+        yield
+
+
+@contextlib.contextmanager
+def _image_service(conf, tmp_path):
     directory = tmp_path / "images"
-    directory.mkdir()
+    directory.mkdir(exist_ok=True)
     disk = tmp_path / "disk.raw"
     disk.write_bytes(b"\0" * 4096)
-    local.register(directory, disk, name="fakeimage123456", image_id=IMAGE, copy=True)
-    local.register(directory, disk, name="queued", image_id=QUEUED, status="queued", copy=True)
+    if not (directory / f"{IMAGE}.json").exists():
+        local.register(directory, disk, name="fakeimage123456", image_id=IMAGE, copy=True)
+        local.register(directory, disk, name="queued", image_id=QUEUED, status="queued", copy=True)
     server = local.serve(str(directory), "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     glance.register_opts(conf)
     conf.set_override("api_servers", [f"http://127.0.0.1:{server.server_port}"], group="glance")
-    yield
-    server.shutdown()
-    server.server_close()
+    try:
+        yield
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
@@ -197,3 +208,30 @@ def test_hostname_before_2_90_is_refused(client, images, flavors):
     got = _boot(client, _server(hostname="h1"), version="2.89")
     assert got.status_code == 400
     assert "('hostname' was unexpected)" in got.json["badRequest"]["message"]
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_boot_and_refusal_on_every_engine(engine_name, tmp_path):
+    """The one transaction and the refusal that leaves nothing, on SQLite, PostgreSQL and MariaDB."""
+    from openkeel_compute.api.deploy import deploy
+    from tests.wsgi_client import Client
+
+    with throwaway_database(engine_name, tmp_path) as url:
+        conf = make_conf(tmp_path, database={"connection": url})
+        engine = db_api.get_engine(conf)
+        migration.sync(engine)
+        app = deploy(conf)
+        client = Client(app)
+        with db_api.transaction(engine) as conn:
+            catalog.create(conn, name="priv.small", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-small",
+                           is_public=False)
+            catalog.add_access(conn, catalog.get(conn, "priv-small"), "demo")
+        with _image_service(conf, tmp_path):
+            before = _counts(engine)
+            refused = _boot(client, _server(key_name="nokey", metadata={"a": "b"}, tags=["t"]))
+            assert refused.status_code == 400
+            _nothing_left(engine, before)
+            got = _boot(client, _server(metadata={"a": "b"}, tags=["t"], min_count=2))
+            assert got.status_code == 202, got.text
+            assert _counts(engine) == tuple(n + 2 for n in before)
+        db_api.dispose_all()
