@@ -235,3 +235,14 @@ def test_boot_and_refusal_on_every_engine(engine_name, tmp_path):
             assert got.status_code == 202, got.text
             assert _counts(engine) == tuple(n + 2 for n in before)
         db_api.dispose_all()
+
+
+def test_zero_disk_flavor_needs_the_policy(client, engine, images, flavors):
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name="zero", memory_mb=512, vcpus=1, root_gb=0, flavorid="zero")
+    before = _counts(engine)
+    got = _boot(client, _server(flavorRef="zero"))
+    assert (got.status_code, got.json) == (403, {"forbidden": {
+        "code": 403, "message": "Only volume-backed servers are allowed for flavors with zero disk."}})
+    _nothing_left(engine, before)
+    assert _boot(client, _server(flavorRef="zero"), token="admin:admin").status_code == 202
