@@ -112,6 +112,7 @@ def test_boot_answers_as_nova_and_writes_one_transaction(client, engine, images,
     assert '"flavorid":"priv-small"' in row["flavor"]
     assert (action["action"], action["instance_uuid"]) == ("create", uuid)
     assert (outbox["kind"], outbox["object_id"], outbox["operation"]) == ("server", uuid, "create")
+    assert outbox["payload"] == {"request_id": action["request_id"], "task_state": "scheduling"}
     # the new server is shown by the servers API
     shown = client.get(f"/v2.1/servers/{uuid}", headers=user("demo", version="2.96"))
     assert (shown.status_code, shown.json["server"]["status"]) == (200, "BUILD")

@@ -152,7 +152,7 @@ def create(req):
                                    display_name=names.display_name_for(display_name, count=max_count, index=index),
                                    metadata=server.get("metadata"), tags=server.get("tags"),
                                    launch_index=index, hostname=hostname, **columns)
-            instances.outbox(conn, row["uuid"], "create", actor)
+            instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if _bool(server.get("return_reservation_id", False)):
         return Response({"reservation_id": reservation_id})
