@@ -205,6 +205,25 @@ def test_fields_are_kept(client, engine, images, flavors):
         "d", "h1", {"a": "b"}, ["t1"])
 
 
+@pytest.mark.parametrize("flavor_ref", ["http://x/flavors/priv-small", "priv-small"])
+def test_flavor_ref_may_be_a_link(client, images, flavors, flavor_ref):
+    assert _boot(client, _server(flavorRef=flavor_ref)).status_code == 202
+
+
+def test_integer_flavor_ref(client, engine, images, flavors):
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name="one", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
+    assert _boot(client, _server(flavorRef=1)).status_code == 202
+
+
+def test_description_before_2_19_is_refused(client, images, flavors):
+    got = _boot(client, {"server": {"name": "k", "imageRef": IMAGE, "flavorRef": "priv-small", "description": "d"}},
+                version="2.18")
+    assert got.json["badRequest"]["message"] == (
+        f"Invalid input for field/attribute server. Value: {{'name': 'k', 'imageRef': '{IMAGE}', 'flavorRef': "
+        "'priv-small', 'description': 'd'}. Additional properties are not allowed ('description' was unexpected)")
+
+
 def test_hostname_before_2_90_is_refused(client, images, flavors):
     got = _boot(client, _server(hostname="h1"), version="2.89")
     assert got.status_code == 400

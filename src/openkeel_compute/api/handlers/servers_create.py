@@ -13,6 +13,7 @@ controller. A refusal writes nothing.
 from __future__ import annotations
 
 import secrets
+import urllib.parse
 import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
@@ -109,7 +110,8 @@ def create(req):
         raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
 
     image_id = _image_ref(server)
-    flavor_ref = str(server["flavorRef"])
+    # a flavor's link is as good as its id (its last path segment), as in Nova
+    flavor_ref = urllib.parse.urlsplit(str(server["flavorRef"])).path.split("/")[-1]
     with common.read(req) as conn:
         try:
             flavor = catalog.get(conn, flavor_ref, common.caller(req))
