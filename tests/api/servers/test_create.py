@@ -266,3 +266,31 @@ def test_zero_disk_flavor_needs_the_policy(client, engine, images, flavors):
         "code": 403, "message": "Only volume-backed servers are allowed for flavors with zero disk."}})
     _nothing_left(engine, before)
     assert _boot(client, _server(flavorRef="zero"), token="admin:admin").status_code == 202
+
+
+@pytest.mark.parametrize(("rule", "fields"), [("os_compute_api:servers:create", {}),
+                                              ("os_compute_api:servers:create:attach_network",
+                                               {"networks": [{"uuid": MISSING}]}),
+                                              ("os_compute_api:servers:create:attach_network", {"networks": "auto"})])
+def test_create_policies_are_checked_first(tmp_path, rule, fields):
+    from openkeel_compute import policies
+    from openkeel_compute.api.deploy import deploy
+    from tests.wsgi_client import Client
+
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(f'"{rule}": "!"\n')
+    policies.reset()
+    conf = make_conf(tmp_path, oslo_policy={"policy_file": str(policy_file)})
+    engine = db_api.get_engine(conf)
+    migration.sync(engine)
+    try:
+        client = Client(deploy(conf))
+        before = _counts(engine)
+        # before the flavor is even looked up (this one does not exist)
+        got = _boot(client, _server(flavorRef="nope", **fields))
+        assert (got.status_code, got.json) == (403, {"forbidden": {
+            "code": 403, "message": f"Policy doesn't allow {rule} to be performed."}})
+        _nothing_left(engine, before)
+    finally:
+        policies.reset()
+        db_api.dispose_all()

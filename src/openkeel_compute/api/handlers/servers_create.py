@@ -99,7 +99,9 @@ def create(req):
     common.can(req, rules.SERVERS % "create", _target(req, server))
     if server.get("block_device_mapping_v2"):
         common.can(req, rules.SERVERS % "create:attach_volume", _target(req))
-    if isinstance(server.get("networks"), list):
+    networks = server.get("networks")
+    if networks == "auto" or (isinstance(networks, list) and networks):
+        # 'none' (and no networks before 2.37) allocates nothing; 'auto' asks for a network
         common.can(req, rules.SERVERS % "create:attach_network", _target(req))
 
     min_count = int(server.get("min_count", 1))
