@@ -25,6 +25,7 @@ class Services:
     engine: Engine
     notifier: object | None = None
     verify_project: Callable[[object, str], None] | None = None
+    images: object | None = None  # the image service's client, made on first use (POST /servers)
 
 
 def services(req) -> Services:

@@ -15,6 +15,7 @@ from openkeel_compute.api.handlers import (
     server_metadata,
     server_tags,
     servers,
+    servers_create,
     servers_list,
     versions,
 )
@@ -39,7 +40,7 @@ ROUTES = {
         "PUT": flavor_extra_specs.update,
         "DELETE": flavor_extra_specs.delete,
     },
-    "/servers": {"GET": servers_list.index},
+    "/servers": {"GET": servers_list.index, "POST": servers_create.create},
     "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
     "/servers/{server_id}/metadata": {"GET": server_metadata.index, "POST": server_metadata.create,

@@ -161,6 +161,33 @@ def _check_regex(instance) -> bool:
     return True
 
 
+@FORMAT_CHECKER.checks("uuid")
+def _check_uuid(instance) -> bool:
+    """A UUID as Nova accepts one: the 32 hex digits, with or without dashes and braces, any case."""
+    if not isinstance(instance, str):
+        return True
+    import uuid
+
+    try:
+        return str(uuid.UUID(instance)).replace("-", "") == instance.replace("-", "").lower().strip("{}")
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+@FORMAT_CHECKER.checks("base64")
+def _check_base64(instance) -> bool:
+    if not isinstance(instance, str):
+        return True
+    import base64
+    import binascii
+
+    try:
+        base64.b64decode(instance, validate=False)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
 @FORMAT_CHECKER.checks("date-time")
 def _check_date_time(instance) -> bool:
     """ISO 8601 as oslo.utils parses it (changes-since, changes-before)."""

@@ -73,6 +73,8 @@ def _adapter_opts() -> list[cfg.Opt]:
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
+    if GROUP in conf and "api_servers" in conf[GROUP]:
+        return  # already registered (one client per process, but tests build several)
     conf.register_opts(GLANCE_OPTS, group=GROUP)
     ks_loading.register_session_conf_options(conf, GROUP)
     conf.register_opts(_adapter_opts(), group=GROUP)

@@ -109,3 +109,101 @@ update_v294 = _update(dict(_update_properties, description=_description(), hostn
     "type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}))
 UPDATE_BODY = {"2.0": update_v20, "2.1-2.18": update, "2.19-2.89": update_v219, "2.90-2.93": update_v290,
                "2.94-": update_v294}
+
+
+# --- POST /servers ---------------------------------------------------------------------------------
+
+_UUID = {"type": "string", "format": "uuid"}
+_IMAGE_REF = {"oneOf": [{"type": "string", "format": "uuid"}, {"type": "string", "maxLength": 0}]}
+_FLAVOR_REF = {"type": ["string", "integer"], "minLength": 1}
+_POSITIVE = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "minLength": 1}
+_METADATA = {"type": "object", "patternProperties": {
+    "^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}}, "additionalProperties": False}
+_BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes",
+                                                   "yes", "y", "t", False, "False", "FALSE", "false", "0", "OFF",
+                                                   "Off", "off", "NO", "No", "no", "n", "f"]}
+_NETWORK = {"type": "object", "properties": {
+    "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+    "port": {"oneOf": [_UUID, {"type": "null"}]},
+    "uuid": {"type": "string"}}, "additionalProperties": False}
+_NETWORKS = {"type": "array", "items": _NETWORK}
+_NETWORKS_V237 = {"oneOf": [{"type": "array", "minItems": 1, "items": _NETWORK},
+                            {"type": "string", "enum": ["none", "auto"]}]}
+_BDM = {"type": "array", "items": {"type": "object", "properties": {
+    "uuid": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._-]*$"},
+    "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
+    "destination_type": {"type": "string", "enum": ["local", "volume"]},
+    "boot_index": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$"},
+    "volume_size": {"type": ["integer", "string"], "pattern": "^[0-9]+$", "minimum": 1, "maximum": 2147483647},
+    "delete_on_termination": _BOOLEAN,
+    "device_name": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._-r/]*$"},
+    "device_type": {"type": "string", "maxLength": 255}, "disk_bus": {"type": "string", "maxLength": 255},
+    "guest_format": {"type": "string", "maxLength": 255}, "no_device": {},
+    "volume_type": {"type": ["string", "null"], "minLength": 0, "maxLength": 255},
+    "tag": {"type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^,/]*$"}},
+    "additionalProperties": False}}
+_PERSONALITY = {"type": "array", "items": {"type": "object", "properties": {
+    "path": {"type": "string"}, "contents": {"type": "string", "format": "base64"}},
+    "additionalProperties": False}}
+_TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
+
+_create_properties = {
+    "name": _NAME, "imageRef": _IMAGE_REF, "flavorRef": _FLAVOR_REF, "adminPass": {"type": "string"},
+    "metadata": _METADATA, "networks": _NETWORKS, "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
+    "accessIPv4": {"type": "string", "format": "ipv4"}, "accessIPv6": {"type": "string", "format": "ipv6"},
+    "personality": _PERSONALITY, "availability_zone": {"type": "string", "format": "name", "minLength": 1,
+                                                       "maxLength": 255},
+    "block_device_mapping_v2": _BDM, "config_drive": _BOOLEAN,
+    "key_name": {"type": "string", "format": "name", "minLength": 1, "maxLength": 255},
+    "min_count": _POSITIVE, "max_count": _POSITIVE, "return_reservation_id": _BOOLEAN,
+    "security_groups": {"type": "array", "items": {"type": "object", "properties": {
+        "name": {"type": "string", "format": "name", "minLength": 1, "maxLength": 255}},
+        "additionalProperties": False}},
+    "user_data": {"type": "string", "format": "base64", "maxLength": 65535},
+}
+
+
+def _create(properties: dict, *, networks_required: bool = False) -> dict:
+    required = ["name", "flavorRef"] + (["networks"] if networks_required else [])
+    return {
+        "type": "object",
+        "properties": {
+            "server": {"type": "object", "properties": properties, "required": required,
+                       "additionalProperties": False},
+            "os:scheduler_hints": {"type": "object"},
+            "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+        },
+        "required": ["server"],
+        "additionalProperties": False,
+    }
+
+
+def _with(base: dict, **changes) -> dict:
+    out = dict(base)
+    for key, value in changes.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+_c21 = _create_properties
+_c219 = _with(_c21, description=_description())
+_c237 = _with(_c219, networks=_NETWORKS_V237)
+_c252 = _with(_c237, tags={"type": "array", "items": _TAG, "maxItems": 50})
+_c257 = _with(_c252, personality=None, user_data={"type": "string", "format": "base64", "maxLength": 65535})
+_c290 = _with(_c257, hostname={"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
+                                "minLength": 2, "maxLength": 63})
+_c294 = _with(_c290, hostname={"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255})
+
+CREATE_BODY = {
+    "2.0": _create(_with(_c21, name=_NAME_V20)),
+    "2.1-2.18": _create(_c21),
+    "2.19-2.36": _create(_c219),
+    "2.37-2.51": _create(_c237, networks_required=True),
+    "2.52-2.56": _create(_c252, networks_required=True),
+    "2.57-2.89": _create(_c257, networks_required=True),
+    "2.90-2.93": _create(_c290, networks_required=True),
+    "2.94-": _create(_c294, networks_required=True),
+}

@@ -1,0 +1,172 @@
+"""POST /servers: boot servers from an image, with Nova 34.0.0's checks, order and answers.
+
+The request is checked in Nova's order: the body's schema, the create policies, the flavor
+(visible to the project: otherwise 400 "Flavor … could not be found."), the image (missing: 400
+"Can not find requested image"), the flavor enabled, the requested networks (OpenKeel has only
+the pod network: ``auto`` and ``none`` are accepted, a named network or port is not found), the
+key pair (there are none yet: any name is invalid), then the image against the flavor
+(compute/boot_checks.py). Only then, in one transaction, are the servers written (BUILD /
+scheduling, with the frozen flavor copy and the "create" action) with one outbox row each for the
+controller. A refusal writes nothing.
+"""
+
+from __future__ import annotations
+
+import secrets
+import urllib.parse
+import uuid as uuidlib
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers.servers import actor_of, compute_errors
+from openkeel_compute.api.schemas import servers as schema
+from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.catalog import errors as catalog_errors
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.compute import boot_checks, instances, names
+from openkeel_compute.images import errors as image_errors
+from openkeel_compute.images import glance
+from openkeel_compute.policies import servers as rules
+
+_TRUE = {"true", "1", "on", "yes", "y", "t"}
+# Nova's generated passwords: 12 characters of this alphabet (no look-alike characters).
+_PASSWORD_CHARS = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+PASSWORD_LENGTH = 12
+
+
+def _bool(value) -> bool:
+    return value if isinstance(value, bool) else str(value).lower() in _TRUE
+
+
+def _password() -> str:
+    return "".join(secrets.choice(_PASSWORD_CHARS) for _ in range(PASSWORD_LENGTH))
+
+
+def image_service(req) -> glance.GlanceClient:
+    services = common.services(req)
+    client = getattr(services, "images", None)
+    if client is None:
+        client = services.images = glance.GlanceClient(services.conf)
+    return client
+
+
+def _image(req, image_id: str) -> dict:
+    try:
+        return image_service(req).show(req.context, image_id, req.environ)
+    except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
+        raise faults.BadRequest("Can not find requested image") from None
+    except image_errors.ImageBadRequest as exc:
+        raise faults.BadRequest(exc.message) from None
+    except image_errors.ImageServiceUnavailable as exc:
+        raise faults.Fault(exc.message, 503) from None
+
+
+def _image_ref(server: dict) -> str:
+    """The image to boot: imageRef, or the image a block device mapping boots from (boot index 0)."""
+    image_id = server.get("imageRef") or ""
+    for bdm in server.get("block_device_mapping_v2") or []:
+        if bdm.get("source_type") == "image" and str(bdm.get("boot_index", "")) == "0":
+            if bdm.get("destination_type", "local") != "local":
+                raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
+                                        "their local disk; volumes are not available.")
+            image_id = image_id or bdm.get("uuid", "")
+        elif bdm.get("source_type") in ("volume", "snapshot") or bdm.get("destination_type") == "volume":
+            raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
+                                    "their local disk; volumes are not available.")
+    if not image_id:
+        raise faults.BadRequest("Missing imageRef attribute")
+    return image_id
+
+
+def _networks(networks) -> None:
+    """Only the pod network exists: 'auto' and 'none' (2.37) and no networks (before) are accepted;
+    a named network or port is not found (checked, as Nova does, after the flavor and the image)."""
+    for network in networks if isinstance(networks, list) else []:
+        if network.get("port"):
+            raise faults.BadRequest(f"Port id {network['port']} could not be found.")
+        raise faults.BadRequest(f"Network {network.get('uuid')} could not be found.")
+
+
+def _target(req, server: dict | None = None) -> dict:
+    target = {"project_id": req.context.project_id, "user_id": req.context.user_id}
+    if server is not None:
+        target["availability_zone"] = server.get("availability_zone")
+    return target
+
+
+@operation(body=schema.CREATE_BODY, success=202, expected=(400, 403, 409))
+def create(req):
+    server = dict(req.body["server"])
+    common.can(req, rules.SERVERS % "create", _target(req, server))
+    if server.get("block_device_mapping_v2"):
+        common.can(req, rules.SERVERS % "create:attach_volume", _target(req))
+    networks = server.get("networks")
+    if networks == "auto" or (isinstance(networks, list) and networks):
+        # 'none' (and no networks before 2.37) allocates nothing; 'auto' asks for a network
+        common.can(req, rules.SERVERS % "create:attach_network", _target(req))
+
+    min_count = int(server.get("min_count", 1))
+    max_count = int(server.get("max_count", min_count))
+    if min_count > max_count:
+        raise faults.BadRequest("min_count must be <= max_count")
+    if "hostname" in server and max_count > 1:
+        raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
+
+    image_id = _image_ref(server)
+    # a flavor's link is as good as its id (its last path segment), as in Nova
+    flavor_ref = urllib.parse.urlsplit(str(server["flavorRef"])).path.split("/")[-1]
+    with common.read(req) as conn:
+        try:
+            flavor = catalog.get(conn, flavor_ref, common.caller(req))
+        except catalog_errors.NotFound:
+            raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
+        extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
+    image = _image(req, image_id)
+    flavor_with_specs = dict(flavor, extra_specs=extra_specs)
+    try:
+        boot_checks.check_flavor_enabled(flavor_with_specs)
+        _networks(server.get("networks"))
+        if server.get("key_name") is not None:
+            raise faults.BadRequest("Invalid key_name provided.")
+        boot_checks.check_image(
+            flavor_with_specs, image,
+            zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req), fatal=False))
+    except boot_checks.BootRefused as exc:
+        raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
+
+    admin_pass = server.get("adminPass") or _password()
+    display_name = server["name"]
+    reservation_id = names.new_reservation_id()
+    columns = {
+        "image_ref": image_id, "reservation_id": reservation_id, "kernel_id": "", "ramdisk_id": "",
+        "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
+        "availability_zone": server.get("availability_zone"),
+        "user_data": server.get("user_data"),
+        "display_description": server.get("description"),
+        "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
+        "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
+    }
+    actor = actor_of(req)
+    created = []
+    with compute_errors(), common.write(req) as conn:
+        for index in range(max_count):
+            server_uuid = str(uuidlib.uuid4())
+            hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
+                                                                    index=index)
+            row = instances.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
+                                   display_name=names.display_name_for(display_name, count=max_count, index=index),
+                                   metadata=server.get("metadata"), tags=server.get("tags"),
+                                   launch_index=index, hostname=hostname, **columns)
+            instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
+            created.append(row)
+    if _bool(server.get("return_reservation_id", False)):
+        return Response({"reservation_id": reservation_id})
+    first = created[0]
+    links = common.links(req)
+    body = {"server": {
+        "id": first["uuid"],
+        "links": links.links("servers", first["uuid"]),
+        "OS-DCF:diskConfig": "AUTO" if first["auto_disk_config"] else "MANUAL",
+        "security_groups": [{"name": "default"}],
+        "adminPass": admin_pass,
+    }}
+    return Response(body, headers={"Location": links.links("servers", first["uuid"])[0]["href"]})
