@@ -9,10 +9,9 @@ from collections.abc import Callable
 from oslo_policy import policy as oslo_policy
 from sqlalchemy import Engine
 
-from openkeel_compute import policies
+from openkeel_compute import errors, policies
 from openkeel_compute.api import faults
 from openkeel_compute.api.links import LinkBuilder
-from openkeel_compute.catalog import errors
 from openkeel_compute.catalog.flavors import Caller
 from openkeel_compute.db import api as db_api
 
@@ -51,8 +50,8 @@ def links(req) -> LinkBuilder:
 
 
 @contextlib.contextmanager
-def catalog_errors():
-    """Catalogue errors → Nova's faults (404 / 409 / 400) with their messages."""
+def domain_errors():
+    """Domain errors of the catalogue and the server state → Nova's faults with their messages."""
     try:
         yield
     except errors.NotFound as exc:
@@ -61,6 +60,11 @@ def catalog_errors():
         raise faults.Conflict(exc.message) from None
     except errors.Invalid as exc:
         raise faults.BadRequest(exc.message) from None
+    except errors.Forbidden as exc:
+        raise faults.Forbidden(exc.message) from None
+
+
+catalog_errors = domain_errors
 
 
 @contextlib.contextmanager

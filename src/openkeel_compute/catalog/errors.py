@@ -1,22 +1,10 @@
 """Domain errors of the flavor catalogue, carrying Nova's messages (the API maps kinds to statuses)."""
 
 
-class CatalogError(Exception):
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
+from openkeel_compute.errors import Conflict, Invalid, NotFound
+from openkeel_compute.errors import DomainError as CatalogError
 
-
-class NotFound(CatalogError):
-    pass
-
-
-class Conflict(CatalogError):
-    pass
-
-
-class Invalid(CatalogError):
-    pass
+__all__ = ["CatalogError", "Conflict", "Invalid", "NotFound"]  # the kinds, beside the errors below
 
 
 class FlavorNotFound(NotFound):

@@ -2,27 +2,10 @@
 
 from __future__ import annotations
 
+from openkeel_compute.errors import Conflict, Forbidden, Invalid, NotFound
+from openkeel_compute.errors import DomainError as ComputeError
 
-class ComputeError(Exception):
-    def __init__(self, message: str):
-        super().__init__(message)
-        self.message = message
-
-
-class NotFound(ComputeError):
-    """404."""
-
-
-class Conflict(ComputeError):
-    """409."""
-
-
-class Invalid(ComputeError):
-    """400."""
-
-
-class Forbidden(ComputeError):
-    """403."""
+__all__ = ["ComputeError", "Conflict", "Forbidden", "Invalid", "NotFound"]  # the kinds, beside the errors below
 
 
 class InstanceNotFound(NotFound):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import ipaddress
 
 from openkeel_compute.api import common, faults
@@ -13,20 +12,7 @@ from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import errors, instances
 from openkeel_compute.policies import servers as rules
 
-
-@contextlib.contextmanager
-def compute_errors():
-    """Errors of the server state → Nova's faults with their messages."""
-    try:
-        yield
-    except errors.NotFound as exc:
-        raise faults.NotFound(exc.message) from None
-    except errors.Conflict as exc:
-        raise faults.Conflict(exc.message) from None
-    except errors.Invalid as exc:
-        raise faults.BadRequest(exc.message) from None
-    except errors.Forbidden as exc:
-        raise faults.Forbidden(exc.message) from None
+compute_errors = common.domain_errors  # errors of the server state → Nova's faults
 
 
 def shown(req, target: dict | None, *, server_groups: bool = False) -> view.Shown:
