@@ -301,3 +301,33 @@ def check_key_pairs(conn, conf, project_id: str, user_id: str, count: int, delta
     limit = user_quotas(conn, conf, project_id, user_id)["key_pairs"]["limit"]
     if limit >= 0 and count + delta > limit:
         raise OverQuota("Quota exceeded, too many key pairs.")
+
+
+def _limit(conn, conf, project_id: str, user_id: str, resource: str) -> int:
+    """The caller's limit of an absolute resource (its own row, else the project's, class, option)."""
+    if _noop(conf):
+        return UNLIMITED
+    return user_quotas(conn, conf, project_id, user_id)[resource]["limit"]
+
+
+def check_metadata_and_files(conn, conf, project_id: str, user_id: str, metadata: dict | None,
+                             personality: list | None) -> None:
+    """Nova's metadata items and injected files (personality) limits at boot and rebuild."""
+    if metadata:
+        allowed = _limit(conn, conf, project_id, user_id, "metadata_items")
+        if 0 <= allowed < len(metadata):
+            raise OverQuota(f"Maximum number of metadata items exceeds {allowed}")
+    if not personality:
+        return
+    allowed = _limit(conn, conf, project_id, user_id, "injected_files")
+    if 0 <= allowed < len(personality):
+        raise OverQuota("Personality file limit exceeded")
+    max_path = max(len(f.get("path", "")) for f in personality)
+    max_content = max(len(f.get("contents", "")) for f in personality)
+    path_limit = _limit(conn, conf, project_id, user_id, "injected_file_path_bytes")
+    content_limit = _limit(conn, conf, project_id, user_id, "injected_file_content_bytes")
+    # The path limit is reported before the content limit, as in Nova.
+    if 0 <= path_limit < max_path:
+        raise OverQuota(f"Personality file path exceeds maximum {path_limit}")
+    if 0 <= content_limit < max_content:
+        raise OverQuota(f"Personality file content exceeds maximum {content_limit}")
