@@ -193,19 +193,22 @@ def destroy_project(conn, project_id: str, user_id: str | None = None) -> None:
 def lock_project(conn, project_id: str) -> None:
     """Serialise the quota-checked writes of one project until the transaction ends.
 
-    PostgreSQL: a transaction-scoped advisory lock; MariaDB: a locking read of the project's
-    instance rows' index range plus a named lock is not transactional, so a row lock on the
-    project's ``quotas`` rows is taken through a sentinel row (inserted once, never shown).
-    SQLite serialises every writer already.
+    Call it first in the writing transaction (before any read). PostgreSQL: a transaction-scoped
+    advisory lock. MariaDB: a row lock on the project's sentinel row in ``quotas``; the row is
+    made beforehand in its own autocommit statement, so the locking read always finds it and
+    takes no gap lock (two writers inserting it under gap locks would deadlock). SQLite
+    serialises every writer already.
     """
     dialect = conn.dialect.name
     if dialect == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": "openkeel-quota:" + project_id})
     elif dialect in ("mysql", "mariadb"):
-        conn.execute(text("INSERT IGNORE INTO quotas (project_id, resource, hard_limit, created_at) "
-                          "VALUES (:p, :r, NULL, NOW())"), {"p": project_id, "r": _LOCK_RESOURCE})
-        conn.execute(text("SELECT id FROM quotas WHERE project_id = :p AND resource = :r FOR UPDATE"),
-                     {"p": project_id, "r": _LOCK_RESOURCE})
+        params = {"p": project_id, "r": _LOCK_RESOURCE}
+        with conn.engine.connect() as side:
+            side.execute(text("INSERT IGNORE INTO quotas (project_id, resource, hard_limit, created_at) "
+                              "VALUES (:p, :r, NULL, NOW())"), params)
+            side.commit()
+        conn.execute(text("SELECT id FROM quotas WHERE project_id = :p AND resource = :r FOR UPDATE"), params)
 
 
 # The sentinel row MariaDB writers lock (not a resource: never listed, never counted).

@@ -39,7 +39,7 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_key_pairs')),
-    sa.UniqueConstraint('user_id', 'name', name=op.f('uniq_key_pairs0user_id0name')),
+    sa.UniqueConstraint('user_id', 'name', name=op.f('uniq_key_pairs0user_id_name')),
     **MYSQL,
     )
     op.create_table('quotas',
@@ -50,7 +50,7 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_quotas')),
-    sa.UniqueConstraint('project_id', 'resource', name=op.f('uniq_quotas0project_id0resource')),
+    sa.UniqueConstraint('project_id', 'resource', name=op.f('uniq_quotas0project_id_resource')),
     **MYSQL,
     )
     op.create_table('project_user_quotas',
@@ -63,7 +63,7 @@ def upgrade() -> None:
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_project_user_quotas')),
     sa.UniqueConstraint('user_id', 'project_id', 'resource',
-                        name=op.f('uniq_project_user_quotas0user_id0project_id0resource')),
+                        name=op.f('uniq_project_user_quotas0user_id_project_id_resource')),
     **MYSQL,
     )
     op.create_index('project_user_quotas_project_id_idx', 'project_user_quotas', ['project_id'], unique=False)
@@ -75,7 +75,7 @@ def upgrade() -> None:
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_quota_classes')),
-    sa.UniqueConstraint('class_name', 'resource', name=op.f('uniq_quota_classes0class_name0resource')),
+    sa.UniqueConstraint('class_name', 'resource', name=op.f('uniq_quota_classes0class_name_resource')),
     **MYSQL,
     )
     op.create_table('node_zones',

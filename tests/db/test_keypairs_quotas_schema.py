@@ -1,0 +1,74 @@
+"""Migration 0003 (key pairs, quotas, quota classes, node zones) on SQLite, PostgreSQL and MariaDB."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from openkeel_compute.compute import keypairs, quotas
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration, models
+from tests.conftest import make_conf
+from tests.databases import ENGINES, throwaway_database
+
+NEW = {"key_pairs", "quotas", "project_user_quotas", "quota_classes", "node_zones"}
+
+
+@pytest.fixture(params=ENGINES)
+def engine(request, tmp_path):
+    with throwaway_database(request.param, tmp_path) as url:
+        engine = db_api.make_engine(url)
+        try:
+            yield engine
+        finally:
+            engine.dispose()
+
+
+def test_0003_upgrades_downgrades_to_0002_and_upgrades_again(engine):
+    migration.sync(engine)
+    assert NEW <= set(sa.inspect(engine).get_table_names())
+    migration.downgrade(engine, "0002")
+    tables = set(sa.inspect(engine).get_table_names())
+    assert not NEW & tables
+    assert "instances" in tables
+    migration.sync(engine)
+    assert migration.current(engine) == migration.head()
+
+
+def test_key_pair_names_are_unique_per_user_and_exact(engine, tmp_path):
+    migration.sync(engine)
+    with db_api.transaction(engine) as conn:
+        keypairs.create(conn, "u1", "Key", "ssh", "pk", "fp")
+        keypairs.create(conn, "u1", "key", "ssh", "pk", "fp")  # names compare by code point everywhere
+        keypairs.create(conn, "u2", "Key", "ssh", "pk", "fp")
+    with pytest.raises(keypairs.KeyPairExists, match="Key pair 'Key' already exists."), \
+            db_api.transaction(engine) as conn:
+        keypairs.create(conn, "u1", "Key", "ssh", "pk", "fp")
+    with db_api.reader(engine) as conn:
+        assert [k["name"] for k in keypairs.list_for_user(conn, "u1")] == ["Key", "key"]
+        assert [k["name"] for k in keypairs.list_for_user(conn, "u1", limit=1, marker="Key")] == ["key"]
+
+
+def test_limits_resolve_user_then_project_then_class_then_option(engine, tmp_path):
+    migration.sync(engine)
+    conf = make_conf(tmp_path, quota={"cores": 7})
+    with db_api.transaction(engine) as conn:
+        assert quotas.project_quotas(conn, conf, "p")["cores"]["limit"] == 7
+        quotas.set_class_limit(conn, "default", "cores", 9)
+        assert quotas.project_quotas(conn, conf, "p")["cores"]["limit"] == 9
+        quotas.set_project_limit(conn, "p", "cores", 5)
+        quotas.set_project_limit(conn, "p", "cores", 6)  # an update, not a second row
+        assert quotas.project_quotas(conn, conf, "p")["cores"]["limit"] == 6
+        quotas.set_project_limit(conn, "p", "cores", 2, user_id="u")
+        assert quotas.user_quotas(conn, conf, "p", "u")["cores"]["limit"] == 2
+        assert quotas.user_quotas(conn, conf, "p", "v")["cores"]["limit"] == 6
+        assert quotas.settable(conn, conf, "p", "v")["cores"] == {"minimum": 0, "maximum": 4}
+    with db_api.transaction(engine) as conn:
+        quotas.lock_project(conn, "p")  # first in its transaction; on MariaDB a sentinel row, never a limit
+        assert set(quotas.project_quotas(conn, conf, "p")) == set(quotas.RESOURCES)
+        assert quotas.project_quotas(conn, conf, "p")["cores"]["limit"] == 6
+        quotas.destroy_project(conn, "p")
+        assert quotas.user_quotas(conn, conf, "p", "u")["cores"]["limit"] == 9
+    with db_api.reader(engine) as conn:
+        rows = conn.execute(sa.select(sa.func.count()).select_from(models.PROJECT_USER_QUOTAS)).scalar()
+    assert rows == 0
