@@ -22,10 +22,16 @@ def _time(value) -> str | None:
 
 
 def zones(conn, conf) -> tuple[dict[str, list], list[str]]:
-    """({available zone: [node rows]}, [zones with no ready node]), each sorted by name."""
+    """({available zone: [node rows]}, [zones with no ready node]), each sorted by name.
+
+    Until the controller published a node, the cluster is taken as one node in the default zone.
+    """
     by_zone: dict[str, list] = {}
     table = models.NODE_ZONES
-    for row in conn.execute(select(table).order_by(table.c.node)):
+    rows = conn.execute(select(table).order_by(table.c.node)).all()
+    if not rows:
+        return {conf.default_availability_zone: []}, []
+    for row in rows:
         by_zone.setdefault(row.zone or conf.default_availability_zone, []).append(row)
     internal = conf.internal_service_availability_zone
     available = {z: rows for z, rows in sorted(by_zone.items()) if z != internal and any(r.available for r in rows)}

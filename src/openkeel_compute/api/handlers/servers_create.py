@@ -97,6 +97,16 @@ def _key_pair(req, key_name: str | None) -> dict | None:
             raise faults.BadRequest("Invalid key_name provided.") from None
 
 
+def _check_zone(req, zone: str) -> None:
+    """The zone must have a ready node (as the controller published them), as in Nova."""
+    from openkeel_compute.api.handlers.availability_zones import zones
+
+    with common.read(req) as conn:
+        available, _unavailable = zones(conn, common.services(req).conf)
+    if zone not in available:
+        raise faults.BadRequest("The requested availability zone is not available")
+
+
 def _limit_checks(req, server: dict) -> None:
     """The metadata items and injected files quotas, before the image is checked against the flavor."""
     with common.read(req) as conn:
@@ -145,6 +155,9 @@ def create(req):
         except catalog_errors.NotFound:
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
+    zone = server.get("availability_zone") or common.services(req).conf.default_schedule_zone
+    if zone:
+        _check_zone(req, zone)
     image = _image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
@@ -164,7 +177,7 @@ def create(req):
     columns = {
         "image_ref": image_id, "reservation_id": reservation_id, "kernel_id": "", "ramdisk_id": "",
         "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
-        "availability_zone": server.get("availability_zone"),
+        "availability_zone": zone,
         "user_data": server.get("user_data"),
         "display_description": server.get("description"),
         "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
