@@ -72,3 +72,21 @@ def test_limits_resolve_user_then_project_then_class_then_option(engine, tmp_pat
     with db_api.reader(engine) as conn:
         rows = conn.execute(sa.select(sa.func.count()).select_from(models.PROJECT_USER_QUOTAS)).scalar()
     assert rows == 0
+
+
+def test_a_resize_needs_room_only_for_what_grows(tmp_path):
+
+    conf = make_conf(tmp_path, quota={"cores": 4})
+    engine = db_api.make_engine(f"sqlite:///{tmp_path}/r.sqlite")
+    migration.sync(engine)
+    now = models.utcnow()
+    with db_api.transaction(engine) as conn:
+        conn.execute(sa.insert(models.INSTANCES).values(uuid="u-1", project_id="p", user_id="u", vcpus=3,
+                                                        memory_mb=512, locked=False, created_at=now, deleted=0,
+                                                        vm_state="active"))
+        quotas.check_upsize(conn, conf, "p", "u", {"vcpus": 3, "memory_mb": 512}, {"vcpus": 1, "memory_mb": 4096})
+        quotas.check_upsize(conn, conf, "p", "u", {"vcpus": 3, "memory_mb": 512}, {"vcpus": 4, "memory_mb": 512})
+        with pytest.raises(quotas.OverQuota) as refused:
+            quotas.check_upsize(conn, conf, "p", "u", {"vcpus": 3, "memory_mb": 512}, {"vcpus": 5, "memory_mb": 512})
+    assert refused.value.message == "Quota exceeded for cores: Requested 2, but already used 3 of 4 cores"
+    engine.dispose()

@@ -334,3 +334,25 @@ def check_metadata_and_files(conn, conf, project_id: str, user_id: str, metadata
         raise OverQuota(f"Personality file path exceeds maximum {path_limit}")
     if 0 <= content_limit < max_content:
         raise OverQuota(f"Personality file content exceeds maximum {content_limit}")
+
+
+def check_upsize(conn, conf, project_id: str, user_id: str, old: dict, new: dict) -> None:
+    """Nova's resize check: only what grows (cores, ram) must fit, in the project and for the owner.
+
+    For the resize handler (call it after ``lock_project`` in the transaction that records the
+    resize); ``old``/``new`` are flavors (vcpus, memory_mb). Raises Nova's 403 message.
+    """
+    deltas = {}
+    if new["vcpus"] - old["vcpus"] > 0:
+        deltas["cores"] = new["vcpus"] - old["vcpus"]
+    if new["memory_mb"] - old["memory_mb"] > 0:
+        deltas["ram"] = new["memory_mb"] - old["memory_mb"]
+    if not deltas:
+        return
+    over = check_deltas(conn, conf, project_id, user_id, {"cores": deltas.get("cores", 0), "ram": deltas.get("ram", 0)})
+    if over is None:
+        return
+    overs, limits, usages = over
+    headroom = _headroom(limits, usages, deltas)
+    names, reqs, alloweds, useds = _detail(headroom, overs, limits, deltas)
+    raise too_many(names, reqs, useds, alloweds)
