@@ -138,6 +138,33 @@ EXCHANGES = [
     ("GET", "/os-quota-sets/kq-project/defaults", U, "2.57", None),
     ("GET", "/os-quota-sets/kq-project", U, "2.57", None),
     ("GET", "/limits", U, "2.57", None),
+    # availability zones (no node published yet: the default zone, as the oracle's one zone)
+    ("GET", "/os-availability-zone", U, "2.1", None),
+    ("GET", "/os-availability-zone/detail", U, "2.1", None),
+    ("GET", "/os-availability-zone?foo=1", U, "2.102", None),
+]
+
+IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
+B = "kq-boot:kq-boot"
+
+
+def _server(flavor, **fields):
+    return {"server": {"name": "q", "imageRef": IMAGE, "flavorRef": flavor, "networks": "none", **fields}}
+
+
+# Boots refused by quotas on an empty project (deterministic: nothing is being built meanwhile).
+BOOT_EXCHANGES = [
+    ("PUT", "/os-quota-sets/kq-boot", ADMIN, "2.57",
+     {"quota_set": {"cores": 3, "instances": 2, "ram": 2048, "metadata_items": 1}}),
+    ("POST", "/servers", B, "2.96", _server("3", min_count=2)),
+    ("POST", "/servers", B, "2.96", _server("1", min_count=3)),
+    ("POST", "/servers", B, "2.96", _server("1", min_count=3, max_count=4)),
+    ("POST", "/servers", B, "2.96", _server("3", min_count=1, max_count=1, metadata={"a": "1", "b": "2"})),
+    ("POST", "/servers", B, "2.96", _server("1", availability_zone="nowhere")),
+    ("POST", "/servers", B, "2.96", _server("99", availability_zone="nowhere")),
+    ("POST", "/servers", B, "2.96", _server("1", key_name="nokey")),
+    ("PUT", "/os-quota-sets/kq-boot", ADMIN, "2.57", {"quota_set": {"cores": -1, "ram": 1024}}),
+    ("POST", "/servers", B, "2.96", _server("1", min_count=3)),
 ]
 
 _RANDOM = {"private_key", "fingerprint", "created_at", "id", "request_id"}
@@ -217,8 +244,24 @@ def _decoded(raw: bytes):
 
 
 def test_keypairs_quotas_and_limits_answer_as_nova(oracle_url, client):
+    _compare(oracle_url, client, EXCHANGES)
+
+
+def test_boots_refused_by_quotas_answer_as_nova(oracle_url, client, conf, tmp_path):
+    from openkeel_compute.catalog import flavors as catalog
+    from openkeel_compute.db import api as db_api
+    from tests.api.servers.test_create import _image_service
+
+    with db_api.transaction(db_api.get_engine(conf)) as conn:  # the oracle's m1.tiny and m1.medium
+        catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
+        catalog.create(conn, name="m1.medium", memory_mb=4096, vcpus=2, root_gb=40, flavorid="3")
+    with _image_service(conf, tmp_path):
+        _compare(oracle_url, client, BOOT_EXCHANGES)
+
+
+def _compare(oracle_url, client, exchanges):
     mismatches = []
-    for method, path, token, version, body in EXCHANGES:
+    for method, path, token, version, body in exchanges:
         o_status, o_raw = _oracle(oracle_url, method, path, token, version, body)
         s_status, s_raw = _ours(client, method, path, token, version, body)
         generated = method == "POST" and isinstance(body, dict) and "public_key" not in body.get("keypair", {"x": 1})
