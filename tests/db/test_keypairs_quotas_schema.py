@@ -90,3 +90,22 @@ def test_a_resize_needs_room_only_for_what_grows(tmp_path):
             quotas.check_upsize(conn, conf, "p", "u", {"vcpus": 3, "memory_mb": 512}, {"vcpus": 5, "memory_mb": 512})
     assert refused.value.message == "Quota exceeded for cores: Requested 2, but already used 3 of 4 cores"
     engine.dispose()
+
+
+@pytest.mark.parametrize(("from_placement", "expected"), [(False, (3, 6, 1536)), (True, (3, 2, 512))])
+def test_usage_from_placement_counts_only_what_holds_resources(tmp_path, from_placement, expected):
+    conf = make_conf(tmp_path, quota={"count_usage_from_placement": str(from_placement).lower()})
+    engine = db_api.make_engine(f"sqlite:///{tmp_path}/u.sqlite")
+    migration.sync(engine)
+    now = models.utcnow()
+    rows = [("a", "active", "node-1"), ("b", "shelved_offloaded", None), ("c", "error", None),
+            ("d", "soft-delete", "node-1")]
+    with db_api.transaction(engine) as conn:
+        for uuid, vm_state, node_name in rows:
+            conn.execute(sa.insert(models.INSTANCES).values(
+                uuid=uuid, project_id="p", user_id="u", vcpus=2, memory_mb=512, vm_state=vm_state, node=node_name,
+                locked=False, created_at=now, deleted=0))
+    with db_api.reader(engine) as conn:
+        used = quotas.counts(conn, conf, "p")
+    assert (used["instances"], used["cores"], used["ram"]) == expected
+    engine.dispose()
