@@ -7,9 +7,12 @@ before routing (api/deploy.py). Each handler states its own contract (api/wsgi.p
 from __future__ import annotations
 
 from openkeel_compute.api.handlers import (
+    availability_zones,
     flavor_access,
     flavor_extra_specs,
     flavors,
+    keypairs,
+    quotas,
     server_actions,
     server_instance_actions,
     server_metadata,
@@ -40,6 +43,15 @@ ROUTES = {
         "PUT": flavor_extra_specs.update,
         "DELETE": flavor_extra_specs.delete,
     },
+    "/os-keypairs": {"GET": keypairs.index, "POST": keypairs.create},
+    "/os-keypairs/{keypair_name}": {"GET": keypairs.show, "DELETE": keypairs.delete},
+    "/os-quota-sets/{project_id}": {"GET": quotas.show, "PUT": quotas.update, "DELETE": quotas.delete},
+    "/os-quota-sets/{project_id}/detail": {"GET": quotas.detail},
+    "/os-quota-sets/{project_id}/defaults": {"GET": quotas.defaults},
+    "/os-quota-class-sets/{class_name}": {"GET": quotas.class_show, "PUT": quotas.class_update},
+    "/limits": {"GET": quotas.limits},
+    "/os-availability-zone": {"GET": availability_zones.index},
+    "/os-availability-zone/detail": {"GET": availability_zones.detail},
     "/servers": {"GET": servers_list.index, "POST": servers_create.create},
     "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},

@@ -19,6 +19,7 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.conf.kubevirt",
     "openkeel_compute.notifications",
     "openkeel_compute.controller.options",
+    "openkeel_compute.conf.quota",
 )
 
 DEFAULT_OPTS = [

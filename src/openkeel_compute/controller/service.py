@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from openkeel_compute.conf.kubevirt import mapping_options
+from openkeel_compute.controller import nodes
 from openkeel_compute.controller.engine import Controller, Settings
 from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
 from openkeel_compute.controller.lease import LeaderElector
@@ -54,6 +55,19 @@ def _acquire_within(elector: LeaderElector, seconds: float) -> bool:
         time.sleep(min(0.5, elector.renew_interval))
 
 
+def _node_publisher(engine, client, stop: threading.Event, interval: float, is_leader) -> threading.Thread:
+    """Publish the nodes' zones every ``interval`` seconds while leading (availability zones)."""
+
+    def loop() -> None:
+        while not stop.wait(max(interval, 1.0)):
+            if is_leader():
+                nodes.sync(engine, client)
+
+    thread = threading.Thread(target=loop, name="node-zones", daemon=True)
+    thread.start()
+    return thread
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None) -> int:
     metrics = Metrics()
@@ -68,7 +82,9 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
-        servers = ServerLoop(engine, ServerCluster(client), ServerOptions(mapping=mapping_options(conf)))
+        servers = ServerLoop(engine, ServerCluster(client), ServerOptions(
+            mapping=mapping_options(conf), default_availability_zone=conf.default_availability_zone))
+        nodes.sync(engine, client)
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
     try:
@@ -93,6 +109,9 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
             metrics.serve(conf.controller.metrics_host, conf.controller.metrics_port)
         if elector is not None:
             elector.start()
+        if client is not None:
+            _node_publisher(engine, client, stop, float(conf.controller.resync_interval),
+                            (lambda: elector.is_leader) if elector else (lambda: True))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if client
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)

@@ -22,7 +22,7 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, instances, names
+from openkeel_compute.compute import boot_checks, instances, keypairs, names, quotas
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.images import glance
 from openkeel_compute.policies import servers as rules
@@ -86,6 +86,41 @@ def _networks(networks) -> None:
         raise faults.BadRequest(f"Network {network.get('uuid')} could not be found.")
 
 
+def _key_pair(req, key_name: str | None) -> dict | None:
+    """The caller's key pair named ``key_name`` (its public key goes to the guest)."""
+    if key_name is None:
+        return None
+    with common.read(req) as conn:
+        try:
+            return keypairs.get(conn, req.context.user_id, key_name)
+        except keypairs.KeypairNotFound:
+            raise faults.BadRequest("Invalid key_name provided.") from None
+
+
+def _check_zone(req, zone: str) -> None:
+    """The zone must have a ready node (as the controller published them), as in Nova."""
+    from openkeel_compute.api.handlers.availability_zones import zones
+
+    with common.read(req) as conn:
+        available, _unavailable = zones(conn, common.services(req).conf)
+    if zone not in available:
+        raise faults.BadRequest("The requested availability zone is not available")
+
+
+def _limit_checks(req, server: dict) -> None:
+    """The metadata items and injected files quotas, before the image is checked against the flavor."""
+    with common.read(req) as conn:
+        quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
+                                        req.context.user_id, server.get("metadata"), server.get("personality"))
+
+
+def _instances_quota(req, conn, flavor: dict, min_count: int, max_count: int) -> int:
+    """How many servers fit in the quotas (project and user), checked where they are written."""
+    quotas.lock_project(conn, req.context.project_id)
+    return quotas.check_num_instances(conn, common.services(req).conf, req.context.project_id, req.context.user_id,
+                                      flavor["vcpus"], flavor["memory_mb"], min_count, max_count)
+
+
 def _target(req, server: dict | None = None) -> dict:
     target = {"project_id": req.context.project_id, "user_id": req.context.user_id}
     if server is not None:
@@ -120,13 +155,16 @@ def create(req):
         except catalog_errors.NotFound:
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
+    zone = server.get("availability_zone") or common.services(req).conf.default_schedule_zone
+    if zone:
+        _check_zone(req, zone)
     image = _image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
         _networks(server.get("networks"))
-        if server.get("key_name") is not None:
-            raise faults.BadRequest("Invalid key_name provided.")
+        key_pair = _key_pair(req, server.get("key_name"))
+        _limit_checks(req, server)
         boot_checks.check_image(
             flavor_with_specs, image,
             zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req), fatal=False))
@@ -139,15 +177,17 @@ def create(req):
     columns = {
         "image_ref": image_id, "reservation_id": reservation_id, "kernel_id": "", "ramdisk_id": "",
         "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
-        "availability_zone": server.get("availability_zone"),
+        "availability_zone": zone,
         "user_data": server.get("user_data"),
         "display_description": server.get("description"),
         "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
+        "key_name": key_pair["name"] if key_pair else None, "key_data": key_pair["public_key"] if key_pair else None,
     }
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:
+        max_count = _instances_quota(req, conn, flavor, min_count, max_count)
         for index in range(max_count):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
