@@ -92,9 +92,16 @@ def groups_of(conn: Connection, instance_uuid: str) -> list[str]:
     return _groups(_get(conn, instance_uuid, GROUPS_KEY)) or []
 
 
-def has_interface(conn: Connection, instance_uuid: str) -> bool:
-    """Whether the server is on the pod network (not booted with ``networks: none``)."""
-    return _groups(_get(conn, instance_uuid, GROUPS_KEY)) is not None
+def on_network(row: dict) -> bool:
+    """Whether a server can have an interface: a live server placed on a host (as a Nova server
+    has ports once scheduled)."""
+    return bool(row["host"]) and not row["deleted"]
+
+
+def has_interface(conn: Connection, row: dict) -> bool:
+    """Whether the server has an interface on the pod network (none when booted with
+    ``networks: none``, or before it is placed)."""
+    return on_network(row) and _groups(_get(conn, row["uuid"], GROUPS_KEY)) is not None
 
 
 def groups_by_instance(conn: Connection, instance_uuids: list[str]) -> dict[str, list[str]]:
@@ -134,3 +141,28 @@ def set_password(conn: Connection, instance_uuid: str, password: str) -> None:
     for i in range(PASSWORD_CHUNKS):
         chunk = password[i * PASSWORD_CHUNK_LENGTH:(i + 1) * PASSWORD_CHUNK_LENGTH]
         _set(conn, instance_uuid, f"password_{i}", chunk)
+
+
+# --- the availability zone a server is pinned to (2.96 shows it, 2.104 changes it) ------------
+
+def zone_of(row: dict, zone: str) -> str | None:
+    """The server's zone: every host is in the default zone; a server without a host is in
+    the zone it asked for, if any."""
+    return zone if row["host"] else row["availability_zone"]
+
+
+def pin_change(row: dict, requested: str | None, zone: str) -> dict:
+    """The column changes that pin (``requested``) or unpin (None) the server, with Nova's 409s."""
+    current = row["pinned_availability_zone"]
+    if requested is None:
+        return {"pinned_availability_zone": None} if current is not None else {}
+    if current is not None:
+        if requested != current:
+            raise errors.Conflict("Cannot change pinned availability zone directly. Unpin first by setting "
+                                  "pinned_availability_zone to null.")
+        return {}
+    server_zone = zone_of(row, zone)
+    if requested != server_zone:
+        raise errors.Conflict(f"Server can only be pinned to its current availability zone '{server_zone}', "
+                              f"but '{requested}' was requested.")
+    return {"pinned_availability_zone": requested}

@@ -41,7 +41,7 @@ def index(req, server_id):
     with compute_errors(), common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SECURITY_GROUPS % "list", {"project_id": row["project_id"]})
-        names = networks.groups_of(conn, row["uuid"])
+        names = networks.groups_of(conn, row["uuid"]) if networks.on_network(row) else []
     groups = [group_view(row["project_id"], name) for name in names]
     return {"security_groups": sorted(groups, key=lambda g: (g["tenant_id"], g["name"]))}
 
@@ -60,7 +60,7 @@ def _change(req, server_id: str, action: str, rule: str, *, add: bool) -> Respon
         name = _name(req, action)
         if name not in networks.GROUPS:
             raise faults.NotFound(f"Security group {name} is not found for project {req.context.project_id}")
-        if not networks.has_interface(conn, row["uuid"]):
+        if not networks.has_interface(conn, row):
             raise faults.NotFound(f"instance_id {row['uuid']} could not be found as device id on any ports")
         names = networks.groups_of(conn, row["uuid"])
         if add:

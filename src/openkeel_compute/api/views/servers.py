@@ -56,6 +56,7 @@ class ServerData:
     system_metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     tags: list[str] = dataclasses.field(default_factory=list)
     fault: dict | None = None
+    security_groups: list[str] = dataclasses.field(default_factory=list)  # names, [] hides the key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -164,6 +165,8 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     body["key_name"] = row["key_name"]
     body["OS-SRV-USG:launched_at"] = _plain_time(row["launched_at"])
     body["OS-SRV-USG:terminated_at"] = _plain_time(row["terminated_at"])
+    if data.security_groups and not in_list:
+        body["security_groups"] = [{"name": name} for name in data.security_groups]
     if shown.extended_attributes:
         body["OS-EXT-SRV-ATTR:host"] = row["host"]
         body["OS-EXT-SRV-ATTR:instance_name"] = row["vm_name"] or f"instance-{row['id']:08x}"
@@ -203,6 +206,9 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     if version >= (2, 16) and in_list and shown.host_status is not None:
         # Lists add host_status after the rest of the body.
         _add_host_status(body, row, shown.host_status)
+    if data.security_groups and in_list:
+        # Lists add the groups of all their servers last.
+        body["security_groups"] = [{"name": name} for name in data.security_groups]
     return body
 
 
