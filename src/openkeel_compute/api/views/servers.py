@@ -12,7 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 
-from openkeel_compute.compute import instances, names, states
+from openkeel_compute.compute import instances, names, networks, states
 
 COLLECTION = "servers"
 _PROGRESS_STATUSES = frozenset({"ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"})
@@ -89,6 +89,10 @@ def host_status(row: dict) -> str:
     return "UP" if row["host"] else ""
 
 
+def _default_zone(req) -> str:
+    return networks.default_zone(req.environ["openkeel.services"].conf)
+
+
 def brief(links, row: dict) -> dict:
     return {"id": row["uuid"], "name": row["display_name"], "links": links.links(COLLECTION, row["uuid"])}
 
@@ -159,7 +163,8 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
         body["progress"] = row["progress"]
     if update:
         return _update_tail(version, body, data, shown)
-    body["OS-EXT-AZ:availability_zone"] = (row["availability_zone"] or "nova") if row["host"] \
+    # every host is in the default zone ([DEFAULT] default_availability_zone)
+    body["OS-EXT-AZ:availability_zone"] = (row["availability_zone"] or _default_zone(req)) if row["host"] \
         else (row["availability_zone"] or "")
     body["config_drive"] = row["config_drive"] if row["config_drive"] is not None else ""
     body["key_name"] = row["key_name"]
