@@ -13,7 +13,6 @@ from openkeel_compute.compute import instances, networks
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers.test_create import _counts, _image_service
-from tests.api.servers.test_create import flavors as flavors  # noqa: F401 - a fixture
 from tests.conftest import user
 
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
@@ -24,6 +23,17 @@ POD = networks.network_id(networks.POD_NETWORK)
 @pytest.fixture
 def engine(app, conf):
     return db_api.get_engine(conf)
+
+
+@pytest.fixture
+def flavors(engine):
+    """priv-small, shared with the project demo."""
+    from openkeel_compute.catalog import flavors as catalog
+
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name="priv.small", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-small",
+                       is_public=False)
+        catalog.add_access(conn, catalog.get(conn, "priv-small"), "demo")
 
 
 @pytest.fixture
@@ -50,8 +60,8 @@ def _bad(message: str) -> dict:
      "Unable to find security_group with name or id 'does_not_exist'"),
     # test_create_with_invalid_network_uuid
     ({"networks": [{"fixed_ip": "10.0.1.1", "uuid": "a-b-c-d-e-f-g-h-i-j"}]}, "2.104",
-     "Invalid input for field/attribute networks. Value: [{'fixed_ip': '10.0.1.1', 'uuid': 'a-b-c-d-e-f-g-h-i-j'}]. "
-     "[{'fixed_ip': '10.0.1.1', 'uuid': 'a-b-c-d-e-f-g-h-i-j'}] is not valid under any of the given schemas"),
+     ("Invalid input for field/attribute networks. Value: [{'fixed_ip': '10.0.1.1', 'uuid': 'a-b-c-d-e-f-g-h-i-j'}]. "
+     "[{'fixed_ip': '10.0.1.1', 'uuid': 'a-b-c-d-e-f-g-h-i-j'}] is not valid under any of the given schemas")),
     ({"networks": [{"uuid": "a-b-c"}]}, "2.36", "Bad networks format: network uuid is not in proper format (a-b-c)"),
     ({"networks": [{"uuid": UNKNOWN}]}, "2.104", f"Network {UNKNOWN} could not be found."),
     ({"networks": [{"uuid": UNKNOWN, "fixed_ip": "10.0.0.5"}]}, "2.104", f"Network {UNKNOWN} could not be found."),
@@ -63,8 +73,8 @@ def _bad(message: str) -> dict:
     ({"networks": [{"fixed_ip": "10.0.0.5"}]}, "2.104", "Bad network format: missing 'uuid'"),
     ({"networks": [{}]}, "2.104", "Bad network format: missing 'uuid'"),
     ({"networks": [{"uuid": UNKNOWN, "tag": "t"}]}, "2.41",
-     f"Invalid input for field/attribute networks. Value: [{{'uuid': '{UNKNOWN}', 'tag': 't'}}]. "
-     f"[{{'uuid': '{UNKNOWN}', 'tag': 't'}}] is not valid under any of the given schemas"),
+     (f"Invalid input for field/attribute networks. Value: [{{'uuid': '{UNKNOWN}', 'tag': 't'}}]. "
+     f"[{{'uuid': '{UNKNOWN}', 'tag': 't'}}] is not valid under any of the given schemas")),
     ({"networks": [{"uuid": UNKNOWN, "tag": "t"}]}, "2.42", f"Network {UNKNOWN} could not be found."),
     # test_invalid_access_ip_v4_address, test_invalid_ip_v6_address
     ({"accessIPv4": "1.1.1.1.1.1"}, "2.104",
@@ -77,8 +87,8 @@ def _bad(message: str) -> dict:
     ({"name": "a" * 256}, "2.104",
      f"Invalid input for field/attribute name. Value: {'a' * 256}. '{'a' * 256}' is too long"),
     ({"metadata": {"a" * 256: "v"}}, "2.104",
-     f"Invalid input for field/attribute metadata. Value: {{'{'a' * 256}': 'v'}}. '{'a' * 256}' does not match any of "
-     "the regexes: '^[a-zA-Z0-9-_:. ]{1,255}$'"),
+     (f"Invalid input for field/attribute metadata. Value: {{'{'a' * 256}': 'v'}}. '{'a' * 256}' does not match any of "
+     "the regexes: '^[a-zA-Z0-9-_:. ]{1,255}$'")),
     ({"metadata": {"k": "v" * 256}}, "2.104",
      f"Invalid input for field/attribute k. Value: {'v' * 256}. '{'v' * 256}' is too long"),
 ])
@@ -92,15 +102,15 @@ def test_refusals_as_nova(client, engine, images, flavors, fields, version, mess
 @pytest.mark.parametrize(("hints", "message"), [
     ({"different_host": "abc"},
      "Invalid input for field/attribute different_host. Value: abc. 'abc' is not valid under any of the given schemas"),
-    ({"group": "abc"}, "Invalid input for field/attribute group. Value: abc. 'abc' is not valid under any of the given "
-                       "schemas"),
+    ({"group": "abc"}, ("Invalid input for field/attribute group. Value: abc. 'abc' is not valid under any of the given "
+                       "schemas")),
     ({"cidr": "abc"}, "Invalid input for field/attribute cidr. Value: abc. 'abc' does not match '^/[0-9a-f.:]+$'"),
     ({"build_near_host_ip": "abc"},
-     "Invalid input for field/attribute build_near_host_ip. Value: abc. 'abc' is not valid under any of the given "
-     "schemas"),
+     ("Invalid input for field/attribute build_near_host_ip. Value: abc. 'abc' is not valid under any of the given "
+     "schemas")),
     # Nova answers 500 for a value it cannot keep as strings; OpenKeel refuses it
-    ({"query": {"a": 1}}, "Invalid scheduler hint query: its value must be a string, a number or a boolean, or a "
-                          "list of them."),
+    ({"query": {"a": 1}}, ("Invalid scheduler hint query: its value must be a string, a number or a boolean, or a "
+                          "list of them.")),
     ({"y": None}, "Invalid scheduler hint y: its value must be a string, a number or a boolean, or a list of them."),
 ])
 def test_scheduler_hint_refusals(client, engine, images, flavors, hints, message):
