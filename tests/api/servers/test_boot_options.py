@@ -154,6 +154,7 @@ def test_scheduler_hints_are_kept_as_nova_keeps_them(client, engine, images, fla
 
 def test_pod_network_groups_and_addresses(client, engine, images, flavors):
     """A boot naming the pod network by its uuid, in the default group, shows one address on it."""
+    assert POD == "71c93d0b-b097-5cc5-8f31-fcbd40fb53a6"  # documented: it must never change
     got = _boot(client, networks=[{"uuid": POD}], security_groups=[{"name": "default"}, {"name": "default"}])
     assert got.status_code == 202, got.text
     # the answer repeats the groups asked for, as Nova's does
@@ -253,3 +254,17 @@ def test_the_default_zone_is_configurable(client, engine, images, flavors, conf)
     assert got.status_code == 202
     _place(engine, got.json["server"]["id"])
     assert _put(client, got.json["server"]["id"], "zone-a").status_code == 200
+
+
+def test_admins_filter_by_host(client, engine, images, flavors):
+    """Tempest's test_list_servers_filter_by_exist_host: the host an admin sees filters the list."""
+    uuid = _boot(client).json["server"]["id"]
+    _place(engine, uuid, host="node-1")
+    headers = {"X-Auth-Token": "admin:admin"}
+    host = client.get(f"/v2.1/servers/{uuid}", headers=headers).json["server"]["OS-EXT-SRV-ATTR:host"]
+    assert host == "node-1"
+    listed = client.get(f"/v2.1/servers?host={host}&all_tenants=1", headers=headers).json["servers"]
+    assert [s["id"] for s in listed] == [uuid]
+    assert client.get("/v2.1/servers?host=nonexistent_host&all_tenants=1", headers=headers).json["servers"] == []
+    assert [s["id"] for s in client.get("/v2.1/servers?node=node-1&all_tenants=1", headers=headers).json[
+        "servers"]] == [uuid]
