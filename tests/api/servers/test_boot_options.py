@@ -82,6 +82,13 @@ def _bad(message: str) -> dict:
     ({"accessIPv6": "notvalid"}, "2.104",
      "Invalid input for field/attribute accessIPv6. Value: notvalid. 'notvalid' is not a 'ipv6'"),
     ({"availability_zone": "zzz"}, "2.104", "The requested availability zone is not available"),
+    # Nova's order: flavor, zone, image, security groups, networks
+    ({"availability_zone": "zzz", "flavorRef": "999"}, "2.104", "Flavor 999 could not be found."),
+    ({"availability_zone": "zzz", "imageRef": UNKNOWN}, "2.104", "The requested availability zone is not available"),
+    ({"imageRef": UNKNOWN, "networks": [{"uuid": UNKNOWN}]}, "2.104", "Can not find requested image"),
+    ({"security_groups": [{"name": "nope"}], "networks": [{"uuid": UNKNOWN}]}, "2.104",
+     "Unable to find security_group with name or id 'nope'"),
+    ({"flavorRef": "999", "networks": [{"fixed_ip": "10.0.0.1"}]}, "2.104", "Bad network format: missing 'uuid'"),
     # test_create_numeric_server_name, test_create_server_name_length_exceeds_256
     ({"name": 12345}, "2.104", "Invalid input for field/attribute name. Value: 12345. 12345 is not of type 'string'"),
     ({"name": "a" * 256}, "2.104",

@@ -131,6 +131,8 @@ def test_security_group_refusals(client, engine):
     assert (got.status_code, got.json) == (400, {"badRequest": {
         "code": 400,
         "message": "Invalid input for field/attribute addSecurityGroup. Value: {}. 'name' is a required property"}})
+    got = _action(client, {"addSecurityGroup": {"name": "default"}, "x": 1})
+    assert (got.status_code, got.json) == (400, {"badRequest": {"code": 400, "message": "Malformed request body"}})
     got = _action(client, {"addSecurityGroup": {"name": "default"}}, headers=OTHER)
     assert (got.status_code, got.json["itemNotFound"]["message"]) == (404, f"Instance {S} could not be found.")
     got = _action(client, {"addSecurityGroup": {"name": "default"}}, server="999")
