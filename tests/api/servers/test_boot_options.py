@@ -249,18 +249,15 @@ def test_pinned_zone_as_nova(client, engine, images, flavors):
 
 
 def test_the_default_zone_is_configurable(client, engine, images, flavors, conf):
-    from oslo_config import cfg
-
-    try:  # registered here until the option exists in the configuration
-        conf.register_opt(cfg.StrOpt("default_availability_zone", default="nova"))
-    except cfg.DuplicateOptError:
-        pass
     conf.set_override("default_availability_zone", "zone-a")
     assert _boot(client, availability_zone="nova").json == _bad("The requested availability zone is not available")
     got = _boot(client, availability_zone="zone-a")
     assert got.status_code == 202
     _place(engine, got.json["server"]["id"])
     assert _put(client, got.json["server"]["id"], "zone-a").status_code == 200
+    uuid = _boot(client).json["server"]["id"]
+    _place(engine, uuid)
+    assert _show(client, uuid)["OS-EXT-AZ:availability_zone"] == "zone-a"
 
 
 def test_admins_filter_by_host(client, engine, images, flavors):
