@@ -88,6 +88,11 @@ def _groups(value: str | None) -> list[str] | None:
     return [DEFAULT_GROUP] if value is None else json.loads(value)
 
 
+def groups_from(system_metadata: dict[str, str]) -> list[str]:
+    """The groups from a server's system metadata already read."""
+    return _groups(system_metadata.get(GROUPS_KEY)) or []
+
+
 def groups_of(conn: Connection, instance_uuid: str) -> list[str]:
     return _groups(_get(conn, instance_uuid, GROUPS_KEY)) or []
 

@@ -102,9 +102,10 @@ def test_the_default_group_is_listed_removed_and_added_again(client, engine):
         "tenant_id": "demo", "rules": []}]})
     got = _action(client, {"removeSecurityGroup": {"name": "default"}})
     assert (got.status_code, got.content) == (202, b"")
-    assert "security_groups" not in client.get(f"/v2.1/servers/{S}", headers=DEMO).json["server"]
-    detail = client.get("/v2.1/servers/detail", headers=DEMO).json["servers"][0]
-    assert "security_groups" not in detail
+    for version in ("2.1", "2.98", "2.104"):  # read with the system metadata from 2.98
+        headers = _v(DEMO, version)
+        assert "security_groups" not in client.get(f"/v2.1/servers/{S}", headers=headers).json["server"]
+        assert "security_groups" not in client.get("/v2.1/servers/detail", headers=headers).json["servers"][0]
     assert client.get(f"/v2.1/servers/{S}/os-security-groups", headers=DEMO).json == {"security_groups": []}
     # removing it again: Nova's words for a group the server's ports do not have
     got = _action(client, {"removeSecurityGroup": {"name": "default"}})
@@ -112,7 +113,12 @@ def test_the_default_group_is_listed_removed_and_added_again(client, engine):
         "code": 404, "message": f"Security group default not associated with the instance {S}"}})
     assert _action(client, {"addSecurityGroup": {"name": "default"}}).status_code == 202
     assert _action(client, {"addSecurityGroup": {"name": "default"}}).status_code == 202  # already there: no change
-    assert client.get(f"/v2.1/servers/{S}", headers=DEMO).json["server"]["security_groups"] == [{"name": "default"}]
+    for version in ("2.1", "2.98", "2.104"):
+        headers = _v(DEMO, version)
+        assert client.get(f"/v2.1/servers/{S}", headers=headers).json["server"]["security_groups"] == [
+            {"name": "default"}]
+        assert client.get("/v2.1/servers/detail", headers=headers).json["servers"][0]["security_groups"] == [
+            {"name": "default"}]
     detail = client.get("/v2.1/servers/detail", headers=DEMO).json["servers"][0]
     assert list(detail)[-1] == "security_groups"  # lists add the groups last, as Nova does
 

@@ -48,7 +48,8 @@ def server_data(conn, req, row: dict) -> view.ServerData:
     if req.version >= (2, 26):
         data.tags = instances.tags_of(conn, uuid)
     if networks.on_network(row):
-        data.security_groups = networks.groups_of(conn, uuid)
+        data.security_groups = (networks.groups_from(data.system_metadata) if req.version >= (2, 98)
+                                else networks.groups_of(conn, uuid))
     if instances.status(row) in ("ERROR", "DELETED"):
         data.fault = instances.latest_faults(conn, [uuid]).get(uuid)
     return data

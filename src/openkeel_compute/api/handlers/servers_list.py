@@ -205,7 +205,9 @@ def _details(req, conn, rows: list[dict]) -> list[dict]:
     metadata = instances.metadata_by_instance(conn, uuids)
     system = instances.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
     tags = instances.tags_by_instance(conn, uuids) if req.version >= (2, 26) else {}
-    groups = networks.groups_by_instance(conn, [r["uuid"] for r in rows if networks.on_network(r)])
+    placed = [r["uuid"] for r in rows if networks.on_network(r)]
+    groups = ({u: networks.groups_from(system.get(u, {})) for u in placed} if req.version >= (2, 98)
+              else networks.groups_by_instance(conn, placed))
     faulty = [r["uuid"] for r in rows if instances.status(r) in ("ERROR", "DELETED")]
     faults_by_uuid = instances.latest_faults(conn, faulty)
     links = common.links(req)
