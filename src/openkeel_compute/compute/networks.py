@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import uuid as uuidlib
 
+from oslo_config import cfg
 from sqlalchemy import Connection, insert, select, update
 
 from openkeel_compute.compute import errors
@@ -36,7 +37,7 @@ PASSWORD_CHUNK_LENGTH = 255
 def _opt(conf, group: str | None, name: str, default):
     try:
         value = getattr(getattr(conf, group) if group else conf, name)
-    except Exception:  # noqa: BLE001 - an option some configurations do not register
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):  # not registered in this process
         return default
     return value if value else default
 
@@ -117,13 +118,6 @@ def groups_by_instance(conn: Connection, instance_uuids: list[str]) -> dict[str,
             _SM.c.instance_uuid.in_(instance_uuids), _SM.c.key == GROUPS_KEY, _SM.c.deleted == 0)
         found = dict(conn.execute(query).all())
     return {uuid: _groups(found.get(uuid)) or [] for uuid in instance_uuids}
-
-
-def check_groups(names: list[str]) -> None:
-    """Every group a boot asks for must exist (400 at boot, as Nova answers)."""
-    for name in names:
-        if name not in GROUPS:
-            raise errors.Invalid(f"Security group {name} not found.")
 
 
 def set_groups(conn: Connection, instance_uuid: str, names: list[str]) -> None:
