@@ -59,6 +59,19 @@ SERVER_RULES = {
     "os_compute_api:server-metadata:update_all": "rule:project_member_or_admin",
     "os_compute_api:server-metadata:update": "rule:project_member_or_admin",
     "os_compute_api:server-metadata:delete": "rule:project_member_or_admin",
+    "os_compute_api:ips:index": "rule:project_reader_or_admin",
+    "os_compute_api:ips:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-password:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-password:clear": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-security-groups:add": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:remove": "rule:project_member_or_admin",
+    "os_compute_api:os-migrations:index": "rule:project_manager_or_admin",
+    "os_compute_api:os-migrations:index:all_projects": "rule:context_is_admin",
+    "os_compute_api:os-migrations:index:host": "rule:context_is_admin",
+    "os_compute_api:servers:migrations:show": "rule:context_is_admin",
+    "os_compute_api:servers:migrations:index": "rule:project_manager_or_admin",
+    "os_compute_api:servers:migrations:index:host": "rule:context_is_admin",
 }
 # Nova 34.0.0's rules for key pairs, quotas, limits and availability zones (nova/policies/*.py).
 KEYPAIR_QUOTA_RULES = {

@@ -12,10 +12,14 @@ from openkeel_compute.api.handlers import (
     flavor_extra_specs,
     flavors,
     keypairs,
+    migrations,
     quotas,
     server_actions,
     server_instance_actions,
+    server_ips,
     server_metadata,
+    server_password,
+    server_security_groups,
     server_tags,
     servers,
     servers_create,
@@ -65,6 +69,13 @@ ROUTES = {
                                         "DELETE": server_tags.delete},
     "/servers/{server_id}/os-instance-actions": {"GET": server_instance_actions.index},
     "/servers/{server_id}/os-instance-actions/{request_id}": {"GET": server_instance_actions.show},
+    "/servers/{server_id}/ips": {"GET": server_ips.index},
+    "/servers/{server_id}/ips/{network_label}": {"GET": server_ips.show},
+    "/servers/{server_id}/os-server-password": {"GET": server_password.index, "DELETE": server_password.clear},
+    "/servers/{server_id}/os-security-groups": {"GET": server_security_groups.index},
+    "/servers/{server_id}/migrations": {"GET": migrations.server_index},
+    "/servers/{server_id}/migrations/{migration_id}": {"GET": migrations.server_show},
+    "/os-migrations": {"GET": migrations.index},
     "/servers/{server_id}/action": {
         "POST": {
             "os-start": server_actions.start,
@@ -77,6 +88,8 @@ ROUTES = {
             "os-getConsoleOutput": server_actions.get_console_output,
             "suspend": server_actions.suspend,
             "resume": server_actions.resume,
+            "addSecurityGroup": server_security_groups.add,
+            "removeSecurityGroup": server_security_groups.remove,
         }
     },
 }
