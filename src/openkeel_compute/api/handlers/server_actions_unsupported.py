@@ -20,7 +20,7 @@ from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, errors, instances, states, unsupported
+from openkeel_compute.compute import actions, instances, states, unsupported
 from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 

@@ -27,6 +27,7 @@ from openkeel_compute.compute import rebuild as rebuilding
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.policies import server_actions as rules
 
+
 def _image(req, image_id: str) -> dict:
     try:
         return image_service(req).show(req.context, image_id, req.environ)
