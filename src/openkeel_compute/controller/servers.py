@@ -31,6 +31,7 @@ from sqlalchemy import Engine, and_, select, update
 
 from openkeel_compute.compute import flavor_copy, instances, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.compute.states import task_states
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt import mapping
@@ -40,6 +41,7 @@ from openkeel_compute.kubevirt.server import (
     SERVER_ID,
     ServerOptions,
     compose,
+    rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Observation, observe
 
@@ -75,6 +77,10 @@ EVENTS = {"create": "compute__do_build_and_run_instance", "delete": "compute_ter
 # 409 answers that say the verb's end state is already there: the row is done.
 _ALREADY = {"start": "already running", "stop": "not running", "pause": "already paused",
             "unpause": "not paused"}
+
+
+class RebuildPending(Exception):
+    """A rebuild waits for the server's VMI to stop: its outbox row is tried again on the next pass."""
 
 
 def verb_for(operation: str) -> tuple[str, str] | None:
@@ -151,6 +157,14 @@ class ServerCluster:
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
+
+    def delete(self, res: Any, name: str, namespace: str) -> None:
+        """Delete one object; one already gone is no error."""
+        try:
+            self.client.delete(res, name, namespace=namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
 
     def leftovers(self, namespace: str, uuid: str) -> list[str]:
         """What of the server is still in the cluster (kind/name)."""
@@ -270,6 +284,8 @@ class ServerLoop:
             self.cluster.verb(namespace, name, "start")
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
+        elif row.operation == "rebuild":
+            self._rebuild(row, server, namespace)
         elif verb_for(row.operation) is not None:
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
@@ -279,6 +295,69 @@ class ServerLoop:
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
+
+    # -- rebuild ----------------------------------------------------------------------------------------
+
+    def _rebuild(self, row: ServerRow, server: dict[str, Any], namespace: str) -> None:
+        """Replace the root disk (docs/servers.md, "Rebuild"). Each pass does what it can and raises
+        RebuildPending while the old VMI still runs, so the row is tried again on the next pass:
+        stop the VM; once its VMI is gone, apply the VM with a new root DataVolume from the new
+        image and delete the old disk (task ``rebuild_block_device_mapping``); then start it again
+        (``rebuild_spawning``, which the observer ends ACTIVE once it runs), or, for a server
+        rebuilt while SHUTOFF, leave it stopped and end the task here, as Nova does."""
+        uuid = row.server_uuid
+        task = server.get("task_state")
+        if task == task_states.REBUILDING:
+            _vm, vmi, dvs = self.cluster.look(namespace, uuid)
+            if vmi is not None and ((vmi.get("status") or {}).get("phase")) not in ("Succeeded", "Failed"):
+                self.cluster.verb(namespace, server_vm_name(uuid), "stop")
+                raise RebuildPending("waiting for the server's virtual machine to stop before its root disk "
+                                     "is replaced")
+            self._replace_root_disk(row, server, namespace, dvs)
+            with transaction(self.engine) as conn:
+                if not instances.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
+                                            task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
+                    return  # deleted or reset meanwhile: that task wins
+                action_id = instances.action_for_request(conn, uuid, row.payload.get("request_id") or "")
+                if action_id is not None:
+                    self._events[uuid] = instances.start_event(conn, action_id, "compute_rebuild_instance")
+            task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
+        if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
+            return  # no longer this rebuild's to finish
+        if row.payload.get("old_vm_state") == states.STOPPED:
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                                        vm_state=states.STOPPED, task_state=None,
+                                        power_state=states.power_state.SHUTDOWN):
+                    self._finish_event(conn, uuid, None)
+            return
+        self.cluster.verb(namespace, server_vm_name(uuid), "start")
+        with transaction(self.engine) as conn:
+            instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                                 task_state=task_states.REBUILD_SPAWNING)
+
+    def _replace_root_disk(self, row: ServerRow, server: dict[str, Any], namespace: str,
+                           dvs: list[dict[str, Any]]) -> None:
+        uuid = row.server_uuid
+        image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
+                                            if k.startswith("image_")})
+        image["id"] = server["image_ref"]
+        root = rebuild_root_volume(uuid, str(row.payload.get("request_id") or row.id))
+        objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+                          server.get("key_data"), self.options, root_volume=root)
+        self.cluster.ensure_namespace(namespace, str(server["project_id"]))
+        for body in objects.documents():
+            self.cluster.apply(body)
+        for dv in dvs:
+            name = (dv.get("metadata") or {}).get("name")
+            if name and name != root:
+                self.cluster.delete(DATA_VOLUME, name, namespace)
+        wanted = {s["metadata"]["name"] for s in objects.secrets}
+        for secret in self.cluster.client.list(Secret, namespace=namespace, labels={SERVER_ID: server_vm_name(uuid)}):
+            if secret.metadata.name not in wanted:  # a key pair the rebuild removed
+                self.cluster.delete(Secret, secret.metadata.name, namespace)
+        if objects.preference is None:  # the new image needs no preference of its own
+            self.cluster.delete(PREFERENCE, server_vm_name(uuid), namespace)
 
     # -- observing -----------------------------------------------------------------------------------
 
