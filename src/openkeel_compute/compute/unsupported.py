@@ -34,12 +34,13 @@ class Ending:
     vm_state: str | None = None
     fault: tuple[int, str] | None = (500, "NotImplementedError")
     message: str = ""
+    details: str = "NotImplementedError"
 
 
-def traceback_for(action: str, message: str = "") -> str:
+def traceback_for(action: str, message: str = "", kind: str = "NotImplementedError") -> str:
     """The event's traceback: what an operator reads to learn why the action failed."""
     reason = message or f"KubeVirt servers cannot {action} (not supported by OpenKeel yet)"
-    return f"NotImplementedError: {reason}\n"
+    return f"{kind}: {reason}\n"
 
 
 def fail(conn: Connection, row: dict, pre: Precondition, actor: instances.Actor, ending: Ending, *,
@@ -54,9 +55,9 @@ def fail(conn: Connection, row: dict, pre: Precondition, actor: instances.Actor,
         action_id = instances.start_action(conn, uuid, instance_action or pre.name, actor)
     for name in ending.events:
         instances.finish_event(conn, instances.start_event(conn, action_id, name, host=row["host"]), "Success")
-    trace = traceback_for(pre.name, ending.message)
+    trace = traceback_for(pre.name, ending.message, ending.details)
     event_id = instances.start_event(conn, action_id, ending.event, host=row["host"])
-    instances.finish_event(conn, event_id, "Error", traceback=trace, details="NotImplementedError")
+    instances.finish_event(conn, event_id, "Error", traceback=trace, details=ending.details)
     if ending.fault is not None:
         code, message = ending.fault
         instances.add_fault(conn, uuid, code=code, message=message, details=trace, host=row["host"])

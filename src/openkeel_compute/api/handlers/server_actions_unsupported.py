@@ -14,6 +14,7 @@ import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.server_admin_actions import locked_as_invalid_state
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.handlers.servers_create import _password, image_service
 from openkeel_compute.api.schemas import server_actions as schema
@@ -142,16 +143,19 @@ def change_password(req, server_id):
         row = read_server(conn, req, server_id)
         common.can(req, rules.ADMIN_PASSWORD, _target(row, user=True))
         pre = actions.precondition("changePassword")
-        if row["power_state"] != states.power_state.RUNNING:
+        with locked_as_invalid_state(row["uuid"], "changePassword"):
             pre.check(row, is_admin=actor.is_admin)
-            not_running = True
-        else:
-            not_running = False
-            unsupported.fail(conn, row, pre, actor, Ending("compute_set_admin_password",
-                                                           fault=(500, _PASSWORD_MESSAGE), message=_PASSWORD_MESSAGE))
-    if not_running:
-        raise faults.Conflict(f"Failed to set admin password on {row['uuid']} because instance "
-                              f"{row['uuid']} is not running")
+        running = row["power_state"] == states.power_state.RUNNING
+        stopped = f"Failed to set admin password on {row['uuid']} because instance {row['uuid']} is not running"
+        if running:
+            ending = Ending("compute_set_admin_password", fault=(500, _PASSWORD_MESSAGE), message=_PASSWORD_MESSAGE)
+        else:  # the compute service refuses before it asks the driver
+            ending = Ending("compute_set_admin_password", fault=(409, stopped), message=stopped,
+                            details="InstancePasswordSetFailed")
+        with locked_as_invalid_state(row["uuid"], "changePassword"):
+            unsupported.fail(conn, row, pre, actor, ending)
+    if not running:
+        raise faults.Conflict(stopped)
     # Nova's API answers the driver's NotImplementedError itself, after the compute service
     # recorded it (the action is kept)
     raise faults.Fault("Unable to set password on instance", 501)
@@ -172,14 +176,15 @@ def _new_flavor(conn, req, flavor_ref: str, row: dict) -> dict:
         flavor = catalog.get(conn, flavor_ref, common.caller(req))
     except catalog_errors.NotFound:
         raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
-    if flavor.get("disabled"):
-        raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.")
     current = instances.flavors_of(row).cur
-    if str(flavor["flavorid"]) == str(current.get("flavorid")):
-        raise faults.BadRequest("When resizing, instances must change flavor!")
     if flavor["root_gb"] == 0 and current.get("root_gb", 0) != 0:
         raise faults.BadRequest("Server disk was unable to be resized because: "
                                 "Resize to zero disk flavor is not allowed.")
+    same = str(flavor["flavorid"]) == str(current.get("flavorid"))
+    if same:
+        raise faults.BadRequest("When resizing, instances must change flavor!")
+    if flavor.get("disabled"):
+        raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.")
     return flavor
 
 

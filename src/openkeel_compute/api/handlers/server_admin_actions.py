@@ -3,6 +3,8 @@ and forceDelete, as Nova 34.0.0 answers them."""
 
 from __future__ import annotations
 
+import contextlib
+
 from sqlalchemy import update
 
 from openkeel_compute.api import common, faults
@@ -10,11 +12,20 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.compute import actions, errors, instances, states
 from openkeel_compute.db.models import INSTANCE_ACTIONS, utcnow
 from openkeel_compute.policies import server_actions as rules
 
-_GONE = "This resource is no longer available.  No forwarding address is given."
+_GONE = "This resource is no longer available. No forwarding address is given."
+
+
+@contextlib.contextmanager
+def locked_as_invalid_state(server_id: str, action: str):
+    """The few actions whose Nova handler words the lock as an invalid state."""
+    try:
+        yield
+    except errors.InstanceIsLocked:
+        raise faults.Conflict(f"Instance {server_id} is in an invalid state for '{action}'") from None
 
 
 @operation(body={"2.0-": schema.reset_state}, success=202, expected=(404,))
@@ -62,7 +73,8 @@ def restore(req, server_id):
         row = read_server(conn, req, server_id)
         common.can(req, rules.DEFERRED_DELETE % "restore", {"project_id": row["project_id"]})
         pre = actions.precondition("restore")
-        instances.begin_action(conn, row, pre, actor, values={"deleted_at": None})
+        with locked_as_invalid_state(row["uuid"], "restore"):
+            instances.begin_action(conn, row, pre, actor, values={"deleted_at": None})
         instances.outbox(conn, row["uuid"], "restore", actor, task_state=pre.next_task_state)
     return Response(None)
 

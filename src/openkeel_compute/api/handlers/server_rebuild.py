@@ -127,6 +127,7 @@ def _answer(req, row: dict, data, password: str) -> Response:
     if version >= (2, 75):
         decisions = shown(req, target, server_groups=version >= (2, 71))
         server = view.full(req, links, data, decisions)
+        server.pop("OS-EXT-SRV-ATTR:user_data", None)  # shown as user_data from 2.57 instead
     else:
         extra_specs = version >= (2, 47) and common.can(req, "os_compute_api:servers:show:flavor-extra-specs",
                                                         target, fatal=False)
