@@ -82,6 +82,8 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     _p("delete", task=ANY, launched=False, next_task=task_states.DELETING),
     _p("forceDelete", launched=False, next_task=task_states.DELETING),
     _p("restore", vm=[SOFT_DELETED], next_task=task_states.RESTORING),
+    # a DELETE when deleted servers are kept: any vm_state, no task, launched once, not locked
+    _p("soft_delete", next_task=task_states.SOFT_DELETING),
     _p("stop", vm=[ACTIVE, ERROR], next_task=task_states.POWERING_OFF, host="before"),
     _p("start", vm=[STOPPED], next_task=task_states.POWERING_ON, host="before"),
     _p("reboot", vm=[ACTIVE], next_task=task_states.REBOOTING),  # SOFT

@@ -68,7 +68,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
-        servers = ServerLoop(engine, ServerCluster(client), ServerOptions(mapping=mapping_options(conf)))
+        servers = ServerLoop(engine, ServerCluster(client), ServerOptions(mapping=mapping_options(conf)),
+                             reclaim_interval=float(conf.reclaim_instance_interval))
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
     try:

@@ -75,7 +75,11 @@ def restore(req, server_id):
         pre = actions.precondition("restore")
         with locked_as_invalid_state(row["uuid"], "restore"):
             instances.begin_action(conn, row, pre, actor, values={"deleted_at": None})
-        instances.outbox(conn, row["uuid"], "restore", actor, task_state=pre.next_task_state)
+        if row["host"]:
+            instances.outbox(conn, row["uuid"], "restore", actor, task_state=pre.next_task_state)
+        else:  # never placed: nothing in the cluster to start
+            instances.save_state(conn, row["uuid"], expected_task_state=pre.next_task_state,
+                                 vm_state=states.ACTIVE, task_state=None)
     return Response(None)
 
 

@@ -1,8 +1,12 @@
-"""Rebuild end to end: through the API app, then the controller on the built-in cluster. The server gets
-a new root disk from the new image and ends ACTIVE (or SHUTOFF when rebuilt while stopped), as in Nova."""
+"""Server actions end to end: through the API app, then the controller on the built-in cluster.
+
+Rebuild: the server gets a new root disk from the new image and ends ACTIVE (or SHUTOFF when rebuilt
+while stopped), as in Nova. Soft delete ([DEFAULT] reclaim_instance_interval): DELETE stops the server
+and keeps it SOFT_DELETED; restore starts it again; forceDelete and the reclaim delete it for good."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import time
 
@@ -23,6 +27,7 @@ from tests.wsgi_client import Client
 IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
 IMAGE_ALT = "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111"
 DEMO = user("demo-project", version="2.96")
+RECLAIM = 60.0
 
 
 @pytest.fixture
@@ -43,9 +48,11 @@ def world(tmp_path):
     conf.set_override("api_servers", [f"http://127.0.0.1:{images.server_port}"], group="glance")
     cluster = Emulator(delays=Delays.fast(), tick=0.01).start()
     kube = make_client(cluster.kubeconfig())
-    controller = controller_for(conf, cluster, servers=make_loop(kube, engine))
+    clock = [dt.datetime(2026, 12, 1, 12, 0, 0)]
+    loop = make_loop(kube, engine, reclaim_interval=RECLAIM, now=lambda: clock[0])
+    controller = controller_for(conf, cluster, servers=loop)
     try:
-        yield Client(deploy(conf)), controller, cluster
+        yield Client(deploy(conf)), controller, cluster, clock, conf
     finally:
         controller.backend.close()
         kube.close()
@@ -87,7 +94,7 @@ def _rebuild_events(client, uuid):
 
 
 def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
-    client, controller, cluster = world
+    client, controller, cluster, _clock, _conf = world
     flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
         "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
     assert flavor.status_code == 200, flavor.text
@@ -133,3 +140,69 @@ def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
     assert _until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
         assert [k for k in cluster.objects(kind) if k[1].startswith(uuid)] == [], kind
+
+
+def _boot(client, controller, name):
+    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
+        "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
+    assert flavor.status_code in (200, 409), flavor.text
+    got = client.post("/v2.1/servers", headers=DEMO, json_body={
+        "server": {"name": name, "imageRef": IMAGE, "flavorRef": "e2e", "networks": "auto"}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    assert _until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    return uuid
+
+
+def _vmis(cluster, uuid):
+    return [k for k in cluster.objects("VirtualMachineInstance") if k[1] == uuid]
+
+
+def _left(cluster, uuid):
+    return [(kind, k) for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret")
+            for k in cluster.objects(kind) if k[1].startswith(uuid)]
+
+
+def test_soft_delete_restore_force_delete_and_reclaim(world):
+    client, controller, cluster, clock, conf = world
+    conf.set_override("reclaim_instance_interval", int(RECLAIM))
+    uuid = _boot(client, controller, "kept")
+
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    shown = _until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:vm_state"], shown["OS-EXT-STS:power_state"]) == (
+        "SOFT_DELETED", "soft-delete", 4)
+    assert _vmis(cluster, uuid) == [] and [k for k in cluster.objects("DataVolume") if k[1].startswith(uuid)]
+    listed = client.get("/v2.1/servers", headers=DEMO).json["servers"]
+    assert uuid not in [s["id"] for s in listed]
+    stop = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-stop": None})
+    assert stop.json["conflictingRequest"]["message"] == (
+        f"Cannot 'stop' instance {uuid} while it is in vm_state soft-delete")
+
+    # restored: running again, ACTIVE
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"restore": None}).status_code == 202
+    shown = _until(client, controller, uuid, _settled("ACTIVE")).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:power_state"]) == ("ACTIVE", 1) and _vmis(cluster, uuid)
+    actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=DEMO).json["instanceActions"]
+    assert [a["action"] for a in actions] == ["restore", "delete", "create"]
+    got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions[0]['request_id']}", headers=DEMO)
+    assert [(e["event"], e["result"]) for e in got.json["instanceAction"]["events"]] == [
+        ("compute_restore_instance", "Success")]
+
+    # soft-deleted again, then deleted now
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    assert _until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"forceDelete": None})
+    assert got.status_code == 202, got.text
+    assert _until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
+    assert _left(cluster, uuid) == []
+
+    # reclaimed once the interval has passed, not before
+    other = _boot(client, controller, "reclaimed")
+    assert client.delete(f"/v2.1/servers/{other}", headers=DEMO).status_code == 204
+    assert _until(client, controller, other, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
+    controller.run_once()
+    assert client.get(f"/v2.1/servers/{other}", headers=DEMO).status_code == 200
+    clock[0] = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=RECLAIM + 1)
+    assert _until(client, controller, other, lambda g: g.status_code == 404).status_code == 404
+    assert _left(cluster, other) == []
