@@ -13,10 +13,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import instances
 from openkeel_compute.compute.actions import Precondition
+from openkeel_compute.db.models import INSTANCES
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,3 +68,9 @@ def fail(conn: Connection, row: dict, pre: Precondition, actor: instances.Actor,
                          vm_state=ending.vm_state or checked["vm_state"], task_state=None)
     return checked
 
+
+
+def host_in_use(conn: Connection, host: str) -> bool:
+    """Whether a live server runs on ``host``: the hosts the API knows of."""
+    query = select(INSTANCES.c.id).where(INSTANCES.c.host == host, INSTANCES.c.deleted == 0).limit(1)
+    return conn.execute(query).first() is not None

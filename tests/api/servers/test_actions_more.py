@@ -239,6 +239,16 @@ def test_migrations_by_an_admin(client, engine):
     assert _last_action(engine) == ("live-migration", [("conductor_live_migrate_instance", "Error",
                                                         "NotImplementedError")])
     assert _row(engine)["task_state"] is None
+    # a named destination must be known, and not the server's own host for a cold migration
+    got = client.post(PATH, headers=admin("2.96"), json_body={"migrate": {"host": "nohost"}})
+    assert _answer(got) == (400, "Compute host nohost could not be found.")
+    got = client.post(PATH, headers=admin("2.96"), json_body={"migrate": {"host": "compute1"}})
+    assert _answer(got) == (400, "Cannot migrate to the host where the server exists.")
+    got = client.post(PATH, headers=admin("2.96"),
+                      json_body={"os-migrateLive": {"host": "nohost", "block_migration": "auto"}})
+    assert _answer(got) == (400, "Compute host nohost could not be found.")
+    # before 2.56 a cold migration takes no host
+    assert client.post(PATH, headers=admin("2.55"), json_body={"migrate": {"host": "nohost"}}).status_code == 202
 
 
 # --- what KubeVirt servers cannot do yet --------------------------------------------------------------------

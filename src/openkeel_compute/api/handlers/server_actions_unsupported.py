@@ -226,6 +226,17 @@ def revert_resize(req, server_id):
     raise faults.BadRequest("Instance has not been resized.")
 
 
+def _check_host(conn, row: dict, host: str | None, *, cold: bool) -> None:
+    """A named destination must be a known host (the API knows the hosts servers run on; it does
+    not ask the cluster), and for a cold migration not the server's own."""
+    if not host:
+        return
+    if cold and host == row["host"]:
+        raise faults.BadRequest("Cannot migrate to the host where the server exists.")
+    if not unsupported.host_in_use(conn, host):
+        raise faults.BadRequest(f"Compute host {host} could not be found.")
+
+
 @operation(body={"2.56-": schema.migrate}, success=202, expected=(400, 403, 404, 409))
 @wsgi_path_params
 def migrate(req, server_id):
@@ -235,8 +246,10 @@ def migrate(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), _target(row, user=False))
-        unsupported.fail(conn, row, actions.precondition("migrate"), actor,
-                         Ending("compute_resize_instance", events=_RESIZE_EVENTS))
+        pre = actions.precondition("migrate")
+        pre.check(row, is_admin=actor.is_admin)
+        _check_host(conn, row, host, cold=True)
+        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=_RESIZE_EVENTS))
     return Response(None)
 
 
@@ -250,9 +263,12 @@ def migrate_live(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), _target(row, user=False))
+        pre = actions.precondition("os-migrateLive")
+        pre.check(row, is_admin=actor.is_admin)
+        _check_host(conn, row, host, cold=False)
         # the conductor finds no host to move a KubeVirt server to yet: the server goes back
         # to its state, the action's event failed, no fault (as Nova's asynchronous live
         # migration ends when its pre-checks fail)
-        unsupported.fail(conn, row, actions.precondition("os-migrateLive"), actor,
-                         Ending("conductor_live_migrate_instance", fault=None), instance_action="live-migration")
+        unsupported.fail(conn, row, pre, actor, Ending("conductor_live_migrate_instance", fault=None),
+                         instance_action="live-migration")
     return Response(None)
