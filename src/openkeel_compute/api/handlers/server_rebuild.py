@@ -12,9 +12,6 @@ server's task becomes ``rebuilding`` with its new fields and image system metada
 
 from __future__ import annotations
 
-import base64
-import binascii
-
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server, server_data, shown
@@ -71,15 +68,6 @@ def _check_disk_config(image: dict, auto: bool | None) -> None:
         raise faults.BadRequest(f"Requested image {image.get('id')} has automatic disk resize disabled.")
 
 
-def _check_user_data(value) -> None:
-    if value is None:
-        return
-    try:
-        base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):  # pragma: no cover - the schema's base64 format refuses it first
-        raise faults.BadRequest("User data needs to be valid base 64.") from None
-
-
 @operation(body=schema.REBUILD_BODY, success=202, expected=(400, 403, 404, 409))
 @wsgi_path_params
 def rebuild(req, server_id):
@@ -99,7 +87,6 @@ def rebuild(req, server_id):
         # no key pairs yet: any name is unknown, as at boot
         raise faults.BadRequest("Invalid key_name provided.")
     changes = _changes(req, body)
-    _check_user_data(changes.get("user_data"))
     image = _image(req, image_id)
     _check_disk_config(image, changes.get("auto_disk_config"))
     metadata = body.get("metadata")
