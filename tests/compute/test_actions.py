@@ -5,12 +5,19 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import uuid as uuidlib
 
 import pytest
+import sqlalchemy as sa
 
-from openkeel_compute.compute import actions, errors, states
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.compute import actions, errors, instances, rebuild, soft_delete, states, unsupported
+from openkeel_compute.compute.instances import Actor
 from openkeel_compute.compute.states import task_states as ts
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration, models
 from tests._shared import shared_path
+from tests.databases import ENGINES, throwaway_database
 
 UUID = "d75df558-90bc-45c5-bb8b-1a3198e0bf90"
 LAUNCHED = dt.datetime(2026, 12, 1, 9, 55, 8)
@@ -166,3 +173,99 @@ def test_a_server_that_was_never_scheduled(action, reboot_type, message):
     # never launched.
     never = server("error", host=None, launched_at=None)
     assert refusal(action, never, reboot_type=reboot_type) == message.format(u=UUID)
+
+
+# --- the remaining actions' writes, on SQLite, PostgreSQL and MariaDB ----------------------------------
+
+OWNER = Actor("demo", "demo", request_id="req-remaining")
+IMAGE = {"id": "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111", "status": "active", "disk_format": "qcow2",
+         "container_format": "bare", "min_ram": 0, "min_disk": 0, "properties": {"hw_disk_bus": "virtio"}}
+
+
+@pytest.fixture(scope="module", params=ENGINES)
+def engine(request, tmp_path_factory):
+    with throwaway_database(request.param, tmp_path_factory.mktemp("db")) as url:
+        engine = db_api.make_engine(url)
+        migration.sync(engine)
+        yield engine
+        engine.dispose()
+
+
+def _boot(engine):
+    flavorid = f"f-{uuidlib.uuid4().hex[:12]}"
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
+        flavor = catalog.get(conn, flavorid)
+        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="srv",
+                               metadata={"old": "1"}, image_ref="155d900f-4e14-4e4c-a73d-069cbf4541e6",
+                               system_metadata={"image_architecture": "x86_64", "image_min_disk": "1"})
+        instances.save_state(conn, row["uuid"], vm_state=states.ACTIVE, task_state=None,
+                             power_state=states.power_state.RUNNING, launched_at=models.utcnow(), host="node-1")
+        return instances.get(conn, row["uuid"])
+
+
+def _outbox(engine, uuid):
+    with db_api.reader(engine) as conn:
+        return [r.operation for r in conn.execute(sa.select(models.OUTBOX.c.operation)
+                                                  .where(models.OUTBOX.c.object_id == uuid))]
+
+
+def test_rebuild_replaces_fields_metadata_and_image_system_metadata(engine):
+    row = _boot(engine)
+    flavor = instances.flavors_of(row).cur
+    with db_api.transaction(engine) as conn:
+        rebuild.begin_rebuild(conn, row, OWNER, image=IMAGE, flavor=flavor, metadata={"new": "2"},
+                              changes={"display_name": "renamed", "trusted_certs": ["a", "b"], "user_data": None})
+    with db_api.reader(engine) as conn:
+        now = instances.get(conn, row["uuid"])
+        system = instances.metadata_of(conn, row["uuid"], system=True)
+        meta = instances.metadata_of(conn, row["uuid"])
+        action = instances.actions_of(conn, row["uuid"])[0]["action"]
+    assert (now["task_state"], now["image_ref"], now["display_name"], now["trusted_certs"], now["progress"]) == (
+        "rebuilding", IMAGE["id"], "renamed", '["a", "b"]', 0)
+    assert meta == {"new": "2"} and action == "rebuild"
+    assert system == {"image_hw_disk_bus": "virtio", "image_min_ram": "0", "image_min_disk": "1",
+                      "image_disk_format": "qcow2", "image_container_format": "bare",
+                      "image_base_image_ref": IMAGE["id"]}
+    assert _outbox(engine, row["uuid"]) == ["rebuild"]
+    # a second rebuild while the first runs is Nova's 409, and writes nothing
+    with pytest.raises(errors.Conflict) as caught, db_api.transaction(engine) as conn:
+        rebuild.begin_rebuild(conn, now, OWNER, image=IMAGE, flavor=flavor, metadata=None, changes={})
+    assert caught.value.message == f"Cannot 'rebuild' instance {row['uuid']} while it is in task_state rebuilding"
+    assert _outbox(engine, row["uuid"]) == ["rebuild"]
+
+
+def test_soft_delete_then_due_for_reclaim(engine):
+    row = _boot(engine)
+    with db_api.transaction(engine) as conn:
+        soft_delete.begin_soft_delete(conn, row, OWNER)
+        instances.save_state(conn, row["uuid"], expected_task_state="soft-deleting", vm_state=states.SOFT_DELETED,
+                             task_state=None)
+    with db_api.reader(engine) as conn:
+        kept = instances.get(conn, row["uuid"])
+        assert row["uuid"] not in soft_delete.due_for_reclaim(conn, 3600)
+        later = kept["deleted_at"] + dt.timedelta(seconds=3601)
+        assert row["uuid"] in soft_delete.due_for_reclaim(conn, 3600, later)
+    assert (kept["deleted"], instances.status(kept)) == (0, "SOFT_DELETED")
+    assert _outbox(engine, row["uuid"]) == ["soft-delete"]
+    # locked: refused, so the API deletes it at once (or the lock refuses that too)
+    other = _boot(engine)
+    with db_api.transaction(engine) as conn:
+        instances.lock(conn, other["uuid"], OWNER)
+    with pytest.raises(errors.Conflict), db_api.transaction(engine) as conn:
+        soft_delete.begin_soft_delete(conn, instances.get(conn, other["uuid"]), OWNER)
+
+
+def test_an_unsupported_action_ends_where_nova_leaves_it(engine):
+    row = _boot(engine)
+    ending = unsupported.Ending("compute_resize_instance", events=("conductor_migrate_server",))
+    with db_api.transaction(engine) as conn:
+        unsupported.fail(conn, row, actions.precondition("resize"), OWNER, ending)
+    with db_api.reader(engine) as conn:
+        now = instances.get(conn, row["uuid"])
+        action = instances.get_action(conn, row["uuid"], OWNER.request_id)
+        fault = instances.latest_faults(conn, [row["uuid"]])[row["uuid"]]
+    assert (now["vm_state"], now["task_state"]) == ("active", None)
+    assert [(e["event"], e["result"]) for e in reversed(action["events"])] == [
+        ("conductor_migrate_server", "Success"), ("compute_resize_instance", "Error")]
+    assert (fault["code"], fault["message"]) == (500, "NotImplementedError")

@@ -80,8 +80,10 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     # delete: any vm_state and task_state, launched or not; a locked server is refused. Its
     # state change is no compare-and-swap (instances.begin_delete).
     _p("delete", task=ANY, launched=False, next_task=task_states.DELETING),
-    _p("forceDelete", task=ANY, launched=False, next_task=task_states.DELETING),
+    _p("forceDelete", launched=False, next_task=task_states.DELETING),
     _p("restore", vm=[SOFT_DELETED], next_task=task_states.RESTORING),
+    # a DELETE when deleted servers are kept: any vm_state, no task, launched once, not locked
+    _p("soft_delete", next_task=task_states.SOFT_DELETING),
     _p("stop", vm=[ACTIVE, ERROR], next_task=task_states.POWERING_OFF, host="before"),
     _p("start", vm=[STOPPED], next_task=task_states.POWERING_ON, host="before"),
     _p("reboot", vm=[ACTIVE], next_task=task_states.REBOOTING),  # SOFT
@@ -93,6 +95,10 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     _p("unrescue", vm=[RESCUED], next_task=task_states.UNRESCUING),
     _p("rebuild", vm=[ACTIVE, STOPPED, ERROR], next_task=task_states.REBUILDING),
     _p("resize", vm=[ACTIVE, STOPPED], next_task=task_states.RESIZE_PREP, host="after"),
+    # a cold migration is a resize to the same flavor, refused under its own name
+    _p("migrate", vm=[ACTIVE, STOPPED], next_task=task_states.RESIZE_PREP, host="after"),
+    # the admin actions: injectNetworkInfo looks at the lock only
+    _p("injectNetworkInfo", task=ANY, launched=False),
     _p("confirmResize", vm=[RESIZED]),
     _p("revertResize", vm=[RESIZED], next_task=task_states.RESIZE_REVERTING),
     _p("shelve", vm=_SNAPSHOTTABLE, next_task=task_states.SHELVING),

@@ -36,6 +36,12 @@ DEFAULT_OPTS = [
         sample_default="<current hostname>",
         help="Name of this node, used in notifications' publisher id.",
     ),
+    cfg.IntOpt(
+        "reclaim_instance_interval",
+        default=0,
+        help="Seconds a deleted server is kept, stopped and restorable (status SOFT_DELETED), before the "
+        "controller deletes it for good; 0 deletes servers at once. As Nova's option of the same name.",
+    ),
 ]
 
 

@@ -29,8 +29,9 @@ from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 from sqlalchemy import Engine, and_, select, update
 
-from openkeel_compute.compute import flavor_copy, instances, states
+from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.compute.states import task_states
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt import mapping
@@ -40,8 +41,9 @@ from openkeel_compute.kubevirt.server import (
     SERVER_ID,
     ServerOptions,
     compose,
+    rebuild_root_volume,
 )
-from openkeel_compute.kubevirt.vmstatus import Observation, observe
+from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
 
 LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
@@ -75,6 +77,14 @@ EVENTS = {"create": "compute__do_build_and_run_instance", "delete": "compute_ter
 # 409 answers that say the verb's end state is already there: the row is done.
 _ALREADY = {"start": "already running", "stop": "not running", "pause": "already paused",
             "unpause": "not paused"}
+
+
+class Pending(Exception):
+    """An operation waits for the server's VMI to stop or to run: its outbox row is tried again next pass."""
+
+
+class RebuildPending(Pending):
+    """A rebuild waits for the server's VMI to stop."""
 
 
 def verb_for(operation: str) -> tuple[str, str] | None:
@@ -152,6 +162,14 @@ class ServerCluster:
                 if exc.status.code != 404:
                     raise
 
+    def delete(self, res: Any, name: str, namespace: str) -> None:
+        """Delete one object; one already gone is no error."""
+        try:
+            self.client.delete(res, name, namespace=namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+
     def leftovers(self, namespace: str, uuid: str) -> list[str]:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
@@ -183,7 +201,7 @@ def _now() -> dt.datetime:
 class ServerLoop:
     def __init__(self, engine: Engine, cluster: ServerCluster, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
-                 batch_size: int = 100, now: Callable[[], dt.datetime] = _now) -> None:
+                 batch_size: int = 100, now: Callable[[], dt.datetime] = _now, reclaim_interval: float = 0) -> None:
         self.engine = engine
         self.cluster = cluster
         self.options = options
@@ -192,6 +210,7 @@ class ServerLoop:
         self.network_name = network_name
         self.batch_size = batch_size
         self.now = now
+        self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
         self._events: dict[str, int] = {}  # server uuid -> the event its running task finishes
         self._old_vmi: dict[str, str] = {}  # server uuid -> the VMI a hard reboot replaces (until it is replaced)
 
@@ -199,6 +218,8 @@ class ServerLoop:
         """One pass: the pending rows, then every live server observed. Returns server uuid -> problem."""
         problems = self.process_outbox()
         self.observe_all(problems)
+        if self.reclaim_interval > 0:
+            self.reclaim()
         return problems
 
     # -- the outbox ----------------------------------------------------------------------------------
@@ -270,6 +291,12 @@ class ServerLoop:
             self.cluster.verb(namespace, name, "start")
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
+        elif row.operation == "rebuild":
+            self._rebuild(row, server, namespace)
+        elif row.operation == "soft-delete":
+            self._soft_delete(row, server, namespace)
+        elif row.operation == "restore":
+            self._restore(row, server, namespace)
         elif verb_for(row.operation) is not None:
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
@@ -279,6 +306,141 @@ class ServerLoop:
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
+
+    # -- rebuild ----------------------------------------------------------------------------------------
+
+    def _rebuild(self, row: ServerRow, server: dict[str, Any], namespace: str) -> None:
+        """Replace the root disk (docs/servers.md, "Rebuild"). Each pass does what it can and raises
+        RebuildPending while the old VMI still runs, so the row is tried again on the next pass:
+        stop the VM; once its VMI is gone, apply the VM with a new root DataVolume from the new
+        image and delete the old disk (task ``rebuild_block_device_mapping``); then start it again
+        (``rebuild_spawning``, which the observer ends ACTIVE once it runs), or, for a server
+        rebuilt while SHUTOFF, leave it stopped and end the task here, as Nova does."""
+        uuid = row.server_uuid
+        task = server.get("task_state")
+        if task == task_states.REBUILDING:
+            _vm, vmi, dvs = self.cluster.look(namespace, uuid)
+            if vmi is not None and ((vmi.get("status") or {}).get("phase")) not in ("Succeeded", "Failed"):
+                self.cluster.verb(namespace, server_vm_name(uuid), "stop")
+                raise RebuildPending("waiting for the server's virtual machine to stop before its root disk "
+                                     "is replaced")
+            self._replace_root_disk(row, server, namespace, dvs)
+            with transaction(self.engine) as conn:
+                if not instances.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
+                                            task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
+                    return  # deleted or reset meanwhile: that task wins
+                action_id = instances.action_for_request(conn, uuid, row.payload.get("request_id") or "")
+                if action_id is not None:
+                    self._events[uuid] = instances.start_event(conn, action_id, "compute_rebuild_instance")
+            task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
+        if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
+            return  # no longer this rebuild's to finish
+        if row.payload.get("old_vm_state") == states.STOPPED:
+            # done once the new disk is there, as Nova's rebuild of a stopped server ends after the
+            # spawn: the disk is imported, the guest is off
+            root = rebuild_root_volume(uuid, str(row.payload.get("request_id") or row.id))
+            _vm, _vmi, dvs = self.cluster.look(namespace, uuid)
+            phase = next((((dv.get("status") or {}).get("phase")) for dv in dvs
+                          if (dv.get("metadata") or {}).get("name") == root), None)
+            if phase == "Failed":
+                with transaction(self.engine) as conn:
+                    if instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                                            vm_state=states.ERROR, task_state=None):
+                        message = f"Rebuild of instance {uuid} failed: the new root disk could not be imported"
+                        instances.add_fault(conn, uuid, code=500, message=message,
+                                            details=f"KubeVirt: DataVolume {root} Failed", host=server.get("host"))
+                        self._finish_event(conn, uuid, Fault(500, message, ""))
+                return
+            if phase != "Succeeded":
+                raise RebuildPending("waiting for the new root disk to be imported")
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                                        vm_state=states.STOPPED, task_state=None,
+                                        power_state=states.power_state.SHUTDOWN):
+                    self._finish_event(conn, uuid, None)
+            return
+        self.cluster.verb(namespace, server_vm_name(uuid), "start")
+        with transaction(self.engine) as conn:
+            instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                                 task_state=task_states.REBUILD_SPAWNING)
+
+    def _replace_root_disk(self, row: ServerRow, server: dict[str, Any], namespace: str,
+                           dvs: list[dict[str, Any]]) -> None:
+        uuid = row.server_uuid
+        image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
+                                            if k.startswith("image_")})
+        image["id"] = server["image_ref"]
+        root = rebuild_root_volume(uuid, str(row.payload.get("request_id") or row.id))
+        objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+                          server.get("key_data"), self.options, root_volume=root)
+        self.cluster.ensure_namespace(namespace, str(server["project_id"]))
+        for body in objects.documents():
+            self.cluster.apply(body)
+        for dv in dvs:
+            name = (dv.get("metadata") or {}).get("name")
+            if name and name != root:
+                self.cluster.delete(DATA_VOLUME, name, namespace)
+        wanted = {s["metadata"]["name"] for s in objects.secrets}
+        for secret in self.cluster.client.list(Secret, namespace=namespace, labels={SERVER_ID: server_vm_name(uuid)}):
+            if secret.metadata.name not in wanted:  # a key pair the rebuild removed
+                self.cluster.delete(Secret, secret.metadata.name, namespace)
+        if objects.preference is None:  # the new image needs no preference of its own
+            self.cluster.delete(PREFERENCE, server_vm_name(uuid), namespace)
+
+    # -- soft delete, restore, reclaim ---------------------------------------------------------------
+
+    def _vmi_phase(self, namespace: str, uuid: str) -> str | None:
+        """The VMI's phase ("" when it has none yet), None without a VMI."""
+        _vm, vmi, _dvs = self.cluster.look(namespace, uuid)
+        return None if vmi is None else ((vmi.get("status") or {}).get("phase") or "")
+
+    def _end_task(self, row: ServerRow, event: str, expected: str, **changes: Any) -> None:
+        """End ``expected`` with ``changes`` and record ``event`` in the request's action, done."""
+        with transaction(self.engine) as conn:
+            if not instances.save_state(conn, row.server_uuid, expected_task_state=expected, **changes):
+                return  # another task (a delete) took over
+            action_id = instances.action_for_request(conn, row.server_uuid, row.payload.get("request_id") or "")
+            if action_id is not None:
+                instances.finish_event(conn, instances.start_event(conn, action_id, event), "Success")
+
+    def _soft_delete(self, row: ServerRow, server: dict[str, Any], namespace: str) -> None:
+        """Stop the VM (its disks stay), then vm_state soft-delete: what Nova's compute service does
+        when its driver has no soft delete of its own."""
+        if server.get("task_state") != task_states.SOFT_DELETING:
+            return
+        phase = self._vmi_phase(namespace, row.server_uuid)
+        if phase is not None and phase not in ("Succeeded", "Failed"):
+            self.cluster.verb(namespace, server_vm_name(row.server_uuid), "stop")
+            raise Pending("waiting for the server's virtual machine to stop")
+        self._end_task(row, "compute_soft_delete_instance", task_states.SOFT_DELETING, vm_state=states.SOFT_DELETED,
+                       task_state=None, power_state=states.power_state.SHUTDOWN)
+
+    def _restore(self, row: ServerRow, server: dict[str, Any], namespace: str) -> None:
+        """Start the VM again; ACTIVE once it runs."""
+        if server.get("task_state") != task_states.RESTORING:
+            return
+        phase = self._vmi_phase(namespace, row.server_uuid)
+        if phase == "Running":
+            self._end_task(row, "compute_restore_instance", task_states.RESTORING, vm_state=states.ACTIVE,
+                           task_state=None, power_state=states.power_state.RUNNING)
+            return
+        if phase is None or phase in ("Succeeded", "Failed"):
+            self.cluster.verb(namespace, server_vm_name(row.server_uuid), "start")
+        raise Pending("waiting for the server's virtual machine to run")
+
+    def reclaim(self) -> list[str]:
+        """Delete for good the servers soft-deleted longer than the interval (as Nova's periodic
+        task does: no instance action). Returns their uuids."""
+        with reader(self.engine) as conn:
+            due = soft_delete.due_for_reclaim(conn, self.reclaim_interval, self.now())
+        done = []
+        for uuid in due:
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
+                                        progress=0):
+                    instances.outbox(conn, uuid, "delete", instances.Actor("openkeel", "openkeel"))
+                    done.append(uuid)
+        return done
 
     # -- observing -----------------------------------------------------------------------------------
 

@@ -83,7 +83,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
     servers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
         servers = ServerLoop(engine, ServerCluster(client), ServerOptions(
-            mapping=mapping_options(conf), default_availability_zone=conf.default_availability_zone))
+            mapping=mapping_options(conf), default_availability_zone=conf.default_availability_zone),
+            reclaim_interval=float(conf.reclaim_instance_interval))
         nodes.sync(engine, client)
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)

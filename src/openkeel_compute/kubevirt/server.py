@@ -235,14 +235,16 @@ def _labels(server_uuid: str, project_id: str | None) -> dict[str, str]:
 
 def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image: Mapping[str, Any],
             public_key: str | None, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
-            image_token: str | None = None) -> ServerObjects:
+            image_token: str | None = None, root_volume: str | None = None) -> ServerObjects:
     """The KubeVirt objects of one server.
 
     ``server``: the instance row (uuid, project_id, hostname, display_name, user_data as Nova keeps it
     (base64), config_drive) and optionally ``metadata`` (the server's metadata items). ``flavor``: the
     frozen flavor copy (FlavorCopy.cur) or a Flavor. ``image``: the Glance image (id, name, size,
     virtual_size, min_ram, min_disk, properties). ``public_key``: the key pair's public key, or None.
-    ``image_token``: when given, the Glance header Secret is composed too.
+    ``image_token``: when given, the Glance header Secret is composed too. ``root_volume``: the name
+    of the root DataVolume when it is not the first one (a rebuild gives the server a new root disk
+    under a new name, so that the old one's claim is never adopted).
 
     Raises ImageRefused where Nova refuses the flavor and image together, and RefusedByKubeVirt if an
     object would be refused by the cluster (a bug in this module, never the user's fault).
@@ -284,7 +286,7 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
         spec["preference"] = {"kind": PREFERENCE, "name": uuid}
 
     # The root disk: imported from Glance over HTTP with the header Secret.
-    root_name = server_root_volume(uuid)
+    root_name = root_volume or server_root_volume(uuid)
     url = (options.image_endpoint.rstrip("/") + "/v2/images/"
            + urllib.parse.quote(str(image["id"]), safe="") + "/file")
     storage: dict[str, Any] = {"resources": {"requests": {"storage": f"{root_disk_gib(parsed, image)}Gi"}}}
@@ -366,6 +368,11 @@ def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
         dict(term, matchExpressions=list(term.get("matchExpressions", [])) + extra)
         for term in terms for extra in wanted
     ]
+def rebuild_root_volume(server_uuid: str, request_id: str) -> str:
+    """Name of the root DataVolume a rebuild gives the server: new for each rebuild (the request
+    names it), so the new disk never adopts the old one's claim."""
+    suffix = hashlib.sha256(request_id.encode()).hexdigest()[:8]
+    return f"{server_root_volume(server_uuid)}-{suffix}"
 
 
 def _vm_from_fragment(fragment: Mapping[str, Any]) -> dict[str, Any]:

@@ -9,7 +9,7 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import errors, instances, networks
+from openkeel_compute.compute import errors, instances, networks, soft_delete
 from openkeel_compute.policies import servers as rules
 
 compute_errors = common.domain_errors  # errors of the server state → Nova's faults
@@ -117,9 +117,21 @@ def delete(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "delete", {"user_id": row["user_id"], "project_id": row["project_id"]})
+        if _keeps_deleted(req):
+            try:
+                soft_delete.begin_soft_delete(conn, row, actor)
+                return Response(None)
+            except (errors.InstanceInvalidState, errors.InstanceIsLocked):
+                pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
         if instances.begin_delete(conn, row, actor):
             instances.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)
+
+
+def _keeps_deleted(req) -> bool:
+    """Whether DELETE keeps servers for a while ([DEFAULT] reclaim_instance_interval > 0)."""
+    conf = common.services(req).conf
+    return bool(getattr(conf, "reclaim_instance_interval", 0))
 
 
 def actor_of(req) -> instances.Actor:

@@ -1,0 +1,274 @@
+"""POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
+
+shelve, shelveOffload, unshelve, rescue, unrescue, createImage, createBackup, changePassword,
+trigger_crash_dump, resize, migrate and os-migrateLive. Each is checked as Nova checks it (body
+schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
+as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
+virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
+each, what the server shows afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.server_admin_actions import locked_as_invalid_state
+from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
+from openkeel_compute.api.handlers.servers_create import _password, image_service
+from openkeel_compute.api.schemas import server_actions as schema
+from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.catalog import errors as catalog_errors
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.compute import actions, instances, states, unsupported
+from openkeel_compute.compute.unsupported import Ending
+from openkeel_compute.policies import server_actions as rules
+
+_RESIZE_EVENTS = ("conductor_migrate_server", "compute_prep_resize")
+
+
+def _target(row: dict, *, user: bool) -> dict:
+    target = {"project_id": row["project_id"]}
+    if user:
+        target["user_id"] = row["user_id"]
+    return target
+
+
+def _fail(req, server_id: str, rule: str, action: str, ending: Ending, *, user: bool, values=None) -> dict:
+    """Read the server, check the rule, then start the action and end it as ``ending`` says."""
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rule, _target(row, user=user))
+        return unsupported.fail(conn, row, actions.precondition(action), actor, ending, values=values)
+
+
+# --- shelve ---------------------------------------------------------------------------------------
+
+@operation(body={"2.0-": schema.shelve}, success=202, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def shelve(req, server_id):
+    _fail(req, server_id, rules.SHELVE % "shelve", "shelve", Ending("compute_shelve_instance"), user=True)
+    return Response(None)
+
+
+@operation(body={"2.0-": schema.shelve_offload}, success=202, expected=(400, 404, 409))
+@wsgi_path_params
+def shelve_offload(req, server_id):
+    # only a SHELVED server may be offloaded, and a KubeVirt server never gets there
+    _fail(req, server_id, rules.SHELVE % "shelve_offload", "shelveOffload",
+          Ending("compute_shelve_offload_instance"), user=True)
+    return Response(None)
+
+
+@operation(body={"2.0-2.76": schema.unshelve, "2.77-2.90": schema.unshelve_v277, "2.91-": schema.unshelve_v291},
+           success=202, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def unshelve(req, server_id):
+    _fail(req, server_id, rules.SHELVE % "unshelve", "unshelve", Ending("compute_unshelve_instance"), user=False)
+    return Response(None)
+
+
+# --- rescue ---------------------------------------------------------------------------------------
+
+@operation(body={"2.0-": schema.rescue}, expected=(400, 404, 409, 501))
+@wsgi_path_params
+def rescue(req, server_id):
+    options = req.body["rescue"] or {}
+    password = options["adminPass"] if "adminPass" in options else _password()
+    # Nova's compute service turns the driver's error into "cannot be rescued" and leaves the
+    # server in ERROR
+    ending = Ending("compute_rescue_instance", vm_state=states.ERROR,
+                    fault=(400, f"Instance {server_id} cannot be rescued: Driver Error: "))
+    _fail(req, server_id, rules.RESCUE, "rescue", ending, user=True)
+    return {"adminPass": password}
+
+
+@operation(body={"2.0-": schema.unrescue}, success=202, expected=(404, 409, 501))
+@wsgi_path_params
+def unrescue(req, server_id):
+    _fail(req, server_id, rules.UNRESCUE, "unrescue", Ending("compute_unrescue_instance", vm_state=states.ACTIVE),
+          user=False)
+    return Response(None)
+
+
+# --- images of the server ---------------------------------------------------------------------------
+
+def _image_url(req, image_id: str) -> str:
+    try:
+        endpoint = image_service(req).endpoint(req.context, req.environ)
+    except Exception:  # noqa: BLE001 - no catalogue entry: the configured default
+        endpoint = ""
+    return f"{endpoint.rstrip('/')}/images/{image_id}"
+
+
+@operation(body={"2.0": schema.create_image_v20, "2.1-": schema.create_image}, success=202,
+           expected=(400, 403, 404, 409))
+@wsgi_path_params
+def create_image(req, server_id):
+    # The image Nova creates for the snapshot is deleted again when the driver fails: its id
+    # names no image afterwards, as here.
+    image_id = str(uuidlib.uuid4())
+    _fail(req, server_id, rules.SERVERS % "create_image", "createImage", Ending("compute_snapshot_instance"),
+          user=False)
+    if req.version >= (2, 45):
+        return {"image_id": image_id}
+    return Response(None, headers={"Location": _image_url(req, image_id)}, content_type="text/html")
+
+
+@operation(body={"2.0": schema.create_backup_v20, "2.1-": schema.create_backup}, success=202,
+           expected=(400, 403, 404, 409))
+@wsgi_path_params
+def create_backup(req, server_id):
+    image_id = str(uuidlib.uuid4())
+    rotation = int(req.body["createBackup"]["rotation"])
+    _fail(req, server_id, rules.CREATE_BACKUP, "createBackup", Ending("compute_backup_instance"), user=False)
+    if req.version >= (2, 45):
+        return {"image_id": image_id}
+    headers = {"Location": f"{req.application_url}/images/{image_id}"} if rotation > 0 else None
+    return Response(None, headers=headers, content_type="text/html")
+
+
+# --- password and crash dump ---------------------------------------------------------------------------
+
+_PASSWORD_MESSAGE = "set_admin_password is not implemented by this driver or guest instance."
+
+
+@operation(body={"2.0-": schema.change_password}, success=202, expected=(404, 409, 501))
+@wsgi_path_params
+def change_password(req, server_id):
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.ADMIN_PASSWORD, _target(row, user=True))
+        pre = actions.precondition("changePassword")
+        with locked_as_invalid_state(row["uuid"], "changePassword"):
+            pre.check(row, is_admin=actor.is_admin)
+        running = row["power_state"] == states.power_state.RUNNING
+        stopped = f"Failed to set admin password on {row['uuid']} because instance {row['uuid']} is not running"
+        if running:
+            ending = Ending("compute_set_admin_password", fault=(500, _PASSWORD_MESSAGE), message=_PASSWORD_MESSAGE)
+        else:  # the compute service refuses before it asks the driver
+            ending = Ending("compute_set_admin_password", fault=(409, stopped), message=stopped,
+                            details="InstancePasswordSetFailed")
+        with locked_as_invalid_state(row["uuid"], "changePassword"):
+            unsupported.fail(conn, row, pre, actor, ending)
+    if not running:
+        raise faults.Conflict(stopped)
+    # Nova's API answers the driver's NotImplementedError itself, after the compute service
+    # recorded it (the action is kept)
+    raise faults.Fault("Unable to set password on instance", 501)
+
+
+@operation(versions="2.17-", body={"2.17-": schema.trigger_crash_dump}, success=202, expected=(400, 404, 409))
+@wsgi_path_params
+def trigger_crash_dump(req, server_id):
+    _fail(req, server_id, rules.SERVERS % "trigger_crash_dump", "trigger_crash_dump",
+          Ending("compute_trigger_crash_dump"), user=False)
+    return Response(None)
+
+
+# --- resize and migrations ------------------------------------------------------------------------------
+
+def _new_flavor(conn, req, flavor_ref: str, row: dict) -> dict:
+    try:
+        flavor = catalog.get(conn, flavor_ref, common.caller(req))
+    except catalog_errors.NotFound:
+        raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
+    current = instances.flavors_of(row).cur
+    if flavor["root_gb"] == 0 and current.get("root_gb", 0) != 0:
+        raise faults.BadRequest("Server disk was unable to be resized because: "
+                                "Resize to zero disk flavor is not allowed.")
+    same = str(flavor["flavorid"]) == str(current.get("flavorid"))
+    if same:
+        raise faults.BadRequest("When resizing, instances must change flavor!")
+    if flavor.get("disabled"):
+        raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.")
+    return flavor
+
+
+@operation(body={"2.0-": schema.resize}, success=202, expected=(400, 401, 403, 404, 409))
+@wsgi_path_params
+def resize(req, server_id):
+    flavor_ref = str(req.body["resize"]["flavorRef"])
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVERS % "resize", _target(row, user=True))
+        pre = actions.precondition("resize")
+        pre.check(row, is_admin=actor.is_admin)
+        _new_flavor(conn, req, flavor_ref, row)
+        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=_RESIZE_EVENTS))
+    return Response(None)
+
+
+@operation(body={"2.0-": schema.confirm_resize}, success=204, expected=(400, 404, 409))
+@wsgi_path_params
+def confirm_resize(req, server_id):
+    actor = actor_of(req)
+    with compute_errors(), common.read(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVERS % "confirm_resize", _target(row, user=False))
+        actions.check("confirmResize", row, is_admin=actor.is_admin)
+    # a KubeVirt server is never resized yet, so never waits for a confirmation
+    raise faults.BadRequest("Instance has not been resized.")
+
+
+@operation(body={"2.0-": schema.revert_resize}, success=202, expected=(400, 404, 409))
+@wsgi_path_params
+def revert_resize(req, server_id):
+    actor = actor_of(req)
+    with compute_errors(), common.read(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.SERVERS % "revert_resize", _target(row, user=False))
+        actions.check("revertResize", row, is_admin=actor.is_admin)
+    raise faults.BadRequest("Instance has not been resized.")
+
+
+def _check_host(conn, row: dict, host: str | None, *, cold: bool) -> None:
+    """A named destination must be a known host (the API knows the hosts servers run on; it does
+    not ask the cluster), and for a cold migration not the server's own."""
+    if not host:
+        return
+    if cold and host == row["host"]:
+        raise faults.BadRequest("Cannot migrate to the host where the server exists.")
+    if not unsupported.host_in_use(conn, host):
+        raise faults.BadRequest(f"Compute host {host} could not be found.")
+
+
+@operation(body={"2.56-": schema.migrate}, success=202, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def migrate(req, server_id):
+    options = req.body.get("migrate") if req.version >= (2, 56) and isinstance(req.body, dict) else None
+    host = (options or {}).get("host")
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), _target(row, user=False))
+        pre = actions.precondition("migrate")
+        pre.check(row, is_admin=actor.is_admin)
+        _check_host(conn, row, host, cold=True)
+        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=_RESIZE_EVENTS))
+    return Response(None)
+
+
+@operation(body={"2.0-2.24": schema.migrate_live, "2.25-2.29": schema.migrate_live_v225,
+                 "2.30-2.67": schema.migrate_live_v230, "2.68-": schema.migrate_live_v225},
+           success=202, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def migrate_live(req, server_id):
+    host = req.body["os-migrateLive"]["host"]
+    actor = actor_of(req)
+    with compute_errors(), common.write(req) as conn:
+        row = read_server(conn, req, server_id)
+        common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), _target(row, user=False))
+        pre = actions.precondition("os-migrateLive")
+        pre.check(row, is_admin=actor.is_admin)
+        _check_host(conn, row, host, cold=False)
+        # the conductor finds no host to move a KubeVirt server to yet: the server goes back
+        # to its state, the action's event failed, no fault (as Nova's asynchronous live
+        # migration ends when its pre-checks fail)
+        unsupported.fail(conn, row, pre, actor, Ending("conductor_live_migrate_instance", fault=None),
+                         instance_action="live-migration")
+    return Response(None)

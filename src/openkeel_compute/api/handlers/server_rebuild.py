@@ -1,0 +1,130 @@
+"""POST /servers/{server_id}/action {"rebuild": ...}: a new root disk from an image, as Nova 34.0.0.
+
+The checks come in Nova's order: the body's schema for the microversion, the server (404), the
+``rebuild`` policy (and ``rebuild:trusted_certs`` when the body names certificates), the lock and
+the state (ACTIVE, SHUTOFF or ERROR with no task), the key pair, the image ("Cannot find image for
+rebuild"), the image's disk config, the metadata limit, then the image against the flavor the
+server keeps (compute/boot_checks.py). A refusal writes nothing. Then, in one transaction, the
+server's task becomes ``rebuilding`` with its new fields and image system metadata, the
+"rebuild" action is recorded and an outbox row asks the controller to replace the root disk
+(compute/rebuild.py). The answer is 202 with the server's body, its Location and ``adminPass``.
+"""
+
+from __future__ import annotations
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server, server_data, shown
+from openkeel_compute.api.handlers.servers_create import _password, image_service
+from openkeel_compute.api.schemas import server_actions as schema
+from openkeel_compute.api.views import servers as view
+from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.compute import actions, boot_checks, instances
+from openkeel_compute.compute import rebuild as rebuilding
+from openkeel_compute.images import errors as image_errors
+from openkeel_compute.policies import server_actions as rules
+
+
+def _image(req, image_id: str) -> dict:
+    try:
+        return image_service(req).show(req.context, image_id, req.environ)
+    except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
+        raise faults.BadRequest("Cannot find image for rebuild") from None
+    except image_errors.ImageBadRequest as exc:
+        raise faults.BadRequest(exc.message) from None
+    except image_errors.ImageServiceUnavailable as exc:
+        raise faults.Fault(exc.message, 503) from None
+
+
+def _changes(req, body: dict) -> dict:
+    """The instance columns the request changes (Nova's attribute map for a rebuild)."""
+    version = req.version
+    changes: dict = {}
+    if "name" in body:
+        changes["display_name"] = body["name"].strip()
+    if "description" in body:
+        changes["display_description"] = body["description"]
+    if body.get("OS-DCF:diskConfig") is not None:
+        changes["auto_disk_config"] = body["OS-DCF:diskConfig"] == "AUTO"
+    if "accessIPv4" in body:
+        changes["access_ip_v4"] = body["accessIPv4"]
+    if "accessIPv6" in body:
+        changes["access_ip_v6"] = body["accessIPv6"]
+    if version >= (2, 54) and "key_name" in body and not body["key_name"]:
+        changes["key_name"] = None
+        changes["key_data"] = None
+    if version >= (2, 57) and "user_data" in body:
+        changes["user_data"] = body["user_data"]
+    if version >= (2, 63) and "trusted_image_certificates" in body:
+        changes["trusted_certs"] = body["trusted_image_certificates"]
+    if version >= (2, 90) and "hostname" in body:
+        changes["hostname"] = body["hostname"]
+    return changes
+
+
+def _check_disk_config(image: dict, auto: bool | None) -> None:
+    setting = str((image.get("properties") or {}).get("auto_disk_config", "")).lower()
+    if auto and setting == "disabled":
+        raise faults.BadRequest(f"Requested image {image.get('id')} has automatic disk resize disabled.")
+
+
+@operation(body=schema.REBUILD_BODY, success=202, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def rebuild(req, server_id):
+    body = dict(req.body["rebuild"])
+    image_id = body["imageRef"]
+    password = body["adminPass"] if "adminPass" in body else _password()
+    actor = actor_of(req)
+    with compute_errors(), common.read(req) as conn:
+        row = read_server(conn, req, server_id)
+    target = {"user_id": row["user_id"], "project_id": row["project_id"]}
+    common.can(req, rules.SERVERS % "rebuild", target)
+    if req.version >= (2, 63) and "trusted_image_certificates" in body:
+        common.can(req, rules.SERVERS % "rebuild:trusted_certs", target)
+    with compute_errors():
+        actions.check("rebuild", row, is_admin=actor.is_admin)
+    if req.version >= (2, 54) and body.get("key_name"):
+        # no key pairs yet: any name is unknown, as at boot
+        raise faults.BadRequest("Invalid key_name provided.")
+    changes = _changes(req, body)
+    image = _image(req, image_id)
+    _check_disk_config(image, changes.get("auto_disk_config"))
+    metadata = body.get("metadata")
+    if metadata is not None and len(metadata) > instances.MAX_METADATA_ITEMS:
+        raise faults.Forbidden(f"Maximum number of metadata items exceeds {instances.MAX_METADATA_ITEMS}")
+    flavor = instances.flavors_of(row).cur
+    try:
+        boot_checks.check_image(
+            flavor, image,
+            zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, target, fatal=False))
+    except boot_checks.BootRefused as exc:
+        raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
+
+    with compute_errors(), common.write(req) as conn:
+        rebuilding.begin_rebuild(conn, row, actor, image=image, flavor=flavor, changes=changes, metadata=metadata)
+        row = instances.get(conn, row["uuid"])
+        data = server_data(conn, req, row)
+    return _answer(req, row, data, password)
+
+
+def _answer(req, row: dict, data, password: str) -> Response:
+    version = req.version
+    target = {"project_id": row["project_id"]}
+    links = common.links(req)
+    if version >= (2, 75):
+        decisions = shown(req, target, server_groups=version >= (2, 71))
+        server = view.full(req, links, data, decisions)
+        server.pop("OS-EXT-SRV-ATTR:user_data", None)  # shown as user_data from 2.57 instead
+    else:
+        extra_specs = version >= (2, 47) and common.can(req, "os_compute_api:servers:show:flavor-extra-specs",
+                                                        target, fatal=False)
+        decisions = view.Shown(flavor_extra_specs=extra_specs, is_admin=bool(req.context.is_admin),
+                               server_groups=version >= (2, 71))
+        server = view.full(req, links, data, decisions, update=True)
+        if version >= (2, 54):
+            server["key_name"] = row["key_name"]
+    server["adminPass"] = password
+    if version >= (2, 57):
+        server["user_data"] = row["user_data"]
+    location = links.links("servers", row["uuid"])[0]["href"]
+    return Response({"server": server}, headers={"Location": location})

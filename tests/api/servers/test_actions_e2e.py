@@ -1,0 +1,208 @@
+"""Server actions end to end: through the API app, then the controller on the built-in cluster.
+
+Rebuild: the server gets a new root disk from the new image and ends ACTIVE (or SHUTOFF when rebuilt
+while stopped), as in Nova. Soft delete ([DEFAULT] reclaim_instance_interval): DELETE stops the server
+and keeps it SOFT_DELETED; restore starts it again; forceDelete and the reclaim delete it for good."""
+
+from __future__ import annotations
+
+import datetime as dt
+import threading
+import time
+
+import pytest
+
+from openkeel_compute import policies
+from openkeel_compute.api.deploy import deploy
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.servers import make_loop
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration
+from openkeel_compute.emulator import Delays, Emulator
+from openkeel_compute.images import glance, local
+from tests.conftest import admin, make_conf, user
+from tests.controller.conftest import controller_for
+from tests.wsgi_client import Client
+
+IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
+IMAGE_ALT = "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111"
+DEMO = user("demo-project", version="2.96")
+RECLAIM = 60.0
+
+
+@pytest.fixture
+def world(tmp_path):
+    policies.reset()
+    conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"})
+    engine = db_api.get_engine(conf)
+    migration.sync(engine)
+    directory = tmp_path / "images"
+    directory.mkdir()
+    disk = tmp_path / "disk.raw"
+    disk.write_bytes(b"\0" * 4096)
+    local.register(directory, disk, name="cirros", image_id=IMAGE, copy=True)
+    local.register(directory, disk, name="cirros-alt", image_id=IMAGE_ALT, copy=True)
+    images = local.serve(str(directory), "127.0.0.1", 0)
+    threading.Thread(target=images.serve_forever, daemon=True).start()
+    glance.register_opts(conf)
+    conf.set_override("api_servers", [f"http://127.0.0.1:{images.server_port}"], group="glance")
+    cluster = Emulator(delays=Delays.fast(), tick=0.01).start()
+    kube = make_client(cluster.kubeconfig())
+    clock = [dt.datetime(2026, 12, 1, 12, 0, 0)]
+    loop = make_loop(kube, engine, reclaim_interval=RECLAIM, now=lambda: clock[0])
+    controller = controller_for(conf, cluster, servers=loop)
+    try:
+        yield Client(deploy(conf)), controller, cluster, clock, conf
+    finally:
+        controller.backend.close()
+        kube.close()
+        cluster.stop()
+        images.shutdown()
+        images.server_close()
+        db_api.dispose_all()
+        policies.reset()
+
+
+def _until(client, controller, uuid, done, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        controller.run_once()
+        got = client.get(f"/v2.1/servers/{uuid}", headers=DEMO)
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
+
+
+def _settled(status):
+    return lambda got: (got.status_code == 200 and got.json["server"]["status"] == status
+                        and got.json["server"]["OS-EXT-STS:task_state"] is None)
+
+
+def _root_disks(cluster, uuid):
+    """(DataVolume names of the server, the VM's root template name and its image URL)."""
+    dvs = sorted(k[1] for k in cluster.objects("DataVolume") if k[1].startswith(uuid))
+    ((_key, vm),) = [(k, v) for k, v in cluster.objects("VirtualMachine").items() if k[1] == uuid]
+    (template,) = vm["spec"]["dataVolumeTemplates"]
+    return dvs, template["metadata"]["name"], template["spec"]["source"]["http"]["url"]
+
+
+def _rebuild_events(client, uuid):
+    actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=DEMO).json["instanceActions"]
+    assert actions[0]["action"] == "rebuild"
+    got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions[0]['request_id']}", headers=DEMO)
+    return [(e["event"], e["result"]) for e in got.json["instanceAction"]["events"]]
+
+
+def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
+    client, controller, cluster, _clock, _conf = world
+    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
+        "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
+    assert flavor.status_code == 200, flavor.text
+    got = client.post("/v2.1/servers", headers=DEMO, json_body={
+        "server": {"name": "web-1", "imageRef": IMAGE, "flavorRef": "e2e", "networks": "auto",
+                   "metadata": {"old": "1"}}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    assert _until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    first_dvs, first_root, first_url = _root_disks(cluster, uuid)
+    assert first_dvs == [first_root] and IMAGE in first_url
+
+    # ACTIVE: rebuilt from the other image, started again
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={
+        "rebuild": {"imageRef": IMAGE_ALT, "name": "web-1-rebuilt", "metadata": {"rebuild": "server"},
+                    "adminPass": "rebuildPassw0rd"}})
+    assert got.status_code == 202, got.text
+    body = got.json["server"]
+    assert (body["id"], body["image"]["id"], body["name"], body["adminPass"], body["status"]) == (
+        uuid, IMAGE_ALT, "web-1-rebuilt", "rebuildPassw0rd", "REBUILD")
+    assert body["metadata"] == {"rebuild": "server"}
+    assert got.header("Location").endswith(f"/servers/{uuid}")
+    shown = _until(client, controller, uuid, _settled("ACTIVE")).json["server"]
+    assert (shown["status"], shown["image"]["id"], shown["name"]) == ("ACTIVE", IMAGE_ALT, "web-1-rebuilt")
+    dvs, root, url = _root_disks(cluster, uuid)
+    assert root != first_root and dvs == [root] and IMAGE_ALT in url
+    assert _rebuild_events(client, uuid) == [("compute_rebuild_instance", "Success")]
+
+    # SHUTOFF: rebuilt, and left stopped
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-stop": None}).status_code == 202
+    assert _until(client, controller, uuid, _settled("SHUTOFF")).json["server"]["status"] == "SHUTOFF"
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"rebuild": {"imageRef": IMAGE}})
+    assert got.status_code == 202, got.text
+    shown = _until(client, controller, uuid, _settled("SHUTOFF")).json["server"]
+    assert (shown["status"], shown["image"]["id"], shown["OS-EXT-STS:power_state"]) == ("SHUTOFF", IMAGE, 4)
+    dvs, second_root, url = _root_disks(cluster, uuid)
+    assert second_root not in (root, first_root) and dvs == [second_root] and IMAGE in url
+    assert not [k for k in cluster.objects("VirtualMachineInstance") if k[1] == uuid]
+    assert _rebuild_events(client, uuid) == [("compute_rebuild_instance", "Success")]
+
+    deleted = client.delete(f"/v2.1/servers/{uuid}", headers=DEMO)
+    assert deleted.status_code == 204, deleted.text
+    assert _until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
+    for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
+        assert [k for k in cluster.objects(kind) if k[1].startswith(uuid)] == [], kind
+
+
+def _boot(client, controller, name):
+    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
+        "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
+    assert flavor.status_code in (200, 409), flavor.text
+    got = client.post("/v2.1/servers", headers=DEMO, json_body={
+        "server": {"name": name, "imageRef": IMAGE, "flavorRef": "e2e", "networks": "auto"}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    assert _until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    return uuid
+
+
+def _vmis(cluster, uuid):
+    return [k for k in cluster.objects("VirtualMachineInstance") if k[1] == uuid]
+
+
+def _left(cluster, uuid):
+    return [(kind, k) for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret")
+            for k in cluster.objects(kind) if k[1].startswith(uuid)]
+
+
+def test_soft_delete_restore_force_delete_and_reclaim(world):
+    client, controller, cluster, clock, conf = world
+    conf.set_override("reclaim_instance_interval", int(RECLAIM))
+    uuid = _boot(client, controller, "kept")
+
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    shown = _until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:vm_state"], shown["OS-EXT-STS:power_state"]) == (
+        "SOFT_DELETED", "soft-delete", 4)
+    assert _vmis(cluster, uuid) == [] and [k for k in cluster.objects("DataVolume") if k[1].startswith(uuid)]
+    listed = client.get("/v2.1/servers", headers=DEMO).json["servers"]
+    assert uuid not in [s["id"] for s in listed]
+    stop = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-stop": None})
+    assert stop.json["conflictingRequest"]["message"] == (
+        f"Cannot 'stop' instance {uuid} while it is in vm_state soft-delete")
+
+    # restored: running again, ACTIVE
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"restore": None}).status_code == 202
+    shown = _until(client, controller, uuid, _settled("ACTIVE")).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:power_state"]) == ("ACTIVE", 1) and _vmis(cluster, uuid)
+    actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=DEMO).json["instanceActions"]
+    assert [a["action"] for a in actions] == ["restore", "delete", "create"]
+    got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions[0]['request_id']}", headers=DEMO)
+    assert [(e["event"], e["result"]) for e in got.json["instanceAction"]["events"]] == [
+        ("compute_restore_instance", "Success")]
+
+    # soft-deleted again, then deleted now
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    assert _until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"forceDelete": None})
+    assert got.status_code == 202, got.text
+    assert _until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
+    assert _left(cluster, uuid) == []
+
+    # reclaimed once the interval has passed, not before
+    other = _boot(client, controller, "reclaimed")
+    assert client.delete(f"/v2.1/servers/{other}", headers=DEMO).status_code == 204
+    assert _until(client, controller, other, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
+    controller.run_once()
+    assert client.get(f"/v2.1/servers/{other}", headers=DEMO).status_code == 200
+    clock[0] = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=RECLAIM + 1)
+    assert _until(client, controller, other, lambda g: g.status_code == 404).status_code == 404
+    assert _left(cluster, other) == []
