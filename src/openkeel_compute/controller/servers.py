@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,10 +28,11 @@ from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
-from sqlalchemy import Engine, and_, select, update
+from sqlalchemy import Engine, and_, insert, select, update
 
 from openkeel_compute.compute import flavor_copy, instances, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt import mapping
@@ -40,6 +42,7 @@ from openkeel_compute.kubevirt.server import (
     SERVER_ID,
     ServerOptions,
     compose,
+    image_token_secret,
 )
 from openkeel_compute.kubevirt.vmstatus import Observation, observe
 
@@ -50,6 +53,11 @@ _ERROR_MAX = 2000
 #: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
 #: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
 BUILD_TIMEOUT = 3600.0
+# What a restarted controller needs to finish a task, kept in the server's system metadata (never shown by
+# the API): the event its running task finishes ("<outbox row id>:<event id>"), and the VMI a hard reboot
+# replaces (the task is done only once another VMI runs).
+SYSMETA_EVENT = "openkeel_task_event"
+SYSMETA_OLD_VMI = "openkeel_replaced_vmi"
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
@@ -152,6 +160,28 @@ class ServerCluster:
                 if exc.status.code != 404:
                     raise
 
+    def managed_servers(self) -> dict[str, set[str]]:
+        """Server uuid -> the namespaces where objects labelled managed-by openkeel name it (all namespaces).
+
+        Only VirtualMachines, Secrets and per-server preferences: the VM's DataVolumes and VMI go with it.
+        """
+        found: dict[str, set[str]] = {}
+        for res in (VM, Secret, PREFERENCE):
+            for obj in self.client.list(res, namespace="*", labels={mapping.MANAGED_BY: FIELD_MANAGER}):
+                labels = obj.metadata.labels or {}
+                server = labels.get(SERVER_ID)
+                if server and labels.get(mapping.MANAGED_BY) == FIELD_MANAGER:
+                    found.setdefault(server, set()).add(obj.metadata.namespace)
+        return found
+
+    def apply_if_changed(self, body: dict[str, Any], written: dict[str, str]) -> None:
+        """Apply a Secret unless the same content was written before (``written``: name -> content)."""
+        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        content = json.dumps(body.get("data"), sort_keys=True)
+        if written.get(key) != content:
+            self.apply(body)
+            written[key] = content
+
     def leftovers(self, namespace: str, uuid: str) -> list[str]:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
@@ -183,7 +213,8 @@ def _now() -> dt.datetime:
 class ServerLoop:
     def __init__(self, engine: Engine, cluster: ServerCluster, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
-                 batch_size: int = 100, now: Callable[[], dt.datetime] = _now) -> None:
+                 batch_size: int = 100, now: Callable[[], dt.datetime] = _now, images: ImageAccess | None = None,
+                 orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.cluster = cluster
         self.options = options
@@ -192,13 +223,24 @@ class ServerLoop:
         self.network_name = network_name
         self.batch_size = batch_size
         self.now = now
-        self._events: dict[str, int] = {}  # server uuid -> the event its running task finishes
-        self._old_vmi: dict[str, str] = {}  # server uuid -> the VMI a hard reboot replaces (until it is replaced)
+        self.images = images
+        self.orphan_interval = orphan_interval
+        self.clock = clock
+        self._next_sweep = 0.0  # the first pass looks for orphans
+        self._tokens: dict[str, str] = {}  # namespace/name of an image token Secret -> the content last written
 
     def run_once(self) -> dict[str, str]:
-        """One pass: the pending rows, then every live server observed. Returns server uuid -> problem."""
+        """One pass: the pending rows, then every live server observed, and every ``orphan_interval`` the
+        sweep of objects whose server is gone. Returns server uuid -> problem."""
         problems = self.process_outbox()
         self.observe_all(problems)
+        if self.clock() >= self._next_sweep:
+            try:
+                self.sweep_orphans()
+            except (ApiError, httpx2.HTTPError) as exc:
+                problems.setdefault("orphans", f"sweep: {exc}")
+            else:
+                self._next_sweep = self.clock() + self.orphan_interval
         return problems
 
     # -- the outbox ----------------------------------------------------------------------------------
@@ -210,6 +252,7 @@ class ServerLoop:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
                 continue  # keep a server's rows in order: none passes one that failed
             try:
+                self._start_event(row)
                 self._act(row)
             except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
                 problems[row.server_uuid] = f"{row.operation}: {exc}"
@@ -217,28 +260,42 @@ class ServerLoop:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
             else:
                 _finish_rows(self.engine, [row.id], None)
-                self._start_event(row)
         return problems
 
     def _start_event(self, row: ServerRow) -> None:
-        """The operation's event, in the instance action of the request that asked for it."""
+        """The operation's event, in the instance action of the request that asked for it.
+
+        Started once per outbox row, before the cluster is asked, and kept in the server's system
+        metadata: a controller restarted at any point finishes it rather than losing or repeating it.
+        """
         request_id = row.payload.get("request_id")
         event = EVENTS.get(row.operation)
         if not request_id or event is None:
             return
         with transaction(self.engine) as conn:
+            if not instances.ever_existed(conn, row.server_uuid):
+                return
+            current = _sysmeta(conn, row.server_uuid, SYSMETA_EVENT)
+            if current and current.split(":", 1)[0] == str(row.id):
+                return  # started by an earlier attempt at this row
+            if current:  # a delete overrides the task that ran: its event ends, unfinished
+                instances.finish_event(conn, int(current.split(":", 1)[1]), "Error")
             action_id = instances.action_for_request(conn, row.server_uuid, request_id)
             if action_id is not None:
-                self._events[row.server_uuid] = instances.start_event(conn, action_id, event)
+                event_id = instances.start_event(conn, action_id, event)
+                _set_sysmeta(conn, row.server_uuid, SYSMETA_EVENT, f"{row.id}:{event_id}")
 
-    def _finish_event(self, conn: Any, uuid: str, fault: Any) -> None:
-        event_id = self._events.pop(uuid, None)
-        if event_id is not None:
-            if fault is None:
-                instances.finish_event(conn, event_id, "Success")
-            else:
-                instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
-                                       details=fault.message)
+    def _finish_event(self, conn: Any, server: dict[str, Any], fault: Any) -> None:
+        value = server["system_metadata"].get(SYSMETA_EVENT)
+        if not value:
+            return
+        event_id = int(value.split(":", 1)[1])
+        if fault is None:
+            instances.finish_event(conn, event_id, "Success")
+        else:
+            instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
+                                   details=fault.message)
+        _set_sysmeta(conn, server["uuid"], SYSMETA_EVENT, None)
 
     def _server(self, uuid: str) -> dict[str, Any] | None:
         with reader(self.engine) as conn:
@@ -260,8 +317,12 @@ class ServerLoop:
             image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
                                                 if k.startswith("image_")})
             image["id"] = server["image_ref"]
+            options, token = self.options, None
+            if self.images is not None:
+                options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
+                token = self.images.token()
             objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
-                              server.get("key_data"), self.options)
+                              server.get("key_data"), options, image_token=token)
             self.cluster.ensure_namespace(namespace, str(server["project_id"]))
             for body in objects.documents():
                 self.cluster.apply(body)
@@ -275,7 +336,8 @@ class ServerLoop:
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
                 uid = ((vmi or {}).get("metadata") or {}).get("uid")
                 if uid:
-                    self._old_vmi[row.server_uuid] = uid
+                    with transaction(self.engine) as conn:
+                        _set_sysmeta(conn, row.server_uuid, SYSMETA_OLD_VMI, uid)
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
@@ -299,7 +361,10 @@ class ServerLoop:
             return None
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
         vm, vmi, dvs = self.cluster.look(namespace, uuid)
-        server["vmi_uid"] = self._old_vmi.get(uuid)
+        server["vmi_uid"] = server["system_metadata"].get(SYSMETA_OLD_VMI)
+        if vm is not None and server.get("vm_state") == states.BUILDING and any(
+                (dv.get("status") or {}).get("phase") != "Succeeded" for dv in dvs):
+            self._refresh_image_token(namespace, uuid, str(server["project_id"]))
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace)
         if seen.deleted:
@@ -307,8 +372,8 @@ class ServerLoop:
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
                 return seen
             with transaction(self.engine) as conn:
+                self._finish_event(conn, server, None)
                 instances.soft_delete(conn, uuid)
-                self._finish_event(conn, uuid, None)
             return seen
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
@@ -320,20 +385,75 @@ class ServerLoop:
             changes["host"] = changes["node"] = seen.host
         if seen.launched and server.get("launched_at") is None:
             changes["launched_at"] = models.utcnow()
-        if seen.task_state is None:
-            self._old_vmi.pop(uuid, None)
         current = {k: server.get(k) for k in changes}
-        if current == changes and seen.fault is None:
+        # A fault belongs to the change into the failed state, once: a server that stays in ERROR (its VM
+        # still gone, say) does not collect one fault per pass.
+        transition = (server.get("vm_state"), server.get("task_state")) != (seen.vm_state, seen.task_state)
+        fault = seen.fault if transition else None
+        old_vmi = server["system_metadata"].get(SYSMETA_OLD_VMI)
+        ends_task = seen.task_state is None and seen.vm_state != states.BUILDING
+        open_event = bool(server["system_metadata"].get(SYSMETA_EVENT))
+        if current == changes and not (ends_task and (open_event or old_vmi)):
             return seen  # nothing changed: only read
         with transaction(self.engine) as conn:
             if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
                 return seen  # an API action moved the task meanwhile: it wins, the next pass looks again
-            if seen.fault is not None:
-                instances.add_fault(conn, uuid, code=seen.fault.code, message=seen.fault.message,
-                                    details=seen.fault.details or None, host=seen.host)
-            if seen.task_state is None and seen.vm_state != states.BUILDING:
-                self._finish_event(conn, uuid, seen.fault)
+            if fault is not None:
+                instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
+                                    details=fault.details or None, host=seen.host)
+            if ends_task:
+                self._finish_event(conn, server, fault)
+                if old_vmi:
+                    _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
         return seen
+
+    def _refresh_image_token(self, namespace: str, uuid: str, project_id: str) -> None:
+        """Rewrite the image token Secret while the import runs: CDI reads it again at each retry, and a
+        service token expires. keystoneauth hands out the same token until it nears its expiry."""
+        token = self.images.token() if self.images is not None else None
+        if token is not None:
+            self.cluster.apply_if_changed(image_token_secret(uuid, namespace, token, project_id), self._tokens)
+
+    # -- orphans -------------------------------------------------------------------------------------
+
+    def sweep_orphans(self) -> list[str]:
+        """Remove the objects of servers that no longer exist (row deleted, or never there).
+
+        Only objects labelled managed-by openkeel are looked at; the cluster is read before the database,
+        so an object created meanwhile always has its row already. Returns the uuids removed.
+        """
+        found = self.cluster.managed_servers()
+        if not found:
+            return []
+        with reader(self.engine) as conn:
+            live = {r[0].lower() for r in conn.execute(
+                select(models.INSTANCES.c.uuid).where(models.INSTANCES.c.deleted == 0))}
+        removed = []
+        for uuid, namespaces in sorted(found.items()):
+            if uuid in live:
+                continue
+            for namespace in sorted(namespaces):
+                LOG.info("removing the objects of server %s in %s: the server no longer exists", uuid, namespace)
+                self.cluster.delete_server(namespace, uuid)
+            removed.append(uuid)
+        return removed
+
+
+def _sysmeta(conn: Any, uuid: str, key: str) -> str | None:
+    table = models.INSTANCE_SYSTEM_METADATA
+    return conn.execute(select(table.c.value).where(table.c.instance_uuid == uuid, table.c.key == key,
+                                                    table.c.deleted == 0)).scalar()
+
+
+def _set_sysmeta(conn: Any, uuid: str, key: str, value: str | None) -> None:
+    """Set (or, with None, soft-delete) one system metadata item of a server."""
+    table = models.INSTANCE_SYSTEM_METADATA
+    live = (table.c.instance_uuid == uuid, table.c.key == key, table.c.deleted == 0)
+    now = models.utcnow()
+    if value is None:
+        conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=now))
+    elif conn.execute(update(table).where(*live).values(value=value, updated_at=now)).rowcount == 0:
+        conn.execute(insert(table).values(instance_uuid=uuid, key=key, value=value, created_at=now, deleted=0))
 
 
 def make_loop(client: Client, engine: Engine, **kwargs: Any) -> ServerLoop:
