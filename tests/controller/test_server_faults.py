@@ -351,3 +351,33 @@ def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
     finally:
         client.close()
         cluster.stop()
+
+
+# -- rows that keep failing ----------------------------------------------------------------------------
+
+def test_a_delete_does_not_wait_behind_a_create_the_cluster_keeps_refusing(loop, db, apiserver):
+    apiserver.inject(Fault(403, method="PATCH", plural="secrets", times=10**6))
+    uuid = _boot(db)
+    for _ in range(2):
+        loop.run_once()
+    assert len(_pending(db)) == 1 and _row(db, uuid)["vm_state"] == states.BUILDING
+    _action(db, uuid, "delete", "delete")
+    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    assert row["vm_state"] == states.DELETED and _pending(db) == []
+    assert apiserver.get("VirtualMachine", uuid, row["namespace"] or "-") is None
+
+
+def test_a_build_that_timed_out_gets_no_vm_when_the_cluster_comes_back(kube, db, ctl, apiserver):
+    import datetime as dt
+
+    later = lambda: models.utcnow() + dt.timedelta(hours=2)
+    servers = make_loop(kube, db, build_timeout=3600, now=later)
+    apiserver.inject(Fault(503, method="PATCH", times=10**6))
+    uuid = _boot(db)
+    servers.run_once()
+    assert _row(db, uuid)["vm_state"] == states.ERROR
+    apiserver.clear_faults()
+    servers.run_once()
+    assert _pending(db) == []
+    assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
+    assert [k for k in apiserver.objects("Secret") if k[1].startswith(uuid)] == []

@@ -247,7 +247,17 @@ class ServerLoop:
 
     def process_outbox(self) -> dict[str, str]:
         problems: dict[str, str] = {}
-        for row in _pending_servers(self.engine, self.batch_size):
+        rows = _pending_servers(self.engine, self.batch_size)
+        deletes: dict[str, int] = {}
+        for row in rows:
+            if row.operation == "delete":
+                deletes.setdefault(row.server_uuid, row.id)
+        for row in rows:
+            if row.id < deletes.get(row.server_uuid, 0):
+                # A delete follows: it removes whatever this row would make, and must not wait behind a
+                # row that keeps failing (a create the cluster refuses would hold the delete for ever).
+                _finish_rows(self.engine, [row.id], None)
+                continue
             if row.server_uuid in problems:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
                 continue  # keep a server's rows in order: none passes one that failed
@@ -314,6 +324,8 @@ class ServerLoop:
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
         name = server_vm_name(row.server_uuid)
         if row.operation == "create":
+            if server["vm_state"] != states.BUILDING:
+                return  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
             image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
                                                 if k.startswith("image_")})
             image["id"] = server["image_ref"]
