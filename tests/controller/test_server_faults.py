@@ -381,3 +381,16 @@ def test_a_build_that_timed_out_gets_no_vm_when_the_cluster_comes_back(kube, db,
     assert _pending(db) == []
     assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
     assert [k for k in apiserver.objects("Secret") if k[1].startswith(uuid)] == []
+
+
+# -- cost ----------------------------------------------------------------------------------------------
+
+def test_observing_all_servers_costs_three_lists_not_three_reads_per_server(loop, db, apiserver):
+    uuids = [_boot(db) for _ in range(4)]
+    for uuid in uuids:
+        _until(loop, db, uuid, _active)
+    counter = Fault(500, method="GET", after=10**9)  # never fires: counts the reads
+    apiserver.inject(counter)
+    loop.servers.observe_all()
+    assert counter.matched == 3
+    assert all(_active(_row(db, uuid)) for uuid in uuids)
