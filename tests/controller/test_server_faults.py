@@ -394,3 +394,50 @@ def test_observing_all_servers_costs_three_lists_not_three_reads_per_server(loop
     loop.servers.observe_all()
     assert counter.matched == 3
     assert all(_active(_row(db, uuid)) for uuid in uuids)
+
+
+def test_with_watches_a_pass_reads_nothing_from_the_cluster(kube, db, ctl, apiserver):
+    servers = make_loop(kube, db, watch=True)
+    try:
+        both = Both(ctl, servers)
+        uuids = [_boot(db) for _ in range(3)]
+        for uuid in uuids:
+            _until(both, db, uuid, _active)
+        assert servers.watched.synced
+        counter = Fault(500, method="GET", after=10**9)  # never fires: counts the reads
+        apiserver.inject(counter)
+        servers.observe_all()
+        assert counter.matched == 0
+        # and the watches follow the cluster: a stop ends SHUTOFF through them
+        _action(db, uuids[0], "stop", "stop")
+        row = _until(both, db, uuids[0], lambda r: r["vm_state"] == states.STOPPED)
+        assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
+        # a VM removed behind our back is seen through the watch, confirmed by a read, and ends in ERROR
+        kube.delete(VM, uuids[1], namespace=row["namespace"])
+        assert _until(both, db, uuids[1], lambda r: r["vm_state"] == states.ERROR)["vm_state"] == states.ERROR
+    finally:
+        servers.close()
+
+
+def test_watches_list_again_after_an_outage(kube, db, ctl, apiserver):
+    servers = make_loop(kube, db, watch=True)
+    servers.watched.retry_delay = 0.1
+    try:
+        both = Both(ctl, servers)
+        uuid = _boot(db)
+        _until(both, db, uuid, _active)
+        apiserver.down()
+        deadline = time.monotonic() + 10
+        while servers.watched.synced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not servers.watched.synced
+        assert servers.watched.snapshot() is None  # the loop lists instead (and reports the outage)
+        apiserver.up()
+        _action(db, uuid, "pause", "pause")
+        assert _until(both, db, uuid, lambda r: r["vm_state"] == states.PAUSED)["vm_state"] == states.PAUSED
+        deadline = time.monotonic() + 10
+        while not servers.watched.synced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert servers.watched.synced
+    finally:
+        servers.close()

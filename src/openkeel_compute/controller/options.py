@@ -77,6 +77,9 @@ OPTS = [
                help="Seconds a server's pod may stay unschedulable before its build fails with 'No valid host "
                     "was found'. A little patience lets a volume bind or a cluster autoscaler add a node; 0 "
                     "fails at once."),
+    cfg.BoolOpt("server_watch", default=True,
+                help="Keep the servers' VirtualMachines, instances and DataVolumes current through watches, so "
+                     "that a pass reads nothing from the cluster; when False each pass lists them."),
     cfg.IntOpt("orphan_interval", default=300, min=1,
                help="Seconds between two sweeps for servers' objects whose server no longer exists (only "
                     "objects labelled app.kubernetes.io/managed-by=openkeel); they are deleted."),

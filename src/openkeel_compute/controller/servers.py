@@ -19,6 +19,7 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -105,10 +106,122 @@ class Snapshot:
     vms: dict[tuple[str, str], dict[str, Any]]
     vmis: dict[tuple[str, str], dict[str, Any]]
     dvs: dict[tuple[str, str], list[dict[str, Any]]]  # (namespace, server id) -> its DataVolumes
+    cached: bool = False  # from the watches: may lag the cluster by an event
 
     def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
         key = (namespace, server_vm_name(uuid))
         return self.vms.get(key), self.vmis.get(key), list(self.dvs.get(key, ()))
+
+
+_WATCHED = (("vms", "kubevirt.io/v1", "virtualmachines"), ("vmis", "kubevirt.io/v1", "virtualmachineinstances"),
+            ("dvs", "cdi.kubevirt.io/v1beta1", "datavolumes"))
+
+
+class WatchedObjects:
+    """The servers' VMs, VMIs and DataVolumes (labelled managed-by openkeel, every namespace), kept current
+    by one watch per kind, so that a pass reads no object from the cluster.
+
+    Each kind is listed once (paged), then watched from the list's resourceVersion; a watch that ends is
+    resumed from the last version seen, a 410 Expired or any error relists. While a kind is not in step
+    (starting, or after an error) ``snapshot()`` returns None and the loop lists instead.
+    """
+
+    def __init__(self, http: Any, *, watch_timeout: int = 300, retry_delay: float = 1.0) -> None:
+        self.http = http
+        self.watch_timeout = watch_timeout
+        self.retry_delay = retry_delay
+        self._lock = threading.Lock()
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {kind: {} for kind, _a, _p in _WATCHED}
+        self._synced: dict[str, bool] = {kind: False for kind, _a, _p in _WATCHED}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> WatchedObjects:
+        for kind, api, plural in _WATCHED:
+            thread = threading.Thread(target=self._run, args=(kind, f"/apis/{api}/{plural}"),
+                                      name=f"openkeel-watch-{plural}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return all(self._synced.values())
+
+    def snapshot(self) -> Snapshot | None:
+        with self._lock:
+            if not all(self._synced.values()):
+                return None
+            dvs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for (namespace, _name), dv in self._objects["dvs"].items():
+                server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
+                if server:
+                    dvs.setdefault((namespace, server), []).append(dv)
+            return Snapshot(dict(self._objects["vms"]), dict(self._objects["vmis"]), dvs, cached=True)
+
+    def _run(self, kind: str, path: str) -> None:
+        selector = f"{mapping.MANAGED_BY}={FIELD_MANAGER}"
+        while not self._stop.is_set():
+            try:
+                version = self._relist(kind, path, selector)
+                while not self._stop.is_set():
+                    version = self._watch(kind, path, selector, version)
+            except Exception as exc:  # noqa: BLE001 - any failure: out of step, list again after a pause
+                with self._lock:
+                    self._synced[kind] = False
+                LOG.info("watch of %s: %s; listing again", path.rsplit("/", 1)[-1], exc)
+                self._stop.wait(self.retry_delay)
+
+    def _relist(self, kind: str, path: str, selector: str) -> str:
+        objects: dict[tuple[str, str], dict[str, Any]] = {}
+        params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
+        while True:
+            response = self.http.get(path, params=params)
+            response.raise_for_status()
+            body = response.json()
+            for obj in body.get("items") or ():
+                objects[_key(obj)] = obj
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            params["continue"] = token
+        with self._lock:
+            self._objects[kind] = objects
+            self._synced[kind] = True
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, kind: str, path: str, selector: str, version: str) -> str:
+        params = {"watch": "true", "labelSelector": selector, "resourceVersion": version,
+                  "timeoutSeconds": self.watch_timeout, "allowWatchBookmarks": "true"}
+        with self.http.stream("GET", path, params=params, timeout=self.watch_timeout + 10) as response:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                if self._stop.is_set():
+                    break
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                kind_of_event = event.get("type")
+                if kind_of_event == "ERROR":
+                    raise RuntimeError(f"watch ended: {obj.get('code')} {obj.get('message')}")
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind_of_event == "BOOKMARK":
+                    continue
+                with self._lock:
+                    if kind_of_event == "DELETED":
+                        self._objects[kind].pop(_key(obj), None)
+                    else:
+                        self._objects[kind][_key(obj)] = obj
+        return version
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
 
 
 class ServerCluster:
@@ -180,10 +293,7 @@ class ServerCluster:
             return [o.to_dict() if hasattr(o, "to_dict") else dict(o)
                     for o in self.client.list(res, namespace="*", labels={mapping.MANAGED_BY: FIELD_MANAGER})]
 
-        def key(obj: dict[str, Any]) -> tuple[str, str]:
-            return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
-
-        snap = Snapshot({key(o): o for o in listed(VM)}, {key(o): o for o in listed(VMI)}, {})
+        snap = Snapshot({_key(o): o for o in listed(VM)}, {_key(o): o for o in listed(VMI)}, {})
         for dv in listed(DATA_VOLUME):
             server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
             if server:
@@ -244,7 +354,8 @@ class ServerLoop:
     def __init__(self, engine: Engine, cluster: ServerCluster, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
                  batch_size: int = 100, now: Callable[[], dt.datetime] = _now, images: ImageAccess | None = None,
-                 orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic) -> None:
+                 orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 watch: bool = False) -> None:
         self.engine = engine
         self.cluster = cluster
         self.options = options
@@ -258,6 +369,11 @@ class ServerLoop:
         self.clock = clock
         self._next_sweep = 0.0  # the first pass looks for orphans
         self._tokens: dict[str, str] = {}  # namespace/name of an image token Secret -> the content last written
+        self.watched = WatchedObjects(cluster.http).start() if watch else None
+
+    def close(self) -> None:
+        if self.watched is not None:
+            self.watched.stop()
 
     def run_once(self) -> dict[str, str]:
         """One pass: the pending rows, then every live server observed, and every ``orphan_interval`` the
@@ -394,7 +510,7 @@ class ServerLoop:
         if not uuids:
             return
         try:
-            snapshot = self.cluster.snapshot()
+            snapshot = (self.watched.snapshot() if self.watched is not None else None) or self.cluster.snapshot()
         except (ApiError, httpx2.HTTPError) as exc:  # the cluster is away: states stay as last seen
             for uuid in uuids:
                 problems.setdefault(uuid, f"observe: {exc}")
@@ -411,6 +527,8 @@ class ServerLoop:
             return None
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
         vm, vmi, dvs = (snapshot or self.cluster).look(namespace, uuid)
+        if vm is None and snapshot is not None and snapshot.cached:
+            vm, vmi, dvs = self.cluster.look(namespace, uuid)  # a watch may lag our own create: ask
         server["vmi_uid"] = server["system_metadata"].get(SYSMETA_OLD_VMI)
         if vm is not None and server.get("vm_state") == states.BUILDING and any(
                 (dv.get("status") or {}).get("phase") != "Succeeded" for dv in dvs):

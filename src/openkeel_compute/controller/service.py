@@ -40,7 +40,7 @@ def server_loop_from(conf: Any, engine: Any, client: Any) -> ServerLoop:
     return ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
                       unschedulable_grace=float(c.unschedulable_grace), network_name=c.server_network_name,
                       batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
-                      orphan_interval=float(c.orphan_interval))
+                      orphan_interval=float(c.orphan_interval), watch=c.server_watch)
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
@@ -111,6 +111,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         controller.run(stop)
         return 0
     finally:
+        if servers is not None:
+            servers.close()
         if elector is not None and not once:
             elector.stop(release=True)
         elif elector is not None:
