@@ -31,7 +31,7 @@ def settings_from(conf: Any) -> Settings:
                     resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
 
 
-def server_loop_from(conf: Any, engine: Any, client: Any) -> ServerLoop:
+def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False) -> ServerLoop:
     """The server loop with the site's options ([DEFAULT] instance_build_timeout and force_config_drive,
     [controller] server_* options, [service_user] for the image token)."""
     c = conf.controller
@@ -40,7 +40,7 @@ def server_loop_from(conf: Any, engine: Any, client: Any) -> ServerLoop:
     return ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
                       unschedulable_grace=float(c.unschedulable_grace), network_name=c.server_network_name,
                       batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
-                      orphan_interval=float(c.orphan_interval), watch=c.server_watch)
+                      orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once)
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
@@ -81,7 +81,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
-        servers = server_loop_from(conf, engine, client)
+        servers = server_loop_from(conf, engine, client, once=once)  # one pass: lists, no watches
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
     try:
