@@ -96,6 +96,11 @@ def test_objects_of_servers_that_are_gone_are_removed_foreign_ones_never(loop, d
     apiserver.seed(_vm(FOREIGN, "elsewhere", {"openkeel.io/server-id": FOREIGN}))
     apiserver.seed(_vm("theirs", "elsewhere", {"app.kubernetes.io/managed-by": "someone-else",
                                                "openkeel.io/server-id": FOREIGN}))
+    # ... nor beside an orphan: same server-id label or same name, but not managed by us
+    apiserver.seed({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "keep-me", "namespace": "elsewhere", "labels": {"openkeel.io/server-id": ORPHAN}}, "data": {}})
+    apiserver.seed({"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": "VirtualMachinePreference",
+                    "metadata": {"name": ORPHAN, "namespace": "elsewhere"}, "spec": {}})
 
     removed = loop.servers.sweep_orphans()
 
@@ -110,6 +115,8 @@ def test_objects_of_servers_that_are_gone_are_removed_foreign_ones_never(loop, d
     assert [k for k in apiserver.objects("Secret") if k[1].startswith(gone)] == []
     assert apiserver.get("VirtualMachine", FOREIGN, "elsewhere") is not None
     assert apiserver.get("VirtualMachine", "theirs", "elsewhere") is not None
+    assert apiserver.get("Secret", "keep-me", "elsewhere") is not None
+    assert apiserver.get("VirtualMachinePreference", ORPHAN, "elsewhere") is not None
     assert apiserver.get("VirtualMachine", live, namespace) is not None
     assert _active(_row(db, live))
     assert loop.servers.sweep_orphans() == []

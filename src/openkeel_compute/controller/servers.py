@@ -263,23 +263,32 @@ class ServerCluster:
             raise
         return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
 
+    def _ours(self, res: Any, name: str, namespace: str) -> dict[str, Any] | None:
+        """The object if it is there and labelled managed-by openkeel; anyone else's is never ours."""
+        obj = self._get(res, name, namespace)
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        return obj if labels.get(mapping.MANAGED_BY) == FIELD_MANAGER else None
+
     def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
-        """(VM, VMI, DataVolumes) of a server."""
+        """(VM, VMI, DataVolumes) of a server: only objects labelled managed-by openkeel."""
         name = server_vm_name(uuid)
         dvs = [o.to_dict() if hasattr(o, "to_dict") else dict(o)
-               for o in self.client.list(DATA_VOLUME, namespace=namespace, labels={SERVER_ID: name})]
-        return self._get(VM, name, namespace), self._get(VMI, name, namespace), dvs
+               for o in self.client.list(DATA_VOLUME, namespace=namespace, labels=_server_labels(name))]
+        return self._ours(VM, name, namespace), self._ours(VMI, name, namespace), dvs
 
     def delete_server(self, namespace: str, uuid: str) -> None:
-        """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference."""
+        """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference; only objects
+        labelled managed-by openkeel (a foreign object under the same name is left alone)."""
         name = server_vm_name(uuid)
         for res in (VM, PREFERENCE):
+            if self._ours(res, name, namespace) is None:
+                continue
             try:
                 self.client.delete(res, name, namespace=namespace)
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
-        for secret in self.client.list(Secret, namespace=namespace, labels={SERVER_ID: name}):
+        for secret in self.client.list(Secret, namespace=namespace, labels=_server_labels(name)):
             try:
                 self.client.delete(Secret, secret.metadata.name, namespace=namespace)
             except ApiError as exc:
@@ -326,9 +335,13 @@ class ServerCluster:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
         left = [f"{res.kind}/{o.metadata.name}" for res in (DATA_VOLUME, Secret)
-                for o in self.client.list(res, namespace=namespace, labels={SERVER_ID: name})]
-        left += [f"{res.kind}/{name}" for res in (VM, VMI, PREFERENCE) if self._get(res, name, namespace)]
+                for o in self.client.list(res, namespace=namespace, labels=_server_labels(name))]
+        left += [f"{res.kind}/{name}" for res in (VM, VMI, PREFERENCE) if self._ours(res, name, namespace)]
         return left
+
+
+def _server_labels(name: str) -> dict[str, str]:
+    return {SERVER_ID: name, mapping.MANAGED_BY: FIELD_MANAGER}
 
 
 def _pending_servers(engine: Engine, limit: int) -> list[ServerRow]:
@@ -578,7 +591,11 @@ class ServerLoop:
     def _refresh_image_token(self, namespace: str, uuid: str, project_id: str) -> None:
         """Rewrite the image token Secret while the import runs: CDI reads it again at each retry, and a
         service token expires. keystoneauth hands out the same token until it nears its expiry."""
-        token = self.images.token() if self.images is not None else None
+        try:
+            token = self.images.token() if self.images is not None else None
+        except Exception as exc:  # noqa: BLE001 - identity service away: the Secret keeps the last token
+            LOG.warning("server %s: no service token to renew the image import's: %s", uuid, exc)
+            return
         if token is not None:
             self.cluster.apply_if_changed(image_token_secret(uuid, namespace, token, project_id), self._tokens)
 
