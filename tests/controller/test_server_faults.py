@@ -349,7 +349,7 @@ def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
         both.run_once()
         namespace = _row(db, uuid)["namespace"]
         dvs = client.list(DATA_VOLUME, namespace=namespace)
-        assert [d.to_dict()["status"].get("phase") != "Succeeded" for d in dvs] == [True]
+        assert [(d.to_dict().get("status") or {}).get("phase") != "Succeeded" for d in dvs] == [True]
         servers.images.auth.token = "svc-token-2"  # keystoneauth handed out a new token
         both.run_once()
         secret = cluster.get("Secret", f"{uuid}-image-token", namespace)
