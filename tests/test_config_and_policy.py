@@ -59,7 +59,39 @@ SERVER_RULES = {
     "os_compute_api:server-metadata:update_all": "rule:project_member_or_admin",
     "os_compute_api:server-metadata:update": "rule:project_member_or_admin",
     "os_compute_api:server-metadata:delete": "rule:project_member_or_admin",
+    "os_compute_api:ips:index": "rule:project_reader_or_admin",
+    "os_compute_api:ips:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-password:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-password:clear": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-security-groups:add": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:remove": "rule:project_member_or_admin",
+    "os_compute_api:os-migrations:index": "rule:project_manager_or_admin",
+    "os_compute_api:os-migrations:index:all_projects": "rule:context_is_admin",
+    "os_compute_api:os-migrations:index:host": "rule:context_is_admin",
+    "os_compute_api:servers:migrations:show": "rule:context_is_admin",
+    "os_compute_api:servers:migrations:index": "rule:project_manager_or_admin",
+    "os_compute_api:servers:migrations:index:host": "rule:context_is_admin",
 }
+# Nova 34.0.0's rules for key pairs, quotas, limits and availability zones (nova/policies/*.py).
+KEYPAIR_QUOTA_RULES = {
+    "os_compute_api:os-keypairs:index": "(rule:context_is_admin) or user_id:%(user_id)s",
+    "os_compute_api:os-keypairs:create": "(rule:context_is_admin) or user_id:%(user_id)s",
+    "os_compute_api:os-keypairs:delete": "(rule:context_is_admin) or user_id:%(user_id)s",
+    "os_compute_api:os-keypairs:show": "(rule:context_is_admin) or user_id:%(user_id)s",
+    "os_compute_api:os-quota-sets:update": "rule:context_is_admin",
+    "os_compute_api:os-quota-sets:defaults": "@",
+    "os_compute_api:os-quota-sets:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-quota-sets:delete": "rule:context_is_admin",
+    "os_compute_api:os-quota-sets:detail": "rule:project_reader_or_admin",
+    "os_compute_api:os-quota-class-sets:show": "rule:context_is_admin",
+    "os_compute_api:os-quota-class-sets:update": "rule:context_is_admin",
+    "os_compute_api:limits": "@",
+    "os_compute_api:limits:other_project": "rule:context_is_admin",
+    "os_compute_api:os-availability-zone:list": "@",
+    "os_compute_api:os-availability-zone:detail": "rule:context_is_admin",
+}
+
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",
     "os_compute_api:os-flavor-access:remove_tenant_access": "rule:context_is_admin",
@@ -127,12 +159,12 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     text = out.read_text()
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
-    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES}
+    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in {**FLAVOR_RULES, **SERVER_RULES}:
+    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

@@ -7,12 +7,19 @@ before routing (api/deploy.py). Each handler states its own contract (api/wsgi.p
 from __future__ import annotations
 
 from openkeel_compute.api.handlers import (
+    availability_zones,
     flavor_access,
     flavor_extra_specs,
     flavors,
+    keypairs,
+    migrations,
+    quotas,
     server_actions,
     server_instance_actions,
+    server_ips,
     server_metadata,
+    server_password,
+    server_security_groups,
     server_tags,
     servers,
     servers_create,
@@ -40,6 +47,15 @@ ROUTES = {
         "PUT": flavor_extra_specs.update,
         "DELETE": flavor_extra_specs.delete,
     },
+    "/os-keypairs": {"GET": keypairs.index, "POST": keypairs.create},
+    "/os-keypairs/{keypair_name}": {"GET": keypairs.show, "DELETE": keypairs.delete},
+    "/os-quota-sets/{project_id}": {"GET": quotas.show, "PUT": quotas.update, "DELETE": quotas.delete},
+    "/os-quota-sets/{project_id}/detail": {"GET": quotas.detail},
+    "/os-quota-sets/{project_id}/defaults": {"GET": quotas.defaults},
+    "/os-quota-class-sets/{class_name}": {"GET": quotas.class_show, "PUT": quotas.class_update},
+    "/limits": {"GET": quotas.limits},
+    "/os-availability-zone": {"GET": availability_zones.index},
+    "/os-availability-zone/detail": {"GET": availability_zones.detail},
     "/servers": {"GET": servers_list.index, "POST": servers_create.create},
     "/servers/detail": {"GET": servers_list.detail},
     "/servers/{server_id}": {"GET": servers.show, "PUT": servers.update, "DELETE": servers.delete},
@@ -53,6 +69,13 @@ ROUTES = {
                                         "DELETE": server_tags.delete},
     "/servers/{server_id}/os-instance-actions": {"GET": server_instance_actions.index},
     "/servers/{server_id}/os-instance-actions/{request_id}": {"GET": server_instance_actions.show},
+    "/servers/{server_id}/ips": {"GET": server_ips.index},
+    "/servers/{server_id}/ips/{network_label}": {"GET": server_ips.show},
+    "/servers/{server_id}/os-server-password": {"GET": server_password.index, "DELETE": server_password.clear},
+    "/servers/{server_id}/os-security-groups": {"GET": server_security_groups.index},
+    "/servers/{server_id}/migrations": {"GET": migrations.server_index},
+    "/servers/{server_id}/migrations/{migration_id}": {"GET": migrations.server_show},
+    "/os-migrations": {"GET": migrations.index},
     "/servers/{server_id}/action": {
         "POST": {
             "os-start": server_actions.start,
@@ -65,6 +88,8 @@ ROUTES = {
             "os-getConsoleOutput": server_actions.get_console_output,
             "suspend": server_actions.suspend,
             "resume": server_actions.resume,
+            "addSecurityGroup": server_security_groups.add,
+            "removeSecurityGroup": server_security_groups.remove,
         }
     },
 }

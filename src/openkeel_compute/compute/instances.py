@@ -563,7 +563,7 @@ def tags_by_instance(conn: Connection, instance_uuids: list[str]) -> dict[str, l
 # --- plain updates and the controller's outbox ------------------------------------------------------
 
 _UPDATABLE = frozenset({"display_name", "display_description", "hostname", "auto_disk_config", "access_ip_v4",
-                        "access_ip_v6"})
+                        "access_ip_v6", "pinned_availability_zone"})
 
 
 def update_fields(conn: Connection, instance_uuid: str, changes: dict) -> bool:

@@ -19,6 +19,7 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.conf.kubevirt",
     "openkeel_compute.notifications",
     "openkeel_compute.controller.options",
+    "openkeel_compute.conf.quota",
 )
 
 DEFAULT_OPTS = [
@@ -34,6 +35,12 @@ DEFAULT_OPTS = [
         default="openkeel",
         sample_default="<current hostname>",
         help="Name of this node, used in notifications' publisher id.",
+    ),
+    cfg.StrOpt(
+        "default_availability_zone",
+        default="nova",
+        help="The availability zone every host is in. Servers show it once placed, a boot may ask for it "
+        "(any other zone is not available), and a server can be pinned to it.",
     ),
 ]
 

@@ -67,7 +67,7 @@ OPTS = [
     cfg.PortOpt("metrics_port", default=9465,
                 help="Port of the Prometheus metrics endpoint; 0 disables it."),
     cfg.HostAddressOpt("metrics_host", default="127.0.0.1", help="Address the metrics endpoint listens on."),
-    cfg.StrOpt("server_network_name", default="pod-network",
+    cfg.StrOpt("network_name", default="pod-network",
                help="The network name a server's addresses are listed under (GET /servers/{id} addresses). "
                     "Servers are on the cluster's pod network; this is the name users see for it."),
     cfg.StrOpt("storage_class",

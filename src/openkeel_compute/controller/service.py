@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from openkeel_compute.conf.kubevirt import mapping_options
+from openkeel_compute.controller import nodes
 from openkeel_compute.controller.engine import Controller, Settings
 from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
@@ -33,12 +34,13 @@ def settings_from(conf: Any) -> Settings:
 
 def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False) -> ServerLoop:
     """The server loop with the site's options ([DEFAULT] instance_build_timeout and force_config_drive,
-    [controller] server_* options, [service_user] for the image token)."""
+    [controller] server options, [service_user] for the image token)."""
     c = conf.controller
     options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
-                            shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf))
+                            shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf),
+                            default_availability_zone=conf.default_availability_zone)
     return ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
-                      unschedulable_grace=float(c.unschedulable_grace), network_name=c.server_network_name,
+                      unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
                       batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
                       orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once)
 
@@ -67,6 +69,19 @@ def _acquire_within(elector: LeaderElector, seconds: float) -> bool:
         time.sleep(min(0.5, elector.renew_interval))
 
 
+def _node_publisher(engine, client, stop: threading.Event, interval: float, is_leader) -> threading.Thread:
+    """Publish the nodes' zones every ``interval`` seconds while leading (availability zones)."""
+
+    def loop() -> None:
+        while not stop.wait(max(interval, 1.0)):
+            if is_leader():
+                nodes.sync(engine, client)
+
+    thread = threading.Thread(target=loop, name="node-zones", daemon=True)
+    thread.start()
+    return thread
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None) -> int:
     metrics = Metrics()
@@ -82,6 +97,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
     servers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
         servers = server_loop_from(conf, engine, client, once=once)  # one pass: lists, no watches
+        nodes.sync(engine, client)
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
     try:
@@ -106,6 +122,9 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
             metrics.serve(conf.controller.metrics_host, conf.controller.metrics_port)
         if elector is not None:
             elector.start()
+        if client is not None:
+            _node_publisher(engine, client, stop, float(conf.controller.resync_interval),
+                            (lambda: elector.is_leader) if elector else (lambda: True))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if client
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)

@@ -317,3 +317,64 @@ INSTANCE_FAULTS = Table(
     Index("instance_faults_host_idx", "host"),
     Index("instance_faults_instance_uuid_deleted_created_at_idx", "instance_uuid", "deleted", "created_at"),
 )
+
+# Key pairs (Nova's API-database shape): one name per user; ``type`` is "ssh" or "x509".
+KEY_PAIRS = Table(
+    "key_pairs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", ExactString(255), nullable=False),
+    Column("user_id", ExactString(255), nullable=False),
+    Column("fingerprint", String(255), nullable=True),
+    Column("public_key", Text, nullable=True),
+    Column("type", String(4), nullable=False, default="ssh"),
+    *_timestamps(),
+    UniqueConstraint("user_id", "name"),
+)
+
+# Quota limits: per project, per user in a project, per class ("default" feeds every project).
+QUOTAS = Table(
+    "quotas",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project_id", ExactString(255), nullable=False),
+    Column("resource", ExactString(255), nullable=False),
+    Column("hard_limit", Integer, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("project_id", "resource"),
+)
+
+PROJECT_USER_QUOTAS = Table(
+    "project_user_quotas",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("project_id", ExactString(255), nullable=False),
+    Column("user_id", ExactString(255), nullable=False),
+    Column("resource", ExactString(255), nullable=False),
+    Column("hard_limit", Integer, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("user_id", "project_id", "resource"),
+    Index("project_user_quotas_project_id_idx", "project_id"),
+)
+
+QUOTA_CLASSES = Table(
+    "quota_classes",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("class_name", ExactString(255), nullable=False),
+    Column("resource", ExactString(255), nullable=False),
+    Column("hard_limit", Integer, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("class_name", "resource"),
+)
+
+# The cluster's nodes and their topology.kubernetes.io/zone label, published by the controller
+# (the API never calls the cluster); availability zones are read from here.
+NODE_ZONES = Table(
+    "node_zones",
+    metadata,
+    Column("node", ExactString(255), primary_key=True),
+    Column("zone", ExactString(255), nullable=True),
+    Column("available", Boolean, nullable=False, default=True),
+    Column("updated_at", DateTime, nullable=False, default=utcnow),
+)

@@ -26,6 +26,7 @@ CORE_NODES = {
         "leaseTransitions": INTEGER, "strategy": STRING, "preferredHolder": STRING}}),
     "ControllerRevision": _object(data=ANY, revision=INTEGER),
     "DataVolume": _object(spec={"$ref": "v1beta1.DataVolumeSpec"}, status=ANY),
+    "Node": _object(spec=ANY, status=ANY),
 }
 
 
@@ -57,6 +58,7 @@ class Resource:
 IT = "instancetype.kubevirt.io"
 RESOURCES = [
     Resource("", "v1", "namespaces", "Namespace", False),
+    Resource("", "v1", "nodes", "Node", False, True),
     Resource("", "v1", "secrets", "Secret", True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True),

@@ -26,7 +26,7 @@ import yaml
 
 from openkeel_compute.emulator import subresources
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
-from openkeel_compute.emulator.lifecycle import Delays, Lifecycle
+from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
 from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match
 
@@ -102,6 +102,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
 
+def node(name: str, zone: str | None = None, ready: bool = True) -> dict[str, Any]:
+    """A Ready node (the cluster has one, without a zone label: the default availability zone).
+    Tests seed more, with ``topology.kubernetes.io/zone`` labels."""
+    labels = {"kubernetes.io/hostname": name, "kubevirt.io/schedulable": "true"}
+    if zone is not None:
+        labels["topology.kubernetes.io/zone"] = zone
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
 class Emulator:
     """A KubeVirt v1.9 cluster in this process: API server on ``host:port`` plus its controllers."""
 
@@ -119,6 +129,7 @@ class Emulator:
         self._connections: set[socket.socket] = set()
         self._server: http.server.ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
+        self.store.put(node(NODE))
 
     # -- running -------------------------------------------------------------------------------------
 

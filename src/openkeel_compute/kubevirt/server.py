@@ -69,6 +69,8 @@ class ServerOptions:
     storage_class: str | None = None
     #: the flavor mapping's options (namespace prefix, device resources...)
     mapping: MappingOptions = DEFAULT_OPTIONS
+    #: Nova's [DEFAULT] default_availability_zone: the zone of nodes without a zone label
+    default_availability_zone: str = "nova"
 
 
 DEFAULT_SERVER_OPTIONS = ServerOptions()
@@ -310,6 +312,8 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     if hostname:
         tspec["hostname"] = hostname
     tspec["terminationGracePeriodSeconds"] = shutdown_grace(image, options)
+    if server.get("availability_zone"):
+        require_zone(tspec, str(server["availability_zone"]), options.default_availability_zone)
 
     # Disks: the fragment's, the root volume renamed, cloud-init from a Secret.
     disks = [d for d in devices["disks"] if d["name"] != CLOUD_INIT_DISK]
@@ -342,6 +346,27 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
         metadata.append(preference["metadata"])
     check_vm(vm, it_spec, pref_spec, metadata)
     return ServerObjects(namespace, tuple(secrets), preference, vm)
+
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
+    """Keep the server on nodes of availability zone ``zone`` (a required node affinity).
+
+    Nodes without a zone label are in the default zone. Node selector terms are alternatives, so
+    the zone's requirement joins every term the flavor already put there (forbidden traits).
+    """
+    wanted = [[{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]]
+    if zone == default_zone:
+        wanted.append([{"key": ZONE_LABEL, "operator": "DoesNotExist"}])
+    node_affinity = tspec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    required["nodeSelectorTerms"] = [
+        dict(term, matchExpressions=list(term.get("matchExpressions", [])) + extra)
+        for term in terms for extra in wanted
+    ]
 
 
 def _vm_from_fragment(fragment: Mapping[str, Any]) -> dict[str, Any]:

@@ -14,7 +14,14 @@ from oslo_config import cfg
 from oslo_policy import opts as policy_opts
 from oslo_policy import policy
 
-from openkeel_compute.policies import base, flavors, server_actions, servers
+from openkeel_compute.policies import (
+    base,
+    flavors,
+    keypairs_quotas,
+    server_actions,
+    server_subresources,
+    servers,
+)
 
 _ENFORCER: policy.Enforcer | None = None
 _ENFORCER_CONF: cfg.ConfigOpts | None = None
@@ -33,7 +40,8 @@ _MAX_DECISIONS = 50000
 def list_rules():
     """Every default rule (the ``oslo.policy.policies`` entry point)."""
     return list(itertools.chain(base.list_rules(), flavors.list_rules(), servers.list_rules(),
-                                server_actions.list_rules()))
+                                server_actions.list_rules(), keypairs_quotas.list_rules(),
+                                server_subresources.list_rules()))
 
 
 # oslo.policy 6 removed [oslo_policy] enforce_scope: scope is always enforced. Deployments and

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances, networks, states
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
@@ -21,6 +21,8 @@ IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 SERVER_A = "d75df558-90bc-45c5-bb8b-1a3198e0bf90"
 SERVER_LEGACY = "69e1d016-838b-4a50-b2fc-87a160d6a783"
 DEMO = Actor("demo", "demo", request_id="req-39906dc7-b92f-47f0-8de9-7abec7ba8fa4")
+# the system metadata of a server booted with "networks": "none" (no interface, no security groups)
+NO_INTERFACE = {networks.GROUPS_KEY: networks.groups_value(None)}
 ADDRESSES = {"private": [{"version": 4, "addr": "192.168.1.31", "OS-EXT-IPS:type": "fixed",
                           "OS-EXT-IPS-MAC:mac_addr": "00:0c:29:0d:11:74"}]}
 

@@ -21,7 +21,7 @@ def engine(app, conf):
 
 def _legacy(engine):
     oracle.boot(engine, uuid=oracle.SERVER_LEGACY, name="srv-legacy", created="2026-12-01T09:55:10Z",
-                updated="2026-12-01T09:55:11Z", launched="2026-12-01T09:55:11.185680")
+                updated="2026-12-01T09:55:11Z", launched="2026-12-01T09:55:11.185680", system_metadata=oracle.NO_INTERFACE)
 
 
 def _headers(exchange):

@@ -9,7 +9,7 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import errors, instances
+from openkeel_compute.compute import errors, instances, networks
 from openkeel_compute.policies import servers as rules
 
 compute_errors = common.domain_errors  # errors of the server state → Nova's faults
@@ -47,6 +47,9 @@ def server_data(conn, req, row: dict) -> view.ServerData:
         data.system_metadata = instances.metadata_of(conn, uuid, system=True)
     if req.version >= (2, 26):
         data.tags = instances.tags_of(conn, uuid)
+    if networks.on_network(row):
+        data.security_groups = (networks.groups_from(data.system_metadata) if req.version >= (2, 98)
+                                else networks.groups_of(conn, uuid))
     if instances.status(row) in ("ERROR", "DELETED"):
         data.fault = instances.latest_faults(conn, [uuid]).get(uuid)
     return data
@@ -88,6 +91,9 @@ def update(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "update", {"user_id": row["user_id"], "project_id": row["project_id"]})
+        if req.version >= (2, 104) and "pinned_availability_zone" in vals:
+            zone = networks.default_zone(common.services(req).conf)
+            changes.update(networks.pin_change(row, vals["pinned_availability_zone"], zone))
         if changes and not instances.update_fields(conn, row["uuid"], changes):
             raise faults.NotFound("Instance could not be found")
         row = instances.get(conn, row["uuid"])

@@ -12,17 +12,21 @@ controller. A refusal writes nothing.
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import secrets
 import urllib.parse
 import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import server_boot_options as options
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, instances, names
+from openkeel_compute.compute import boot_checks, instances, keypairs, names, quotas
+from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.images import glance
 from openkeel_compute.policies import servers as rules
@@ -77,13 +81,44 @@ def _image_ref(server: dict) -> str:
     return image_id
 
 
-def _networks(networks) -> None:
-    """Only the pod network exists: 'auto' and 'none' (2.37) and no networks (before) are accepted;
-    a named network or port is not found (checked, as Nova does, after the flavor and the image)."""
-    for network in networks if isinstance(networks, list) else []:
-        if network.get("port"):
-            raise faults.BadRequest(f"Port id {network['port']} could not be found.")
-        raise faults.BadRequest(f"Network {network.get('uuid')} could not be found.")
+def _ip(value: str | None) -> str | None:
+    # kept in canonical (compressed) form, as Nova keeps access IPs
+    return ipaddress.ip_address(value).compressed if value else value
+
+
+def _key_pair(req, key_name: str | None) -> dict | None:
+    """The caller's key pair named ``key_name`` (its public key goes to the guest)."""
+    if key_name is None:
+        return None
+    with common.read(req) as conn:
+        try:
+            return keypairs.get(conn, req.context.user_id, key_name)
+        except keypairs.KeypairNotFound:
+            raise faults.BadRequest("Invalid key_name provided.") from None
+
+
+def _check_zone(req, zone: str) -> None:
+    """The zone must have a ready node (as the controller published them), as in Nova."""
+    from openkeel_compute.api.handlers.availability_zones import zones
+
+    with common.read(req) as conn:
+        available, _unavailable = zones(conn, common.services(req).conf)
+    if zone not in available:
+        raise faults.BadRequest("The requested availability zone is not available")
+
+
+def _limit_checks(req, server: dict) -> None:
+    """The metadata items and injected files quotas, before the image is checked against the flavor."""
+    with common.read(req) as conn:
+        quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
+                                        req.context.user_id, server.get("metadata"), server.get("personality"))
+
+
+def _instances_quota(req, conn, flavor: dict, min_count: int, max_count: int) -> int:
+    """How many servers fit in the quotas (project and user), checked where they are written."""
+    quotas.lock_project(conn, req.context.project_id)
+    return quotas.check_num_instances(conn, common.services(req).conf, req.context.project_id, req.context.user_id,
+                                      flavor["vcpus"], flavor["memory_mb"], min_count, max_count)
 
 
 def _target(req, server: dict | None = None) -> dict:
@@ -111,6 +146,7 @@ def create(req):
     if "hostname" in server and max_count > 1:
         raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
 
+    options.check_network_form(networks)
     image_id = _image_ref(server)
     # a flavor's link is as good as its id (its last path segment), as in Nova
     flavor_ref = urllib.parse.urlsplit(str(server["flavorRef"])).path.split("/")[-1]
@@ -120,34 +156,45 @@ def create(req):
         except catalog_errors.NotFound:
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
+    conf = common.services(req).conf
+    zone = server.get("availability_zone") or conf.default_schedule_zone
+    if zone:
+        _check_zone(req, zone)
     image = _image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
-        _networks(server.get("networks"))
-        if server.get("key_name") is not None:
-            raise faults.BadRequest("Invalid key_name provided.")
+        groups = options.security_groups(server)
+        options.check_networks(conf, networks)
+        key_pair = _key_pair(req, server.get("key_name"))
+        _limit_checks(req, server)
         boot_checks.check_image(
             flavor_with_specs, image,
             zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req), fatal=False))
     except boot_checks.BootRefused as exc:
         raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
 
+    hints = options.scheduler_hints(req.body)
+    system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
     admin_pass = server.get("adminPass") or _password()
     display_name = server["name"]
     reservation_id = names.new_reservation_id()
     columns = {
         "image_ref": image_id, "reservation_id": reservation_id, "kernel_id": "", "ramdisk_id": "",
         "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
-        "availability_zone": server.get("availability_zone"),
+        "availability_zone": zone,
         "user_data": server.get("user_data"),
         "display_description": server.get("description"),
-        "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
+        "access_ip_v4": _ip(server.get("accessIPv4")), "access_ip_v6": _ip(server.get("accessIPv6")),
+        "pinned_availability_zone": server.get("availability_zone"),
+        "scheduler_hints": json.dumps(hints),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
+        "key_name": key_pair["name"] if key_pair else None, "key_data": key_pair["public_key"] if key_pair else None,
     }
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:
+        max_count = _instances_quota(req, conn, flavor, min_count, max_count)
         for index in range(max_count):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
@@ -155,6 +202,7 @@ def create(req):
             row = instances.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
                                    display_name=names.display_name_for(display_name, count=max_count, index=index),
                                    metadata=server.get("metadata"), tags=server.get("tags"),
+                                   system_metadata=system_metadata,
                                    launch_index=index, hostname=hostname, **columns)
             instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
@@ -166,7 +214,7 @@ def create(req):
         "id": first["uuid"],
         "links": links.links("servers", first["uuid"]),
         "OS-DCF:diskConfig": "AUTO" if first["auto_disk_config"] else "MANUAL",
-        "security_groups": [{"name": "default"}],
+        "security_groups": server.get("security_groups", options.DEFAULT_GROUPS),
         "adminPass": admin_pass,
     }}
     return Response(body, headers={"Location": links.links("servers", first["uuid"])[0]["href"]})

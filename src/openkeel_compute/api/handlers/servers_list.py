@@ -15,7 +15,7 @@ from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
+from openkeel_compute.compute import instances, networks
 from openkeel_compute.db.models import INSTANCES, TAGS
 from openkeel_compute.policies import servers as rules
 
@@ -205,13 +205,17 @@ def _details(req, conn, rows: list[dict]) -> list[dict]:
     metadata = instances.metadata_by_instance(conn, uuids)
     system = instances.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
     tags = instances.tags_by_instance(conn, uuids) if req.version >= (2, 26) else {}
+    placed = [r["uuid"] for r in rows if networks.on_network(r)]
+    groups = ({u: networks.groups_from(system.get(u, {})) for u in placed} if req.version >= (2, 98)
+              else networks.groups_by_instance(conn, placed))
     faulty = [r["uuid"] for r in rows if instances.status(r) in ("ERROR", "DELETED")]
     faults_by_uuid = instances.latest_faults(conn, faulty)
     links = common.links(req)
     return [view.full(req, links, view.ServerData(row=row, metadata=metadata.get(row["uuid"], {}),
                                                   system_metadata=system.get(row["uuid"], {}),
                                                   tags=tags.get(row["uuid"], []),
-                                                  fault=faults_by_uuid.get(row["uuid"])),
+                                                  fault=faults_by_uuid.get(row["uuid"]),
+                                                  security_groups=groups.get(row["uuid"], [])),
                       decisions, in_list=True)
             for row in rows]
 

@@ -107,8 +107,11 @@ update_v290 = _update(dict(_update_properties, description=_description(), hostn
     "type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$", "minLength": 2, "maxLength": 63}))
 update_v294 = _update(dict(_update_properties, description=_description(), hostname={
     "type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}))
+update_v2104 = _update(dict(_update_properties, description=_description(), hostname={
+    "type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255},
+    pinned_availability_zone={"oneOf": [{"type": "string", "minLength": 1, "maxLength": 255}, {"type": "null"}]}))
 UPDATE_BODY = {"2.0": update_v20, "2.1-2.18": update, "2.19-2.89": update_v219, "2.90-2.93": update_v290,
-               "2.94-": update_v294}
+               "2.94-2.103": update_v294, "2.104-": update_v2104}
 
 
 # --- POST /servers ---------------------------------------------------------------------------------
@@ -122,12 +125,20 @@ _METADATA = {"type": "object", "patternProperties": {
 _BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes",
                                                    "yes", "y", "t", False, "False", "FALSE", "false", "0", "OFF",
                                                    "Off", "off", "NO", "No", "no", "n", "f"]}
+_TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
 _NETWORK = {"type": "object", "properties": {
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
     "port": {"oneOf": [_UUID, {"type": "null"}]},
     "uuid": {"type": "string"}}, "additionalProperties": False}
 _NETWORKS = {"type": "array", "items": _NETWORK}
-_NETWORKS_V237 = {"oneOf": [{"type": "array", "minItems": 1, "items": _NETWORK},
+# a device tag on each requested network from 2.32 (not in 2.37-2.41); a uuid's form is checked from 2.37
+_NETWORK_TAGGED = {**_NETWORK, "properties": {**_NETWORK["properties"], "tag": _TAG}}
+_NETWORKS_V232 = {"type": "array", "items": _NETWORK_TAGGED}
+_NETWORK_V237 = {**_NETWORK, "properties": {**_NETWORK["properties"], "uuid": _UUID}}
+_NETWORKS_V237 = {"oneOf": [{"type": "array", "items": _NETWORK_V237},
+                            {"type": "string", "enum": ["none", "auto"]}]}
+_NETWORK_V242 = {**_NETWORK_V237, "properties": {**_NETWORK_V237["properties"], "tag": _TAG}}
+_NETWORKS_V242 = {"oneOf": [{"type": "array", "items": _NETWORK_V242},
                             {"type": "string", "enum": ["none", "auto"]}]}
 _BDM = {"type": "array", "items": {"type": "object", "properties": {
     "uuid": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._-]*$"},
@@ -145,8 +156,6 @@ _BDM = {"type": "array", "items": {"type": "object", "properties": {
 _PERSONALITY = {"type": "array", "items": {"type": "object", "properties": {
     "path": {"type": "string"}, "contents": {"type": "string", "format": "base64"}},
     "additionalProperties": False}}
-_TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
-
 _create_properties = {
     "name": _NAME, "imageRef": _IMAGE_REF, "flavorRef": _FLAVOR_REF, "adminPass": {"type": "string"},
     "metadata": _METADATA, "networks": _NETWORKS, "OS-DCF:diskConfig": {"type": "string", "enum": ["AUTO", "MANUAL"]},
@@ -163,6 +172,19 @@ _create_properties = {
 }
 
 
+# Scheduler hints: the known ones are checked, any other is accepted and kept.
+_SERVER_UUIDS = {"type": "array", "items": _UUID}
+SCHEDULER_HINTS = {"type": "object", "properties": {
+    "group": {"oneOf": [_SERVER_UUIDS, _UUID]},
+    "different_host": {"oneOf": [_UUID, _SERVER_UUIDS]},
+    "same_host": {"type": ["string", "array"], "items": _UUID},
+    "query": {"type": ["string", "object"]},
+    "target_cell": _NAME,
+    "different_cell": {"type": ["string", "array"], "items": {"type": "string"}},
+    "build_near_host_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
+    "cidr": {"type": "string", "pattern": "^/[0-9a-f.:]+$"}}, "additionalProperties": True}
+
+
 def _create(properties: dict, *, networks_required: bool = False) -> dict:
     required = ["name", "flavorRef"] + (["networks"] if networks_required else [])
     return {
@@ -170,8 +192,8 @@ def _create(properties: dict, *, networks_required: bool = False) -> dict:
         "properties": {
             "server": {"type": "object", "properties": properties, "required": required,
                        "additionalProperties": False},
-            "os:scheduler_hints": {"type": "object"},
-            "OS-SCH-HNT:scheduler_hints": {"type": "object"},
+            "os:scheduler_hints": SCHEDULER_HINTS,
+            "OS-SCH-HNT:scheduler_hints": SCHEDULER_HINTS,
         },
         "required": ["server"],
         "additionalProperties": False,
@@ -190,8 +212,10 @@ def _with(base: dict, **changes) -> dict:
 
 _c21 = _create_properties
 _c219 = _with(_c21, description=_description())
+_c232 = _with(_c219, networks=_NETWORKS_V232)
 _c237 = _with(_c219, networks=_NETWORKS_V237)
-_c252 = _with(_c237, tags={"type": "array", "items": _TAG, "maxItems": 50})
+_c242 = _with(_c219, networks=_NETWORKS_V242)
+_c252 = _with(_c242, tags={"type": "array", "items": _TAG, "maxItems": 50})
 _c257 = _with(_c252, personality=None, user_data={"type": "string", "format": "base64", "maxLength": 65535})
 _c290 = _with(_c257, hostname={"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
                                 "minLength": 2, "maxLength": 63})
@@ -200,8 +224,10 @@ _c294 = _with(_c290, hostname={"type": "string", "pattern": "^[a-zA-Z0-9-._]*$",
 CREATE_BODY = {
     "2.0": _create(_with(_c21, name=_NAME_V20)),
     "2.1-2.18": _create(_c21),
-    "2.19-2.36": _create(_c219),
-    "2.37-2.51": _create(_c237, networks_required=True),
+    "2.19-2.31": _create(_c219),
+    "2.32-2.36": _create(_c232),
+    "2.37-2.41": _create(_c237, networks_required=True),
+    "2.42-2.51": _create(_c242, networks_required=True),
     "2.52-2.56": _create(_c252, networks_required=True),
     "2.57-2.89": _create(_c257, networks_required=True),
     "2.90-2.93": _create(_c290, networks_required=True),

@@ -12,7 +12,7 @@ import dataclasses
 import datetime as dt
 import json
 
-from openkeel_compute.compute import instances, names, states
+from openkeel_compute.compute import instances, names, networks, states
 
 COLLECTION = "servers"
 _PROGRESS_STATUSES = frozenset({"ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"})
@@ -56,6 +56,7 @@ class ServerData:
     system_metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     tags: list[str] = dataclasses.field(default_factory=list)
     fault: dict | None = None
+    security_groups: list[str] = dataclasses.field(default_factory=list)  # names, [] hides the key
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -86,6 +87,10 @@ def host_status(row: dict) -> str:
     """The host's state as 2.16 shows it: the controller runs every server's host, so "UP" when
     the server has one, "" when it has none (never scheduled)."""
     return "UP" if row["host"] else ""
+
+
+def _default_zone(req) -> str:
+    return networks.default_zone(req.environ["openkeel.services"].conf)
 
 
 def brief(links, row: dict) -> dict:
@@ -158,12 +163,15 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
         body["progress"] = row["progress"]
     if update:
         return _update_tail(version, body, data, shown)
-    body["OS-EXT-AZ:availability_zone"] = (row["availability_zone"] or "nova") if row["host"] \
+    # every host is in the default zone ([DEFAULT] default_availability_zone)
+    body["OS-EXT-AZ:availability_zone"] = (row["availability_zone"] or _default_zone(req)) if row["host"] \
         else (row["availability_zone"] or "")
     body["config_drive"] = row["config_drive"] if row["config_drive"] is not None else ""
     body["key_name"] = row["key_name"]
     body["OS-SRV-USG:launched_at"] = _plain_time(row["launched_at"])
     body["OS-SRV-USG:terminated_at"] = _plain_time(row["terminated_at"])
+    if data.security_groups and not in_list:
+        body["security_groups"] = [{"name": name} for name in data.security_groups]
     if shown.extended_attributes:
         body["OS-EXT-SRV-ATTR:host"] = row["host"]
         body["OS-EXT-SRV-ATTR:instance_name"] = row["vm_name"] or f"instance-{row['id']:08x}"
@@ -203,6 +211,9 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     if version >= (2, 16) and in_list and shown.host_status is not None:
         # Lists add host_status after the rest of the body.
         _add_host_status(body, row, shown.host_status)
+    if data.security_groups and in_list:
+        # Lists add the groups of all their servers last.
+        body["security_groups"] = [{"name": name} for name in data.security_groups]
     return body
 
 

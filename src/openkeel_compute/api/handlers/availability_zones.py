@@ -1,0 +1,63 @@
+"""/os-availability-zone (and /detail): the zones of the cluster's nodes.
+
+The controller publishes every node with its ``topology.kubernetes.io/zone`` label (nodes
+without one are in ``[DEFAULT] default_availability_zone``) and whether it is Ready. A zone with
+a ready node is available; a zone whose nodes are all unready is listed as not available. The
+detail lists each zone's nodes as hosts running ``nova-compute``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from openkeel_compute.api import common
+from openkeel_compute.api.schemas import keypairs_quotas as schema
+from openkeel_compute.api.wsgi import operation
+from openkeel_compute.db import models
+from openkeel_compute.policies import keypairs_quotas as rules
+
+
+def _time(value) -> str | None:
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%f") if value is not None else None
+
+
+def zones(conn, conf) -> tuple[dict[str, list], list[str]]:
+    """({available zone: [node rows]}, [zones with no ready node]), each sorted by name.
+
+    Until the controller published a node, the cluster is taken as one node in the default zone.
+    """
+    by_zone: dict[str, list] = {}
+    table = models.NODE_ZONES
+    rows = conn.execute(select(table).order_by(table.c.node)).all()
+    if not rows:
+        return {conf.default_availability_zone: []}, []
+    for row in rows:
+        by_zone.setdefault(row.zone or conf.default_availability_zone, []).append(row)
+    internal = conf.internal_service_availability_zone
+    available = {z: rows for z, rows in sorted(by_zone.items()) if z != internal and any(r.available for r in rows)}
+    unavailable = [z for z in sorted(by_zone) if z != internal and z not in available]
+    return available, unavailable
+
+
+@operation(query=schema.AZ_QUERY)
+def index(req):
+    common.can(req, rules.AVAILABILITY_ZONE % "list", {})
+    with common.read(req) as conn:
+        available, unavailable = zones(conn, common.services(req).conf)
+    info = [{"zoneName": z, "zoneState": {"available": True}, "hosts": None} for z in available]
+    info += [{"zoneName": z, "zoneState": {"available": False}, "hosts": None} for z in unavailable]
+    return {"availabilityZoneInfo": info}
+
+
+@operation(query=schema.AZ_QUERY)
+def detail(req):
+    common.can(req, rules.AVAILABILITY_ZONE % "detail", {})
+    with common.read(req) as conn:
+        available, unavailable = zones(conn, common.services(req).conf)
+    info = []
+    for zone, rows in available.items():
+        hosts = {r.node: {"nova-compute": {"available": bool(r.available), "active": True,
+                                           "updated_at": _time(r.updated_at)}} for r in rows}
+        info.append({"zoneName": zone, "zoneState": {"available": True}, "hosts": hosts})
+    info += [{"zoneName": z, "zoneState": {"available": False}, "hosts": None} for z in unavailable]
+    return {"availabilityZoneInfo": info}

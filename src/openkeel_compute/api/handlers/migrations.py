@@ -1,0 +1,90 @@
+"""GET /os-migrations and GET /servers/{server_id}/migrations (+ /{migration_id}), as Nova
+34.0.0 answers them.
+
+OpenKeel servers cannot be resized or migrated yet, so there are no migrations to list: the
+lists are empty, a marker is never found, and a server has no live migration in progress. The
+query schemas, policies and checks are Nova's at every microversion (2.23 links and the
+server's migrations, 2.59 paging and changes-since, 2.66 changes-before, 2.80 user and
+project filters), so clients see the answers they will see once migrations exist.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from oslo_utils import timeutils
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.wsgi import operation
+from openkeel_compute.policies import server_subresources as rules
+
+_PARAM = {"type": "array", "items": {"type": "string"}}
+
+
+def _single(item: dict) -> dict:
+    return {"type": "array", "items": item, "maxItems": 1}
+
+
+_v20 = {"type": "object", "properties": {name: _PARAM for name in (
+    "hidden", "host", "instance_uuid", "source_compute", "status", "migration_type")}, "additionalProperties": True}
+_v259 = copy.deepcopy(_v20)
+_v259["properties"].update({
+    "limit": _single({"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 0, "minLength": 1}),
+    "marker": _single({"type": "string"}),
+    "changes-since": _single({"type": "string", "format": "date-time"}),
+})
+_v259["additionalProperties"] = False
+_v266 = copy.deepcopy(_v259)
+_v266["properties"]["changes-before"] = _single({"type": "string", "format": "date-time"})
+_v280 = copy.deepcopy(_v266)
+_v280["properties"].update({"user_id": _single({"type": "string"}), "project_id": _single({"type": "string"})})
+INDEX_QUERY = {"2.0-2.58": _v20, "2.59-2.65": _v259, "2.66-2.79": _v266, "2.80-": _v280}
+
+_LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
+_STRICT = {"type": "object", "properties": {}, "additionalProperties": False}
+SERVER_QUERY = {"2.23-2.101": _LENIENT, "2.102-": _STRICT}
+
+
+def _last(req, name: str) -> str | None:
+    values = req.query.get(name)
+    return values[-1] if values else None
+
+
+@operation(query=INDEX_QUERY, expected=(400,))
+def index(req):
+    common.can(req, rules.MIGRATIONS % "index")
+    project_id = _last(req, "project_id")
+    if not project_id or project_id != req.context.project_id:
+        common.can(req, rules.MIGRATIONS % "index:all_projects")
+    common.can(req, rules.MIGRATIONS % "index:host", fatal=False)
+    if req.version >= (2, 59):
+        since = _last(req, "changes-since")
+        before = _last(req, "changes-before") if req.version >= (2, 66) else None
+        if since and before and timeutils.parse_isotime(before) < timeutils.parse_isotime(since):
+            raise faults.BadRequest("The value of changes-since must be less than or equal to changes-before.")
+        marker = _last(req, "marker")
+        if marker is not None:
+            raise faults.BadRequest(f"Marker {marker} could not be found.")
+    return {"migrations": []}
+
+
+@operation(versions="2.23-", query=SERVER_QUERY, expected=(404,))
+@wsgi_path_params
+def server_index(req, server_id):
+    with compute_errors(), common.read(req) as conn:
+        row = read_server(conn, req, server_id)
+    target = {"project_id": row["project_id"]}
+    common.can(req, rules.SERVER_MIGRATIONS % "index", target)
+    common.can(req, rules.SERVER_MIGRATIONS % "index:host", target, fatal=False)
+    return {"migrations": []}
+
+
+@operation(versions="2.23-", query=SERVER_QUERY, expected=(404,))
+@wsgi_path_params
+def server_show(req, server_id, migration_id):
+    with compute_errors(), common.read(req) as conn:
+        row = read_server(conn, req, server_id)
+    common.can(req, rules.SERVER_MIGRATIONS % "show", {"project_id": row["project_id"]})
+    raise faults.NotFound(f"In-progress live migration {migration_id} is not found for server {server_id}.")

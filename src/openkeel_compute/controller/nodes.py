@@ -1,0 +1,70 @@
+"""The cluster's nodes and their availability zones, published into the database for the API.
+
+The API never calls the cluster, so the controller writes each node's ``topology.kubernetes.io/zone``
+label and readiness into ``node_zones`` (one row per node; nodes that left are removed). The API's
+os-availability-zone reads them, and boots into a zone are checked against them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from sqlalchemy import delete, insert, select, update
+
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import models
+
+LOG = logging.getLogger(__name__)
+ZONE_LABEL = "topology.kubernetes.io/zone"
+TABLE = models.NODE_ZONES
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    conditions = (node.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def observed(nodes: list[dict[str, Any]]) -> dict[str, tuple[str | None, bool]]:
+    """{node name: (zone label or None, ready)} of the cluster's nodes."""
+    result = {}
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        result[meta["name"]] = (labels.get(ZONE_LABEL) or None, _ready(node))
+    return result
+
+
+def publish(engine, seen: dict[str, tuple[str | None, bool]]) -> int:
+    """Make node_zones what the cluster shows; returns the number of rows changed."""
+    changed = 0
+    with db_api.transaction(engine) as conn:
+        stored = {r.node: (r.zone, r.available) for r in conn.execute(select(TABLE))}
+        gone = [name for name in stored if name not in seen]
+        if gone:
+            changed += conn.execute(delete(TABLE).where(TABLE.c.node.in_(gone))).rowcount
+        now = models.utcnow()
+        for name, (zone, ready) in seen.items():
+            if name not in stored:
+                conn.execute(insert(TABLE).values(node=name, zone=zone, available=ready, updated_at=now))
+                changed += 1
+            elif stored[name] != (zone, ready):
+                conn.execute(update(TABLE).where(TABLE.c.node == name)
+                             .values(zone=zone, available=ready, updated_at=now))
+                changed += 1
+    return changed
+
+
+def list_nodes(client) -> list[dict[str, Any]]:
+    from lightkube.resources.core_v1 import Node
+
+    return [node.to_dict() for node in client.list(Node)]
+
+
+def sync(engine, client) -> int:
+    """One pass: read the nodes, publish them. Errors are logged and left for the next pass."""
+    try:
+        return publish(engine, observed(list_nodes(client)))
+    except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
+        LOG.warning("nodes not published: %s", exc)
+        return 0
