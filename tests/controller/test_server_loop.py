@@ -16,8 +16,10 @@ from openkeel_compute.compute.instances import Actor
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.servers import ServerLoop, make_loop, verb_for
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db import models
+from openkeel_compute.db import migration, models
 from openkeel_compute.emulator import Fault
+from tests.conftest import make_conf
+from tests.databases import ENGINES, throwaway_database
 
 OWNER = Actor("user-1", "project-1", request_id="req-1")
 IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
@@ -36,6 +38,16 @@ class Both:
     def process_outbox(self) -> dict[str, str]:
         self.flavors.run_once()
         return self.servers.process_outbox()
+
+
+@pytest.fixture(params=ENGINES)
+def conf(request, tmp_path):
+    """The loop on each supported database: its compare-and-swap, outbox and JSON columns are engine-bound."""
+    with throwaway_database(request.param, tmp_path) as url:
+        conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"}, database={"connection": url})
+        migration.sync(db_api.get_engine(conf))
+        yield conf
+        db_api.dispose_all()
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ NS = "ok-project"
 def cluster():
     emulator = Emulator(delays=Delays.fast(), tick=0.01).start()
     emulator.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    emulator.seed(header_secret())  # what server_vm's import sends (an import waits for its Secrets)
     yield emulator
     emulator.stop()
 
@@ -44,7 +45,15 @@ def preference(name: str = "m1.small") -> dict:
             "metadata": {"name": name}, "spec": {"devices": {"preferredDiskBus": "virtio"}}}
 
 
-def server_vm(name: str = "0b1c2d3e-0000-4000-8000-000000000001", flavor: str = "m1.small",
+VM_NAME = "0b1c2d3e-0000-4000-8000-000000000001"
+
+
+def header_secret(name: str = VM_NAME) -> dict:
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": f"{name}-glance", "namespace": NS},
+            "data": {"header": "WC1BdXRoLVRva2VuOmFiYw=="}}
+
+
+def server_vm(name: str = VM_NAME, flavor: str = "m1.small",
               url: str = "http://glance.example/v2/images/abc/file") -> dict:
     """A VirtualMachine shaped as the controller emits one for a server (root disk imported over HTTP)."""
     return {

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from lightkube import ApiError
 
 from openkeel_compute.emulator import Delays
-from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+from tests.emulator.conftest import CIT, CPREF, NS, VM, header_secret, instancetype, preference, server_vm
 
 VM_NAME = server_vm()["metadata"]["name"]
 
@@ -162,7 +164,7 @@ def test_deleting_the_vm_removes_vmi_datavolumes_and_revisions(cluster, client, 
     put(client, "virtualmachines", vm, "start")
     running(cluster)
     secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {
-        "name": f"{vm}-glance", "namespace": NS, "ownerReferences": [{
+        "name": f"{vm}-extra", "namespace": NS, "ownerReferences": [{
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm,
             "uid": cluster.get("VirtualMachine", vm, NS)["metadata"]["uid"]}]},
         "stringData": {"header": "X-Auth-Token:abc"}}
@@ -174,7 +176,7 @@ def test_deleting_the_vm_removes_vmi_datavolumes_and_revisions(cluster, client, 
     cluster.wait_for("VirtualMachine", vm, NS, lambda o: o is None)
     assert cluster.get("VirtualMachineInstance", vm, NS) is None
     cluster.wait_for("DataVolume", f"{vm}-root", NS, lambda o: o is None)
-    cluster.wait_for("Secret", f"{vm}-glance", NS, lambda o: o is None)
+    cluster.wait_for("Secret", f"{vm}-extra", NS, lambda o: o is None)
     assert cluster.objects("ControllerRevision") == {}
     with pytest.raises(ApiError) as caught:
         client.get(VM, vm, namespace=NS)
@@ -245,3 +247,18 @@ def test_watch_from_now_lists_first_and_honours_selectors(cluster, client, vm):
                      params={"watch": "true", "timeoutSeconds": "0.2", "labelSelector": "openkeel.io/server-id=x"}
                      ) as response:
         assert [line for line in response.iter_lines() if line] == []
+
+
+def test_an_import_waits_for_the_secrets_it_names(cluster, client):
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    cluster.remove("Secret", f"{VM_NAME}-glance", NS)
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    dv = cluster.wait_for("DataVolume", f"{VM_NAME}-root", NS, lambda o: "not found" in str(o))
+    running_condition = next(c for c in dv["status"]["conditions"] if c["type"] == "Running")
+    assert dv["status"]["phase"] == "ImportScheduled"
+    assert running_condition["status"] == "False" and f'secret "{VM_NAME}-glance" not found' in running_condition["message"]
+    time.sleep(0.2)
+    assert cluster.get("DataVolume", f"{VM_NAME}-root", NS)["status"]["phase"] == "ImportScheduled"
+    cluster.seed(header_secret())
+    cluster.wait_for("DataVolume", f"{VM_NAME}-root", NS, lambda o: o["status"]["phase"] == "Succeeded")

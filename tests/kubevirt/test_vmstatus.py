@@ -292,3 +292,13 @@ def test_unschedulable_grace(age, grace, vm_state):
     result = observe(server("building", "networking", launched=False), vm(pending), vmi("Scheduling", pending), [],
                      NOW, NOW - dt.timedelta(seconds=age), 3600, unschedulable_grace=grace)
     assert result.vm_state == vm_state
+
+
+def test_a_build_whose_vm_was_created_and_is_gone_is_an_error():
+    # before the controller created the VM: still scheduling
+    waiting = run(server("building", "scheduling", launched=False), None, None)
+    assert (waiting.vm_state, waiting.task_state, waiting.fault) == ("building", "scheduling", None)
+    # created (the controller recorded its name), then removed by someone else
+    gone = run(server("building", "spawning", launched=False, vm_name=UUID), None, None)
+    assert (gone.vm_state, gone.task_state) == ("error", None)
+    assert gone.fault.code == 500 and gone.fault.message == VM_GONE_MESSAGE

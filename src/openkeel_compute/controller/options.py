@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
+from typing import Any
 
 from oslo_config import cfg
 
@@ -66,16 +67,54 @@ OPTS = [
     cfg.PortOpt("metrics_port", default=9465,
                 help="Port of the Prometheus metrics endpoint; 0 disables it."),
     cfg.HostAddressOpt("metrics_host", default="127.0.0.1", help="Address the metrics endpoint listens on."),
+    cfg.StrOpt("network_name", default="pod-network",
+               help="The network name a server's addresses are listed under (GET /servers/{id} addresses). "
+                    "Servers are on the cluster's pod network; this is the name users see for it."),
+    cfg.StrOpt("storage_class",
+               help="Storage class of the servers' disks (their DataVolumes); unset uses the cluster's default "
+                    "storage class."),
+    cfg.IntOpt("unschedulable_grace", default=30, min=0,
+               help="Seconds a server's pod may stay unschedulable before its build fails with 'No valid host "
+                    "was found'. A little patience lets a volume bind or a cluster autoscaler add a node; 0 "
+                    "fails at once."),
+    cfg.BoolOpt("server_watch", default=True,
+                help="Keep the servers' VirtualMachines, instances and DataVolumes current through watches, so "
+                     "that a pass reads nothing from the cluster; when False each pass lists them."),
+    cfg.IntOpt("orphan_interval", default=300, min=1,
+               help="Seconds between two sweeps for servers' objects whose server no longer exists (only "
+                    "objects labelled app.kubernetes.io/managed-by=openkeel); they are deleted."),
+]
+
+# Nova's names, in [DEFAULT], for the compute side of a server.
+DEFAULT_OPTS = [
+    cfg.IntOpt("instance_build_timeout", default=3600, min=0,
+               help="Seconds a server may stay in BUILD before it goes to ERROR ('Instance build timed out. Set "
+                    "to error state.'). 0 disables the check. Nova's default is 0; here it is an hour, so that "
+                    "a build the cluster never starts (objects refused, an import that hangs) does not stay in "
+                    "BUILD for ever."),
+    cfg.BoolOpt("force_config_drive", default=False,
+                help="Give every server a config drive (cloud-init ConfigDrive) instead of NoCloud, whatever "
+                     "the request says."),
+    cfg.IntOpt("shutdown_timeout", default=60, min=0,
+               help="Seconds a server's guest has to shut down cleanly when it is stopped before it is powered "
+                    "off (the VM's termination grace period). An image's os_shutdown_timeout property "
+                    "overrides it."),
 ]
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
+    from openkeel_compute.controller import images
+
+    conf.register_opts(DEFAULT_OPTS)
     conf.register_group(GROUP)
     conf.register_opts(OPTS, group=GROUP)
+    images.register_opts(conf)
 
 
-def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
-    return [(GROUP, OPTS)]
+def list_opts() -> list[tuple[Any, list[cfg.Opt]]]:
+    from openkeel_compute.controller import images
+
+    return [("DEFAULT", DEFAULT_OPTS), (GROUP, OPTS), *images.list_opts()]
 
 
 def default_identity() -> str:

@@ -19,6 +19,8 @@ import dataclasses
 import datetime as dt
 import json
 import logging
+import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,11 +29,12 @@ from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
-from sqlalchemy import Engine, and_, select, update
+from sqlalchemy import Engine, and_, insert, select, update
 
 from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.states import task_states
+from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt import mapping
@@ -41,6 +44,7 @@ from openkeel_compute.kubevirt.server import (
     SERVER_ID,
     ServerOptions,
     compose,
+    image_token_secret,
     rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
@@ -52,6 +56,11 @@ _ERROR_MAX = 2000
 #: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
 #: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
 BUILD_TIMEOUT = 3600.0
+# What a restarted controller needs to finish a task, kept in the server's system metadata (never shown by
+# the API): the event its running task finishes ("<outbox row id>:<event id>"), and the VMI a hard reboot
+# replaces (the task is done only once another VMI runs).
+SYSMETA_EVENT = "openkeel_task_event"
+SYSMETA_OLD_VMI = "openkeel_replaced_vmi"
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
@@ -100,6 +109,131 @@ class ServerRow:
     payload: dict[str, Any]
 
 
+@dataclasses.dataclass(frozen=True)
+class Snapshot:
+    """The servers' VMs, VMIs and DataVolumes as one pass saw them."""
+
+    vms: dict[tuple[str, str], dict[str, Any]]
+    vmis: dict[tuple[str, str], dict[str, Any]]
+    dvs: dict[tuple[str, str], list[dict[str, Any]]]  # (namespace, server id) -> its DataVolumes
+    cached: bool = False  # from the watches: may lag the cluster by an event
+
+    def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
+        key = (namespace, server_vm_name(uuid))
+        return self.vms.get(key), self.vmis.get(key), list(self.dvs.get(key, ()))
+
+
+_WATCHED = (("vms", "kubevirt.io/v1", "virtualmachines"), ("vmis", "kubevirt.io/v1", "virtualmachineinstances"),
+            ("dvs", "cdi.kubevirt.io/v1beta1", "datavolumes"))
+
+
+class WatchedObjects:
+    """The servers' VMs, VMIs and DataVolumes (labelled managed-by openkeel, every namespace), kept current
+    by one watch per kind, so that a pass reads no object from the cluster.
+
+    Each kind is listed once (paged), then watched from the list's resourceVersion; a watch that ends is
+    resumed from the last version seen, a 410 Expired or any error relists. While a kind is not in step
+    (starting, or after an error) ``snapshot()`` returns None and the loop lists instead.
+    """
+
+    def __init__(self, http: Any, *, watch_timeout: int = 300, retry_delay: float = 1.0) -> None:
+        self.http = http
+        self.watch_timeout = watch_timeout
+        self.retry_delay = retry_delay
+        self._lock = threading.Lock()
+        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {kind: {} for kind, _a, _p in _WATCHED}
+        self._synced: dict[str, bool] = {kind: False for kind, _a, _p in _WATCHED}
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> WatchedObjects:
+        for kind, api, plural in _WATCHED:
+            thread = threading.Thread(target=self._run, args=(kind, f"/apis/{api}/{plural}"),
+                                      name=f"openkeel-watch-{plural}", daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def synced(self) -> bool:
+        with self._lock:
+            return all(self._synced.values())
+
+    def snapshot(self) -> Snapshot | None:
+        with self._lock:
+            if not all(self._synced.values()):
+                return None
+            dvs: dict[tuple[str, str], list[dict[str, Any]]] = {}
+            for (namespace, _name), dv in self._objects["dvs"].items():
+                server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
+                if server:
+                    dvs.setdefault((namespace, server), []).append(dv)
+            return Snapshot(dict(self._objects["vms"]), dict(self._objects["vmis"]), dvs, cached=True)
+
+    def _run(self, kind: str, path: str) -> None:
+        selector = f"{mapping.MANAGED_BY}={FIELD_MANAGER}"
+        while not self._stop.is_set():
+            try:
+                version = self._relist(kind, path, selector)
+                while not self._stop.is_set():
+                    version = self._watch(kind, path, selector, version)
+            except Exception as exc:  # noqa: BLE001 - any failure: out of step, list again after a pause
+                with self._lock:
+                    self._synced[kind] = False
+                LOG.info("watch of %s: %s; listing again", path.rsplit("/", 1)[-1], exc)
+                self._stop.wait(self.retry_delay)
+
+    def _relist(self, kind: str, path: str, selector: str) -> str:
+        objects: dict[tuple[str, str], dict[str, Any]] = {}
+        params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
+        while True:
+            response = self.http.get(path, params=params)
+            response.raise_for_status()
+            body = response.json()
+            for obj in body.get("items") or ():
+                objects[_key(obj)] = obj
+            token = (body.get("metadata") or {}).get("continue")
+            if not token:
+                break
+            params["continue"] = token
+        with self._lock:
+            self._objects[kind] = objects
+            self._synced[kind] = True
+        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+
+    def _watch(self, kind: str, path: str, selector: str, version: str) -> str:
+        params = {"watch": "true", "labelSelector": selector, "resourceVersion": version,
+                  "timeoutSeconds": self.watch_timeout, "allowWatchBookmarks": "true"}
+        with self.http.stream("GET", path, params=params, timeout=self.watch_timeout + 10) as response:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                if self._stop.is_set():
+                    break
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                obj = event.get("object") or {}
+                kind_of_event = event.get("type")
+                if kind_of_event == "ERROR":
+                    raise RuntimeError(f"watch ended: {obj.get('code')} {obj.get('message')}")
+                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
+                if kind_of_event == "BOOKMARK":
+                    continue
+                with self._lock:
+                    if kind_of_event == "DELETED":
+                        self._objects[kind].pop(_key(obj), None)
+                    else:
+                        self._objects[kind][_key(obj)] = obj
+        return version
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str]:
+    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
+
+
 class ServerCluster:
     """The server's objects in a cluster, through lightkube (and its HTTP client for the subresources)."""
 
@@ -139,23 +273,32 @@ class ServerCluster:
             raise
         return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
 
+    def _ours(self, res: Any, name: str, namespace: str) -> dict[str, Any] | None:
+        """The object if it is there and labelled managed-by openkeel; anyone else's is never ours."""
+        obj = self._get(res, name, namespace)
+        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
+        return obj if labels.get(mapping.MANAGED_BY) == FIELD_MANAGER else None
+
     def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
-        """(VM, VMI, DataVolumes) of a server."""
+        """(VM, VMI, DataVolumes) of a server: only objects labelled managed-by openkeel."""
         name = server_vm_name(uuid)
         dvs = [o.to_dict() if hasattr(o, "to_dict") else dict(o)
-               for o in self.client.list(DATA_VOLUME, namespace=namespace, labels={SERVER_ID: name})]
-        return self._get(VM, name, namespace), self._get(VMI, name, namespace), dvs
+               for o in self.client.list(DATA_VOLUME, namespace=namespace, labels=_server_labels(name))]
+        return self._ours(VM, name, namespace), self._ours(VMI, name, namespace), dvs
 
     def delete_server(self, namespace: str, uuid: str) -> None:
-        """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference."""
+        """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference; only objects
+        labelled managed-by openkeel (a foreign object under the same name is left alone)."""
         name = server_vm_name(uuid)
         for res in (VM, PREFERENCE):
+            if self._ours(res, name, namespace) is None:
+                continue
             try:
                 self.client.delete(res, name, namespace=namespace)
             except ApiError as exc:
                 if exc.status.code != 404:
                     raise
-        for secret in self.client.list(Secret, namespace=namespace, labels={SERVER_ID: name}):
+        for secret in self.client.list(Secret, namespace=namespace, labels=_server_labels(name)):
             try:
                 self.client.delete(Secret, secret.metadata.name, namespace=namespace)
             except ApiError as exc:
@@ -170,13 +313,53 @@ class ServerCluster:
             if exc.status.code != 404:
                 raise
 
+    def snapshot(self) -> Snapshot:
+        """Every server's VM, VMI and DataVolumes in three cluster-wide lists (labelled managed-by openkeel),
+        instead of three requests per server."""
+        def listed(res: Any) -> list[dict[str, Any]]:
+            return [o.to_dict() if hasattr(o, "to_dict") else dict(o)
+                    for o in self.client.list(res, namespace="*", labels={mapping.MANAGED_BY: FIELD_MANAGER})]
+
+        snap = Snapshot({_key(o): o for o in listed(VM)}, {_key(o): o for o in listed(VMI)}, {})
+        for dv in listed(DATA_VOLUME):
+            server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
+            if server:
+                snap.dvs.setdefault((dv["metadata"].get("namespace") or "", server), []).append(dv)
+        return snap
+
+    def managed_servers(self) -> dict[str, set[str]]:
+        """Server uuid -> the namespaces where objects labelled managed-by openkeel name it (all namespaces).
+
+        Only VirtualMachines, Secrets and per-server preferences: the VM's DataVolumes and VMI go with it.
+        """
+        found: dict[str, set[str]] = {}
+        for res in (VM, Secret, PREFERENCE):
+            for obj in self.client.list(res, namespace="*", labels={mapping.MANAGED_BY: FIELD_MANAGER}):
+                labels = obj.metadata.labels or {}
+                server = labels.get(SERVER_ID)
+                if server and labels.get(mapping.MANAGED_BY) == FIELD_MANAGER:
+                    found.setdefault(server, set()).add(obj.metadata.namespace)
+        return found
+
+    def apply_if_changed(self, body: dict[str, Any], written: dict[str, str]) -> None:
+        """Apply a Secret unless the same content was written before (``written``: name -> content)."""
+        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
+        content = json.dumps(body.get("data"), sort_keys=True)
+        if written.get(key) != content:
+            self.apply(body)
+            written[key] = content
+
     def leftovers(self, namespace: str, uuid: str) -> list[str]:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
         left = [f"{res.kind}/{o.metadata.name}" for res in (DATA_VOLUME, Secret)
-                for o in self.client.list(res, namespace=namespace, labels={SERVER_ID: name})]
-        left += [f"{res.kind}/{name}" for res in (VM, VMI, PREFERENCE) if self._get(res, name, namespace)]
+                for o in self.client.list(res, namespace=namespace, labels=_server_labels(name))]
+        left += [f"{res.kind}/{name}" for res in (VM, VMI, PREFERENCE) if self._ours(res, name, namespace)]
         return left
+
+
+def _server_labels(name: str) -> dict[str, str]:
+    return {SERVER_ID: name, mapping.MANAGED_BY: FIELD_MANAGER}
 
 
 def _pending_servers(engine: Engine, limit: int) -> list[ServerRow]:
@@ -201,7 +384,9 @@ def _now() -> dt.datetime:
 class ServerLoop:
     def __init__(self, engine: Engine, cluster: ServerCluster, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
-                 batch_size: int = 100, now: Callable[[], dt.datetime] = _now, reclaim_interval: float = 0) -> None:
+                 batch_size: int = 100, now: Callable[[], dt.datetime] = _now, images: ImageAccess | None = None,
+                 orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic,
+                 watch: bool = False, reclaim_interval: float = 0) -> None:
         self.engine = engine
         self.cluster = cluster
         self.options = options
@@ -211,26 +396,53 @@ class ServerLoop:
         self.batch_size = batch_size
         self.now = now
         self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
-        self._events: dict[str, int] = {}  # server uuid -> the event its running task finishes
-        self._old_vmi: dict[str, str] = {}  # server uuid -> the VMI a hard reboot replaces (until it is replaced)
+        self.images = images
+        self.orphan_interval = orphan_interval
+        self.clock = clock
+        self._next_sweep = 0.0  # the first pass looks for orphans
+        self._tokens: dict[str, str] = {}  # namespace/name of an image token Secret -> the content last written
+        self.watched = WatchedObjects(cluster.http).start() if watch else None
+
+    def close(self) -> None:
+        if self.watched is not None:
+            self.watched.stop()
 
     def run_once(self) -> dict[str, str]:
-        """One pass: the pending rows, then every live server observed. Returns server uuid -> problem."""
+        """One pass: the pending rows, then every live server observed, and every ``orphan_interval`` the
+        sweep of objects whose server is gone. Returns server uuid -> problem."""
         problems = self.process_outbox()
         self.observe_all(problems)
         if self.reclaim_interval > 0:
             self.reclaim()
+        if self.clock() >= self._next_sweep:
+            try:
+                self.sweep_orphans()
+            except (ApiError, httpx2.HTTPError) as exc:
+                problems.setdefault("orphans", f"sweep: {exc}")
+            else:
+                self._next_sweep = self.clock() + self.orphan_interval
         return problems
 
     # -- the outbox ----------------------------------------------------------------------------------
 
     def process_outbox(self) -> dict[str, str]:
         problems: dict[str, str] = {}
-        for row in _pending_servers(self.engine, self.batch_size):
+        rows = _pending_servers(self.engine, self.batch_size)
+        deletes: dict[str, int] = {}
+        for row in rows:
+            if row.operation == "delete":
+                deletes.setdefault(row.server_uuid, row.id)
+        for row in rows:
+            if row.id < deletes.get(row.server_uuid, 0):
+                # A delete follows: it removes whatever this row would make, and must not wait behind a
+                # row that keeps failing (a create the cluster refuses would hold the delete for ever).
+                _finish_rows(self.engine, [row.id], None)
+                continue
             if row.server_uuid in problems:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
                 continue  # keep a server's rows in order: none passes one that failed
             try:
+                self._start_event(row)
                 self._act(row)
             except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
                 problems[row.server_uuid] = f"{row.operation}: {exc}"
@@ -238,28 +450,47 @@ class ServerLoop:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
             else:
                 _finish_rows(self.engine, [row.id], None)
-                self._start_event(row)
         return problems
 
     def _start_event(self, row: ServerRow) -> None:
-        """The operation's event, in the instance action of the request that asked for it."""
+        """The operation's event, in the instance action of the request that asked for it.
+
+        Started once per outbox row, before the cluster is asked, and kept in the server's system
+        metadata: a controller restarted at any point finishes it rather than losing or repeating it.
+        """
         request_id = row.payload.get("request_id")
         event = EVENTS.get(row.operation)
         if not request_id or event is None:
             return
         with transaction(self.engine) as conn:
+            if not instances.ever_existed(conn, row.server_uuid):
+                return
+            current = _sysmeta(conn, row.server_uuid, SYSMETA_EVENT)
+            if current and current.split(":", 1)[0] == str(row.id):
+                return  # started by an earlier attempt at this row
+            if current:  # a delete overrides the task that ran: its event ends, unfinished
+                instances.finish_event(conn, int(current.split(":", 1)[1]), "Error")
             action_id = instances.action_for_request(conn, row.server_uuid, request_id)
             if action_id is not None:
-                self._events[row.server_uuid] = instances.start_event(conn, action_id, event)
+                event_id = instances.start_event(conn, action_id, event)
+                _set_sysmeta(conn, row.server_uuid, SYSMETA_EVENT, f"{row.id}:{event_id}")
 
-    def _finish_event(self, conn: Any, uuid: str, fault: Any) -> None:
-        event_id = self._events.pop(uuid, None)
-        if event_id is not None:
-            if fault is None:
-                instances.finish_event(conn, event_id, "Success")
-            else:
-                instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
-                                       details=fault.message)
+    @staticmethod
+    def _event_of(conn: Any, uuid: str) -> dict[str, Any]:
+        """The server's open event as _finish_event reads it, from the database as it is now."""
+        return {"uuid": uuid, "system_metadata": {SYSMETA_EVENT: _sysmeta(conn, uuid, SYSMETA_EVENT)}}
+
+    def _finish_event(self, conn: Any, server: dict[str, Any], fault: Any) -> None:
+        value = server["system_metadata"].get(SYSMETA_EVENT)
+        if not value:
+            return
+        event_id = int(value.split(":", 1)[1])
+        if fault is None:
+            instances.finish_event(conn, event_id, "Success")
+        else:
+            instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
+                                   details=fault.message)
+        _set_sysmeta(conn, server["uuid"], SYSMETA_EVENT, None)
 
     def _server(self, uuid: str) -> dict[str, Any] | None:
         with reader(self.engine) as conn:
@@ -278,11 +509,17 @@ class ServerLoop:
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
         name = server_vm_name(row.server_uuid)
         if row.operation == "create":
+            if server["vm_state"] != states.BUILDING:
+                return  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
             image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
                                                 if k.startswith("image_")})
             image["id"] = server["image_ref"]
+            options, token = self.options, None
+            if self.images is not None:
+                options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
+                token = self.images.token()
             objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
-                              server.get("key_data"), self.options)
+                              server.get("key_data"), options, image_token=token)
             self.cluster.ensure_namespace(namespace, str(server["project_id"]))
             for body in objects.documents():
                 self.cluster.apply(body)
@@ -302,7 +539,8 @@ class ServerLoop:
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
                 uid = ((vmi or {}).get("metadata") or {}).get("uid")
                 if uid:
-                    self._old_vmi[row.server_uuid] = uid
+                    with transaction(self.engine) as conn:
+                        _set_sysmeta(conn, row.server_uuid, SYSMETA_OLD_VMI, uid)
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
@@ -331,7 +569,8 @@ class ServerLoop:
                     return  # deleted or reset meanwhile: that task wins
                 action_id = instances.action_for_request(conn, uuid, row.payload.get("request_id") or "")
                 if action_id is not None:
-                    self._events[uuid] = instances.start_event(conn, action_id, "compute_rebuild_instance")
+                    event_id = instances.start_event(conn, action_id, "compute_rebuild_instance")
+                    _set_sysmeta(conn, uuid, SYSMETA_EVENT, f"{row.id}:{event_id}")
             task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
         if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
             return  # no longer this rebuild's to finish
@@ -349,7 +588,7 @@ class ServerLoop:
                         message = f"Rebuild of instance {uuid} failed: the new root disk could not be imported"
                         instances.add_fault(conn, uuid, code=500, message=message,
                                             details=f"KubeVirt: DataVolume {root} Failed", host=server.get("host"))
-                        self._finish_event(conn, uuid, Fault(500, message, ""))
+                        self._finish_event(conn, self._event_of(conn, uuid), Fault(500, message, ""))
                 return
             if phase != "Succeeded":
                 raise RebuildPending("waiting for the new root disk to be imported")
@@ -357,7 +596,7 @@ class ServerLoop:
                 if instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
                                         vm_state=states.STOPPED, task_state=None,
                                         power_state=states.power_state.SHUTDOWN):
-                    self._finish_event(conn, uuid, None)
+                    self._finish_event(conn, self._event_of(conn, uuid), None)
             return
         self.cluster.verb(namespace, server_vm_name(uuid), "start")
         with transaction(self.engine) as conn:
@@ -449,19 +688,32 @@ class ServerLoop:
         with reader(self.engine) as conn:
             uuids = [r[0] for r in conn.execute(select(models.INSTANCES.c.uuid)
                                                 .where(models.INSTANCES.c.deleted == 0))]
+        if not uuids:
+            return
+        try:
+            snapshot = (self.watched.snapshot() if self.watched is not None else None) or self.cluster.snapshot()
+        except (ApiError, httpx2.HTTPError) as exc:  # the cluster is away: states stay as last seen
+            for uuid in uuids:
+                problems.setdefault(uuid, f"observe: {exc}")
+            return
         for uuid in uuids:
             try:
-                self.observe_one(uuid)
+                self.observe_one(uuid, snapshot)
             except (ApiError, httpx2.HTTPError) as exc:
                 problems.setdefault(uuid, f"observe: {exc}")
 
-    def observe_one(self, uuid: str) -> Observation | None:
+    def observe_one(self, uuid: str, snapshot: Snapshot | None = None) -> Observation | None:
         server = self._server(uuid)
         if server is None:
             return None
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
-        vm, vmi, dvs = self.cluster.look(namespace, uuid)
-        server["vmi_uid"] = self._old_vmi.get(uuid)
+        vm, vmi, dvs = (snapshot or self.cluster).look(namespace, uuid)
+        if vm is None and snapshot is not None and snapshot.cached:
+            vm, vmi, dvs = self.cluster.look(namespace, uuid)  # a watch may lag our own create: ask
+        server["vmi_uid"] = server["system_metadata"].get(SYSMETA_OLD_VMI)
+        if vm is not None and server.get("vm_state") == states.BUILDING and any(
+                (dv.get("status") or {}).get("phase") != "Succeeded" for dv in dvs):
+            self._refresh_image_token(namespace, uuid, str(server["project_id"]))
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace)
         if seen.deleted:
@@ -469,8 +721,8 @@ class ServerLoop:
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
                 return seen
             with transaction(self.engine) as conn:
+                self._finish_event(conn, server, None)
                 instances.soft_delete(conn, uuid)
-                self._finish_event(conn, uuid, None)
             return seen
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
@@ -482,20 +734,79 @@ class ServerLoop:
             changes["host"] = changes["node"] = seen.host
         if seen.launched and server.get("launched_at") is None:
             changes["launched_at"] = models.utcnow()
-        if seen.task_state is None:
-            self._old_vmi.pop(uuid, None)
         current = {k: server.get(k) for k in changes}
-        if current == changes and seen.fault is None:
+        # A fault belongs to the change into the failed state, once: a server that stays in ERROR (its VM
+        # still gone, say) does not collect one fault per pass.
+        transition = (server.get("vm_state"), server.get("task_state")) != (seen.vm_state, seen.task_state)
+        fault = seen.fault if transition else None
+        old_vmi = server["system_metadata"].get(SYSMETA_OLD_VMI)
+        ends_task = seen.task_state is None and seen.vm_state != states.BUILDING
+        open_event = bool(server["system_metadata"].get(SYSMETA_EVENT))
+        if current == changes and not (ends_task and (open_event or old_vmi)):
             return seen  # nothing changed: only read
         with transaction(self.engine) as conn:
             if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
                 return seen  # an API action moved the task meanwhile: it wins, the next pass looks again
-            if seen.fault is not None:
-                instances.add_fault(conn, uuid, code=seen.fault.code, message=seen.fault.message,
-                                    details=seen.fault.details or None, host=seen.host)
-            if seen.task_state is None and seen.vm_state != states.BUILDING:
-                self._finish_event(conn, uuid, seen.fault)
+            if fault is not None:
+                instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
+                                    details=fault.details or None, host=seen.host)
+            if ends_task:
+                self._finish_event(conn, server, fault)
+                if old_vmi:
+                    _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
         return seen
+
+    def _refresh_image_token(self, namespace: str, uuid: str, project_id: str) -> None:
+        """Rewrite the image token Secret while the import runs: CDI reads it again at each retry, and a
+        service token expires. keystoneauth hands out the same token until it nears its expiry."""
+        try:
+            token = self.images.token() if self.images is not None else None
+        except Exception as exc:  # noqa: BLE001 - identity service away: the Secret keeps the last token
+            LOG.warning("server %s: no service token to renew the image import's: %s", uuid, exc)
+            return
+        if token is not None:
+            self.cluster.apply_if_changed(image_token_secret(uuid, namespace, token, project_id), self._tokens)
+
+    # -- orphans -------------------------------------------------------------------------------------
+
+    def sweep_orphans(self) -> list[str]:
+        """Remove the objects of servers that no longer exist (row deleted, or never there).
+
+        Only objects labelled managed-by openkeel are looked at; the cluster is read before the database,
+        so an object created meanwhile always has its row already. Returns the uuids removed.
+        """
+        found = self.cluster.managed_servers()
+        if not found:
+            return []
+        with reader(self.engine) as conn:
+            live = {r[0].lower() for r in conn.execute(
+                select(models.INSTANCES.c.uuid).where(models.INSTANCES.c.deleted == 0))}
+        removed = []
+        for uuid, namespaces in sorted(found.items()):
+            if uuid in live:
+                continue
+            for namespace in sorted(namespaces):
+                LOG.info("removing the objects of server %s in %s: the server no longer exists", uuid, namespace)
+                self.cluster.delete_server(namespace, uuid)
+            removed.append(uuid)
+        return removed
+
+
+def _sysmeta(conn: Any, uuid: str, key: str) -> str | None:
+    table = models.INSTANCE_SYSTEM_METADATA
+    return conn.execute(select(table.c.value).where(table.c.instance_uuid == uuid, table.c.key == key,
+                                                    table.c.deleted == 0)).scalar()
+
+
+def _set_sysmeta(conn: Any, uuid: str, key: str, value: str | None) -> None:
+    """Set (or, with None, soft-delete) one system metadata item of a server."""
+    table = models.INSTANCE_SYSTEM_METADATA
+    live = (table.c.instance_uuid == uuid, table.c.key == key, table.c.deleted == 0)
+    now = models.utcnow()
+    if value is None:
+        conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=now))
+    elif conn.execute(update(table).where(*live).values(value=value, updated_at=now)).rowcount == 0:
+        conn.execute(insert(table).values(instance_uuid=uuid, key=key, value=value, created_at=now, deleted=0))
 
 
 def make_loop(client: Client, engine: Engine, **kwargs: Any) -> ServerLoop:

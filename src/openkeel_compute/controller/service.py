@@ -11,6 +11,7 @@ from typing import Any
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import nodes
 from openkeel_compute.controller.engine import Controller, Settings
+from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
 from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.controller.metrics import Metrics
@@ -29,6 +30,20 @@ def settings_from(conf: Any) -> Settings:
     return Settings(create_namespaces=c.create_namespaces, batch_size=c.batch_size,
                     full_resync_threshold=c.full_resync_threshold, workers=c.workers,
                     resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
+
+
+def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False) -> ServerLoop:
+    """The server loop with the site's options ([DEFAULT] instance_build_timeout and force_config_drive,
+    [controller] server options, [service_user] for the image token)."""
+    c = conf.controller
+    options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
+                            shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf),
+                            default_availability_zone=conf.default_availability_zone)
+    return ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
+                      unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
+                      batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
+                      orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
+                      reclaim_interval=float(conf.reclaim_instance_interval))
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
@@ -82,9 +97,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
-        servers = ServerLoop(engine, ServerCluster(client), ServerOptions(
-            mapping=mapping_options(conf), default_availability_zone=conf.default_availability_zone),
-            reclaim_interval=float(conf.reclaim_instance_interval))
+        servers = server_loop_from(conf, engine, client, once=once)  # one pass: lists, no watches
         nodes.sync(engine, client)
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
@@ -118,6 +131,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         controller.run(stop)
         return 0
     finally:
+        if servers is not None:
+            servers.close()
         if elector is not None and not once:
             elector.stop(release=True)
         elif elector is not None:

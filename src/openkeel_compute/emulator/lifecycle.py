@@ -163,6 +163,17 @@ class Lifecycle:
                 _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                 _condition("Ready", "False"), _condition("Running", "False", "Pending")])
         elif phase == "ImportScheduled" and self._due(dv, self.delays.import_scheduled / 2, clock):
+            missing = self._missing_secrets(dv)
+            if missing:  # the importer pod cannot mount them: it waits, as on a real cluster
+                message = f'MountVolume.SetUp failed for volume "{missing[0]}": secret "{missing[0]}" not found'
+                running = (new["status"].get("conditions") or [{}])[-1]
+                if running.get("message") == message:
+                    return
+                new["status"]["conditions"] = [
+                    _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    _condition("Ready", "False"), _condition("Running", "False", "Pending", message)]
+                self._write(new)
+                return
             new["status"].update(phase="ImportInProgress", progress="0.00%", conditions=[
                 _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                 _condition("Ready", "False", "TransferRunning"), _condition("Running", "True", "Pod is running")])
@@ -190,6 +201,13 @@ class Lifecycle:
             return
         self._moved(dv, clock)
         self._write(new)
+
+    def _missing_secrets(self, dv: dict[str, Any]) -> list[str]:
+        """The Secrets an HTTP import names (extra headers, credentials) that its namespace lacks."""
+        http = ((dv.get("spec") or {}).get("source") or {}).get("http") or {}
+        names = list(http.get("secretExtraHeaders") or ()) + ([http["secretRef"]] if http.get("secretRef") else [])
+        ns = dv["metadata"].get("namespace")
+        return [n for n in names if self.store.lookup("Secret", n, ns) is None]
 
     # -- VirtualMachineInstances ---------------------------------------------------------------------
 

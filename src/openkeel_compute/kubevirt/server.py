@@ -216,13 +216,14 @@ def _secret(name: str, namespace: str, labels: dict[str, str], data: dict[str, b
     }
 
 
-def image_token_secret(server_uuid: str, namespace: str, token: str) -> dict[str, Any]:
+def image_token_secret(server_uuid: str, namespace: str, token: str, project_id: str | None = None
+                       ) -> dict[str, Any]:
     """The Secret the root disk's import sends to Glance: one header line, ``X-Auth-Token:<token>``.
 
     The token is a service credential; the controller rewrites this Secret while the import runs,
     because CDI's importer reads it again at each retry.
     """
-    return _secret(server_image_token_secret(server_uuid), namespace, _labels(server_uuid, None),
+    return _secret(server_image_token_secret(server_uuid), namespace, _labels(server_uuid, project_id),
                    {IMAGE_HEADER_KEY: f"X-Auth-Token:{token}".encode()})
 
 
@@ -292,10 +293,12 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     storage: dict[str, Any] = {"resources": {"requests": {"storage": f"{root_disk_gib(parsed, image)}Gi"}}}
     if options.storage_class:
         storage["storageClassName"] = options.storage_class
+    http: dict[str, Any] = {"url": url}
+    if image_token is not None:  # without a token (no image service credential) the import sends no header
+        http["secretExtraHeaders"] = [server_image_token_secret(uuid)]
     spec["dataVolumeTemplates"] = [{
         "metadata": {"name": root_name, "labels": dict(labels)},
-        "spec": {"source": {"http": {"url": url, "secretExtraHeaders": [server_image_token_secret(uuid)]}},
-                 "storage": storage},
+        "spec": {"source": {"http": http}, "storage": storage},
     }]
 
     template = spec["template"]
@@ -337,9 +340,7 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
             "propagationMethod": {"configDrive": {}} if config_drive else {"noCloud": {}},
         }}]
     if image_token is not None:
-        secret = image_token_secret(uuid, namespace, image_token)
-        secret["metadata"]["labels"] = dict(labels)
-        secrets.append(secret)
+        secrets.append(image_token_secret(uuid, namespace, image_token, project_id))
 
     pref_spec = image_pref.spec if preference is not None else flavor_pref
     metadata = [objects.instancetypes[0]["metadata"], vm["metadata"]]

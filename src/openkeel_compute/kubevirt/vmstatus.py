@@ -167,6 +167,10 @@ def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, 
     return None
 
 
+def _gone(uuid: str) -> Fault:
+    return Fault(500, VM_GONE_MESSAGE, f"KubeVirt: VirtualMachine {uuid} not found")
+
+
 def _within(condition: Mapping[str, Any] | None, now: dt.datetime, grace: float) -> bool:
     """True while a condition is younger than the grace (an autoscaler may still add a node)."""
     if not grace or condition is None:
@@ -186,9 +190,9 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
             build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0) -> Observation:
     """What KubeVirt's objects say about a server.
 
-    ``server``: its row (uuid, vm_state, task_state, launched_at; ``vmi_uid``, the VMI that ran before a
-    hard reboot, when the controller keeps it). ``vm``/``vmi``: the objects or None when absent;
-    ``data_volumes``: the server's DataVolumes. ``build_timeout``: Nova's instance_build_timeout in
+    ``server``: its row (uuid, vm_state, task_state, launched_at, vm_name once its VM was created;
+    ``vmi_uid``, the VMI that ran before a hard reboot, when the controller keeps it). ``vm``/``vmi``:
+    the objects or None when absent; ``data_volumes``: the server's DataVolumes. ``build_timeout``: Nova's instance_build_timeout in
     seconds, 0 for none; a build older than that is an ERROR, as Nova's periodic check makes it.
     ``unschedulable_grace``: seconds a launcher pod may stay unschedulable before that is a failure
     (a cluster autoscaler may be adding a node); 0 fails at once.
@@ -220,6 +224,8 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
         if build_timeout and started is not None and (now - started).total_seconds() > build_timeout:
             return Observation(ERROR, None, power, Fault(500, BUILD_TIMEOUT_MESSAGE, ""), **base)
         if vm is None:
+            if server.get("vm_name"):  # the controller created it (it records the name after): removed since
+                return Observation(ERROR, None, power, _gone(uuid), **base)
             return Observation(BUILDING, task_states.SCHEDULING, power, **base)
         if phase == "Scheduled":
             return Observation(BUILDING, task_states.SPAWNING, power, **base)
@@ -229,8 +235,7 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
                            progress=_progress(data_volumes), **base)
 
     if vm is None:
-        return Observation(ERROR, None, power, Fault(500, VM_GONE_MESSAGE, f"KubeVirt: VirtualMachine {uuid} not found"),
-                           **base)
+        return Observation(ERROR, None, power, _gone(uuid), **base)
     if unresponsive:
         return Observation(vm_state, task, power, **base)
 

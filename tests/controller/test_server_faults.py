@@ -1,0 +1,450 @@
+"""The server loop under faults, against the built-in cluster: objects whose server is gone, a VM removed
+behind the controller's back, a Kubernetes API that stops answering, a controller killed mid-build and
+restarted, and what a restart must remember (the hard reboot's old VMI, the task's event)."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from sqlalchemy import func, select
+
+from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.servers import (
+    DATA_VOLUME,
+    SYSMETA_EVENT,
+    SYSMETA_OLD_VMI,
+    VM,
+    ServerLoop,
+    make_loop,
+)
+from openkeel_compute.controller.service import server_loop_from
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import models
+from openkeel_compute.emulator import Delays, Emulator, Fault
+from openkeel_compute.kubevirt.vmstatus import VM_GONE_MESSAGE
+from tests.conftest import make_conf, user
+from tests.controller.conftest import controller_for
+from tests.controller.test_server_loop import OWNER, Both, _action, _active, _boot, _pending, _row, _until
+
+MANAGED = {"app.kubernetes.io/managed-by": "openkeel"}
+ORPHAN = "0b1c2d3e-0000-4000-8000-00000000dead"
+FOREIGN = "0b1c2d3e-0000-4000-8000-0000000f0e19"
+
+
+def _cluster(**slower) -> Emulator:
+    return Emulator(delays=dataclasses.replace(Delays.fast(), **slower), tick=0.01).start()
+
+
+@pytest.fixture
+def kube(apiserver):
+    client = make_client(apiserver.kubeconfig())
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def loop(kube, db, ctl):
+    return Both(ctl, make_loop(kube, db))
+
+
+def _faults(engine, uuid: str) -> list[dict]:
+    table = models.INSTANCE_FAULTS
+    with db_api.reader(engine) as conn:
+        return [dict(r) for r in conn.execute(select(table).where(table.c.instance_uuid == uuid)).mappings()]
+
+
+def _events(engine, uuid: str, request_id: str) -> list[tuple[str, str | None]]:
+    with db_api.reader(engine) as conn:
+        return [(e["event"], e["result"]) for e in instances.get_action(conn, uuid, request_id)["events"]]
+
+
+def _sysmeta(engine, uuid: str) -> dict[str, str]:
+    with db_api.reader(engine) as conn:
+        return instances.metadata_of(conn, uuid, system=True)
+
+
+def _vm(name: str, namespace: str, labels: dict[str, str]) -> dict:
+    return {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": name, "namespace": namespace, "labels": labels},
+            "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices": {}}}}}}
+
+
+# -- orphans -----------------------------------------------------------------------------------------
+
+def test_objects_of_servers_that_are_gone_are_removed_foreign_ones_never(loop, db, apiserver):
+    live = _boot(db)
+    gone = _boot(db)
+    _until(loop, db, live, _active)
+    namespace = _until(loop, db, gone, _active)["namespace"]
+    with db_api.transaction(db) as conn:  # its row went without the controller (deleted, purged...)
+        instances.soft_delete(conn, gone)
+    apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+    ours = {**MANAGED, "openkeel.io/server-id": ORPHAN}
+    apiserver.seed(_vm(ORPHAN, "elsewhere", ours))
+    apiserver.seed({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": f"{ORPHAN}-user-data", "namespace": "elsewhere", "labels": ours}, "data": {}})
+    # Not managed by us, whatever their other labels say: never touched.
+    apiserver.seed(_vm(FOREIGN, "elsewhere", {"openkeel.io/server-id": FOREIGN}))
+    apiserver.seed(_vm("theirs", "elsewhere", {"app.kubernetes.io/managed-by": "someone-else",
+                                               "openkeel.io/server-id": FOREIGN}))
+    # ... nor beside an orphan: same server-id label or same name, but not managed by us
+    apiserver.seed({"apiVersion": "v1", "kind": "Secret", "metadata": {
+        "name": "keep-me", "namespace": "elsewhere", "labels": {"openkeel.io/server-id": ORPHAN}}, "data": {}})
+    apiserver.seed({"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": "VirtualMachinePreference",
+                    "metadata": {"name": ORPHAN, "namespace": "elsewhere"}, "spec": {}})
+
+    removed = loop.servers.sweep_orphans()
+
+    assert removed == sorted([ORPHAN, gone])
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and (apiserver.get("VirtualMachine", ORPHAN, "elsewhere")
+                                           or apiserver.get("VirtualMachine", gone, namespace)):
+        time.sleep(0.05)
+    assert apiserver.get("VirtualMachine", ORPHAN, "elsewhere") is None
+    assert apiserver.get("Secret", f"{ORPHAN}-user-data", "elsewhere") is None
+    assert apiserver.get("VirtualMachine", gone, namespace) is None
+    assert [k for k in apiserver.objects("Secret") if k[1].startswith(gone)] == []
+    assert apiserver.get("VirtualMachine", FOREIGN, "elsewhere") is not None
+    assert apiserver.get("VirtualMachine", "theirs", "elsewhere") is not None
+    assert apiserver.get("Secret", "keep-me", "elsewhere") is not None
+    assert apiserver.get("VirtualMachinePreference", ORPHAN, "elsewhere") is not None
+    assert apiserver.get("VirtualMachine", live, namespace) is not None
+    assert _active(_row(db, live))
+    assert loop.servers.sweep_orphans() == []
+
+
+def test_the_sweep_runs_from_the_pass_on_its_interval(kube, db, ctl, apiserver):
+    clock = [0.0]
+    servers = make_loop(kube, db, orphan_interval=300, clock=lambda: clock[0])
+    apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
+    apiserver.seed(_vm(ORPHAN, "elsewhere", {**MANAGED, "openkeel.io/server-id": ORPHAN}))
+    servers.run_once()  # the first pass sweeps
+    apiserver.wait_for("VirtualMachine", ORPHAN, "elsewhere", lambda o: o is None, timeout=10)
+    apiserver.seed(_vm(ORPHAN, "elsewhere", {**MANAGED, "openkeel.io/server-id": ORPHAN}))
+    clock[0] = 299
+    servers.run_once()
+    assert apiserver.get("VirtualMachine", ORPHAN, "elsewhere") is not None  # not yet
+    clock[0] = 301
+    servers.run_once()
+    apiserver.wait_for("VirtualMachine", ORPHAN, "elsewhere", lambda o: o is None, timeout=10)
+
+
+# -- a VM removed behind our back ----------------------------------------------------------------------
+
+def test_a_vm_deleted_behind_our_back_sends_the_server_to_error_with_one_fault(loop, db, kube):
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    kube.delete(VM, uuid, namespace=row["namespace"])
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.ERROR)
+    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+    for _ in range(3):
+        loop.run_once()
+    (fault,) = _faults(db, uuid)  # one fault, not one per pass
+    assert fault["code"] == 500 and fault["message"] == VM_GONE_MESSAGE
+
+
+def test_a_vm_deleted_during_the_build_ends_it_in_error(apiserver, kube, db, ctl):
+    apiserver.inject(Fault(kind="unschedulable"))  # the build waits (the grace is long)
+    servers = make_loop(kube, db, unschedulable_grace=3600)
+    both = Both(ctl, servers)
+    uuid = _boot(db)
+    both.run_once()
+    row = _row(db, uuid)
+    assert row["vm_state"] == states.BUILDING and row["vm_name"] == uuid
+    kube.delete(VM, uuid, namespace=row["namespace"])
+    row = _until(both, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
+    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+    assert [f["message"] for f in _faults(db, uuid)] == [VM_GONE_MESSAGE]
+    assert _events(db, uuid, OWNER.request_id) == [("compute__do_build_and_run_instance", "Error")]
+
+
+# -- the Kubernetes API away ---------------------------------------------------------------------------
+
+def test_an_api_outage_keeps_the_api_serving_the_states_honest_and_loses_no_action(loop, db, apiserver, conf):
+    from openkeel_compute.api.deploy import deploy
+    from tests.wsgi_client import Client
+
+    api = Client(deploy(conf))
+    headers = user(OWNER.project_id, OWNER.user_id)
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    apiserver.down()
+    try:
+        stop = api.post(f"/v2.1/servers/{uuid}/action", headers=headers, json_body={"os-stop": None})
+        assert stop.status_code == 202, stop.text
+        request_id = stop.header("x-openstack-request-id")
+        for _ in range(3):
+            loop.run_once()  # nothing raises: each pass reports and keeps going
+        shown = api.get(f"/v2.1/servers/{uuid}", headers=headers)
+        assert shown.status_code == 200
+        server = shown.json["server"]
+        assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", "powering-off")
+        assert len(_pending(db)) == 1  # the acknowledged stop waits in the outbox
+        with db_api.reader(db) as conn:
+            attempts, error = conn.execute(select(models.OUTBOX.c.attempts, models.OUTBOX.c.last_error).where(
+                models.OUTBOX.c.object_id == uuid, models.OUTBOX.c.done_at.is_(None))).one()
+        assert attempts >= 3 and error.startswith("stop: ")
+        assert _row(db, uuid)["power_state"] == states.power_state.RUNNING  # last seen, not guessed
+    finally:
+        apiserver.up()
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (
+        states.STOPPED, None, states.power_state.SHUTDOWN)
+    assert _pending(db) == []
+    assert _events(db, uuid, request_id) == [("compute_stop_instance", "Success")]
+
+
+def test_answers_of_5xx_keep_rows_pending_and_states_unchanged(loop, db, apiserver):
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    _action(db, uuid, "pause", "pause")
+    apiserver.inject(Fault(503, times=10**6))
+    for _ in range(3):
+        loop.servers.run_once()
+    row = _row(db, uuid)
+    assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, "pausing")
+    assert len(_pending(db)) == 1
+    apiserver.clear_faults()
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.PAUSED)
+    assert (row["vm_state"], row["task_state"]) == (states.PAUSED, None) and _pending(db) == []
+
+
+# -- restarts ------------------------------------------------------------------------------------------
+
+def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, ctl, conf):
+    cluster = _cluster(stopping=1.0)  # the old VMI runs for a second after the restart is asked
+    client = make_client(cluster.kubeconfig())
+    try:
+        ctl_here = controller_for(conf, cluster)
+        first = Both(ctl_here, make_loop(client, db))
+        uuid = _boot(db)
+        row = _until(first, db, uuid, _active)
+        old = cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
+        with db_api.transaction(db) as conn:
+            instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+            instances.outbox(conn, uuid, "reboot-hard", OWNER)
+        first.process_outbox()  # the restart is asked; then this controller is gone
+        assert _sysmeta(db, uuid)[SYSMETA_OLD_VMI] == old
+        assert SYSMETA_EVENT in _sysmeta(db, uuid)
+
+        second = Both(ctl_here, make_loop(client, db))  # a new process: nothing in memory
+        second.servers.observe_all()
+        assert _row(db, uuid)["task_state"] == "rebooting_hard"  # the old VMI still runs: not done
+        row = _until(second, db, uuid, _active)
+        assert cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"] != old
+        assert _events(db, uuid, OWNER.request_id) == [("compute_reboot_instance", "Success")]
+        assert not {SYSMETA_EVENT, SYSMETA_OLD_VMI} & _sysmeta(db, uuid).keys()
+        ctl_here.backend.close()
+    finally:
+        client.close()
+        cluster.stop()
+
+
+def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver, tmp_path):
+    from openkeel_compute.controller import service
+
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(apiserver.kubeconfig()))
+    settings = ("[controller]\nlease_duration = 1\nlease_renew_interval = 0.2\nmetrics_port = 0\n"
+                "poll_interval = 0.05\nworkers = 1\n[glance]\napi_servers = http://127.0.0.1:9292\n")
+    extra = tmp_path / "controller.conf"
+    extra.write_text(settings)
+    # The VM is created, but starting it keeps failing: the create row stays pending mid-way.
+    apiserver.inject(Fault(503, method="PUT", plural="virtualmachines", times=10**6))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "openkeel_compute.cmd.main", "controller", "--config-file", conf.config_file[0],
+         "--config-file", str(extra), "--kubeconfig", str(kubeconfig)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        uuid = _boot(db)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with db_api.reader(db) as conn:
+                attempts = conn.execute(select(func.max(models.OUTBOX.c.attempts)).where(
+                    models.OUTBOX.c.object_id == uuid)).scalar()
+            if attempts and apiserver.get("VirtualMachine", uuid, _row(db, uuid)["namespace"] or "-"):
+                break
+            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            time.sleep(0.1)
+        process.send_signal(signal.SIGKILL)
+        process.wait(10)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    row = _row(db, uuid)
+    vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
+    assert vm is not None and row["vm_state"] == states.BUILDING, "the kill did not land mid-build"
+    assert apiserver.get("VirtualMachineInstance", uuid, row["namespace"]) is None
+    assert len(_pending(db)) == 1
+    apiserver.clear_faults()
+
+    restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"},
+                          glance={"api_servers": "http://127.0.0.1:9292"})
+    deadline = time.monotonic() + 60
+    while not _active(_row(db, uuid)) and time.monotonic() < deadline:
+        service.run(restarted, kubeconfig=str(kubeconfig), once=True)  # waits out the dead holder's lease
+        time.sleep(0.05)
+    row = _row(db, uuid)
+    assert _active(row) and _pending(db) == []
+    assert apiserver.get("VirtualMachine", uuid, row["namespace"])["metadata"]["uid"] == vm["metadata"]["uid"]
+    assert _events(db, uuid, OWNER.request_id) == [("compute__do_build_and_run_instance", "Success")]
+    db_api.dispose_all()
+
+
+# -- the image token -----------------------------------------------------------------------------------
+
+def _token_conf(tmp_path, token: str | None):
+    extra = {"service_user": {"auth_type": "admin_token", "token": token, "endpoint": "http://glance.test:9292"}} \
+        if token else {}
+    conf = make_conf(tmp_path, glance={"api_servers": "http://glance.test:9292"}, **extra)
+    return conf
+
+
+def test_the_image_is_imported_with_the_service_token_in_a_secret(tmp_path, apiserver, kube, db, ctl):
+    conf = _token_conf(tmp_path, "svc-token-1")
+    both = Both(ctl, server_loop_from(conf, db, kube))
+    uuid = _boot(db)
+    row = _until(both, db, uuid, _active)
+    namespace = row["namespace"]
+    vm = apiserver.get("VirtualMachine", uuid, namespace)
+    http = vm["spec"]["dataVolumeTemplates"][0]["spec"]["source"]["http"]
+    assert http == {"url": f"http://glance.test:9292/v2/images/{_row(db, uuid)['image_ref']}/file",
+                    "secretExtraHeaders": [f"{uuid}-image-token"]}
+    secret = apiserver.get("Secret", f"{uuid}-image-token", namespace)
+    assert base64.b64decode(secret["data"]["header"]) == b"X-Auth-Token:svc-token-1"
+    assert secret["metadata"]["labels"]["openkeel.io/server-id"] == uuid
+    _action(db, uuid, "delete", "delete")
+    _until(both, db, uuid, lambda r: r["deleted"] != 0)
+    assert apiserver.get("Secret", f"{uuid}-image-token", namespace) is None
+
+
+def test_without_a_service_credential_no_token_secret(tmp_path, apiserver, kube, db, ctl):
+    both = Both(ctl, server_loop_from(_token_conf(tmp_path, None), db, kube))
+    uuid = _boot(db)
+    row = _until(both, db, uuid, _active)
+    http = apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"]["dataVolumeTemplates"][0]["spec"][
+        "source"]["http"]
+    assert http == {"url": f"http://glance.test:9292/v2/images/{row['image_ref']}/file"}
+    assert apiserver.get("Secret", f"{uuid}-image-token", row["namespace"]) is None
+
+
+def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
+    cluster = _cluster(import_duration=3.0)
+    client = make_client(cluster.kubeconfig())
+    try:
+        ctl_here = controller_for(conf, cluster)
+        servers: ServerLoop = server_loop_from(_token_conf(tmp_path, "svc-token-1"), db, client)
+        both = Both(ctl_here, servers)
+        uuid = _boot(db)
+        both.run_once()
+        namespace = _row(db, uuid)["namespace"]
+        dvs = client.list(DATA_VOLUME, namespace=namespace)
+        assert [(d.to_dict().get("status") or {}).get("phase") != "Succeeded" for d in dvs] == [True]
+        servers.images.auth.token = "svc-token-2"  # keystoneauth handed out a new token
+        both.run_once()
+        secret = cluster.get("Secret", f"{uuid}-image-token", namespace)
+        assert base64.b64decode(secret["data"]["header"]) == b"X-Auth-Token:svc-token-2"
+        ctl_here.backend.close()
+    finally:
+        client.close()
+        cluster.stop()
+
+
+# -- rows that keep failing ----------------------------------------------------------------------------
+
+def test_a_delete_does_not_wait_behind_a_create_the_cluster_keeps_refusing(loop, db, apiserver):
+    apiserver.inject(Fault(403, method="PATCH", plural="secrets", times=10**6))
+    uuid = _boot(db)
+    for _ in range(2):
+        loop.run_once()
+    assert len(_pending(db)) == 1 and _row(db, uuid)["vm_state"] == states.BUILDING
+    _action(db, uuid, "delete", "delete")
+    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    assert row["vm_state"] == states.DELETED and _pending(db) == []
+    assert apiserver.get("VirtualMachine", uuid, row["namespace"] or "-") is None
+
+
+def test_a_build_that_timed_out_gets_no_vm_when_the_cluster_comes_back(kube, db, ctl, apiserver):
+    import datetime as dt
+
+    later = lambda: models.utcnow() + dt.timedelta(hours=2)
+    servers = make_loop(kube, db, build_timeout=3600, now=later)
+    apiserver.inject(Fault(503, method="PATCH", times=10**6))
+    uuid = _boot(db)
+    servers.run_once()
+    assert _row(db, uuid)["vm_state"] == states.ERROR
+    apiserver.clear_faults()
+    servers.run_once()
+    assert _pending(db) == []
+    assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
+    assert [k for k in apiserver.objects("Secret") if k[1].startswith(uuid)] == []
+
+
+# -- cost ----------------------------------------------------------------------------------------------
+
+def test_observing_all_servers_costs_three_lists_not_three_reads_per_server(loop, db, apiserver):
+    uuids = [_boot(db) for _ in range(4)]
+    for uuid in uuids:
+        _until(loop, db, uuid, _active)
+    counter = Fault(500, method="GET", after=10**9)  # never fires: counts the reads
+    apiserver.inject(counter)
+    loop.servers.observe_all()
+    assert counter.matched == 3
+    assert all(_active(_row(db, uuid)) for uuid in uuids)
+
+
+def test_with_watches_a_pass_reads_nothing_from_the_cluster(kube, db, ctl, apiserver):
+    servers = make_loop(kube, db, watch=True)
+    try:
+        both = Both(ctl, servers)
+        uuids = [_boot(db) for _ in range(3)]
+        for uuid in uuids:
+            _until(both, db, uuid, _active)
+        assert servers.watched.synced
+        counter = Fault(500, method="GET", after=10**9)  # never fires: counts the reads
+        apiserver.inject(counter)
+        servers.observe_all()
+        assert counter.matched == 0
+        # and the watches follow the cluster: a stop ends SHUTOFF through them
+        _action(db, uuids[0], "stop", "stop")
+        row = _until(both, db, uuids[0], lambda r: r["vm_state"] == states.STOPPED)
+        assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
+        # a VM removed behind our back is seen through the watch, confirmed by a read, and ends in ERROR
+        kube.delete(VM, uuids[1], namespace=row["namespace"])
+        assert _until(both, db, uuids[1], lambda r: r["vm_state"] == states.ERROR)["vm_state"] == states.ERROR
+    finally:
+        servers.close()
+
+
+def test_watches_list_again_after_an_outage(kube, db, ctl, apiserver):
+    servers = make_loop(kube, db, watch=True)
+    servers.watched.retry_delay = 0.1
+    try:
+        both = Both(ctl, servers)
+        uuid = _boot(db)
+        _until(both, db, uuid, _active)
+        apiserver.down()
+        deadline = time.monotonic() + 10
+        while servers.watched.synced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not servers.watched.synced
+        assert servers.watched.snapshot() is None  # the loop lists instead (and reports the outage)
+        apiserver.up()
+        _action(db, uuid, "pause", "pause")
+        assert _until(both, db, uuid, lambda r: r["vm_state"] == states.PAUSED)["vm_state"] == states.PAUSED
+        deadline = time.monotonic() + 10
+        while not servers.watched.synced and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert servers.watched.synced
+    finally:
+        servers.close()
