@@ -36,12 +36,6 @@ DEFAULT_OPTS = [
         sample_default="<current hostname>",
         help="Name of this node, used in notifications' publisher id.",
     ),
-    cfg.StrOpt(
-        "default_availability_zone",
-        default="nova",
-        help="The availability zone every host is in. Servers show it once placed, a boot may ask for it "
-        "(any other zone is not available), and a server can be pinned to it.",
-    ),
 ]
 
 
