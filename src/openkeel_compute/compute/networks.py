@@ -20,7 +20,7 @@ from oslo_config import cfg
 from sqlalchemy import Connection, insert, select, update
 
 from openkeel_compute.compute import errors
-from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES, utcnow
+from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES, NODE_ZONES, utcnow
 
 POD_NETWORK = "pod-network"  # the name the controller writes a server's addresses under
 DEFAULT_GROUP = "default"
@@ -52,7 +52,7 @@ def network_id(name: str) -> str:
 
 
 def default_zone(conf) -> str:
-    """The availability zone of every host: ``[DEFAULT] default_availability_zone``."""
+    """The zone of a node without a zone label: ``[DEFAULT] default_availability_zone``."""
     return _opt(conf, None, "default_availability_zone", DEFAULT_ZONE)
 
 
@@ -144,13 +144,16 @@ def set_password(conn: Connection, instance_uuid: str, password: str) -> None:
 
 # --- the availability zone a server is pinned to (2.96 shows it, 2.104 changes it) ------------
 
-def zone_of(row: dict, zone: str) -> str | None:
-    """The server's zone: every host is in the default zone; a server without a host is in
-    the zone it asked for, if any."""
-    return zone if row["host"] else row["availability_zone"]
+def zone_of(conn: Connection, row: dict, default: str) -> str | None:
+    """The server's zone: its node's (the node's zone label as the controller published it, the
+    default zone without one); a server without a host is in the zone it asked for, if any."""
+    if not row["host"]:
+        return row["availability_zone"]
+    zone = conn.execute(select(NODE_ZONES.c.zone).where(NODE_ZONES.c.node == row["host"])).scalar()
+    return zone or default
 
 
-def pin_change(row: dict, requested: str | None, zone: str) -> dict:
+def pin_change(row: dict, requested: str | None, server_zone: str | None) -> dict:
     """The column changes that pin (``requested``) or unpin (None) the server, with Nova's 409s."""
     current = row["pinned_availability_zone"]
     if requested is None:
@@ -160,7 +163,6 @@ def pin_change(row: dict, requested: str | None, zone: str) -> dict:
             raise errors.Conflict("Cannot change pinned availability zone directly. Unpin first by setting "
                                   "pinned_availability_zone to null.")
         return {}
-    server_zone = zone_of(row, zone)
     if requested != server_zone:
         raise errors.Conflict(f"Server can only be pinned to its current availability zone '{server_zone}', "
                               f"but '{requested}' was requested.")

@@ -272,3 +272,15 @@ def test_admins_filter_by_host(client, engine, images, flavors):
     assert client.get("/v2.1/servers?host=nonexistent_host&all_tenants=1", headers=headers).json["servers"] == []
     assert [s["id"] for s in client.get("/v2.1/servers?node=node-1&all_tenants=1", headers=headers).json[
         "servers"]] == [uuid]
+
+
+def test_a_server_can_be_pinned_to_its_nodes_zone(client, engine, images, flavors):
+    """A node's zone label (as the controller publishes it) is the zone of the servers on it."""
+    with db_api.transaction(engine) as conn:
+        conn.execute(sa.insert(models.NODE_ZONES), [{"node": "node-z", "zone": "zone-b", "available": True}])
+    uuid = _boot(client).json["server"]["id"]
+    _place(engine, uuid, host="node-z")
+    got = _put(client, uuid, "nova")
+    assert (got.status_code, got.json["conflictingRequest"]["message"]) == (409, (
+        "Server can only be pinned to its current availability zone 'zone-b', but 'nova' was requested."))
+    assert _put(client, uuid, "zone-b").json["server"]["pinned_availability_zone"] == "zone-b"

@@ -3,8 +3,7 @@ checked with Nova 34.0.0's words and in its order (servers_create.py calls these
 
 1. before the flavor is looked up, the form of ``networks``: a port given twice, a port with a
    fixed IP, an entry without ``uuid``, a network id that is not a uuid;
-2. after the flavor, the availability zone: every host is in ``[DEFAULT]
-   default_availability_zone``, so any other zone "is not available";
+2. after the flavor, the availability zone (servers_create.py: a zone with a ready node);
 3. after the image and the flavor's state, the security groups (only ``default`` exists), then
    the networks themselves: the pod network's uuid is the only network, and there are no
    ports. The pod network's addresses come from the cluster: a fixed IP cannot be chosen.
@@ -44,12 +43,6 @@ def check_network_form(requested) -> None:
             raise faults.BadRequest("Bad network format: missing 'uuid'")
         if not uuidutils.is_uuid_like(network["uuid"]):
             raise faults.BadRequest(f"Bad networks format: network uuid is not in proper format ({network['uuid']})")
-
-
-def check_zone(conf, zone: str | None) -> None:
-    """Step 2."""
-    if zone and zone != pod.default_zone(conf):
-        raise faults.BadRequest("The requested availability zone is not available")
 
 
 def security_groups(server: dict) -> list[str]:

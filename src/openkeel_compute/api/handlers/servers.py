@@ -92,7 +92,7 @@ def update(req, server_id):
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "update", {"user_id": row["user_id"], "project_id": row["project_id"]})
         if req.version >= (2, 104) and "pinned_availability_zone" in vals:
-            zone = networks.default_zone(common.services(req).conf)
+            zone = networks.zone_of(conn, row, networks.default_zone(common.services(req).conf))
             changes.update(networks.pin_change(row, vals["pinned_availability_zone"], zone))
         if changes and not instances.update_fields(conn, row["uuid"], changes):
             raise faults.NotFound("Instance could not be found")

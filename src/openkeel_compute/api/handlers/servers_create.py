@@ -186,7 +186,7 @@ def create(req):
         "user_data": server.get("user_data"),
         "display_description": server.get("description"),
         "access_ip_v4": _ip(server.get("accessIPv4")), "access_ip_v6": _ip(server.get("accessIPv6")),
-        "pinned_availability_zone": server.get("availability_zone"),
+        "pinned_availability_zone": zone,  # the zone asked for (or the default schedule zone), as Nova pins
         "scheduler_hints": json.dumps(hints),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
         "key_name": key_pair["name"] if key_pair else None, "key_data": key_pair["public_key"] if key_pair else None,

@@ -163,7 +163,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
         body["progress"] = row["progress"]
     if update:
         return _update_tail(version, body, data, shown)
-    # every host is in the default zone ([DEFAULT] default_availability_zone)
+    # the zone asked for at boot, else the default zone ([DEFAULT] default_availability_zone)
     body["OS-EXT-AZ:availability_zone"] = (row["availability_zone"] or _default_zone(req)) if row["host"] \
         else (row["availability_zone"] or "")
     body["config_drive"] = row["config_drive"] if row["config_drive"] is not None else ""
