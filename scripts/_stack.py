@@ -5,7 +5,7 @@ the user's arguments for ``openkeel-compute serve`` (--port, --host, ...).
 
 - The image service: when neither ``[glance] api_servers`` nor ``[glance] endpoint_override`` is set,
   the local development image service (openkeel_compute.images.local) runs in this process on
-  127.0.0.1:9292 (another free port when 9292 is taken), serving ``$state_path/images`` with the
+  127.0.0.1:9292 (another free port when 9292 is taken; OPENKEEL_IMAGE_PORT chooses another), serving ``$state_path/images`` with the
   image ``openkeel-tiny`` registered on first start. Its address reaches the API and the controller in
   ``$state_path/serve-images.conf``, the last --config-file they get. With a Glance configured, nothing
   of this runs and that Glance is used.
@@ -31,12 +31,13 @@ import time
 SCRIPTS = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 
-import _clouds_yaml  # noqa: E402
+import _clouds_yaml
 
-from openkeel_compute.conf import build_conf  # noqa: E402
-from openkeel_compute.images import glance, local  # noqa: E402
+from openkeel_compute.conf import build_conf
+from openkeel_compute.images import glance, local
 
-IMAGE_PORT = 9292
+# The local image service's port: Glance's 9292, or OPENKEEL_IMAGE_PORT (0: any free port).
+IMAGE_PORT = int(os.environ.get("OPENKEEL_IMAGE_PORT", "9292"))
 STOP_TIMEOUT = 10.0
 _PR_SET_PDEATHSIG = 1
 
@@ -53,16 +54,15 @@ def _die_with_parent() -> None:
         pass
 
 
-def _start_images(directory: pathlib.Path):
+def _bind_images(directory: pathlib.Path):
+    """The local image service, bound (its port known) but not serving yet: no thread runs before the forks."""
     local.ensure_default_image(directory)
     try:
-        server = local.serve(str(directory), "127.0.0.1", IMAGE_PORT)
+        return local.serve(str(directory), "127.0.0.1", IMAGE_PORT)
     except OSError as exc:
         if exc.errno != errno.EADDRINUSE:
             raise
-        server = local.serve(str(directory), "127.0.0.1", 0)
-    threading.Thread(target=server.serve_forever, name="images", daemon=True).start()
-    return server
+        return local.serve(str(directory), "127.0.0.1", 0)
 
 
 def _stop(children: list[subprocess.Popen]) -> None:
@@ -99,7 +99,7 @@ def main(argv: list[str]) -> int:
             + " ([glance] in the configuration)")
     else:
         state = pathlib.Path(conf.state_path)
-        images = _start_images(state / "images")
+        images = _bind_images(state / "images")
         image_url = f"http://127.0.0.1:{images.server_port}"
         extra = state / "serve-images.conf"
         extra.write_text("# Written by scripts/serve at each start: its local image service.\n"
@@ -118,11 +118,18 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     children: list[subprocess.Popen] = []
+    serving = None
     try:
         for command in ([exe, "controller", *config], [exe, "serve", *config, *serve_args]):
             if stopping.is_set():
                 break
-            children.append(subprocess.Popen(command, start_new_session=True, preexec_fn=_die_with_parent))
+            # preexec_fn is safe here: the process has no other thread yet (the image service starts below).
+            children.append(subprocess.Popen(command, start_new_session=True,
+                                             preexec_fn=_die_with_parent))  # noqa: PLW1509
+        serving = None
+        if images is not None:
+            serving = threading.Thread(target=images.serve_forever, name="images", daemon=True)
+            serving.start()
         status = 0
         while not stopping.is_set():
             ended = [child for child in children if child.poll() is not None]
@@ -136,7 +143,8 @@ def main(argv: list[str]) -> int:
     finally:
         _stop(children)
         if images is not None:
-            images.shutdown()
+            if serving is not None:
+                images.shutdown()
             images.server_close()
 
 
