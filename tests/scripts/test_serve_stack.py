@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 import signal
 import subprocess
 import time
@@ -77,7 +78,7 @@ def test_the_tiny_image_and_the_catalog_are_there_on_first_start(stack):
 def test_a_signal_stops_every_process_it_started(stack, sig):
     _boot(stack)
     started = descendants(stack.proc.pid)
-    commands = " ".join(open(f"/proc/{pid}/cmdline", "rb").read().decode(errors="replace") for pid in started
+    commands = " ".join(pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") for pid in started
                         if alive(pid))
     assert "controller" in commands and "serve" in commands, commands
     assert len(started) >= 3  # controller, API master, its worker
