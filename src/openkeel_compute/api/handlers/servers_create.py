@@ -145,6 +145,8 @@ def create(req):
         "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
     }
+    # what the controller needs to know of the request beyond the instance's columns
+    system_metadata = {names.REQUESTED_NETWORKS: "none"} if networks == "none" else {}
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:
@@ -155,6 +157,7 @@ def create(req):
             row = instances.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
                                    display_name=names.display_name_for(display_name, count=max_count, index=index),
                                    metadata=server.get("metadata"), tags=server.get("tags"),
+                                   system_metadata=system_metadata or None,
                                    launch_index=index, hostname=hostname, **columns)
             instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
