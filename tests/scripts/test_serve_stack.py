@@ -47,6 +47,7 @@ def test_a_server_boots_to_active_in_seconds_with_nothing_but_scripts_serve(stac
     assert took < BOOT_SECONDS, f"ACTIVE after {took:.1f} s"
     server = stack.call("GET", f"/v2.1/servers/{server_id}")[1]["server"]
     assert server["OS-EXT-STS:vm_state"] == "active" and server["OS-EXT-STS:power_state"] == 1
+    assert (server["progress"], server["addresses"]) == (0, {})  # as Nova: 0 once ACTIVE; networks none
     assert server["image"]["id"] == local.DEFAULT_IMAGE_ID
     log = stack.log()
     assert "image service: the local development one on http://127.0.0.1:" in log
