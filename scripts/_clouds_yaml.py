@@ -20,19 +20,20 @@ CLOUDS = """\
 clouds:
 {clouds}"""
 
+# The client authenticates at the API's noauth2 identity answer, which gives it the token back and a
+# catalog (compute, identity, the image service): no endpoint overrides, as with a real Keystone.
 CLOUD = """\
   {name}:  # {who}
-    auth_type: admin_token
+    auth_type: token
     auth:
+      auth_url: {identity}
       token: '{token}'
-      endpoint: {compute}
-    compute_endpoint_override: {compute}
+      project_id: {project}
     compute_api_version: '{version}'
     identity_api_version: '3'
-    identity_endpoint_override: {identity}
 """
 
-# The highest microversion the API serves: every field of a flavor (description, extra specs in show).
+# The highest microversion the API serves: every field of a flavor and a server.
 COMPUTE_API_VERSION = "2.104"
 
 
@@ -55,7 +56,7 @@ def main(argv: list[str]) -> int:
         host = "127.0.0.1"
     base = f"http://{'[' + host + ']' if ':' in host else host}:{args.port or conf.wsgi.port}"
     clouds = "".join(
-        CLOUD.format(name=name, who=who, token=token, compute=base + "/v2.1", version=COMPUTE_API_VERSION,
+        CLOUD.format(name=name, who=who, token=token, project=token.partition(":")[2], version=COMPUTE_API_VERSION,
                      identity=base + "/identity/v3")
         for name, who, token in (("openkeel", "the administrator", "admin:admin"),
                                  ("openkeel-demo", "a member of project demo", "demo:demo")))

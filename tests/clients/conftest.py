@@ -120,3 +120,16 @@ def server(tmp_path_factory):
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    """A real ``scripts/serve`` (API, controller on its built-in cluster, local image service) for the server
+    scenarios; the clients use the var/clouds.yaml it wrote."""
+    from tests.scripts.stack import Stack
+
+    stack = Stack(tmp_path_factory.mktemp("serve-stack")).start()
+    try:
+        yield stack
+    finally:
+        stack.stop()

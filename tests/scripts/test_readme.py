@@ -52,8 +52,10 @@ def served(tmp_path_factory):
     checkout = make_checkout(home / "openkeel-compute")
     port = free_port()
     log = (home / "serve.log").open("wb")
+    # The image service on a free port: the tests must not take Glance's 9292 from a running scripts/serve.
     proc = subprocess.Popen([str(checkout / "scripts/serve"), "--port", str(port)], cwd=checkout,
-                            env=clean_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                            env=dict(clean_env(home), OPENKEEL_IMAGE_PORT="0"), stdout=log,
+                            stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + START_TIMEOUT
         while True:
@@ -84,6 +86,16 @@ def test_readme_shows_every_flavor_command_the_cli_needs():
     assert "flavor set --property" in text and "flavor set --description" in text
 
 
+def test_readme_shows_every_server_command_of_the_issue():
+    commands = [c for c in readme_commands((ROOT / "README.md").read_text()) if c.startswith("scripts/openstack server")]
+    subcommands = {c.split()[2] for c in commands}
+    wanted = {"create", "list", "show", "set", "stop", "start", "reboot", "pause", "unpause", "lock", "unlock",
+              "delete"}
+    assert wanted <= subcommands, wanted - subcommands
+    assert any("--wait" in c for c in commands if c.split()[2] == "create")
+    assert any("--hard" in c for c in commands if c.split()[2] == "reboot")
+
+
 def test_readme_commands_work_as_written(served):
     checkout, port, home = served
     commands = readme_commands((ROOT / "README.md").read_text())
@@ -106,8 +118,25 @@ def test_readme_commands_work_as_written(served):
     assert "2 dedicated vCPUs on huge pages" in shown and "demo" in shown, shown
     assert "m1.dedicated" in output_of("flavor list --all")
     assert "m1.dedicated" in output_of("openkeel-demo flavor list")
-    # the last command deleted the flavor
+    # the last flavor command deleted the flavor
     assert _get(f"http://127.0.0.1:{port}/v2.1/flavors/42")[0] == 404
+
+    assert "openkeel-tiny" in output_of("image list")
+    created = output_of("server create")
+    assert re.search(r"\|\s*status\s*\|\s*ACTIVE\s*\|", created), created  # --wait waited for ACTIVE
+    assert re.search(r"\|\s*image\s*\|\s*openkeel-tiny \(", created), created
+    assert "web-1" in output_of("server list") and "ACTIVE" in output_of("server list")
+    assert "pod-network=10.244." in output_of("server show web-1")
+    assert "SHUTOFF" in output_of("server show web-2 -c status")
+    # the server went through every command (its instance actions) and the last one deleted it
+    [server_id] = re.findall(r"\|\s*id\s*\|\s*([0-9a-f-]{36})\s*\|", created)
+    assert _get(f"http://127.0.0.1:{port}/v2.1/servers/{server_id}")[0] == 404
+    assert _get(f"http://127.0.0.1:{port}/v2.1/servers")[1]["servers"] == []
+    status, body = _get(f"http://127.0.0.1:{port}/v2.1/servers/{server_id}/os-instance-actions")
+    assert status == 200, body
+    actions = sorted(a["action"] for a in body["instanceActions"])
+    assert {"create", "stop", "start", "reboot", "pause", "unpause", "delete"} <= set(actions), actions
+    assert actions.count("reboot") == 2, actions
 
 
 def test_scripts_openstack_says_to_run_scripts_serve_first(tmp_path):

@@ -79,16 +79,19 @@ def test_clouds_yaml_points_at_the_port_and_host_serve_uses(tmp_path):
     clouds = yaml.safe_load((tmp_path / "var/clouds.yaml").read_text())["clouds"]
     assert set(clouds) == {"openkeel", "openkeel-demo"}
     admin = clouds["openkeel"]
-    assert admin["auth"] == {"token": "admin:admin", "endpoint": "http://127.0.0.1:9000/v2.1"}
-    assert admin["compute_endpoint_override"] == "http://127.0.0.1:9000/v2.1"
-    assert admin["identity_endpoint_override"] == "http://127.0.0.1:9000/identity/v3"
-    assert clouds["openkeel-demo"]["auth"]["token"] == "demo:demo"
+    # the client authenticates at the noauth2 identity answer and takes every endpoint from its catalog
+    assert admin["auth_type"] == "token"
+    assert admin["auth"] == {"token": "admin:admin", "auth_url": "http://127.0.0.1:9000/identity/v3",
+                             "project_id": "admin"}
+    assert not [key for key in admin if key.endswith("_endpoint_override")]
+    assert clouds["openkeel-demo"]["auth"] == {"token": "demo:demo", "auth_url": "http://127.0.0.1:9000/identity/v3",
+                                               "project_id": "demo"}
 
     conf = tmp_path / "port.conf"
     conf.write_text("[wsgi]\nport = 9100\n")
     assert _clouds(tmp_path, "--config-file", str(conf)).returncode == 0
     admin = yaml.safe_load((tmp_path / "var/clouds.yaml").read_text())["clouds"]["openkeel"]
-    assert admin["compute_endpoint_override"] == "http://127.0.0.1:9100/v2.1"
+    assert admin["auth"]["auth_url"] == "http://127.0.0.1:9100/identity/v3"
 
 
 def test_no_clouds_yaml_with_keystone_authentication(tmp_path):

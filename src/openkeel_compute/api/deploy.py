@@ -283,6 +283,15 @@ def _health_backends(conf: cfg.ConfigOpts) -> list[str]:
     return backends if health.NAME in backends else [*backends, health.NAME]
 
 
+def _catalog_image_url(conf) -> str | None:
+    """The image service the noauth2 identity answer lists in its catalog: the first [glance] api_servers."""
+    from openkeel_compute.images import glance
+
+    glance.register_opts(conf)
+    servers = conf.glance.api_servers or []
+    return servers[0] if servers else conf.glance.endpoint_override
+
+
 def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     """Build the WSGI application for ``conf``."""
     policies.init(conf)
@@ -302,7 +311,8 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     if conf.api.auth_strategy == "noauth2":
         from openkeel_compute.api.noauth_identity import NoAuthIdentity
 
-        app = NoAuthIdentity(app)  # /identity: what the openstack CLI reads before flavor create/set
+        # /identity: tokens with a catalog, and what the openstack CLI reads before flavor create/set
+        app = NoAuthIdentity(app, _catalog_image_url(conf))
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)

@@ -155,7 +155,9 @@ def setup_logging(debug: bool) -> None:
         format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
-    for noisy in ("stevedore", "keystoneauth", "urllib3", "amqp", "kombu", "alembic.runtime.plugins"):
+    # httpx logs every Kubernetes request at INFO: several a second from a running controller.
+    for noisy in ("stevedore", "keystoneauth", "urllib3", "amqp", "kombu", "alembic.runtime.plugins", "httpx",
+                  "httpx2"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

@@ -50,3 +50,7 @@ def host_id(host: str | None, project_id: str) -> str:
     if not host:
         return ""
     return hashlib.sha224((project_id + host).encode("utf-8")).hexdigest()
+
+
+# System metadata key of a server created with networks "none" (value "none"): it gets no network.
+REQUESTED_NETWORKS = "requested_networks"

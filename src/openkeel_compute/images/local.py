@@ -30,6 +30,7 @@ import uuid
 from collections.abc import Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
+from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 _IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file)?/?$")
@@ -51,6 +52,43 @@ def sniff(path: pathlib.Path) -> tuple[str, int]:
         if f.read(5) == b"CD001":
             return "iso", size
     return "raw", size
+
+
+# The image every development start has (scripts/serve): a small raw disk written here, no download.
+DEFAULT_IMAGE_NAME = "openkeel-tiny"
+DEFAULT_IMAGE_ID = "8a5f3d2e-7c41-4b6a-9e0d-2f1c6b7a9e30"
+_TINY_SECTORS = 4096  # 2 MiB
+
+
+def write_tiny_disk(path: pathlib.Path) -> None:
+    """A 2 MiB raw disk: an MBR with one Linux partition (sectors 2048 to the end) and nothing in it.
+
+    It is a valid disk image for every importer (raw needs no conversion) and small enough to write
+    on every first start; it boots nothing. Real guests need a real image (register one).
+    """
+    mbr = bytearray(512)
+    start, count = 2048, _TINY_SECTORS - 2048
+    # status, CHS first (unused: 0xfe 0xff 0xff), type 0x83, CHS last, LBA first, sector count
+    mbr[446:462] = bytes([0x00, 0xFE, 0xFF, 0xFF, 0x83, 0xFE, 0xFF, 0xFF]) + struct.pack("<II", start, count)
+    mbr[440:444] = struct.pack("<I", 0x4F4B4545)  # disk signature
+    mbr[510:512] = b"\x55\xaa"
+    tmp = path.with_name(f".{path.name}.tmp")
+    with tmp.open("wb") as f:
+        f.write(mbr)
+        f.truncate(_TINY_SECTORS * 512)
+    os.replace(tmp, path)
+
+
+def ensure_default_image(directory: pathlib.Path) -> dict[str, Any]:
+    """Register the tiny image as ``openkeel-tiny`` unless it is there; its Glance body either way."""
+    record = _load(directory, DEFAULT_IMAGE_ID)
+    if record is not None and pathlib.Path(record.get("_path", "")).is_file():
+        return _public(record)
+    directory.mkdir(parents=True, exist_ok=True)
+    disk = directory / f"{DEFAULT_IMAGE_NAME}.raw"
+    write_tiny_disk(disk)
+    return register(directory, disk, name=DEFAULT_IMAGE_NAME, image_id=DEFAULT_IMAGE_ID,
+                    properties={"hw_disk_bus": "virtio", "description": "2 MiB empty raw disk for development"})
 
 
 def register(directory: pathlib.Path, source: pathlib.Path, *, name: str | None = None, image_id: str | None = None,
@@ -103,6 +141,23 @@ def _public(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
+# Glance's list filters that compare a field with a value (``id`` and ``name`` also take ``in:a,b``).
+_FILTERS = ("id", "name", "status", "visibility", "disk_format", "container_format", "owner")
+
+
+def _filters(query: str) -> dict[str, set[str]]:
+    wanted = {}
+    for key, values in parse_qs(query).items():
+        if key in _FILTERS and values:
+            value = values[-1]
+            wanted[key] = set(value[3:].split(",")) if value.startswith("in:") else {value}
+    return wanted
+
+
+def _matches(record: dict[str, Any], wanted: dict[str, set[str]]) -> bool:
+    return all(str(record.get(key)) in values for key, values in wanted.items())
+
+
 def _json(start_response, status: str, body: Any) -> list[bytes]:
     data = json.dumps(body).encode()
     start_response(status, [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
@@ -139,10 +194,11 @@ def make_app(directory: str | os.PathLike):
             return _json(start_response, "300 Multiple Choices", {"versions": [
                 {"id": "v2.16", "status": "CURRENT", "links": [{"rel": "self", "href": f"http://{host}/v2/"}]}]})
         if path.rstrip("/") == "/v2/images":
+            wanted = _filters(environ.get("QUERY_STRING", ""))
             images = []
             for item in sorted(root.glob("*.json")):
                 record = _load(root, item.stem)
-                if record is not None:
+                if record is not None and _matches(record, wanted):
                     images.append(_public(record))
             return _json(start_response, "200 OK", {"images": images, "schema": "/v2/schemas/images",
                                                     "first": "/v2/images"})

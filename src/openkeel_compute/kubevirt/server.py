@@ -19,6 +19,7 @@ from email.mime.multipart import MIMEMultipart
 from email.mime.nonmultipart import MIMENonMultipart
 from typing import Any, NamedTuple
 
+from openkeel_compute.compute.names import REQUESTED_NETWORKS
 from openkeel_compute.kubevirt.admission import label_value_ok
 from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
@@ -308,8 +309,14 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     domain = tspec["domain"]
     domain["firmware"] = {"uuid": str(server["uuid"]).lower()}
     devices = domain["devices"]
-    devices["interfaces"] = [{"name": POD_NETWORK, "masquerade": {}, "macAddress": mac_address(uuid)}]
-    tspec["networks"] = [{"name": POD_NETWORK, "pod": {}}]
+    if (server.get("system_metadata") or {}).get(REQUESTED_NETWORKS) == "none":
+        # networks "none": no interface at all (KubeVirt would otherwise add the pod network itself)
+        devices["interfaces"] = []
+        devices["autoattachPodInterface"] = False
+        tspec["networks"] = []
+    else:
+        devices["interfaces"] = [{"name": POD_NETWORK, "masquerade": {}, "macAddress": mac_address(uuid)}]
+        tspec["networks"] = [{"name": POD_NETWORK, "pod": {}}]
     hostname = guest_hostname(server.get("hostname"))
     if hostname:
         tspec["hostname"] = hostname

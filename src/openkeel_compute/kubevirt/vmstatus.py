@@ -219,7 +219,8 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
         if fault is not None:
             return Observation(ERROR, None, power, fault, **base)
         if phase == "Running":
-            return Observation(ACTIVE, None, power, launched=True, **base)
+            # the import's progress shown during the build ends; Nova shows an ACTIVE server's progress as 0
+            return Observation(ACTIVE, None, power, launched=True, progress=0, **base)
         started = _timestamp(build_started_at)
         if build_timeout and started is not None and (now - started).total_seconds() > build_timeout:
             return Observation(ERROR, None, power, Fault(500, BUILD_TIMEOUT_MESSAGE, ""), **base)

@@ -191,6 +191,8 @@ def create(req):
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
         "key_name": key_pair["name"] if key_pair else None, "key_data": key_pair["public_key"] if key_pair else None,
     }
+    if networks == "none":  # the controller gives the VM no interface
+        system_metadata[names.REQUESTED_NETWORKS] = "none"
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:

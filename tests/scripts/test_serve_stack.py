@@ -1,0 +1,124 @@
+"""scripts/serve as one command: the API, the controller on its built-in cluster and the local image
+service; a server boots to ACTIVE within seconds, and Ctrl-C or SIGTERM leaves no process behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import signal
+import subprocess
+import time
+
+import pytest
+import yaml
+
+from openkeel_compute.images import local
+from tests.scripts.stack import Stack, alive, descendants
+
+BOOT_SECONDS = 10  # the serve defaults make the built-in cluster's build take about two seconds
+
+
+def _boot(stack: Stack, name: str = "quick") -> tuple[str, float]:
+    status, _ = stack.call("POST", "/v2.1/flavors", {"flavor": {"name": "m1.quick", "ram": 512, "vcpus": 1,
+                                                                 "disk": 1, "id": "quick"}})
+    assert status == 200
+    started = time.monotonic()
+    status, body = stack.call("POST", "/v2.1/servers", {"server": {
+        "name": name, "flavorRef": "quick", "imageRef": local.DEFAULT_IMAGE_ID, "networks": "none"}})
+    assert status == 202, body
+    server_id = body["server"]["id"]
+    stack.wait_status(server_id, "ACTIVE", timeout=60)
+    return server_id, time.monotonic() - started
+
+
+@pytest.fixture
+def stack(tmp_path):
+    stack = Stack(tmp_path).start()
+    try:
+        yield stack
+    finally:
+        if stack.proc.poll() is None:
+            stack.stop()
+
+
+def test_a_server_boots_to_active_in_seconds_with_nothing_but_scripts_serve(stack):
+    server_id, took = _boot(stack)
+    assert took < BOOT_SECONDS, f"ACTIVE after {took:.1f} s"
+    server = stack.call("GET", f"/v2.1/servers/{server_id}")[1]["server"]
+    assert server["OS-EXT-STS:vm_state"] == "active" and server["OS-EXT-STS:power_state"] == 1
+    assert (server["progress"], server["addresses"]) == (0, {})  # as Nova: 0 once ACTIVE; networks none
+    assert server["image"]["id"] == local.DEFAULT_IMAGE_ID
+    log = stack.log()
+    assert "image service: the local development one on http://127.0.0.1:" in log
+    assert "built-in KubeVirt cluster listening" in log  # the controller drives the emulator
+    assert "HTTP Request:" not in log  # the controller's Kubernetes requests are not logged one by one
+
+
+def test_the_tiny_image_and_the_catalog_are_there_on_first_start(stack):
+    clouds = yaml.safe_load((stack.checkout / "var/clouds.yaml").read_text())["clouds"]["openkeel"]
+    assert clouds["auth"]["auth_url"] == f"{stack.url}/identity/v3"
+    token = json.dumps({"auth": {"identity": {"methods": ["token"], "token": {"id": "admin:admin"}},
+                                 "scope": {"project": {"id": "admin"}}}}).encode()
+    import urllib.request
+
+    req = urllib.request.Request(f"{stack.url}/identity/v3/auth/tokens", data=token, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        assert resp.status == 201 and resp.headers["X-Subject-Token"] == "admin:admin"
+        catalog = {entry["type"]: entry["endpoints"][0]["url"] for entry in json.loads(resp.read())["token"]["catalog"]}
+    assert catalog["compute"] == f"{stack.url}/v2.1"
+    with urllib.request.urlopen(catalog["image"] + "/v2/images?name=" + local.DEFAULT_IMAGE_NAME, timeout=10) as resp:
+        [image] = json.loads(resp.read())["images"]
+    assert image["id"] == local.DEFAULT_IMAGE_ID and image["disk_format"] == "raw" and image["status"] == "active"
+    conf = (stack.checkout / "var/serve-images.conf").read_text()
+    assert f"api_servers = {catalog['image']}" in conf
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_stops_every_process_it_started(stack, sig):
+    _boot(stack)
+    started = descendants(stack.proc.pid)
+    commands = " ".join(pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace") for pid in started
+                        if alive(pid))
+    assert "controller" in commands and "serve" in commands, commands
+    assert len(started) >= 3  # controller, API master, its worker
+    assert stack.stop(sig) == 0, stack.log()
+    deadline = time.monotonic() + 10
+    while [pid for pid in started if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in started if alive(pid)], stack.log()
+
+
+def test_children_die_with_a_killed_supervisor(stack):
+    started = descendants(stack.proc.pid)
+    assert started
+    os.kill(stack.proc.pid, signal.SIGKILL)
+    stack.proc.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while [pid for pid in started if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = [pid for pid in started if alive(pid)]
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert not left
+
+
+def test_when_the_api_cannot_start_nothing_stays_running(tmp_path):
+    first = Stack(tmp_path / "one").start()
+    try:
+        second = Stack(tmp_path / "two")
+        with second.log_path.open("wb") as log:
+            proc = subprocess.Popen([str(second.checkout / "scripts/serve"), "--port", str(first.port)],
+                                    cwd=second.checkout, env=second.env, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        started = set()
+        while proc.poll() is None:
+            started |= descendants(proc.pid)
+            time.sleep(0.05)
+        assert proc.wait(timeout=60) != 0
+        assert f"port {first.port} on 127.0.0.1 is already in use" in second.log()
+        assert "`openkeel-compute serve` exited with status" in second.log()
+        assert started and not [pid for pid in started if alive(pid)]  # the controller was stopped
+    finally:
+        first.stop()
