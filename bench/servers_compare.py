@@ -391,7 +391,7 @@ def main() -> int:
             s.start()
             log(f"{s.name} up on :{s.port} (load {load()})")
         # 1. the servers the reads list, and each system's build rate
-        for s in systems:
+        for s in systems if args.servers else []:
             api = Api(s.port)
             posted = api.boot(args.servers, args.batch, "bench-base")
             got = api.wait_active(args.servers, "bench-base", args.boot_timeout)
@@ -432,12 +432,15 @@ def main() -> int:
             fresh.start()
             api = Api(fresh.port)
             log(f"fresh openkeel: booting {args.boot} servers (load {load()})")
+            cpu0 = {p.name: cpu_of([p.pid]) for p in fresh.procs}
             posted = api.boot(args.boot, args.boot_batch, "bench-boot")
             got = api.wait_active(args.boot, "bench-boot", args.boot_timeout)
-            got.update(posts_s=posted, load=load(), rate=got["active"] / got["seconds"])
+            got.update(posts_s=posted, load=load(), rate=got["active"] / got["seconds"],
+                       cpu_s={p.name: round(cpu_of([p.pid]) - cpu0[p.name], 1) for p in fresh.procs})
             result["boot"] = got
             log(f"openkeel: {args.boot} servers posted in {posted:.1f} s, {got['active']} ACTIVE "
-                f"({got['errors']} ERROR) {got['seconds']:.1f} s after the first POST (load {got['load']})")
+                f"({got['errors']} ERROR) {got['seconds']:.1f} s after the first POST (load {got['load']}; "
+                f"CPU s {got['cpu_s']})")
             fresh.stop()
     finally:
         for s in systems:
@@ -465,10 +468,10 @@ def render(result: dict, args, ops: list[str]) -> str:
     lines = [f"Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}  ",
              f"Machine: nproc={os.cpu_count()}, CPU: {cpu}, {platform.platform()}  ",
              f"Command: `bench/servers_compare.py {' '.join(shown)}`  ",
-             f"Each system's processes pinned to core {args.server_core}, wrk to core {args.client_core}; "
+             (f"Each system's processes pinned to core {args.server_core}, wrk to core {args.client_core}; "
              f"{args.servers} servers per system; lists: {args.list_connections} connection(s), "
              f"{args.list_duration} s; others: {args.connections} connections, {args.duration} s; "
-             f"{args.warmup} s warm-up; built-in cluster delay scale {args.delay_scale:g}.", ""]
+             f"{args.warmup} s warm-up; built-in cluster delay scale {args.delay_scale:g}."), ""]
     names = list(result["seed"])
     both = "nova" in names and "openkeel" in names
     lines.append("| operation | Nova req/s | OpenKeel req/s | ratio | target | Nova p50 / p99 ms | OpenKeel p50 / p99 ms "
@@ -503,7 +506,8 @@ def render(result: dict, args, ops: list[str]) -> str:
         verdict = "PASS" if b["active"] >= args.boot and b["seconds"] <= 60 else "**FAIL**"
         lines.append(f"- fresh OpenKeel, {args.boot} servers ({args.boot_batch} per POST) to ACTIVE: "
                      f"{b['active']} ACTIVE, {b['errors']} ERROR after {b['seconds']:.1f} s "
-                     f"({b['rate']:.1f} servers/s; POSTs took {b['posts_s']:.1f} s; load {b['load']}); "
+                     f"({b['rate']:.1f} servers/s; POSTs took {b['posts_s']:.1f} s; CPU seconds used meanwhile: "
+                     f"{', '.join(f'{k} {v}' for k, v in b['cpu_s'].items())}; load {b['load']}); "
                      f"target 1,000 within 60 s: {verdict}")
     return "\n".join(lines) + "\n"
 

@@ -215,6 +215,7 @@ class ServerLoop:
         self._events: dict[str, int] = {}  # server uuid -> the event its running task finishes
         self._old_vmi: dict[str, str] = {}  # server uuid -> the VMI a hard reboot replaces (until it is replaced)
         self._namespaces: set[str] = set()  # namespaces seen to exist this pass (asked again after a failure)
+        self.rows_done = 0  # rows the last pass did: when some were, the controller looks again without waiting
 
     def run_once(self) -> dict[str, str]:
         """One pass: the pending rows, then every live server observed. Returns server uuid -> problem."""
@@ -227,6 +228,7 @@ class ServerLoop:
     def process_outbox(self) -> dict[str, str]:
         problems: dict[str, str] = {}
         self._namespaces.clear()
+        self.rows_done = 0
         for row in _pending_servers(self.engine, self.batch_size):
             if row.server_uuid in problems:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
@@ -239,17 +241,20 @@ class ServerLoop:
                 LOG.warning("server %s %s: %s", row.server_uuid, row.operation, exc)
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
             else:
-                _finish_rows(self.engine, [row.id], None)
                 self._start_event(row)
+                self.rows_done += 1
         return problems
 
     def _start_event(self, row: ServerRow) -> None:
-        """The operation's event, in the instance action of the request that asked for it."""
+        """The row done and its operation's event started, in the instance action of the request that
+        asked for it: one transaction."""
         request_id = row.payload.get("request_id")
         event = EVENTS.get(row.operation)
-        if not request_id or event is None:
-            return
         with transaction(self.engine) as conn:
+            conn.execute(update(OUTBOX).where(OUTBOX.c.id == row.id, OUTBOX.c.done_at.is_(None))
+                         .values(done_at=models.utcnow()))
+            if not request_id or event is None:
+                return
             action_id = instances.action_for_request(conn, row.server_uuid, request_id)
             if action_id is not None:
                 self._events[row.server_uuid] = instances.start_event(conn, action_id, event)
