@@ -193,6 +193,8 @@ def _finish_rows(engine: Engine, ids: list[int], error: str | None) -> None:
         conn.execute(update(OUTBOX).where(OUTBOX.c.id.in_(ids), OUTBOX.c.done_at.is_(None)).values(values))
 
 
+#: state changes seen in one pass are written this many to a transaction (one commit each, not one per server)
+_WRITES_PER_TRANSACTION = 100
 _LIVE_SERVERS = select(models.INSTANCES).where(models.INSTANCES.c.deleted == 0).order_by(models.INSTANCES.c.id)
 
 
@@ -328,12 +330,17 @@ class ServerLoop:
                 for server in servers:
                     problems.setdefault(server["uuid"], f"observe: {exc}")
                 continue
+            writes: list[tuple[dict, dict, Observation]] = []
             for server in servers:
                 name = server_vm_name(server["uuid"])
                 try:
-                    self._observe(server, namespace, vms.get(name), vmis.get(name), dvs.get(name, []))
+                    self._observe(server, namespace, vms.get(name), vmis.get(name), dvs.get(name, []), writes)
                 except (ApiError, httpx2.HTTPError) as exc:
                     problems.setdefault(server["uuid"], f"observe: {exc}")
+            for start in range(0, len(writes), _WRITES_PER_TRANSACTION):
+                with transaction(self.engine) as conn:
+                    for server, changes, seen in writes[start:start + _WRITES_PER_TRANSACTION]:
+                        self._write_state(conn, server, changes, seen)
 
     def observe_one(self, uuid: str) -> Observation | None:
         server = self._server(uuid)
@@ -344,8 +351,10 @@ class ServerLoop:
         return self._observe(server, namespace, vm, vmi, dvs)
 
     def _observe(self, server: dict[str, Any], namespace: str, vm: dict | None, vmi: dict | None,
-                 dvs: list[dict]) -> Observation:
-        """Write what the server's objects say into its row (compare-and-swap on the task_state read)."""
+                 dvs: list[dict], writes: list | None = None) -> Observation:
+        """Write what the server's objects say into its row (compare-and-swap on the task_state read);
+        with ``writes``, a change of state is added there for the caller to write (a deletion is
+        written at once)."""
         uuid = server["uuid"]
         server["vmi_uid"] = self._old_vmi.get(uuid)
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
@@ -373,15 +382,22 @@ class ServerLoop:
         current = {k: server.get(k) for k in changes}
         if current == changes and seen.fault is None:
             return seen  # nothing changed: only read
+        if writes is not None:
+            writes.append((server, changes, seen))
+            return seen
         with transaction(self.engine) as conn:
-            if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
-                return seen  # an API action moved the task meanwhile: it wins, the next pass looks again
-            if seen.fault is not None:
-                instances.add_fault(conn, uuid, code=seen.fault.code, message=seen.fault.message,
-                                    details=seen.fault.details or None, host=seen.host)
-            if seen.task_state is None and seen.vm_state != states.BUILDING:
-                self._finish_event(conn, uuid, seen.fault)
+            self._write_state(conn, server, changes, seen)
         return seen
+
+    def _write_state(self, conn: Any, server: dict[str, Any], changes: dict[str, Any], seen: Observation) -> None:
+        uuid = server["uuid"]
+        if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
+            return  # an API action moved the task meanwhile: it wins, the next pass looks again
+        if seen.fault is not None:
+            instances.add_fault(conn, uuid, code=seen.fault.code, message=seen.fault.message,
+                                details=seen.fault.details or None, host=seen.host)
+        if seen.task_state is None and seen.vm_state != states.BUILDING:
+            self._finish_event(conn, uuid, seen.fault)
 
 
 def make_loop(client: Client, engine: Engine, **kwargs: Any) -> ServerLoop:
