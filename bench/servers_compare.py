@@ -464,7 +464,14 @@ def render(result: dict, args, ops: list[str]) -> str:
             cpu = next(ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name"))
     except (OSError, StopIteration):
         cpu = platform.processor()
-    shown = [a for a in sys.argv[1:] if not a.startswith(("--markdown", "--json"))]
+    shown, skip = [], False  # the command line without the output files (paths of this machine)
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg in ("--markdown", "--json"):
+            skip = True
+        elif not arg.startswith(("--markdown=", "--json=")):
+            shown.append(arg)
     lines = [f"Date: {dt.datetime.now(dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}  ",
              f"Machine: nproc={os.cpu_count()}, CPU: {cpu}, {platform.platform()}  ",
              f"Command: `bench/servers_compare.py {' '.join(shown)}`  ",
