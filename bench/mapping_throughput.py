@@ -59,6 +59,8 @@ def main() -> None:
             for flavor in flavors:
                 flavor_to_kubevirt(flavor)
         return
+    for flavor in flavors:  # unmeasured: the first flavor imports and compiles what the mapping loads lazily
+        flavor_to_kubevirt(flavor)
     done = 0
     start = time.perf_counter()
     while time.perf_counter() - start < args.seconds:

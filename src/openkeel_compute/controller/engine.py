@@ -344,12 +344,14 @@ class Controller:
 
     # -- the loop ------------------------------------------------------------------------------------
 
-    def _server_pass(self, report: Report) -> None:
-        """The servers' rows and their observation, after the flavors (a VM names its flavor's objects)."""
+    def _server_pass(self, report: Report) -> bool:
+        """The servers' rows and their observation, after the flavors (a VM names its flavor's objects).
+        Returns whether server rows were taken (more may be waiting)."""
         if self.servers is None or report.transient is not None or not self.is_leader():
-            return
+            return False
         for uuid, problem in self.servers.run_once().items():
             report.problems[f"server {uuid}"] = problem
+        return bool(getattr(self.servers, "rows_done", 0))
 
     def run_once(self) -> Report:
         """One full resync, then the outbox until nothing more can be done now (``--once``); then one
@@ -391,7 +393,7 @@ class Controller:
                         next_resync = self.clock() + self.settings.resync_interval
                 else:
                     report = self.process_outbox()
-                self._server_pass(report)
+                servers_busy = self._server_pass(report)
             except Exception:
                 LOG.exception("reconcile pass failed")
                 self._error("internal")
@@ -403,7 +405,7 @@ class Controller:
                 transient_delay = min(30.0, transient_delay * 2)
                 continue
             transient_delay = self.settings.poll_interval
-            if report.rows_done == 0 and not report.total_writes:
+            if report.rows_done == 0 and not report.total_writes and not servers_busy:
                 stop.wait(self.settings.poll_interval)
 
 

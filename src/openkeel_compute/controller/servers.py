@@ -402,6 +402,8 @@ class ServerLoop:
         self._next_sweep = 0.0  # the first pass looks for orphans
         self._tokens: dict[str, str] = {}  # namespace/name of an image token Secret -> the content last written
         self.watched = WatchedObjects(cluster.http).start() if watch else None
+        self._namespaces: set[str] = set()  # namespaces seen to exist this pass (asked again after a failure)
+        self.rows_done = 0  # rows the last pass did: when some were, the controller looks again without waiting
 
     def close(self) -> None:
         if self.watched is not None:
@@ -427,6 +429,8 @@ class ServerLoop:
 
     def process_outbox(self) -> dict[str, str]:
         problems: dict[str, str] = {}
+        self._namespaces.clear()
+        self.rows_done = 0
         rows = _pending_servers(self.engine, self.batch_size)
         deletes: dict[str, int] = {}
         for row in rows:
@@ -450,6 +454,7 @@ class ServerLoop:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
             else:
                 _finish_rows(self.engine, [row.id], None)
+                self.rows_done += 1
         return problems
 
     def _start_event(self, row: ServerRow) -> None:
@@ -520,7 +525,9 @@ class ServerLoop:
                 token = self.images.token()
             objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
                               server.get("key_data"), options, image_token=token)
-            self.cluster.ensure_namespace(namespace, str(server["project_id"]))
+            if namespace not in self._namespaces:
+                self.cluster.ensure_namespace(namespace, str(server["project_id"]))
+                self._namespaces.add(namespace)
             for body in objects.documents():
                 self.cluster.apply(body)
             with transaction(self.engine) as conn:  # where the API and the next pass find the objects

@@ -353,9 +353,11 @@ class Store:
                 offset, snapshot = int(off), int(snap)
             except ValueError:
                 raise ApiError(400, "continue key is not valid: illegal base64 data") from None
-        items = [o for (plural, o_ns, _n), o in sorted(self.objects.items(), key=lambda kv: (kv[0][1] or "",
-                                                                                              kv[0][2]))
-                 if plural == res.plural and (ns is None or o_ns == ns)]
+        # filter first, then sort what is left: a list of one kind must not sort the whole store
+        chosen = [(key, o) for key, o in self.objects.items()
+                  if key[0] == res.plural and (ns is None or key[1] == ns)]
+        chosen.sort(key=lambda kv: (kv[0][1] or "", kv[0][2]))
+        items = [o for _key, o in chosen]
         if params.get("labelSelector"):
             items = [o for o in items if labels_match(params["labelSelector"], o["metadata"].get("labels") or {})]
         if params.get("fieldSelector"):

@@ -34,6 +34,9 @@ _REGEX = {"name": "display_name", "display_name": "display_name", "description":
           "ramdisk_id": "ramdisk_id"}
 
 
+_BRIEF_COLUMNS = (I.uuid, I.display_name)  # all GET /servers shows of a server
+
+
 def _allowed_filters(version) -> tuple[str, ...]:
     """What a caller without the allow_all_filters rule may filter on, by microversion."""
     allowed = ("reservation_id", "name", "status", "image", "flavor", "ip", "changes-since", "all_tenants")
@@ -189,7 +192,8 @@ def _list(req, collection_name: str, detail: bool) -> dict:
             uuids = [r["uuid"] for r in candidates
                      if all(_ip_matches(r, pattern, v) for pattern, v in ip_filters)]
             where = and_(where, I.uuid.in_(uuids)) if uuids else None
-        rows = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker)
+        rows = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
+                                   columns=None if detail else _BRIEF_COLUMNS)
         if detail:
             items = _details(req, conn, rows)
     links = common.links(req)
