@@ -1,4 +1,4 @@
-"""[quota] (Nova's names and defaults) and the availability-zone options of [DEFAULT]."""
+"""[quota] (Nova's names and defaults) and the scheduling-zone options of [DEFAULT]."""
 
 from oslo_config import cfg
 
@@ -37,9 +37,9 @@ QUOTA_OPTS = [
                 "flavors. The allocations are the instances' flavors here, so both counts agree."),
 ]
 
+# [DEFAULT] default_availability_zone (the zone of nodes without a zone label) is registered
+# with the other [DEFAULT] options (conf/__init__.py).
 AZ_OPTS = [
-    cfg.StrOpt("default_availability_zone", default="nova",
-               help="The availability zone of nodes without a topology.kubernetes.io/zone label."),
     cfg.StrOpt("default_schedule_zone",
                help="The availability zone a server is booted in when the request names none "
                "(no zone: any node)."),
