@@ -145,9 +145,9 @@ def set_password(conn: Connection, instance_uuid: str, password: str) -> None:
 # --- the availability zone a server is pinned to (2.96 shows it, 2.104 changes it) ------------
 
 def zone_of(row: dict, zone: str) -> str | None:
-    """The server's zone: every host is in the default zone; a server without a host is in
-    the zone it asked for, if any."""
-    return zone if row["host"] else row["availability_zone"]
+    """The server's zone: the zone it was booted into (its node's, by node affinity), else, once
+    placed, the default zone; a server without a host is in the zone it asked for, if any."""
+    return (row["availability_zone"] or zone) if row["host"] else row["availability_zone"]
 
 
 def pin_change(row: dict, requested: str | None, zone: str) -> dict:
