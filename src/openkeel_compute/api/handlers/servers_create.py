@@ -22,7 +22,7 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, instances, names
+from openkeel_compute.compute import boot_checks, image_meta, instances, names
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.images import glance
 from openkeel_compute.policies import servers as rules
@@ -60,10 +60,37 @@ def _image(req, image_id: str) -> dict:
         raise faults.Fault(exc.message, 503) from None
 
 
+# OpenKeel's one availability zone: Nova's default zone, where every compute host is without aggregates.
+AVAILABILITY_ZONES = ("nova",)
+
+
+def _kernel_and_ramdisk(image: dict) -> dict:
+    """The image's kernel and ramdisk ids as the server keeps them: none when it says 'nokernel'."""
+    properties = image.get("properties") or {}
+    kernel_id, ramdisk_id = properties.get("kernel_id"), properties.get("ramdisk_id")
+    if kernel_id == "nokernel":
+        kernel_id = ramdisk_id = None
+    return {"kernel_id": kernel_id or "", "ramdisk_id": ramdisk_id or ""}
+
+
+def _availability_zone(value) -> tuple[str | None, bool]:
+    """The zone asked for and whether a host or node was named too (Nova's legacy "zone:host:node")."""
+    if not value or ":" not in value:
+        return value, False
+    parts = value.split(":")
+    if len(parts) > 3:
+        raise faults.BadRequest("Invalid input received: Unable to parse availability_zone")
+    return parts[0], any(parts[1:])
+
+
 def _image_ref(server: dict) -> str:
     """The image to boot: imageRef, or the image a block device mapping boots from (boot index 0)."""
     image_id = server.get("imageRef") or ""
     for bdm in server.get("block_device_mapping_v2") or []:
+        if bdm.get("source_type") == "image" and bdm.get("destination_type") == "local" \
+                and not (image_id and str(bdm.get("boot_index")) == "0"):
+            # as in Nova: an image on the local disk only as the copy of imageRef at boot index 0
+            raise faults.BadRequest("Block Device Mapping is Invalid: Mapping image to local is not supported.")
         if bdm.get("source_type") == "image" and str(bdm.get("boot_index", "")) == "0":
             if bdm.get("destination_type", "local") != "local":
                 raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
@@ -111,6 +138,7 @@ def create(req):
     if "hostname" in server and max_count > 1:
         raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
 
+    availability_zone, forced = _availability_zone(server.get("availability_zone"))
     image_id = _image_ref(server)
     # a flavor's link is as good as its id (its last path segment), as in Nova
     flavor_ref = urllib.parse.urlsplit(str(server["flavorRef"])).path.split("/")[-1]
@@ -120,6 +148,8 @@ def create(req):
         except catalog_errors.NotFound:
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
+    if availability_zone and not forced and availability_zone not in AVAILABILITY_ZONES:
+        raise faults.BadRequest("The requested availability zone is not available")
     image = _image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
@@ -137,7 +167,7 @@ def create(req):
     display_name = server["name"]
     reservation_id = names.new_reservation_id()
     columns = {
-        "image_ref": image_id, "reservation_id": reservation_id, "kernel_id": "", "ramdisk_id": "",
+        "image_ref": image_id, "reservation_id": reservation_id, **_kernel_and_ramdisk(image),
         "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
         "availability_zone": server.get("availability_zone"),
         "user_data": server.get("user_data"),
@@ -145,6 +175,8 @@ def create(req):
         "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
     }
+    # what the server keeps of its image (2.98 shows it; the controller builds from it), as Nova does
+    system_metadata = dict(image_meta.system_metadata(image, flavor), image_base_image_ref=image_id)
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:
@@ -155,7 +187,8 @@ def create(req):
             row = instances.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
                                    display_name=names.display_name_for(display_name, count=max_count, index=index),
                                    metadata=server.get("metadata"), tags=server.get("tags"),
-                                   launch_index=index, hostname=hostname, **columns)
+                                   launch_index=index, hostname=hostname, system_metadata=system_metadata,
+                                   **columns)
             instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if _bool(server.get("return_reservation_id", False)):

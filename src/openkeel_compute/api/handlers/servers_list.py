@@ -80,6 +80,9 @@ def _sort(req):
             keys.pop(index)
         elif key in ("host", "node") and not req.context.is_admin:
             raise faults.Forbidden(f"Only administrators can sort servers by {key}")
+    if not keys:
+        # every key given was one Nova ignores: its default order (newest first) applies
+        keys, dirs = ["created_at"], dirs or ["desc"]
     for direction in dirs:
         if direction not in ("asc", "desc"):
             raise faults.BadRequest("Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")

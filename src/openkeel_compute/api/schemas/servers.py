@@ -113,7 +113,6 @@ UPDATE_BODY = {"2.0": update_v20, "2.1-2.18": update, "2.19-2.89": update_v219, 
 
 # --- POST /servers ---------------------------------------------------------------------------------
 
-_UUID = {"type": "string", "format": "uuid"}
 _IMAGE_REF = {"oneOf": [{"type": "string", "format": "uuid"}, {"type": "string", "maxLength": 0}]}
 _FLAVOR_REF = {"type": ["string", "integer"], "minLength": 1}
 _POSITIVE = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "minLength": 1}
@@ -124,7 +123,7 @@ _BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true"
                                                    "Off", "off", "NO", "No", "no", "n", "f"]}
 _NETWORK = {"type": "object", "properties": {
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
-    "port": {"oneOf": [_UUID, {"type": "null"}]},
+    "port": {"type": ["string", "null"], "format": "uuid"},
     "uuid": {"type": "string"}}, "additionalProperties": False}
 _NETWORKS = {"type": "array", "items": _NETWORK}
 _NETWORKS_V237 = {"oneOf": [{"type": "array", "minItems": 1, "items": _NETWORK},
