@@ -14,7 +14,7 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import actions, instances, states
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.controller.kube import make_client
-from openkeel_compute.controller.servers import ServerLoop, make_loop, verb_for
+from openkeel_compute.controller.servers import ServerLoop, make_loop, root_device_name, verb_for
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.emulator import Fault
@@ -99,12 +99,20 @@ def test_power_operations_name_kubevirt_verbs():
     assert verb_for("create") is None and verb_for("delete") is None
 
 
+def test_root_device_name_follows_the_images_disk_bus():
+    assert root_device_name({}) == "/dev/vda"
+    assert root_device_name({"image_hw_disk_bus": "sata"}) == "/dev/sda"
+    assert root_device_name({"image_hw_disk_bus": "scsi"}) == "/dev/sda"
+    assert root_device_name({"image_hw_disk_bus": "ide"}) == "/dev/hda"
+
+
 def test_create_ends_active_with_addresses(loop, db, apiserver):
     uuid = _boot(db)
     row = _until(loop, db, uuid, _active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
     assert row["launched_at"] is not None and row["host"] == "emulated-node-1"
+    assert row["root_device_name"] == "/dev/vda"  # KubeVirt's default disk bus is virtio
     assert row["namespace"] and row["vm_name"] == uuid
     addresses = json.loads(row["network_info"])
     (ips,) = addresses.values()

@@ -82,6 +82,15 @@ def verb_for(operation: str) -> tuple[str, str] | None:
     return VERBS.get(operation)
 
 
+# The guest's name of the first disk on each bus, as Nova's libvirt driver names it; KubeVirt's default bus is virtio.
+_DISK_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "xen": "xvd"}
+
+
+def root_device_name(system_metadata: dict[str, str]) -> str:
+    """The root disk's device name in the guest, from the image's hw_disk_bus (the server keeps it)."""
+    return f"/dev/{_DISK_PREFIX.get(system_metadata.get('image_hw_disk_bus') or 'virtio', 'vd')}a"
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerRow:
     id: int
@@ -320,6 +329,8 @@ class ServerLoop:
             changes["host"] = changes["node"] = seen.host
         if seen.launched and server.get("launched_at") is None:
             changes["launched_at"] = models.utcnow()
+        if seen.launched and not server.get("root_device_name"):
+            changes["root_device_name"] = root_device_name(server.get("system_metadata") or {})
         if seen.task_state is None:
             self._old_vmi.pop(uuid, None)
         current = {k: server.get(k) for k in changes}
