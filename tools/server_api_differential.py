@@ -546,6 +546,7 @@ class Side:
         self.labels: dict[str, str] = {}
         self.request_ids: dict[int, str] = {}
         self.settle_time = 0.0
+        self.stuck: dict[str, tuple] = {}  # server id -> (status, task_state) it stayed in
 
     def render(self, path: str) -> str:
         def one(m):
@@ -615,17 +616,27 @@ class Side:
             return {self.normalise(k): self.normalise(v, k) for k, v in value.items()}
         return value
 
-    def settle(self, timeout: float = 60.0) -> None:
-        """Until no server has a task and none is building (admin detail list, every project)."""
+    def settle(self, timeout: float = 30.0) -> None:
+        """Until no server has a task and none is building (admin detail list, every project).
+
+        A server still busy after ``timeout`` is reported as stuck (in ``self.stuck``, with its
+        state) and not waited for again in that state: one stuck server must not stall the run."""
         started = time.monotonic()
         deadline = started + timeout
-        while time.monotonic() < deadline:
+        busy: dict[str, tuple] = {}
+        while True:
             status, _, raw = self._http("GET", "/servers/detail?all_tenants=1",
                                         {"X-Auth-Token": "admin:admin"}, None)
             if status == 200:
                 servers = json.loads(raw)["servers"]
-                if all(s.get("OS-EXT-STS:task_state") is None and s.get("status") != "BUILD" for s in servers):
+                busy = {s["id"]: (s.get("status"), s.get("OS-EXT-STS:task_state")) for s in servers
+                        if (s.get("OS-EXT-STS:task_state") is not None or s.get("status") == "BUILD")
+                        and self.stuck.get(s["id"]) != (s.get("status"), s.get("OS-EXT-STS:task_state"))}
+                if not busy:
                     break
+            if time.monotonic() > deadline:
+                self.stuck.update(busy)
+                break
             time.sleep(0.1)
         self.settle_time += time.monotonic() - started
 
@@ -898,7 +909,9 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, quiet: bool =
         want, got = a.result(), b.result()
     result = compare(requests, want, got)
     result.update(requests=requests, elapsed=time.monotonic() - started, seed=seed, count=count,
-                  settle={"oracle": oracle.settle_time, "openkeel": ours.settle_time})
+                  settle={"oracle": oracle.settle_time, "openkeel": ours.settle_time},
+                  stuck={"oracle": {oracle.normalise(k): v for k, v in oracle.stuck.items()},
+                         "openkeel": {ours.normalise(k): v for k, v in ours.stuck.items()}})
     return result
 
 
@@ -908,6 +921,9 @@ def report(result: dict, max_print: int) -> None:
           f"{len(result['per_kind'])} route+verb pairs, {result['identical']} identical, {len(expl)} explained, "
           f"{len(mism)} mismatched ({result['elapsed']:.0f} s; waiting for tasks to end: oracle "
           f"{result['settle']['oracle']:.0f} s, OpenKeel {result['settle']['openkeel']:.0f} s)")
+    for side, stuck in result["stuck"].items():
+        for server, (status, task) in stuck.items():
+            print(f"  STUCK on {side}: {server} stayed {status} with task {task} (waited 30 s)")
     for kind in sorted(result["per_kind"]):
         total, same, explained = result["per_kind"][kind]
         print(f"  {kind:52s} {same:5d}/{total:<5d} identical" + (f", {explained} explained" if explained else ""))
@@ -959,7 +975,7 @@ def main(argv=None) -> int:
         if args.json:
             pathlib.Path(args.json).write_text(json.dumps(result["mismatches"], indent=1, ensure_ascii=False,
                                                           default=str))
-        return 0 if not result["mismatches"] else 1
+        return 0 if not result["mismatches"] and not any(result["stuck"].values()) else 1
     finally:
         for server in reversed(started):
             server.stop()

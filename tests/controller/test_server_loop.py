@@ -268,3 +268,19 @@ def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
         assert [k for k in apiserver.objects(kind) if uuid in k[1]] == [], kind
     assert _pending(db) == []
+
+
+def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
+    # Nova's hard reboot powers a stopped server on (the servers oracle: SHUTOFF -> ACTIVE);
+    # KubeVirt refuses to restart a VM that does not run, so the controller starts it
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    _action(db, uuid, "stop", "stop")
+    _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
+    assert _pending(db) == []

@@ -283,8 +283,13 @@ class ServerLoop:
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
                 uid = ((vmi or {}).get("metadata") or {}).get("uid")
-                if uid:
-                    self._old_vmi[row.server_uuid] = uid
+                phase = ((vmi or {}).get("status") or {}).get("phase")
+                if not uid or phase in ("Succeeded", "Failed"):
+                    # a hard reboot of a stopped server starts it, as Nova's does; KubeVirt
+                    # restarts only a running VM
+                    self.cluster.verb(namespace, name, "start")
+                    return
+                self._old_vmi[row.server_uuid] = uid
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
