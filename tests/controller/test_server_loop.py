@@ -45,14 +45,15 @@ def loop(apiserver, db, ctl):
     client.close()
 
 
-def _boot(engine) -> str:
+def _boot(engine, **system_metadata) -> str:
     flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
         row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
                                image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
+                                                **system_metadata})
         instances.outbox(conn, row["uuid"], "create", OWNER)
     return row["uuid"]
 
@@ -113,6 +114,7 @@ def test_create_ends_active_with_addresses(loop, db, apiserver):
                                                                        states.power_state.RUNNING)
     assert row["launched_at"] is not None and row["host"] == "emulated-node-1"
     assert row["root_device_name"] == "/dev/vda"  # KubeVirt's default disk bus is virtio
+    assert row["availability_zone"] == "nova"  # its host's zone, as Nova's scheduler sets it
     assert row["namespace"] and row["vm_name"] == uuid
     addresses = json.loads(row["network_info"])
     (ips,) = addresses.values()
@@ -258,6 +260,7 @@ def test_the_controller_events_join_the_requests_instance_action(loop, db):
         events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
     assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
     assert all(e["finish_time"] is not None for e in events)
+    assert [e["host"] for e in events] == ["emulated-node-1"]  # the host it ran on, as Nova's compute records
 
 
 def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
@@ -284,3 +287,14 @@ def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
     assert _pending(db) == []
+
+
+def test_a_server_booted_without_networks_has_no_interface_and_no_address(loop, db, apiserver):
+    # networks "none": Nova allocates no port and shows no address; the VM gets no pod interface
+    uuid = _boot(db, openkeel_networks="none")
+    row = _until(loop, db, uuid, _active)
+    assert row["network_info"] is None
+    vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
+    devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
+    assert (devices.get("interfaces"), devices.get("autoattachPodInterface")) == ([], False)
+    assert vm["spec"]["template"]["spec"]["networks"] == []

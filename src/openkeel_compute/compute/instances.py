@@ -361,11 +361,14 @@ def start_event(conn: Connection, action_id: int, event: str, host: str | None =
 
 
 def finish_event(conn: Connection, event_id: int, result: str, *, traceback: str | None = None,
-                 details: str | None = None) -> None:
-    """Finish an event with "Success" or "Error" (then ``traceback``, and ``details`` for 2.84)."""
+                 details: str | None = None, host: str | None = None) -> None:
+    """Finish an event with "Success" or "Error" (then ``traceback``, and ``details`` for 2.84), on
+    ``host`` when it had none (a build's host is known only once it runs)."""
     now = utcnow()
-    conn.execute(update(INSTANCE_ACTIONS_EVENTS).where(INSTANCE_ACTIONS_EVENTS.c.id == event_id)
-                 .values(finish_time=now, result=result, traceback=traceback, details=details, updated_at=now))
+    values = {"finish_time": now, "result": result, "traceback": traceback, "details": details, "updated_at": now}
+    if host is not None:
+        values["host"] = func.coalesce(INSTANCE_ACTIONS_EVENTS.c.host, host)
+    conn.execute(update(INSTANCE_ACTIONS_EVENTS).where(INSTANCE_ACTIONS_EVENTS.c.id == event_id).values(**values))
     action_id = select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
         INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery()
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))

@@ -6,6 +6,10 @@ import hashlib
 import re
 import secrets
 
+# The system metadata key that says a server was booted with networks "none": the controller then
+# gives its VM no network interface (Nova allocates no port).
+NETWORKS_KEY = "openkeel_networks"
+
 _SEPARATORS = re.compile(r"[ _.]")
 _NOT_HOSTNAME = re.compile(r"[^\w.-]+")
 _UID_CHARACTERS = "01234567890abcdefghijklmnopqrstuvwxyz"  # Nova's alphabet, "0" twice included

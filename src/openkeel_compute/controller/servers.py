@@ -82,6 +82,9 @@ def verb_for(operation: str) -> tuple[str, str] | None:
     return VERBS.get(operation)
 
 
+# The zone of every node: Nova's default zone (OpenKeel has no host aggregates).
+DEFAULT_AVAILABILITY_ZONE = "nova"
+
 # The guest's name of the first disk on each bus, as Nova's libvirt driver names it; KubeVirt's default bus is virtio.
 _DISK_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "xen": "xvd"}
 
@@ -240,14 +243,15 @@ class ServerLoop:
             if action_id is not None:
                 self._events[row.server_uuid] = instances.start_event(conn, action_id, event)
 
-    def _finish_event(self, conn: Any, uuid: str, fault: Any) -> None:
+    def _finish_event(self, conn: Any, uuid: str, fault: Any, host: str | None = None) -> None:
+        """Finish the operation's event, on the server's host as Nova's compute service records it."""
         event_id = self._events.pop(uuid, None)
         if event_id is not None:
             if fault is None:
-                instances.finish_event(conn, event_id, "Success")
+                instances.finish_event(conn, event_id, "Success", host=host)
             else:
                 instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
-                                       details=fault.message)
+                                       details=fault.message, host=host)
 
     def _server(self, uuid: str) -> dict[str, Any] | None:
         with reader(self.engine) as conn:
@@ -322,7 +326,7 @@ class ServerLoop:
                 return seen
             with transaction(self.engine) as conn:
                 instances.soft_delete(conn, uuid)
-                self._finish_event(conn, uuid, None)
+                self._finish_event(conn, uuid, None, server.get("host"))
             return seen
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
@@ -332,6 +336,9 @@ class ServerLoop:
             changes["progress"] = seen.progress
         if seen.host is not None:
             changes["host"] = changes["node"] = seen.host
+            if not server.get("availability_zone"):
+                # scheduled: the server is in its host's zone, the default one (the list filter sees it)
+                changes["availability_zone"] = DEFAULT_AVAILABILITY_ZONE
         if seen.launched and server.get("launched_at") is None:
             changes["launched_at"] = models.utcnow()
         if seen.launched and not server.get("root_device_name"):
@@ -348,7 +355,7 @@ class ServerLoop:
                 instances.add_fault(conn, uuid, code=seen.fault.code, message=seen.fault.message,
                                     details=seen.fault.details or None, host=seen.host)
             if seen.task_state is None and seen.vm_state != states.BUILDING:
-                self._finish_event(conn, uuid, seen.fault)
+                self._finish_event(conn, uuid, seen.fault, seen.host or server.get("host"))
         return seen
 
 

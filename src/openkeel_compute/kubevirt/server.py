@@ -19,6 +19,7 @@ from email.mime.multipart import MIMEMultipart
 from email.mime.nonmultipart import MIMENonMultipart
 from typing import Any, NamedTuple
 
+from openkeel_compute.compute.names import NETWORKS_KEY
 from openkeel_compute.kubevirt.admission import label_value_ok
 from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
@@ -237,7 +238,8 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     """The KubeVirt objects of one server.
 
     ``server``: the instance row (uuid, project_id, hostname, display_name, user_data as Nova keeps it
-    (base64), config_drive) and optionally ``metadata`` (the server's metadata items). ``flavor``: the
+    (base64), config_drive) and optionally ``metadata`` (the server's metadata items) and
+    ``system_metadata`` (``openkeel_networks`` = "none": no network interface). ``flavor``: the
     frozen flavor copy (FlavorCopy.cur) or a Flavor. ``image``: the Glance image (id, name, size,
     virtual_size, min_ram, min_disk, properties). ``public_key``: the key pair's public key, or None.
     ``image_token``: when given, the Glance header Secret is composed too.
@@ -301,8 +303,14 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     domain = tspec["domain"]
     domain["firmware"] = {"uuid": str(server["uuid"]).lower()}
     devices = domain["devices"]
-    devices["interfaces"] = [{"name": POD_NETWORK, "masquerade": {}, "macAddress": mac_address(uuid)}]
-    tspec["networks"] = [{"name": POD_NETWORK, "pod": {}}]
+    if (server.get("system_metadata") or {}).get(NETWORKS_KEY) == "none":
+        # booted with networks "none": no interface at all, as Nova allocates no port
+        devices["interfaces"] = []
+        devices["autoattachPodInterface"] = False
+        tspec["networks"] = []
+    else:
+        devices["interfaces"] = [{"name": POD_NETWORK, "masquerade": {}, "macAddress": mac_address(uuid)}]
+        tspec["networks"] = [{"name": POD_NETWORK, "pod": {}}]
     hostname = guest_hostname(server.get("hostname"))
     if hostname:
         tspec["hostname"] = hostname

@@ -72,7 +72,8 @@ def test_the_server_keeps_its_images_properties_and_kernel(client, engine, conf,
                                  .where(models.INSTANCE_SYSTEM_METADATA.c.instance_uuid == uuid)).all())
     assert meta == {"image_kernel_id": "nokernel", "image_ramdisk_id": "nokernel", "image_architecture": "x86_64",
                     "image_min_ram": "0", "image_min_disk": "1", "image_disk_format": "raw",
-                    "image_container_format": "raw", "image_base_image_ref": IMAGE}
+                    "image_container_format": "raw", "image_base_image_ref": IMAGE,
+                    "openkeel_networks": "none"}  # booted with networks "none": the VM gets no interface
 
 
 @pytest.fixture
@@ -87,3 +88,33 @@ def test_ignored_sort_keys_leave_novas_default_order(client, cloud, query):
     got = client.get(f"/v2.1/servers?{query}", headers={"X-Auth-Token": "demo:demo"})
     assert got.status_code == 200, got.text
     assert [s["name"] for s in got.json["servers"]] == ["srv-b", "srv-a"]
+
+
+def _before_2_37(**fields):
+    body = _server(**fields)
+    del body["server"]["networks"]
+    return body
+
+
+def test_before_2_19_the_description_is_the_name(client, engine, images, flavors):
+    for version, expected in (("2.18", "v1"), ("2.19", None)):
+        got = _boot(client, _before_2_37(), version=version)
+        assert got.status_code == 202, got.text
+        shown = client.get(f"/v2.1/servers/{got.json['server']['id']}", headers=admin("2.19")).json["server"]
+        assert shown["description"] == expected, version
+
+
+@pytest.mark.parametrize("value", ["false", "0", "no", True])
+def test_any_return_reservation_id_given_returns_it(client, engine, images, flavors, value):
+    # Nova asks only whether the value is there: even "false" answers with the reservation id
+    got = _boot(client, _before_2_37(return_reservation_id=value), version="2.2")
+    assert got.status_code == 202, got.text
+    assert list(got.json) == ["reservation_id"] and got.header("Location") is None
+
+
+def test_novas_boolean_values(client, engine, images, flavors):
+    got = _boot(client, _before_2_37(return_reservation_id="y"), version="2.2")
+    assert got.json["badRequest"]["message"] == (
+        "Invalid input for field/attribute return_reservation_id. Value: y. 'y' is not one of [True, 'True', "
+        "'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', 'Yes', 'yes', False, 'False', 'FALSE', 'false', '0', 'OFF', "
+        "'Off', 'off', 'NO', 'No', 'no']")

@@ -171,12 +171,15 @@ def create(req):
         "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
         "availability_zone": server.get("availability_zone"),
         "user_data": server.get("user_data"),
-        "display_description": server.get("description"),
+        # before 2.19 a server's description is its name, as in Nova
+        "display_description": server.get("description") if req.version >= (2, 19) else display_name,
         "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
     }
     # what the server keeps of its image (2.98 shows it; the controller builds from it), as Nova does
     system_metadata = dict(image_meta.system_metadata(image, flavor), image_base_image_ref=image_id)
+    if server.get("networks") == "none":
+        system_metadata[names.NETWORKS_KEY] = "none"  # the controller gives it no interface
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:
@@ -191,7 +194,7 @@ def create(req):
                                    **columns)
             instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
-    if _bool(server.get("return_reservation_id", False)):
+    if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"
         return Response({"reservation_id": reservation_id})
     first = created[0]
     links = common.links(req)

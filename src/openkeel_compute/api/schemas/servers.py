@@ -119,8 +119,8 @@ _POSITIVE = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1,
 _METADATA = {"type": "object", "patternProperties": {
     "^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}}, "additionalProperties": False}
 _BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes",
-                                                   "yes", "y", "t", False, "False", "FALSE", "false", "0", "OFF",
-                                                   "Off", "off", "NO", "No", "no", "n", "f"]}
+                                                   "yes", False, "False", "FALSE", "false", "0", "OFF", "Off", "off",
+                                                   "NO", "No", "no"]}
 _NETWORK = {"type": "object", "properties": {
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
     "port": {"type": ["string", "null"], "format": "uuid"},
