@@ -491,7 +491,14 @@ def list_page(conn: Connection, where, *, sort_keys: list[str], sort_dirs: list[
     instances column, with created_at and id added last when missing, in the first direction, as
     Nova does), starting after the server ``marker`` (any server, deleted too; an unknown one is
     Nova's 400 "marker [...] not found")."""
-    if where is None or limit == 0:
+    if limit == 0:
+        return []
+    found = None
+    if marker is not None:  # checked even when nothing can match, as Nova looks the marker up first
+        found = _row(conn.execute(select(INSTANCES).where(I.uuid == marker)))
+        if found is None:
+            raise errors.Invalid(f"marker [{marker}] not found")
+    if where is None:
         return []
     keys, dirs = list(sort_keys), list(sort_dirs)
     for default in ("created_at", "id"):
@@ -501,10 +508,7 @@ def list_page(conn: Connection, where, *, sort_keys: list[str], sort_dirs: list[
     while len(dirs) < len(keys):
         dirs.append(dirs[0])
     query = select(INSTANCES).where(where)
-    if marker is not None:
-        found = _row(conn.execute(select(INSTANCES).where(I.uuid == marker)))
-        if found is None:
-            raise errors.Invalid(f"marker [{marker}] not found")
+    if found is not None:
         query = query.where(_after(found, keys, dirs))
     order = []
     for key, direction in zip(keys, dirs, strict=True):

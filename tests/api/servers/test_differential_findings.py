@@ -118,3 +118,18 @@ def test_novas_boolean_values(client, engine, images, flavors):
         "Invalid input for field/attribute return_reservation_id. Value: y. 'y' is not one of [True, 'True', "
         "'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', 'Yes', 'yes', False, 'False', 'FALSE', 'false', '0', 'OFF', "
         "'Off', 'off', 'NO', 'No', 'no']")
+
+
+@pytest.mark.parametrize(("query", "names"), [("power_state=1", ["srv-z"]), ("power_state=x", []),
+                                              ("power_state=4", []), ("progress=0", ["srv-z"])])
+def test_power_state_and_progress_filters_are_regular_expressions(client, cloud, query, names):
+    got = client.get(f"/v2.1/servers?{query}", headers=admin())
+    assert [s["name"] for s in got.json["servers"]] == names
+
+
+@pytest.mark.parametrize("query", ["ip=%5E8%5C.", "flavor=nope", "ip6=%3A%3A9"])
+def test_an_unknown_marker_is_refused_even_when_nothing_matches(client, cloud, query):
+    got = client.get(f"/v2.1/servers/detail?marker=00000000-0000-4000-8000-000000000015&{query}",
+                     headers={"X-Auth-Token": "demo:demo"})
+    assert (got.status_code, got.json) == (400, {"badRequest": {
+        "code": 400, "message": "marker [00000000-0000-4000-8000-000000000015] not found"}})

@@ -6,7 +6,7 @@ import json
 import re
 
 from oslo_utils import strutils, timeutils
-from sqlalchemy import and_, exists, select
+from sqlalchemy import String, and_, cast, exists, select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers.servers import compute_errors, shown
@@ -32,6 +32,8 @@ _REGEX = {"name": "display_name", "display_name": "display_name", "description":
           "locked_by": "locked_by", "root_device_name": "root_device_name", "config_drive": "config_drive",
           "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6", "kernel_id": "kernel_id",
           "ramdisk_id": "ramdisk_id"}
+# Integer columns Nova matches as regular expressions too, on their decimal text ("x" matches nothing).
+_REGEX_INTEGER = {"power_state": "power_state", "progress": "progress"}
 
 
 def _allowed_filters(version) -> tuple[str, ...]:
@@ -125,6 +127,8 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
             clauses.append(INSTANCES.c[_EXACT[name]] == value)
         elif name in _REGEX:
             clauses.append(INSTANCES.c[_REGEX[name]].regexp_match(value))
+        elif name in _REGEX_INTEGER:
+            clauses.append(cast(INSTANCES.c[_REGEX_INTEGER[name]], String).regexp_match(value))
     if "flavor" in search:
         try:
             flavor = catalog.get(conn, search["flavor"])
