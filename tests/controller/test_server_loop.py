@@ -298,3 +298,20 @@ def test_a_server_booted_without_networks_has_no_interface_and_no_address(loop, 
     devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
     assert (devices.get("interfaces"), devices.get("autoattachPodInterface")) == ([], False)
     assert vm["spec"]["template"]["spec"]["networks"] == []
+
+
+def test_a_rebooted_server_stays_active(loop, db, apiserver):
+    # the servers differential: after a soft then a hard reboot the server must stay ACTIVE on later passes
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    for kind, operation in (("SOFT", "reboot-soft"), ("HARD", "reboot-hard")):
+        with db_api.transaction(db) as conn:
+            instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type=kind), OWNER)
+            instances.outbox(conn, uuid, operation, OWNER)
+        _until(loop, db, uuid, _active)
+    for _ in range(20):
+        loop.run_once()
+        time.sleep(0.05)
+    row = _row(db, uuid)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
