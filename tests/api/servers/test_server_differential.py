@@ -13,6 +13,7 @@ import importlib.util
 import os
 import pathlib
 import socket
+import sys
 
 import pytest
 
@@ -25,6 +26,7 @@ def _tool():
     spec = importlib.util.spec_from_file_location("server_api_differential",
                                                   ROOT / "tools" / "server_api_differential.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
     spec.loader.exec_module(module)
     return module
 
