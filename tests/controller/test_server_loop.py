@@ -14,7 +14,7 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import actions, instances, states
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.controller.kube import make_client
-from openkeel_compute.controller.servers import ServerLoop, make_loop, verb_for
+from openkeel_compute.controller.servers import ServerLoop, make_loop, root_device_name, verb_for
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.emulator import Fault
@@ -57,14 +57,15 @@ def loop(apiserver, db, ctl):
     client.close()
 
 
-def _boot(engine) -> str:
+def _boot(engine, **system_metadata) -> str:
     flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
         row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
                                image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
+                                                **system_metadata})
         instances.outbox(conn, row["uuid"], "create", OWNER)
     return row["uuid"]
 
@@ -111,12 +112,21 @@ def test_power_operations_name_kubevirt_verbs():
     assert verb_for("create") is None and verb_for("delete") is None
 
 
+def test_root_device_name_follows_the_images_disk_bus():
+    assert root_device_name({}) == "/dev/vda"
+    assert root_device_name({"image_hw_disk_bus": "sata"}) == "/dev/sda"
+    assert root_device_name({"image_hw_disk_bus": "scsi"}) == "/dev/sda"
+    assert root_device_name({"image_hw_disk_bus": "ide"}) == "/dev/hda"
+
+
 def test_create_ends_active_with_addresses(loop, db, apiserver):
     uuid = _boot(db)
     row = _until(loop, db, uuid, _active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
     assert row["launched_at"] is not None and row["host"] == "emulated-node-1"
+    assert row["root_device_name"] == "/dev/vda"  # KubeVirt's default disk bus is virtio
+    assert row["availability_zone"] == "nova"  # its host's zone, as Nova's scheduler sets it
     assert row["namespace"] and row["vm_name"] == uuid
     addresses = json.loads(row["network_info"])
     (ips,) = addresses.values()
@@ -262,6 +272,7 @@ def test_the_controller_events_join_the_requests_instance_action(loop, db):
         events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
     assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
     assert all(e["finish_time"] is not None for e in events)
+    assert [e["host"] for e in events] == ["emulated-node-1"]  # the host it ran on, as Nova's compute records
 
 
 def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
@@ -272,3 +283,47 @@ def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
         assert [k for k in apiserver.objects(kind) if uuid in k[1]] == [], kind
     assert _pending(db) == []
+
+
+def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
+    # Nova's hard reboot powers a stopped server on (the servers oracle: SHUTOFF -> ACTIVE);
+    # KubeVirt refuses to restart a VM that does not run, so the controller starts it
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    _action(db, uuid, "stop", "stop")
+    _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+    row = _until(loop, db, uuid, _active)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)
+    assert _pending(db) == []
+
+
+def test_a_server_booted_without_networks_has_no_interface_and_no_address(loop, db, apiserver):
+    # networks "none": Nova allocates no port and shows no address; the VM gets no pod interface
+    uuid = _boot(db, openkeel_networks="none")
+    row = _until(loop, db, uuid, _active)
+    assert row["network_info"] is None
+    vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
+    devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
+    assert (devices.get("interfaces"), devices.get("autoattachPodInterface")) == ([], False)
+    assert vm["spec"]["template"]["spec"]["networks"] == []
+
+
+def test_a_rebooted_server_stays_active(loop, db, apiserver):
+    # the servers differential: after a soft then a hard reboot the server must stay ACTIVE on later passes
+    uuid = _boot(db)
+    _until(loop, db, uuid, _active)
+    for kind, operation in (("SOFT", "reboot-soft"), ("HARD", "reboot-hard")):
+        with db_api.transaction(db) as conn:
+            instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type=kind), OWNER)
+            instances.outbox(conn, uuid, operation, OWNER)
+        _until(loop, db, uuid, _active)
+    for _ in range(20):
+        loop.run_once()
+        time.sleep(0.05)
+    row = _row(db, uuid)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
+                                                                       states.power_state.RUNNING)

@@ -361,11 +361,14 @@ def start_event(conn: Connection, action_id: int, event: str, host: str | None =
 
 
 def finish_event(conn: Connection, event_id: int, result: str, *, traceback: str | None = None,
-                 details: str | None = None) -> None:
-    """Finish an event with "Success" or "Error" (then ``traceback``, and ``details`` for 2.84)."""
+                 details: str | None = None, host: str | None = None) -> None:
+    """Finish an event with "Success" or "Error" (then ``traceback``, and ``details`` for 2.84), on
+    ``host`` when it had none (a build's host is known only once it runs)."""
     now = utcnow()
-    conn.execute(update(INSTANCE_ACTIONS_EVENTS).where(INSTANCE_ACTIONS_EVENTS.c.id == event_id)
-                 .values(finish_time=now, result=result, traceback=traceback, details=details, updated_at=now))
+    values = {"finish_time": now, "result": result, "traceback": traceback, "details": details, "updated_at": now}
+    if host is not None:
+        values["host"] = func.coalesce(INSTANCE_ACTIONS_EVENTS.c.host, host)
+    conn.execute(update(INSTANCE_ACTIONS_EVENTS).where(INSTANCE_ACTIONS_EVENTS.c.id == event_id).values(**values))
     action_id = select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
         INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery()
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
@@ -488,7 +491,14 @@ def list_page(conn: Connection, where, *, sort_keys: list[str], sort_dirs: list[
     instances column, with created_at and id added last when missing, in the first direction, as
     Nova does), starting after the server ``marker`` (any server, deleted too; an unknown one is
     Nova's 400 "marker [...] not found"). ``columns``: only these (default: every column)."""
-    if where is None or limit == 0:
+    if limit == 0:
+        return []
+    found = None
+    if marker is not None:  # checked even when nothing can match, as Nova looks the marker up first
+        found = _row(conn.execute(select(INSTANCES).where(I.uuid == marker)))
+        if found is None:
+            raise errors.Invalid(f"marker [{marker}] not found")
+    if where is None:
         return []
     keys, dirs = list(sort_keys), list(sort_dirs)
     for default in ("created_at", "id"):
@@ -498,10 +508,7 @@ def list_page(conn: Connection, where, *, sort_keys: list[str], sort_dirs: list[
     while len(dirs) < len(keys):
         dirs.append(dirs[0])
     query = (select(*columns) if columns else select(INSTANCES)).where(where)
-    if marker is not None:
-        found = _row(conn.execute(select(INSTANCES).where(I.uuid == marker)))
-        if found is None:
-            raise errors.Invalid(f"marker [{marker}] not found")
+    if found is not None:
         query = query.where(_after(found, keys, dirs))
     order = []
     for key, direction in zip(keys, dirs, strict=True):

@@ -101,6 +101,15 @@ def verb_for(operation: str) -> tuple[str, str] | None:
     return VERBS.get(operation)
 
 
+# The guest's name of the first disk on each bus, as Nova's libvirt driver names it; KubeVirt's default bus is virtio.
+_DISK_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "xen": "xvd"}
+
+
+def root_device_name(system_metadata: dict[str, str]) -> str:
+    """The root disk's device name in the guest, from the image's hw_disk_bus (the server keeps it)."""
+    return f"/dev/{_DISK_PREFIX.get(system_metadata.get('image_hw_disk_bus') or 'virtio', 'vd')}a"
+
+
 @dataclasses.dataclass(frozen=True)
 class ServerRow:
     id: int
@@ -485,16 +494,17 @@ class ServerLoop:
         """The server's open event as _finish_event reads it, from the database as it is now."""
         return {"uuid": uuid, "system_metadata": {SYSMETA_EVENT: _sysmeta(conn, uuid, SYSMETA_EVENT)}}
 
-    def _finish_event(self, conn: Any, server: dict[str, Any], fault: Any) -> None:
+    def _finish_event(self, conn: Any, server: dict[str, Any], fault: Any, host: str | None = None) -> None:
+        """Finish the operation's event, on the server's host as Nova's compute service records it."""
         value = server["system_metadata"].get(SYSMETA_EVENT)
         if not value:
             return
         event_id = int(value.split(":", 1)[1])
         if fault is None:
-            instances.finish_event(conn, event_id, "Success")
+            instances.finish_event(conn, event_id, "Success", host=host)
         else:
             instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
-                                   details=fault.message)
+                                   details=fault.message, host=host)
         _set_sysmeta(conn, server["uuid"], SYSMETA_EVENT, None)
 
     def _server(self, uuid: str) -> dict[str, Any] | None:
@@ -545,9 +555,14 @@ class ServerLoop:
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
                 uid = ((vmi or {}).get("metadata") or {}).get("uid")
-                if uid:
-                    with transaction(self.engine) as conn:
-                        _set_sysmeta(conn, row.server_uuid, SYSMETA_OLD_VMI, uid)
+                phase = ((vmi or {}).get("status") or {}).get("phase")
+                if not uid or phase in ("Succeeded", "Failed"):
+                    # a hard reboot of a stopped server starts it, as Nova's does; KubeVirt
+                    # restarts only a running VM
+                    self.cluster.verb(namespace, name, "start")
+                    return
+                with transaction(self.engine) as conn:
+                    _set_sysmeta(conn, row.server_uuid, SYSMETA_OLD_VMI, uid)
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
@@ -728,7 +743,7 @@ class ServerLoop:
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
                 return seen
             with transaction(self.engine) as conn:
-                self._finish_event(conn, server, None)
+                self._finish_event(conn, server, None, server.get("host"))
                 instances.soft_delete(conn, uuid)
             return seen
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
@@ -739,8 +754,13 @@ class ServerLoop:
             changes["progress"] = seen.progress
         if seen.host is not None:
             changes["host"] = changes["node"] = seen.host
+            if not server.get("availability_zone"):
+                # scheduled: the server is in its host's zone, the default one (the list filter sees it)
+                changes["availability_zone"] = self.options.default_availability_zone
         if seen.launched and server.get("launched_at") is None:
             changes["launched_at"] = models.utcnow()
+        if seen.launched and not server.get("root_device_name"):
+            changes["root_device_name"] = root_device_name(server.get("system_metadata") or {})
         current = {k: server.get(k) for k in changes}
         # A fault belongs to the change into the failed state, once: a server that stays in ERROR (its VM
         # still gone, say) does not collect one fault per pass.
@@ -758,7 +778,7 @@ class ServerLoop:
                 instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
                                     details=fault.details or None, host=seen.host)
             if ends_task:
-                self._finish_event(conn, server, fault)
+                self._finish_event(conn, server, fault, seen.host or server.get("host"))
                 if old_vmi:
                     _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
         return seen

@@ -241,7 +241,8 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     """The KubeVirt objects of one server.
 
     ``server``: the instance row (uuid, project_id, hostname, display_name, user_data as Nova keeps it
-    (base64), config_drive) and optionally ``metadata`` (the server's metadata items). ``flavor``: the
+    (base64), config_drive) and optionally ``metadata`` (the server's metadata items) and
+    ``system_metadata`` (``requested_networks`` = "none": no network interface). ``flavor``: the
     frozen flavor copy (FlavorCopy.cur) or a Flavor. ``image``: the Glance image (id, name, size,
     virtual_size, min_ram, min_disk, properties). ``public_key``: the key pair's public key, or None.
     ``image_token``: when given, the Glance header Secret is composed too. ``root_volume``: the name

@@ -25,7 +25,7 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, instances, keypairs, names, quotas
+from openkeel_compute.compute import boot_checks, image_meta, instances, keypairs, names, quotas
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.images import glance
@@ -64,10 +64,33 @@ def _image(req, image_id: str) -> dict:
         raise faults.Fault(exc.message, 503) from None
 
 
+def _kernel_and_ramdisk(image: dict) -> dict:
+    """The image's kernel and ramdisk ids as the server keeps them: none when it says 'nokernel'."""
+    properties = image.get("properties") or {}
+    kernel_id, ramdisk_id = properties.get("kernel_id"), properties.get("ramdisk_id")
+    if kernel_id == "nokernel":
+        kernel_id = ramdisk_id = None
+    return {"kernel_id": kernel_id or "", "ramdisk_id": ramdisk_id or ""}
+
+
+def _availability_zone(value) -> tuple[str | None, bool]:
+    """The zone asked for and whether a host or node was named too (Nova's legacy "zone:host:node")."""
+    if not value or ":" not in value:
+        return value, False
+    parts = value.split(":")
+    if len(parts) > 3:
+        raise faults.BadRequest("Invalid input received: Unable to parse availability_zone")
+    return parts[0], any(parts[1:])
+
+
 def _image_ref(server: dict) -> str:
     """The image to boot: imageRef, or the image a block device mapping boots from (boot index 0)."""
     image_id = server.get("imageRef") or ""
     for bdm in server.get("block_device_mapping_v2") or []:
+        if bdm.get("source_type") == "image" and bdm.get("destination_type") == "local" \
+                and not (image_id and str(bdm.get("boot_index")) == "0"):
+            # as in Nova: an image on the local disk only as the copy of imageRef at boot index 0
+            raise faults.BadRequest("Block Device Mapping is Invalid: Mapping image to local is not supported.")
         if bdm.get("source_type") == "image" and str(bdm.get("boot_index", "")) == "0":
             if bdm.get("destination_type", "local") != "local":
                 raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
@@ -146,6 +169,7 @@ def create(req):
     if "hostname" in server and max_count > 1:
         raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
 
+    requested_zone, forced = _availability_zone(server.get("availability_zone"))
     options.check_network_form(networks)
     image_id = _image_ref(server)
     # a flavor's link is as good as its id (its last path segment), as in Nova
@@ -157,8 +181,8 @@ def create(req):
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
     conf = common.services(req).conf
-    zone = server.get("availability_zone") or conf.default_schedule_zone
-    if zone:
+    zone = requested_zone or conf.default_schedule_zone
+    if zone and not forced:
         _check_zone(req, zone)
     image = _image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
@@ -180,24 +204,29 @@ def create(req):
     display_name = server["name"]
     reservation_id = names.new_reservation_id()
     columns = {
-        "image_ref": image_id, "reservation_id": reservation_id, "kernel_id": "", "ramdisk_id": "",
+        "image_ref": image_id, "reservation_id": reservation_id, **_kernel_and_ramdisk(image),
         "config_drive": "True" if _bool(server.get("config_drive", False)) else "",
         "availability_zone": zone,
         "user_data": server.get("user_data"),
-        "display_description": server.get("description"),
+        # before 2.19 a server's description is its name, as in Nova
+        "display_description": server.get("description") if req.version >= (2, 19) else display_name,
         "access_ip_v4": _ip(server.get("accessIPv4")), "access_ip_v6": _ip(server.get("accessIPv6")),
         "pinned_availability_zone": zone,  # the zone asked for (or the default schedule zone), as Nova pins
         "scheduler_hints": json.dumps(hints),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
         "key_name": key_pair["name"] if key_pair else None, "key_data": key_pair["public_key"] if key_pair else None,
     }
+    # what the server keeps of its image (2.98 shows it; the controller builds from it), as Nova does
+    system_metadata.update(image_meta.system_metadata(image, flavor), image_base_image_ref=image_id)
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
     actor = actor_of(req)
     created = []
     with compute_errors(), common.write(req) as conn:
         max_count = _instances_quota(req, conn, flavor, min_count, max_count)
-        for index in range(max_count):
+        # the last first: Nova lists the servers of one boot newest first with launch index 0 at the
+        # top (the servers oracle), so index 0 is written last
+        for index in reversed(range(max_count)):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
                                                                     index=index)
@@ -207,8 +236,8 @@ def create(req):
                                    system_metadata=system_metadata,
                                    launch_index=index, hostname=hostname, **columns)
             instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
-            created.append(row)
-    if _bool(server.get("return_reservation_id", False)):
+            created.insert(0, row)
+    if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"
         return Response({"reservation_id": reservation_id})
     first = created[0]
     links = common.links(req)

@@ -6,7 +6,7 @@ import json
 import re
 
 from oslo_utils import strutils, timeutils
-from sqlalchemy import and_, exists, select
+from sqlalchemy import String, and_, cast, exists, select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers.servers import compute_errors, shown
@@ -32,6 +32,8 @@ _REGEX = {"name": "display_name", "display_name": "display_name", "description":
           "locked_by": "locked_by", "root_device_name": "root_device_name", "config_drive": "config_drive",
           "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6", "kernel_id": "kernel_id",
           "ramdisk_id": "ramdisk_id"}
+# Integer columns Nova matches as regular expressions too, on their decimal text ("x" matches nothing).
+_REGEX_INTEGER = {"power_state": "power_state", "progress": "progress"}
 
 
 _BRIEF_COLUMNS = (I.uuid, I.display_name)  # all GET /servers shows of a server
@@ -83,6 +85,9 @@ def _sort(req):
             keys.pop(index)
         elif key in ("host", "node") and not req.context.is_admin:
             raise faults.Forbidden(f"Only administrators can sort servers by {key}")
+    if not keys:
+        # every key given was one Nova ignores: its default order (newest first) applies
+        keys, dirs = ["created_at"], dirs or ["desc"]
     for direction in dirs:
         if direction not in ("asc", "desc"):
             raise faults.BadRequest("Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")
@@ -125,6 +130,8 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
             clauses.append(INSTANCES.c[_EXACT[name]] == value)
         elif name in _REGEX:
             clauses.append(INSTANCES.c[_REGEX[name]].regexp_match(value))
+        elif name in _REGEX_INTEGER:
+            clauses.append(cast(INSTANCES.c[_REGEX_INTEGER[name]], String).regexp_match(value))
     if "flavor" in search:
         try:
             flavor = catalog.get(conn, search["flavor"])

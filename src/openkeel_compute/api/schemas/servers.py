@@ -116,19 +116,19 @@ UPDATE_BODY = {"2.0": update_v20, "2.1-2.18": update, "2.19-2.89": update_v219, 
 
 # --- POST /servers ---------------------------------------------------------------------------------
 
-_UUID = {"type": "string", "format": "uuid"}
 _IMAGE_REF = {"oneOf": [{"type": "string", "format": "uuid"}, {"type": "string", "maxLength": 0}]}
 _FLAVOR_REF = {"type": ["string", "integer"], "minLength": 1}
+_UUID = {"type": "string", "format": "uuid"}
 _POSITIVE = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 1, "minLength": 1}
 _METADATA = {"type": "object", "patternProperties": {
     "^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}}, "additionalProperties": False}
 _BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes",
-                                                   "yes", "y", "t", False, "False", "FALSE", "false", "0", "OFF",
-                                                   "Off", "off", "NO", "No", "no", "n", "f"]}
+                                                   "yes", False, "False", "FALSE", "false", "0", "OFF", "Off", "off",
+                                                   "NO", "No", "no"]}
 _TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
 _NETWORK = {"type": "object", "properties": {
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
-    "port": {"oneOf": [_UUID, {"type": "null"}]},
+    "port": {"type": ["string", "null"], "format": "uuid"},
     "uuid": {"type": "string"}}, "additionalProperties": False}
 _NETWORKS = {"type": "array", "items": _NETWORK}
 # a device tag on each requested network from 2.32 (not in 2.37-2.41); a uuid's form is checked from 2.37

@@ -1,0 +1,144 @@
+"""Differences the servers differential (tools/server_api_differential.py) found against the Nova 34.0.0
+servers oracle, each pinned with the oracle's answer."""
+
+from __future__ import annotations
+
+import pytest
+import sqlalchemy as sa
+
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import models
+from tests.api.servers import oracle_state as oracle
+from tests.api.servers import test_create
+from tests.api.servers.test_create import IMAGE, _boot, _counts, _image_service, _server
+from tests.conftest import admin
+
+engine, images, flavors = test_create.engine, test_create.images, test_create.flavors
+
+
+@pytest.mark.parametrize(("fields", "message"), [
+    # an image on the local disk only as the copy of imageRef, at boot index 0
+    ({"imageRef": "", "block_device_mapping_v2": [{"boot_index": 0, "uuid": IMAGE, "source_type": "image",
+                                                   "destination_type": "local"}]},
+     "Block Device Mapping is Invalid: Mapping image to local is not supported."),
+    ({"block_device_mapping_v2": [{"boot_index": 1, "uuid": IMAGE, "source_type": "image",
+                                   "destination_type": "local"}]},
+     "Block Device Mapping is Invalid: Mapping image to local is not supported."),
+    # one zone, Nova's default one; the check comes after the flavor's and before the image's
+    ({"availability_zone": "zone-x"}, "The requested availability zone is not available"),
+    ({"availability_zone": "zone-x", "imageRef": "11111111-1111-1111-1111-111111111111"},
+     "The requested availability zone is not available"),
+    ({"availability_zone": "a:b:c:d"}, "Invalid input received: Unable to parse availability_zone"),
+])
+def test_boot_refusals(client, engine, images, flavors, fields, message):
+    before = _counts(engine)
+    got = _boot(client, _server(**fields))
+    assert (got.status_code, got.json) == (400, {"badRequest": {"code": 400, "message": message}})
+    assert _counts(engine) == before
+
+
+def test_a_port_that_is_not_a_uuid_before_2_37(client, engine, images, flavors):
+    got = _boot(client, _server(networks=[{"port": "nope"}]), version="2.11")
+    assert (got.status_code, got.json["badRequest"]["message"]) == (
+        400, "Invalid input for field/attribute port. Value: nope. 'nope' is not a 'uuid'")
+
+
+def test_an_image_bdm_copying_image_ref_and_the_default_zone_boot(client, engine, images, flavors):
+    got = _boot(client, _server(availability_zone="nova", block_device_mapping_v2=[
+        {"boot_index": 0, "uuid": IMAGE, "source_type": "image", "destination_type": "local"}]))
+    assert got.status_code == 202, got.text
+
+
+def test_the_server_keeps_its_images_properties_and_kernel(client, engine, conf, tmp_path, flavors):
+    # Nova's fixture image: kernel "nokernel" (none), architecture x86_64; 2.98 shows the property
+    from openkeel_compute.images import local
+
+    directory = tmp_path / "images"
+    directory.mkdir()
+    disk = tmp_path / "disk.raw"
+    disk.write_bytes(b"\0" * 4096)
+    local.register(directory, disk, name="fakeimage123456", image_id=IMAGE, disk_format="raw", container_format="raw",
+                   properties={"kernel_id": "nokernel", "ramdisk_id": "nokernel", "architecture": "x86_64"})
+    with _image_service(conf, tmp_path):
+        got = _boot(client, _server(), version="2.98")
+        assert got.status_code == 202, got.text
+        uuid = got.json["server"]["id"]
+        shown = client.get(f"/v2.1/servers/{uuid}", headers=admin("2.98")).json["server"]
+    assert shown["image"]["properties"] == {"architecture": "x86_64"}
+    assert (shown["OS-EXT-SRV-ATTR:kernel_id"], shown["OS-EXT-SRV-ATTR:ramdisk_id"]) == ("", "")
+    with db_api.reader(engine) as conn:
+        meta = dict(conn.execute(sa.select(models.INSTANCE_SYSTEM_METADATA.c.key,
+                                           models.INSTANCE_SYSTEM_METADATA.c.value)
+                                 .where(models.INSTANCE_SYSTEM_METADATA.c.instance_uuid == uuid)).all())
+    assert meta == {"image_kernel_id": "nokernel", "image_ramdisk_id": "nokernel", "image_architecture": "x86_64",
+                    "image_min_ram": "0", "image_min_disk": "1", "image_disk_format": "raw",
+                    "image_container_format": "raw", "image_base_image_ref": IMAGE,
+                    "openkeel_networks": "none"}  # booted with networks "none": the VM gets no interface
+
+
+@pytest.fixture
+def cloud(app, conf):
+    oracle.boot_list_scenario(db_api.get_engine(conf))
+
+
+@pytest.mark.parametrize("query", ["sort_key=vcpus", "sort_key=vcpus&sort_dir=asc", "sort_key=id&sort_dir=asc",
+                                   "sort_key=memory_mb&sort_key=root_gb"])
+def test_ignored_sort_keys_leave_novas_default_order(client, cloud, query):
+    # keys Nova ignores before 2.75 take their direction with them: newest first, as without them
+    got = client.get(f"/v2.1/servers?{query}", headers={"X-Auth-Token": "demo:demo"})
+    assert got.status_code == 200, got.text
+    assert [s["name"] for s in got.json["servers"]] == ["srv-b", "srv-a"]
+
+
+def _before_2_37(**fields):
+    body = _server(**fields)
+    del body["server"]["networks"]
+    return body
+
+
+def test_before_2_19_the_description_is_the_name(client, engine, images, flavors):
+    for version, expected in (("2.18", "v1"), ("2.19", None)):
+        got = _boot(client, _before_2_37(), version=version)
+        assert got.status_code == 202, got.text
+        shown = client.get(f"/v2.1/servers/{got.json['server']['id']}", headers=admin("2.19")).json["server"]
+        assert shown["description"] == expected, version
+
+
+@pytest.mark.parametrize("value", ["false", "0", "no", True])
+def test_any_return_reservation_id_given_returns_it(client, engine, images, flavors, value):
+    # Nova asks only whether the value is there: even "false" answers with the reservation id
+    got = _boot(client, _before_2_37(return_reservation_id=value), version="2.2")
+    assert got.status_code == 202, got.text
+    assert list(got.json) == ["reservation_id"] and got.header("Location") is None
+
+
+def test_novas_boolean_values(client, engine, images, flavors):
+    got = _boot(client, _before_2_37(return_reservation_id="y"), version="2.2")
+    assert got.json["badRequest"]["message"] == (
+        "Invalid input for field/attribute return_reservation_id. Value: y. 'y' is not one of [True, 'True', "
+        "'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', 'Yes', 'yes', False, 'False', 'FALSE', 'false', '0', 'OFF', "
+        "'Off', 'off', 'NO', 'No', 'no']")
+
+
+@pytest.mark.parametrize(("query", "names"), [("power_state=1", ["srv-z"]), ("power_state=x", []),
+                                              ("power_state=4", []), ("progress=0", ["srv-z"])])
+def test_power_state_and_progress_filters_are_regular_expressions(client, cloud, query, names):
+    got = client.get(f"/v2.1/servers?{query}", headers=admin())
+    assert [s["name"] for s in got.json["servers"]] == names
+
+
+@pytest.mark.parametrize("query", ["ip=%5E8%5C.", "flavor=nope", "ip6=%3A%3A9"])
+def test_an_unknown_marker_is_refused_even_when_nothing_matches(client, cloud, query):
+    got = client.get(f"/v2.1/servers/detail?marker=00000000-0000-4000-8000-000000000015&{query}",
+                     headers={"X-Auth-Token": "demo:demo"})
+    assert (got.status_code, got.json) == (400, {"badRequest": {
+        "code": 400, "message": "marker [00000000-0000-4000-8000-000000000015] not found"}})
+
+
+def test_the_servers_of_one_boot_list_with_launch_index_0_first(client, engine, images, flavors):
+    # the servers oracle: GET /servers/detail lists web-1 (launch index 0) before web-2, newest first
+    got = _boot(client, _server(name="web", min_count=2, max_count=2))
+    assert got.status_code == 202, got.text
+    listed = client.get("/v2.1/servers/detail", headers={"X-Auth-Token": "demo:demo"}).json["servers"]
+    assert [s["name"] for s in listed] == ["web-1", "web-2"]
+    assert listed[0]["id"] == got.json["server"]["id"]
