@@ -17,7 +17,7 @@ import urllib.parse
 import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors
+from openkeel_compute.api.handlers.servers import actor_of, canonical_ip, compute_errors
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
@@ -142,7 +142,7 @@ def create(req):
         "availability_zone": server.get("availability_zone"),
         "user_data": server.get("user_data"),
         "display_description": server.get("description"),
-        "access_ip_v4": server.get("accessIPv4"), "access_ip_v6": server.get("accessIPv6"),
+        "access_ip_v4": canonical_ip(server.get("accessIPv4")), "access_ip_v6": canonical_ip(server.get("accessIPv6")),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
     }
     actor = actor_of(req)
