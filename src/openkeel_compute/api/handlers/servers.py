@@ -66,9 +66,12 @@ def show(req, server_id):
     return {"server": view.full(req, common.links(req), data, decisions)}
 
 
-def _ip(value: str) -> str:
-    # Nova keeps access IPs as addresses and shows them in their canonical (compressed) form.
-    return ipaddress.ip_address(value).compressed
+def canonical_ip(value: str | None) -> str | None:
+    """An access IP as Nova keeps it: an address, shown in its canonical (compressed) form.
+
+    Every write of accessIPv4/accessIPv6 goes through here (create, update; rebuild too).
+    """
+    return ipaddress.ip_address(value).compressed if value else value
 
 
 @operation(body=schema.UPDATE_BODY, expected=(400, 404, 409))
@@ -85,9 +88,9 @@ def update(req, server_id):
     if "OS-DCF:diskConfig" in vals:
         changes["auto_disk_config"] = vals["OS-DCF:diskConfig"] == "AUTO"
     if "accessIPv4" in vals:
-        changes["access_ip_v4"] = _ip(vals["accessIPv4"])
+        changes["access_ip_v4"] = canonical_ip(vals["accessIPv4"])
     if "accessIPv6" in vals:
-        changes["access_ip_v6"] = _ip(vals["accessIPv6"])
+        changes["access_ip_v6"] = canonical_ip(vals["accessIPv6"])
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "update", {"user_id": row["user_id"], "project_id": row["project_id"]})

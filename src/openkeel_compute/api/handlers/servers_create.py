@@ -12,7 +12,6 @@ controller. A refusal writes nothing.
 
 from __future__ import annotations
 
-import ipaddress
 import json
 import secrets
 import urllib.parse
@@ -20,7 +19,7 @@ import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import server_boot_options as options
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors
+from openkeel_compute.api.handlers.servers import actor_of, canonical_ip, compute_errors
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
@@ -102,11 +101,6 @@ def _image_ref(server: dict) -> str:
     if not image_id:
         raise faults.BadRequest("Missing imageRef attribute")
     return image_id
-
-
-def _ip(value: str | None) -> str | None:
-    # kept in canonical (compressed) form, as Nova keeps access IPs
-    return ipaddress.ip_address(value).compressed if value else value
 
 
 def _key_pair(req, key_name: str | None) -> dict | None:
@@ -210,7 +204,7 @@ def create(req):
         "user_data": server.get("user_data"),
         # before 2.19 a server's description is its name, as in Nova
         "display_description": server.get("description") if req.version >= (2, 19) else display_name,
-        "access_ip_v4": _ip(server.get("accessIPv4")), "access_ip_v6": _ip(server.get("accessIPv6")),
+        "access_ip_v4": canonical_ip(server.get("accessIPv4")), "access_ip_v6": canonical_ip(server.get("accessIPv6")),
         "pinned_availability_zone": zone,  # the zone asked for (or the default schedule zone), as Nova pins
         "scheduler_hints": json.dumps(hints),
         "auto_disk_config": server.get("OS-DCF:diskConfig", "MANUAL") == "AUTO",
