@@ -526,15 +526,7 @@ class ServerLoop:
         if row.operation == "create":
             if server["vm_state"] != states.BUILDING:
                 return  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
-            image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
-                                                if k.startswith("image_")})
-            image["id"] = server["image_ref"]
-            options, token = self.options, None
-            if self.images is not None:
-                options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
-                token = self.images.token()
-            objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
-                              server.get("key_data"), options, image_token=token)
+            objects = self._compose(server)
             if namespace not in self._namespaces:
                 self.cluster.ensure_namespace(namespace, str(server["project_id"]))
                 self._namespaces.add(namespace)
@@ -566,6 +558,19 @@ class ServerLoop:
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
+
+    def _compose(self, server: dict[str, Any], **kwargs: Any) -> Any:
+        """The server's objects from its row, with the image service's URL and the service token (every
+        root disk import, at create and at rebuild, goes through here)."""
+        image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
+                                            if k.startswith("image_")})
+        image["id"] = server["image_ref"]
+        options, token = self.options, None
+        if self.images is not None:
+            options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
+            token = self.images.token()
+        return compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+                       server.get("key_data"), options, image_token=token, **kwargs)
 
     # -- rebuild ----------------------------------------------------------------------------------------
 
@@ -628,12 +633,8 @@ class ServerLoop:
     def _replace_root_disk(self, row: ServerRow, server: dict[str, Any], namespace: str,
                            dvs: list[dict[str, Any]]) -> None:
         uuid = row.server_uuid
-        image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
-                                            if k.startswith("image_")})
-        image["id"] = server["image_ref"]
         root = rebuild_root_volume(uuid, str(row.payload.get("request_id") or row.id))
-        objects = compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
-                          server.get("key_data"), self.options, root_volume=root)
+        objects = self._compose(server, root_volume=root)
         self.cluster.ensure_namespace(namespace, str(server["project_id"]))
         for body in objects.documents():
             self.cluster.apply(body)
@@ -642,7 +643,8 @@ class ServerLoop:
             if name and name != root:
                 self.cluster.delete(DATA_VOLUME, name, namespace)
         wanted = {s["metadata"]["name"] for s in objects.secrets}
-        for secret in self.cluster.client.list(Secret, namespace=namespace, labels={SERVER_ID: server_vm_name(uuid)}):
+        for secret in self.cluster.client.list(Secret, namespace=namespace,
+                                               labels=_server_labels(server_vm_name(uuid))):
             if secret.metadata.name not in wanted:  # a key pair the rebuild removed
                 self.cluster.delete(Secret, secret.metadata.name, namespace)
         if objects.preference is None:  # the new image needs no preference of its own
