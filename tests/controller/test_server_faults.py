@@ -360,6 +360,30 @@ def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
         cluster.stop()
 
 
+def test_a_server_deleted_while_its_image_imports_is_deleted(tmp_path, db, conf):
+    """The token Secret is renewed only for a build still under way: a delete during the import must
+    not write it again after removing it (the server would wait in deleting for ever)."""
+    cluster = _cluster(import_duration=3.0)
+    client = make_client(cluster.kubeconfig())
+    try:
+        ctl_here = controller_for(conf, cluster)
+        servers: ServerLoop = server_loop_from(_token_conf(tmp_path, "svc-token-1"), db, client)
+        both = Both(ctl_here, servers)
+        uuid = _boot(db)
+        both.run_once()
+        namespace = _row(db, uuid)["namespace"]
+        assert cluster.get("Secret", f"{uuid}-image-token", namespace) is not None
+        servers.images.auth.token = "svc-token-2"  # a renewal falls due while the delete runs
+        _action(db, uuid, "delete", "delete")
+        row = _until(both, db, uuid, lambda r: r["deleted"] != 0)
+        assert row["vm_state"] == states.DELETED
+        assert cluster.get("Secret", f"{uuid}-image-token", namespace) is None
+        ctl_here.backend.close()
+    finally:
+        client.close()
+        cluster.stop()
+
+
 # -- rows that keep failing ----------------------------------------------------------------------------
 
 def test_a_delete_does_not_wait_behind_a_create_the_cluster_keeps_refusing(loop, db, apiserver):
