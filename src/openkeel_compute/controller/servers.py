@@ -735,14 +735,19 @@ class ServerLoop:
         if vm is None and snapshot is not None and snapshot.cached:
             vm, vmi, dvs = self.cluster.look(namespace, uuid)  # a watch may lag our own create: ask
         server["vmi_uid"] = server["system_metadata"].get(SYSMETA_OLD_VMI)
-        if vm is not None and server.get("vm_state") == states.BUILDING and any(
+        if vm is not None and server.get("vm_state") == states.BUILDING \
+                and server.get("task_state") != task_states.DELETING \
+                and not (vm.get("metadata") or {}).get("deletionTimestamp") and any(
                 (dv.get("status") or {}).get("phase") != "Succeeded" for dv in dvs):
+            # a build still under way: a deleted server's token Secret is never written again
             self._refresh_image_token(namespace, uuid, str(server["project_id"]))
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace)
         if seen.deleted:
             left = self.cluster.leftovers(namespace, uuid)
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
+                # whatever is left (a Secret written while the delete ran, say) is asked to go again
+                self.cluster.delete_server(namespace, uuid)
                 return seen
             with transaction(self.engine) as conn:
                 self._finish_event(conn, server, None, server.get("host"))
