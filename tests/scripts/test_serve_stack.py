@@ -113,10 +113,15 @@ def test_when_the_api_cannot_start_nothing_stays_running(tmp_path):
                                     cwd=second.checkout, env=second.env, stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         started = set()
-        while proc.poll() is None:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline:
             started |= descendants(proc.pid)
             time.sleep(0.05)
-        assert proc.wait(timeout=60) != 0
+        if proc.poll() is None:  # it kept running on a busy port: stop it, then fail
+            os.kill(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=30)
+            pytest.fail(f"scripts/serve ran on a busy port:\n{second.log()}")
+        assert proc.returncode != 0
         assert f"port {first.port} on 127.0.0.1 is already in use" in second.log()
         assert "`openkeel-compute serve` exited with status" in second.log()
         assert started and not [pid for pid in started if alive(pid)]  # the controller was stopped
