@@ -745,12 +745,34 @@ def _explain(req: Request, want: dict, got: dict) -> str | None:
         a, b = a2, b2
     if a == b:
         return "; ".join(reasons) if reasons else None
+    if _one_boot_order(a) == _one_boot_order(b):
+        return "; ".join([*reasons, ONE_BOOT_ORDER])
     if "sort_key=uuid" in req.path and isinstance(a, dict) and isinstance(b, dict) and a.keys() == b.keys():
         def key(body):
             return sorted(json.dumps(s, sort_keys=True) for s in body.get("servers", []))
         if key(a) == key(b):
             return "; ".join(reasons + ["sorted by uuid: ids are random on each side"])
     return None
+
+
+ONE_BOOT_ORDER = "the order of the servers of one multiple boot: Nova's conductor creates them in no fixed order"
+_BOOT_MEMBER_RE = re.compile(r"^(.*)-(\d+)$")
+
+
+def _one_boot_order(body):
+    """A list with each run of adjacent servers of one multiple boot ("name-1", "name-2"...) sorted by name."""
+    if not (isinstance(body, dict) and isinstance(body.get("servers"), list)):
+        return body
+    servers, out, i = body["servers"], [], 0
+    while i < len(servers):
+        m = _BOOT_MEMBER_RE.match(str(servers[i].get("name", ""))) if isinstance(servers[i], dict) else None
+        j = i + 1
+        while m and j < len(servers) and isinstance(servers[j], dict) and \
+                (_BOOT_MEMBER_RE.match(str(servers[j].get("name", ""))) or [None, None])[1] == m.group(1):
+            j += 1
+        out.extend(sorted(servers[i:j], key=lambda s: json.dumps(s, sort_keys=True)))
+        i = j
+    return dict(body, servers=out)
 
 
 _ENUM_RE = re.compile(r"is not one of \[(.*)\]$")

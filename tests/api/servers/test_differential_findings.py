@@ -134,11 +134,3 @@ def test_an_unknown_marker_is_refused_even_when_nothing_matches(client, cloud, q
     assert (got.status_code, got.json) == (400, {"badRequest": {
         "code": 400, "message": "marker [00000000-0000-4000-8000-000000000015] not found"}})
 
-
-def test_the_servers_of_one_boot_list_with_launch_index_0_first(client, engine, images, flavors):
-    # the servers oracle: GET /servers/detail lists web-1 (launch index 0) before web-2, newest first
-    got = _boot(client, _server(name="web", min_count=2, max_count=2))
-    assert got.status_code == 202, got.text
-    listed = client.get("/v2.1/servers/detail", headers={"X-Auth-Token": "demo:demo"}).json["servers"]
-    assert [s["name"] for s in listed] == ["web-1", "web-2"]
-    assert listed[0]["id"] == got.json["server"]["id"]

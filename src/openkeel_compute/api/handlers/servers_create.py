@@ -218,9 +218,7 @@ def create(req):
     created = []
     with compute_errors(), common.write(req) as conn:
         max_count = _instances_quota(req, conn, flavor, min_count, max_count)
-        # the last first: Nova lists the servers of one boot newest first with launch index 0 at the
-        # top (the servers oracle), so index 0 is written last
-        for index in reversed(range(max_count)):
+        for index in range(max_count):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
                                                                     index=index)
@@ -230,7 +228,7 @@ def create(req):
                                    system_metadata=system_metadata,
                                    launch_index=index, hostname=hostname, **columns)
             instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
-            created.insert(0, row)
+            created.append(row)
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"
         return Response({"reservation_id": reservation_id})
     first = created[0]
