@@ -303,7 +303,7 @@ def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
 
 def test_a_server_booted_without_networks_has_no_interface_and_no_address(loop, db, apiserver):
     # networks "none": Nova allocates no port and shows no address; the VM gets no pod interface
-    uuid = _boot(db, openkeel_networks="none")
+    uuid = _boot(db, requested_networks="none")
     row = _until(loop, db, uuid, _active)
     assert row["network_info"] is None
     vm = apiserver.get("VirtualMachine", uuid, row["namespace"])

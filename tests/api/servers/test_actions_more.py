@@ -320,7 +320,10 @@ REBUILD_KEYS["2.57"] = REBUILD_KEYS["2.54"] | {"user_data"}
 REBUILD_KEYS["2.75"] = REBUILD_KEYS["2.57"] | {
     "OS-EXT-AZ:availability_zone", "OS-EXT-STS:power_state", "OS-EXT-STS:task_state", "OS-EXT-STS:vm_state",
     "OS-SRV-USG:launched_at", "OS-SRV-USG:terminated_at", "config_drive", "locked_reason",
-    "os-extended-volumes:volumes_attached", "server_groups", "trusted_image_certificates"}
+    "os-extended-volumes:volumes_attached", "server_groups", "trusted_image_certificates",
+    # from 2.75 rebuild shows what GET shows, the groups of a placed server's ports included (the
+    # servers oracle's network fixture binds none, so its recorded body lacks them)
+    "security_groups"}
 
 
 @pytest.mark.parametrize("version", sorted(REBUILD_KEYS))
