@@ -46,6 +46,19 @@ def _get(url: str, token: str = "admin:admin") -> tuple[int, dict]:
         return exc.code, {}
 
 
+def _settled(port: int, timeout: float = 60.0) -> None:
+    """Wait until no server has a task running: the pace of someone typing the README's commands one
+    after another (an action without --wait answers before the controller has done it, as on Nova)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        _status, body = _get(f"http://127.0.0.1:{port}/v2.1/servers/detail")
+        busy = [s["name"] for s in body.get("servers", []) if s.get("OS-EXT-STS:task_state")]
+        if not busy:
+            return
+        assert time.monotonic() < deadline, f"still busy after {timeout} s: {busy}"
+        time.sleep(0.2)
+
+
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
     home = tmp_path_factory.mktemp("readme")
@@ -107,6 +120,8 @@ def test_readme_commands_work_as_written(served):
                              text=True, timeout=COMMAND_TIMEOUT, stdin=subprocess.DEVNULL)
         assert got.returncode == 0, f"{command}\n-> exit {got.returncode}\n{got.stdout}\n{got.stderr}"
         outputs[command] = got.stdout
+        if command.startswith("scripts/openstack server"):
+            _settled(port)
 
     def output_of(*words: str) -> str:
         return next(out for cmd, out in outputs.items() if all(w in cmd for w in words))
