@@ -5,6 +5,7 @@ restarted, and what a restart must remember (the hard reboot's old VMI, the task
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 import os
 import signal
@@ -338,15 +339,27 @@ def test_without_a_service_credential_no_token_secret(tmp_path, apiserver, kube,
     assert apiserver.get("Secret", f"{uuid}-image-token", row["namespace"]) is None
 
 
-def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
+@contextlib.contextmanager
+def _importing(tmp_path, db, conf):
+    """A cluster whose imports take 3 s, the controller with a service token, and a server booted there
+    whose root disk is still importing: (cluster, client, the server loop, both loops, server uuid)."""
     cluster = _cluster(import_duration=3.0)
     client = make_client(cluster.kubeconfig())
+    ctl_here = controller_for(conf, cluster)
     try:
-        ctl_here = controller_for(conf, cluster)
         servers: ServerLoop = server_loop_from(_token_conf(tmp_path, "svc-token-1"), db, client)
         both = Both(ctl_here, servers)
         uuid = _boot(db)
         both.run_once()
+        yield cluster, client, servers, both, uuid
+    finally:
+        ctl_here.backend.close()
+        client.close()
+        cluster.stop()
+
+
+def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
+    with _importing(tmp_path, db, conf) as (cluster, client, servers, both, uuid):
         namespace = _row(db, uuid)["namespace"]
         dvs = client.list(DATA_VOLUME, namespace=namespace)
         assert [(d.to_dict().get("status") or {}).get("phase") != "Succeeded" for d in dvs] == [True]
@@ -354,33 +367,18 @@ def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
         both.run_once()
         secret = cluster.get("Secret", f"{uuid}-image-token", namespace)
         assert base64.b64decode(secret["data"]["header"]) == b"X-Auth-Token:svc-token-2"
-        ctl_here.backend.close()
-    finally:
-        client.close()
-        cluster.stop()
 
 
 def test_a_server_deleted_while_its_image_imports_is_deleted(tmp_path, db, conf):
     """The token Secret is renewed only for a build still under way: a delete during the import must
     not write it again after removing it (the server would wait in deleting for ever)."""
-    cluster = _cluster(import_duration=3.0)
-    client = make_client(cluster.kubeconfig())
-    try:
-        ctl_here = controller_for(conf, cluster)
-        servers: ServerLoop = server_loop_from(_token_conf(tmp_path, "svc-token-1"), db, client)
-        both = Both(ctl_here, servers)
-        uuid = _boot(db)
-        both.run_once()
+    with _importing(tmp_path, db, conf) as (cluster, _client, servers, both, uuid):
         namespace = _row(db, uuid)["namespace"]
         servers.images.auth.token = "svc-token-2"  # a renewal falls due while the delete runs
         _action(db, uuid, "delete", "delete")
         row = _until(both, db, uuid, lambda r: r["deleted"] != 0)
         assert row["vm_state"] == states.DELETED
         assert cluster.get("Secret", f"{uuid}-image-token", namespace) is None
-        ctl_here.backend.close()
-    finally:
-        client.close()
-        cluster.stop()
 
 
 # -- rows that keep failing ----------------------------------------------------------------------------

@@ -7,26 +7,17 @@ and keeps it SOFT_DELETED; restore starts it again; forceDelete and the reclaim 
 from __future__ import annotations
 
 import datetime as dt
-import threading
-import time
 
 import pytest
 
 from openkeel_compute import policies
-from openkeel_compute.api.deploy import deploy
-from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
-from openkeel_compute.emulator import Delays, Emulator
-from openkeel_compute.images import glance, local
-from tests.conftest import admin, make_conf, user
-from tests.controller.conftest import controller_for
-from tests.wsgi_client import Client
+from openkeel_compute.images import glance
+from tests.conftest import admin, make_conf
+from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world, until
 
-IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
-IMAGE_ALT = "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111"
-DEMO = user("demo-project", version="2.96")
 RECLAIM = 60.0
 
 
@@ -36,41 +27,13 @@ def world(tmp_path):
     conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"})
     engine = db_api.get_engine(conf)
     migration.sync(engine)
-    directory = tmp_path / "images"
-    directory.mkdir()
-    disk = tmp_path / "disk.raw"
-    disk.write_bytes(b"\0" * 4096)
-    local.register(directory, disk, name="cirros", image_id=IMAGE, copy=True)
-    local.register(directory, disk, name="cirros-alt", image_id=IMAGE_ALT, copy=True)
-    images = local.serve(str(directory), "127.0.0.1", 0)
-    threading.Thread(target=images.serve_forever, daemon=True).start()
-    glance.register_opts(conf)
-    conf.set_override("api_servers", [f"http://127.0.0.1:{images.server_port}"], group="glance")
-    cluster = Emulator(delays=Delays.fast(), tick=0.01).start()
-    kube = make_client(cluster.kubeconfig())
     clock = [dt.datetime(2026, 12, 1, 12, 0, 0)]
-    loop = make_loop(kube, engine, reclaim_interval=RECLAIM, now=lambda: clock[0])
-    controller = controller_for(conf, cluster, servers=loop)
-    try:
-        yield Client(deploy(conf)), controller, cluster, clock, conf
-    finally:
-        controller.backend.close()
-        kube.close()
-        cluster.stop()
-        images.shutdown()
-        images.server_close()
-        db_api.dispose_all()
-        policies.reset()
-
-
-def _until(client, controller, uuid, done, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        controller.run_once()
-        got = client.get(f"/v2.1/servers/{uuid}", headers=DEMO)
-        if done(got) or time.monotonic() > deadline:
-            return got
-        time.sleep(0.05)
+    with image_service(tmp_path) as url:
+        glance.register_opts(conf)
+        conf.set_override("api_servers", [url], group="glance")
+        make = lambda kube: make_loop(kube, engine, reclaim_interval=RECLAIM, now=lambda: clock[0])
+        with server_world(conf, make) as (client, controller, cluster):
+            yield client, controller, cluster, clock, conf
 
 
 def _settled(status):
@@ -103,7 +66,7 @@ def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
                    "metadata": {"old": "1"}}})
     assert got.status_code == 202, got.text
     uuid = got.json["server"]["id"]
-    assert _until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
     first_dvs, first_root, first_url = _root_disks(cluster, uuid)
     assert first_dvs == [first_root] and IMAGE in first_url
 
@@ -117,7 +80,7 @@ def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
         uuid, IMAGE_ALT, "web-1-rebuilt", "rebuildPassw0rd", "REBUILD")
     assert body["metadata"] == {"rebuild": "server"}
     assert got.header("Location").endswith(f"/servers/{uuid}")
-    shown = _until(client, controller, uuid, _settled("ACTIVE")).json["server"]
+    shown = until(client, controller, uuid, _settled("ACTIVE")).json["server"]
     assert (shown["status"], shown["image"]["id"], shown["name"]) == ("ACTIVE", IMAGE_ALT, "web-1-rebuilt")
     dvs, root, url = _root_disks(cluster, uuid)
     assert root != first_root and dvs == [root] and IMAGE_ALT in url
@@ -125,10 +88,10 @@ def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
 
     # SHUTOFF: rebuilt, and left stopped
     assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-stop": None}).status_code == 202
-    assert _until(client, controller, uuid, _settled("SHUTOFF")).json["server"]["status"] == "SHUTOFF"
+    assert until(client, controller, uuid, _settled("SHUTOFF")).json["server"]["status"] == "SHUTOFF"
     got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"rebuild": {"imageRef": IMAGE}})
     assert got.status_code == 202, got.text
-    shown = _until(client, controller, uuid, _settled("SHUTOFF")).json["server"]
+    shown = until(client, controller, uuid, _settled("SHUTOFF")).json["server"]
     assert (shown["status"], shown["image"]["id"], shown["OS-EXT-STS:power_state"]) == ("SHUTOFF", IMAGE, 4)
     dvs, second_root, url = _root_disks(cluster, uuid)
     assert second_root not in (root, first_root) and dvs == [second_root] and IMAGE in url
@@ -137,7 +100,7 @@ def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
 
     deleted = client.delete(f"/v2.1/servers/{uuid}", headers=DEMO)
     assert deleted.status_code == 204, deleted.text
-    assert _until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
+    assert until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
         assert [k for k in cluster.objects(kind) if k[1].startswith(uuid)] == [], kind
 
@@ -150,7 +113,7 @@ def _boot(client, controller, name):
         "server": {"name": name, "imageRef": IMAGE, "flavorRef": "e2e", "networks": "auto"}})
     assert got.status_code == 202, got.text
     uuid = got.json["server"]["id"]
-    assert _until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
     return uuid
 
 
@@ -169,7 +132,7 @@ def test_soft_delete_restore_force_delete_and_reclaim(world):
     uuid = _boot(client, controller, "kept")
 
     assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
-    shown = _until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]
+    shown = until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]
     assert (shown["status"], shown["OS-EXT-STS:vm_state"], shown["OS-EXT-STS:power_state"]) == (
         "SOFT_DELETED", "soft-delete", 4)
     assert _vmis(cluster, uuid) == [] and [k for k in cluster.objects("DataVolume") if k[1].startswith(uuid)]
@@ -181,7 +144,7 @@ def test_soft_delete_restore_force_delete_and_reclaim(world):
 
     # restored: running again, ACTIVE
     assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"restore": None}).status_code == 202
-    shown = _until(client, controller, uuid, _settled("ACTIVE")).json["server"]
+    shown = until(client, controller, uuid, _settled("ACTIVE")).json["server"]
     assert (shown["status"], shown["OS-EXT-STS:power_state"]) == ("ACTIVE", 1) and _vmis(cluster, uuid)
     actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=DEMO).json["instanceActions"]
     assert [a["action"] for a in actions] == ["restore", "delete", "create"]
@@ -191,18 +154,18 @@ def test_soft_delete_restore_force_delete_and_reclaim(world):
 
     # soft-deleted again, then deleted now
     assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
-    assert _until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
+    assert until(client, controller, uuid, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
     got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"forceDelete": None})
     assert got.status_code == 202, got.text
-    assert _until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
+    assert until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
     assert _left(cluster, uuid) == []
 
     # reclaimed once the interval has passed, not before
     other = _boot(client, controller, "reclaimed")
     assert client.delete(f"/v2.1/servers/{other}", headers=DEMO).status_code == 204
-    assert _until(client, controller, other, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
+    assert until(client, controller, other, _settled("SOFT_DELETED")).json["server"]["status"] == "SOFT_DELETED"
     controller.run_once()
     assert client.get(f"/v2.1/servers/{other}", headers=DEMO).status_code == 200
     clock[0] = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=RECLAIM + 1)
-    assert _until(client, controller, other, lambda g: g.status_code == 404).status_code == 404
+    assert until(client, controller, other, lambda g: g.status_code == 404).status_code == 404
     assert _left(cluster, other) == []

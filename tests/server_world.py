@@ -1,0 +1,71 @@
+"""What the end-to-end server tests run against, built in one place: a local image service with two
+test images, the built-in KubeVirt cluster, the API app and the controller (its flavor pass and a
+server loop), and the wait for a server to reach a state through the API."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from openkeel_compute import policies
+from openkeel_compute.api.deploy import deploy
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.db import api as db_api
+from openkeel_compute.emulator import Delays, Emulator
+from openkeel_compute.images import local
+from tests.conftest import user
+from tests.controller.conftest import controller_for
+from tests.wsgi_client import Client
+
+IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
+IMAGE_ALT = "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111"
+DEMO = user("demo-project", version="2.96")
+
+
+@contextlib.contextmanager
+def image_service(tmp_path: Path) -> Iterator[str]:
+    """The local image service with images ``cirros`` (IMAGE) and ``cirros-alt`` (IMAGE_ALT); yields its URL."""
+    directory = tmp_path / "images"
+    directory.mkdir()
+    disk = tmp_path / "disk.raw"
+    disk.write_bytes(b"\0" * 4096)
+    local.register(directory, disk, name="cirros", image_id=IMAGE, copy=True)
+    local.register(directory, disk, name="cirros-alt", image_id=IMAGE_ALT, copy=True)
+    images = local.serve(str(directory), "127.0.0.1", 0)
+    threading.Thread(target=images.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{images.server_port}"
+    finally:
+        images.shutdown()
+        images.server_close()
+
+
+@contextlib.contextmanager
+def server_world(conf: Any, make_servers: Callable[[Any], Any]) -> Iterator[tuple[Client, Any, Emulator]]:
+    """(API client, controller, cluster); ``make_servers(kube client)`` gives the controller's server loop."""
+    cluster = Emulator(delays=Delays.fast(), tick=0.01).start()
+    kube = make_client(cluster.kubeconfig())
+    controller = controller_for(conf, cluster, servers=make_servers(kube))
+    try:
+        yield Client(deploy(conf)), controller, cluster
+    finally:
+        controller.backend.close()
+        kube.close()
+        cluster.stop()
+        db_api.dispose_all()
+        policies.reset()
+
+
+def until(client: Client, controller: Any, uuid: str, done: Callable[[Any], bool], timeout: float = 30.0) -> Any:
+    """Run the controller until the API's answer for the server satisfies ``done`` (or the time is up)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        controller.run_once()
+        got = client.get(f"/v2.1/servers/{uuid}", headers=DEMO)
+        if done(got) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.05)
