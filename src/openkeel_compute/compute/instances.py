@@ -651,9 +651,6 @@ def delete_tags(conn: Connection, instance_uuid: str) -> None:
 
 # --- metadata -----------------------------------------------------------------------------------
 
-MAX_METADATA_ITEMS = 128  # Nova's default metadata_items quota
-
-
 def set_metadata(conn: Connection, instance_uuid: str, metadata: dict[str, str]) -> None:
     """Make the server's live metadata exactly ``metadata`` (changed values rewritten, missing keys
     soft-deleted), as Nova saves it."""

@@ -389,3 +389,27 @@ def test_rebuild_from_error_after_reset_state(client, engine, images):
     assert got.status_code == 202, got.text
     assert got.json["server"]["status"] == "REBUILD"
     assert _outbox(engine)[0][1]["old_vm_state"] == "error"
+
+
+def test_rebuild_takes_the_callers_key_pair_its_metadata_quota_and_canonical_access_ips(client, engine, images):
+    made = client.post("/v2.1/os-keypairs", headers=demo("2.54"), json_body={"keypair": {"name": "k1"}})
+    assert made.status_code == 201, made.text
+    got = client.post(PATH, headers=demo("2.54"), json_body={"rebuild": {
+        "imageRef": oracle.IMAGE, "key_name": "k1", "accessIPv6": "0:0:0:0:0:ffff:a00:1"}})
+    assert got.status_code == 202, got.text
+    assert got.json["server"]["key_name"] == "k1"
+    row = _row(engine)
+    assert (row["key_name"], row["key_data"]) == ("k1", made.json["keypair"]["public_key"])
+    assert row["access_ip_v6"] == "::ffff:a00:1"
+    _set(engine, task_state=None)
+    # another user's key pair of the same name is not the caller's
+    other = client.post("/v2.1/os-keypairs", headers={"X-Auth-Token": "admin:admin",
+                                                      "OpenStack-API-Version": "compute 2.54"},
+                        json_body={"keypair": {"name": "k-admin"}})
+    assert other.status_code == 201, other.text
+    got = client.post(PATH, headers=demo("2.54"), json_body={"rebuild": {"imageRef": oracle.IMAGE,
+                                                                         "key_name": "k-admin"}})
+    assert _answer(got) == (400, "Invalid key_name provided.")
+    metadata = {f"k{i}": "v" for i in range(129)}
+    got = client.post(PATH, headers=demo(), json_body={"rebuild": {"imageRef": oracle.IMAGE, "metadata": metadata}})
+    assert _answer(got) == (403, "Maximum number of metadata items exceeds 128")

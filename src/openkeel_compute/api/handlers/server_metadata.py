@@ -8,7 +8,7 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import compute_errors, read_server
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors, instances
+from openkeel_compute.compute import actions, errors, instances, quotas
 from openkeel_compute.policies import servers as rules
 
 METADATA = {
@@ -43,8 +43,9 @@ def _change(req, server_id: str, rule: str, metadata: dict[str, str], *, replace
             # Nova names every refused metadata change "update metadata"
             raise errors.InstanceInvalidState("update metadata", exc.instance_uuid, exc.attr, exc.state) from None
         merged = dict(metadata) if replace else {**instances.metadata_of(conn, row["uuid"]), **metadata}
-        if len(merged) > instances.MAX_METADATA_ITEMS:
-            raise faults.Forbidden(f"Maximum number of metadata items exceeds {instances.MAX_METADATA_ITEMS}")
+        # the caller's metadata_items quota, as Nova checks it on every change
+        quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
+                                        req.context.user_id, merged, None)
         instances.set_metadata(conn, row["uuid"], merged)
     return merged
 

@@ -2,8 +2,8 @@
 
 The checks come in Nova's order: the body's schema for the microversion, the server (404), the
 ``rebuild`` policy (and ``rebuild:trusted_certs`` when the body names certificates), the lock and
-the state (ACTIVE, SHUTOFF or ERROR with no task), the key pair, the image ("Cannot find image for
-rebuild"), the image's disk config, the metadata limit, then the image against the flavor the
+the state (ACTIVE, SHUTOFF or ERROR with no task), the caller's key pair (2.54), the image ("Cannot find image for
+rebuild"), the image's disk config, the metadata_items quota, then the image against the flavor the
 server keeps (compute/boot_checks.py). A refusal writes nothing. Then, in one transaction, the
 server's task becomes ``rebuilding`` with its new fields and image system metadata, the
 "rebuild" action is recorded and an outbox row asks the controller to replace the root disk
@@ -14,12 +14,19 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server, server_data, shown
+from openkeel_compute.api.handlers.servers import (
+    actor_of,
+    canonical_ip,
+    compute_errors,
+    read_server,
+    server_data,
+    shown,
+)
 from openkeel_compute.api.handlers.servers_create import _password, image_service
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, boot_checks, instances
+from openkeel_compute.compute import actions, boot_checks, instances, keypairs, quotas
 from openkeel_compute.compute import rebuild as rebuilding
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.policies import server_actions as rules
@@ -47,9 +54,9 @@ def _changes(req, body: dict) -> dict:
     if body.get("OS-DCF:diskConfig") is not None:
         changes["auto_disk_config"] = body["OS-DCF:diskConfig"] == "AUTO"
     if "accessIPv4" in body:
-        changes["access_ip_v4"] = body["accessIPv4"]
+        changes["access_ip_v4"] = canonical_ip(body["accessIPv4"])
     if "accessIPv6" in body:
-        changes["access_ip_v6"] = body["accessIPv6"]
+        changes["access_ip_v6"] = canonical_ip(body["accessIPv6"])
     if version >= (2, 54) and "key_name" in body and not body["key_name"]:
         changes["key_name"] = None
         changes["key_data"] = None
@@ -83,15 +90,21 @@ def rebuild(req, server_id):
         common.can(req, rules.SERVERS % "rebuild:trusted_certs", target)
     with compute_errors():
         actions.check("rebuild", row, is_admin=actor.is_admin)
-    if req.version >= (2, 54) and body.get("key_name"):
-        # no key pairs yet: any name is unknown, as at boot
-        raise faults.BadRequest("Invalid key_name provided.")
     changes = _changes(req, body)
+    if req.version >= (2, 54) and body.get("key_name"):
+        with common.read(req) as conn:  # the caller's key pair, as at boot
+            try:
+                key_pair = keypairs.get(conn, req.context.user_id, body["key_name"])
+            except keypairs.KeypairNotFound:
+                raise faults.BadRequest("Invalid key_name provided.") from None
+        changes.update(key_name=key_pair["name"], key_data=key_pair["public_key"])
     image = _image(req, image_id)
     _check_disk_config(image, changes.get("auto_disk_config"))
     metadata = body.get("metadata")
-    if metadata is not None and len(metadata) > instances.MAX_METADATA_ITEMS:
-        raise faults.Forbidden(f"Maximum number of metadata items exceeds {instances.MAX_METADATA_ITEMS}")
+    if metadata is not None:
+        with compute_errors(), common.read(req) as conn:  # the metadata_items quota, as at boot
+            quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
+                                            req.context.user_id, metadata, None)
     flavor = instances.flavors_of(row).cur
     try:
         boot_checks.check_image(
