@@ -110,6 +110,10 @@ def test_the_cli_drives_a_server_through_its_life(stack, cli):
     actions = stack.call("GET", f"/v2.1/servers/{server_id}/os-instance-actions")[1]["instanceActions"]
     assert sorted(a["action"] for a in actions) == sorted(
         ["create", "stop", "start", "reboot", "reboot", "pause", "unpause", "lock", "unlock", "delete"]), actions
+    for action in actions:  # every step the controller did ended well (what the watcher may have missed)
+        detail = stack.call("GET", f"/v2.1/servers/{server_id}/os-instance-actions/{action['request_id']}")[1]
+        events = detail["instanceAction"].get("events") or []
+        assert all(e["result"] == "Success" for e in events), detail
 
 
 def test_no_network_and_the_network_flags(stack, cli):

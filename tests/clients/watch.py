@@ -67,15 +67,23 @@ class Watcher:
             time.sleep(0.05)
         raise AssertionError(f"not reached in {timeout} s; seen {self.seen}")
 
-    def passes(self, mark: int, transient: tuple, final: str, timeout: float = 30.0) -> list[tuple]:
-        """Wait until, after ``mark``, the server showed ``transient`` and then settled in ``final`` (no task)."""
+    def passes(self, mark: int, transient: tuple, final: str, timeout: float = 30.0, quiet: float = 2.0) -> bool:
+        """Wait until, after ``mark``, the server showed ``transient`` and then settled in ``final`` (no
+        task): True. A step the controller finishes within one poll of the watcher (a soft reboot on the
+        built-in cluster can) shows no transient state at all: when the server stays settled in ``final``
+        for ``quiet`` seconds without it, False, and the caller proves the step by its instance action."""
         deadline = time.monotonic() + timeout
+        settled_since = None
         while time.monotonic() < deadline:
             states = self.since(mark)
-            if transient in states:
-                after = states[states.index(transient):]
-                if after[-1][:2] == (final, None):
-                    return states
+            if transient in states and states[states.index(transient):][-1][:2] == (final, None):
+                return True
+            if states and states[-1][:2] == (final, None):
+                settled_since = settled_since or time.monotonic()
+                if time.monotonic() - settled_since >= quiet:
+                    return False
+            else:
+                settled_since = None
             time.sleep(0.05)
         raise AssertionError(f"not {transient} then {final} in {timeout} s; seen since: {self.since(mark)}")
 

@@ -743,6 +743,13 @@ class ServerLoop:
             self._refresh_image_token(namespace, uuid, str(server["project_id"]))
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace)
+        if snapshot is not None and snapshot.cached and (seen.deleted or (seen.vm_state, seen.task_state) != (
+                server.get("vm_state"), server.get("task_state"))):
+            # a change of state is concluded only from a fresh read: the watches may still show an object
+            # as it was (the VMI a hard reboot replaced, say, which would read as a guest that shut down)
+            vm, vmi, dvs = self.cluster.look(namespace, uuid)
+            seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
+                           self.network_name, self.unschedulable_grace)
         if seen.deleted:
             left = self.cluster.leftovers(namespace, uuid)
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
