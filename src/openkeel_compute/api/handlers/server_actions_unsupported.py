@@ -203,27 +203,26 @@ def resize(req, server_id):
     return Response(None)
 
 
-@operation(body={"2.0-": schema.confirm_resize}, success=204, expected=(400, 404, 409))
-@wsgi_path_params
-def confirm_resize(req, server_id):
+def _not_resized(req, server_id: str, action: str, rule: str):
     actor = actor_of(req)
     with compute_errors(), common.read(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.SERVERS % "confirm_resize", _target(row, user=False))
-        actions.check("confirmResize", row, is_admin=actor.is_admin)
-    # a KubeVirt server is never resized yet, so never waits for a confirmation
+        common.can(req, rules.SERVERS % rule, _target(row, user=False))
+        actions.check(action, row, is_admin=actor.is_admin)
+    # a KubeVirt server is never resized yet, so never waits for a confirmation or a revert
     raise faults.BadRequest("Instance has not been resized.")
+
+
+@operation(body={"2.0-": schema.confirm_resize}, success=204, expected=(400, 404, 409))
+@wsgi_path_params
+def confirm_resize(req, server_id):
+    return _not_resized(req, server_id, "confirmResize", "confirm_resize")
 
 
 @operation(body={"2.0-": schema.revert_resize}, success=202, expected=(400, 404, 409))
 @wsgi_path_params
 def revert_resize(req, server_id):
-    actor = actor_of(req)
-    with compute_errors(), common.read(req) as conn:
-        row = read_server(conn, req, server_id)
-        common.can(req, rules.SERVERS % "revert_resize", _target(row, user=False))
-        actions.check("revertResize", row, is_admin=actor.is_admin)
-    raise faults.BadRequest("Instance has not been resized.")
+    return _not_resized(req, server_id, "revertResize", "revert_resize")
 
 
 def _check_host(conn, row: dict, host: str | None, *, cold: bool) -> None:

@@ -22,25 +22,13 @@ from openkeel_compute.api.handlers.servers import (
     server_data,
     shown,
 )
-from openkeel_compute.api.handlers.servers_create import _password, image_service
+from openkeel_compute.api.handlers.servers_create import _password, fetch_image
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import actions, boot_checks, instances, keypairs, quotas
 from openkeel_compute.compute import rebuild as rebuilding
-from openkeel_compute.images import errors as image_errors
 from openkeel_compute.policies import server_actions as rules
-
-
-def _image(req, image_id: str) -> dict:
-    try:
-        return image_service(req).show(req.context, image_id, req.environ)
-    except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
-        raise faults.BadRequest("Cannot find image for rebuild") from None
-    except image_errors.ImageBadRequest as exc:
-        raise faults.BadRequest(exc.message) from None
-    except image_errors.ImageServiceUnavailable as exc:
-        raise faults.Fault(exc.message, 503) from None
 
 
 def _changes(req, body: dict) -> dict:
@@ -98,7 +86,7 @@ def rebuild(req, server_id):
             except keypairs.KeypairNotFound:
                 raise faults.BadRequest("Invalid key_name provided.") from None
         changes.update(key_name=key_pair["name"], key_data=key_pair["public_key"])
-    image = _image(req, image_id)
+    image = fetch_image(req, image_id, "Cannot find image for rebuild")
     _check_disk_config(image, changes.get("auto_disk_config"))
     metadata = body.get("metadata")
     if metadata is not None:

@@ -52,11 +52,13 @@ def image_service(req) -> glance.GlanceClient:
     return client
 
 
-def _image(req, image_id: str) -> dict:
+def fetch_image(req, image_id: str, not_found: str = "Can not find requested image") -> dict:
+    """The image from the image service, its errors as Nova answers them (``not_found``: the 400's
+    words, which boot and rebuild word differently)."""
     try:
         return image_service(req).show(req.context, image_id, req.environ)
     except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
-        raise faults.BadRequest("Can not find requested image") from None
+        raise faults.BadRequest(not_found) from None
     except image_errors.ImageBadRequest as exc:
         raise faults.BadRequest(exc.message) from None
     except image_errors.ImageServiceUnavailable as exc:
@@ -103,15 +105,14 @@ def _image_ref(server: dict) -> str:
     return image_id
 
 
-def _key_pair(req, key_name: str | None) -> dict | None:
+def _key_pair(conn, req, key_name: str | None) -> dict | None:
     """The caller's key pair named ``key_name`` (its public key goes to the guest)."""
     if key_name is None:
         return None
-    with common.read(req) as conn:
-        try:
-            return keypairs.get(conn, req.context.user_id, key_name)
-        except keypairs.KeypairNotFound:
-            raise faults.BadRequest("Invalid key_name provided.") from None
+    try:
+        return keypairs.get(conn, req.context.user_id, key_name)
+    except keypairs.KeypairNotFound:
+        raise faults.BadRequest("Invalid key_name provided.") from None
 
 
 def _check_zone(req, zone: str) -> None:
@@ -124,11 +125,10 @@ def _check_zone(req, zone: str) -> None:
         raise faults.BadRequest("The requested availability zone is not available")
 
 
-def _limit_checks(req, server: dict) -> None:
+def _limit_checks(conn, req, server: dict) -> None:
     """The metadata items and injected files quotas, before the image is checked against the flavor."""
-    with common.read(req) as conn:
-        quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
-                                        req.context.user_id, server.get("metadata"), server.get("personality"))
+    quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
+                                    req.context.user_id, server.get("metadata"), server.get("personality"))
 
 
 def _instances_quota(req, conn, flavor: dict, min_count: int, max_count: int) -> int:
@@ -178,14 +178,15 @@ def create(req):
     zone = requested_zone or conf.default_schedule_zone
     if zone and not forced:
         _check_zone(req, zone)
-    image = _image(req, image_id)
+    image = fetch_image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
         groups = options.security_groups(server)
         options.check_networks(conf, networks)
-        key_pair = _key_pair(req, server.get("key_name"))
-        _limit_checks(req, server)
+        with common.read(req) as conn:
+            key_pair = _key_pair(conn, req, server.get("key_name"))
+            _limit_checks(conn, req, server)
         boot_checks.check_image(
             flavor_with_specs, image,
             zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req), fatal=False))
