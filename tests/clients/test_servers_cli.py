@@ -69,6 +69,7 @@ def test_the_cli_drives_a_server_through_its_life(stack, cli):
         assert (created["id"], created["status"]) == (server_id, "ACTIVE")  # --wait waited for ACTIVE
         assert created["image"] == f"{local.DEFAULT_IMAGE_NAME} ({local.DEFAULT_IMAGE_ID})"  # found by name
         assert created["addresses"]["pod-network"][0].startswith("10.244.")  # networks auto: the pod network
+        watcher.wait_for(lambda seen: seen[0] == "ACTIVE")  # the watcher polls on its own: let it see it
         assert watcher.statuses()[:2] == ["BUILD", "ACTIVE"]
 
         listed = cli.ok("server", "list", "-f", "json")

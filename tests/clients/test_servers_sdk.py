@@ -35,6 +35,7 @@ def test_openstacksdk_drives_a_server_through_its_life(stack, conn):
     try:
         assert server.status is None or server.status == "BUILD"
         server = conn.compute.wait_for_server(server, status="ACTIVE", wait=60, interval=0.5)
+        watcher.wait_for(lambda seen: seen[0] == "ACTIVE")  # the watcher polls on its own: let it see it
         assert watcher.statuses()[:2] == ["BUILD", "ACTIVE"]
         assert server.addresses["pod-network"][0]["addr"].startswith("10.244.")
 
