@@ -11,6 +11,7 @@ import datetime as dt
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -377,4 +378,57 @@ NODE_ZONES = Table(
     Column("zone", ExactString(255), nullable=True),
     Column("available", Boolean, nullable=False, default=True),
     Column("updated_at", DateTime, nullable=False, default=utcnow),
+)
+
+
+# Moves of a server between flavors or nodes (Nova's migrations table): one row per resize (and,
+# later, per cold or live migration), the API's os-migrations and /servers/{id}/migrations.
+# old/new_instance_type_id are the flavors' internal ids; the flavor bodies stay in
+# instances.flavor ("old"/"new") so that a deleted flavor still reverts.
+MIGRATIONS = Table(
+    "migrations",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=True),
+    Column("source_compute", String(255), nullable=True),
+    Column("dest_compute", String(255), nullable=True),
+    Column("source_node", String(255), nullable=True),
+    Column("dest_node", String(255), nullable=True),
+    Column("dest_host", String(255), nullable=True),
+    Column("old_instance_type_id", Integer, nullable=True),
+    Column("new_instance_type_id", Integer, nullable=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=True),
+    # "migration" | "resize" | "live-migration" | "evacuation"
+    Column("migration_type", String(16), nullable=True),
+    Column("hidden", Boolean, nullable=True, default=False),
+    Column("memory_total", BigInteger, nullable=True),
+    Column("memory_processed", BigInteger, nullable=True),
+    Column("memory_remaining", BigInteger, nullable=True),
+    Column("disk_total", BigInteger, nullable=True),
+    Column("disk_processed", BigInteger, nullable=True),
+    Column("disk_remaining", BigInteger, nullable=True),
+    Column("status", String(255), nullable=True),
+    Column("cross_cell_move", Boolean, nullable=True, default=False),
+    Column("user_id", ExactString(255), nullable=True),
+    Column("project_id", ExactString(255), nullable=True),
+    *_soft_delete(),
+    UniqueConstraint("uuid"),
+    Index("migrations_instance_uuid_and_status_idx", "deleted", "instance_uuid", "status"),
+    Index("migrations_updated_at_idx", "updated_at"),
+)
+
+# A server's console log as the controller last read it from the cluster (the API never calls the
+# cluster): the API records a request (requested_at, length), the controller answers it
+# (answered_at, output or error).
+CONSOLE_LOGS = Table(
+    "console_logs",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", ExactString(36), nullable=False),
+    Column("requested_at", DateTime, nullable=True),
+    Column("length", Integer, nullable=True),
+    Column("answered_at", DateTime, nullable=True),
+    Column("output", LongText(), nullable=True),
+    Column("error", String(255), nullable=True),
+    UniqueConstraint("instance_uuid"),
 )
