@@ -57,10 +57,10 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
     """
     seed = int(hashlib.sha256(f"{vmi_uid}/{boot}".encode()).hexdigest()[:8], 16)
     kernel = [
-        "Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13 (Ubuntu 13.2.0-23ubuntu4) "
-        "13.2.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #45-Ubuntu SMP PREEMPT_DYNAMIC",
-        "Command line: BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=LABEL=cloudimg-rootfs ro console=tty1 "
-        "console=ttyS0",
+        ("Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13 (Ubuntu 13.2.0-23ubuntu4) "
+        "13.2.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #45-Ubuntu SMP PREEMPT_DYNAMIC"),
+        ("Command line: BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=LABEL=cloudimg-rootfs ro console=tty1 "
+        "console=ttyS0"),
         "BIOS-provided physical RAM map:",
         "BIOS-e820: [mem 0x0000000000000000-0x000000000009fbff] usable",
         "BIOS-e820: [mem 0x0000000000100000-0x000000007ffdbfff] usable",
@@ -91,8 +91,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
     cidr = f"{address}/24" if address else "."
     lines += [
         f"cloud-init[512]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'init' at {now()}. Up 7.42 seconds.",
-        "cloud-init[512]: ci-info: ++++++++++++++++++++++++++++++++++++++Net device info+++++++++++++++++++++++++++"
-        "++++++++++++",
+        ("cloud-init[512]: ci-info: ++++++++++++++++++++++++++++++++++++++Net device info+++++++++++++++++++++++++++"
+        "++++++++++++"),
         "cloud-init[512]: ci-info: | Device |  Up  |   Address   |    Mask   | Scope  |     Hw-Address    |",
         f"cloud-init[512]: ci-info: | enp1s0 | True | {address or '.'} | 255.255.255.0 | global | {mac or '.'} |",
         "cloud-init[512]: ci-info: |   lo   | True |  127.0.0.1  | 255.0.0.0 |  host  |         .         |",
@@ -109,8 +109,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
         f"256 SHA256:{hashlib.sha256(f'{vmi_uid}/ecdsa'.encode()).hexdigest()[:43]} root@{hostname} (ECDSA)",
         f"256 SHA256:{hashlib.sha256(f'{vmi_uid}/ed25519'.encode()).hexdigest()[:43]} root@{hostname} (ED25519)",
         "-----END SSH HOST KEY FINGERPRINTS-----",
-        f"cloud-init[733]: Cloud-init v. 24.1.3-0ubuntu3.3 finished at {now()}. Datasource DataSourceNoCloud "
-        "[seed=/dev/vdb][dsmode=net].  Up 12.90 seconds",
+        (f"cloud-init[733]: Cloud-init v. 24.1.3-0ubuntu3.3 finished at {now()}. Datasource DataSourceNoCloud "
+        "[seed=/dev/vdb][dsmode=net].  Up 12.90 seconds"),
         f"{ok} Reached target cloud-init.target - Cloud-init target.",
         "",
         "Ubuntu 24.04.1 LTS " + hostname + " ttyS0",

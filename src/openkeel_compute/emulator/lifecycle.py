@@ -390,6 +390,14 @@ class Lifecycle:
                 domain.setdefault("cpu", {}).update(sockets=it_spec["cpu"]["guest"], cores=1, threads=1)
             if it_spec.get("memory", {}).get("guest"):
                 domain.setdefault("memory", {})["guest"] = it_spec["memory"]["guest"]
+        pref_ref = revisions.get("preferenceRef")
+        if pref_ref:
+            rev = self.store.lookup("ControllerRevision", pref_ref["controllerRevisionRef"]["name"],
+                                    vm["metadata"].get("namespace"))
+            pref_devices = (((rev or {}).get("data") or {}).get("spec") or {}).get("devices") or {}
+            if "preferredAutoattachSerialConsole" in pref_devices:  # a preference fills what the VM leaves out
+                domain.setdefault("devices", {}).setdefault("autoattachSerialConsole",
+                                                            pref_devices["preferredAutoattachSerialConsole"])
         meta = {"name": vm["metadata"]["name"], "namespace": vm["metadata"].get("namespace"),
                 "labels": {**(tmeta.get("labels") or {}), "kubevirt.io/nodeName": NODE},
                 "annotations": {**(tmeta.get("annotations") or {}), "kubevirt.io/vm-generation":
