@@ -9,16 +9,10 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import console, instances, states
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator import Fault
-from tests.controller.test_server_loop import (  # noqa: F401 - conf and loop are fixtures
-    IMAGE,
-    OWNER,
-    _action,
-    _active,
-    _boot,
-    _until,
-    conf,
-    loop,
-)
+from tests.controller import test_server_loop as server_loop
+from tests.controller.test_server_loop import IMAGE, OWNER, _action, _active, _boot, _until
+
+conf, loop = server_loop.conf, server_loop.loop  # the server loop's fixtures, on every database engine
 
 
 def _ask(engine, uuid: str, length: int | None) -> console.Request:

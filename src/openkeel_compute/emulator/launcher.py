@@ -140,15 +140,11 @@ class Launchers:
         self.node = node
         self.consoles: dict[str, list[str]] = {}  # pod uid -> console text, line by line
         self.boots: dict[str, int] = {}  # pod uid -> boots seen (a soft reboot boots the guest again)
+        self.pods: dict[str, tuple[str | None, str]] = {}  # VMI uid -> its pod's (namespace, name)
 
     def pod_of(self, vmi: dict[str, Any]) -> dict[str, Any] | None:
-        uid = vmi["metadata"]["uid"]
-        ns = vmi["metadata"].get("namespace")
-        for (plural, pod_ns, _name), obj in self.store.objects.items():
-            if plural == "pods" and pod_ns == ns and (obj["metadata"].get("labels") or {}).get(
-                    "kubevirt.io/created-by") == uid:
-                return obj
-        return None
+        key = self.pods.get(vmi["metadata"]["uid"])
+        return None if key is None else self.store.objects.get(("pods", *key))
 
     def create(self, vmi: dict[str, Any]) -> dict[str, Any]:
         """The VMI's pod, Pending and not yet on a node (the VMI goes Scheduling)."""
@@ -176,6 +172,7 @@ class Launchers:
                "status": {"phase": "Pending", "qosClass": "Burstable",
                           "conditions": [{"type": "PodScheduled", "status": "False", "lastProbeTime": None,
                                           "lastTransitionTime": now()}]}}
+        self.pods[meta["uid"]] = (meta.get("namespace"), pod["metadata"]["name"])
         return self.store.put(pod)
 
     def scheduled(self, vmi: dict[str, Any]) -> str | None:
@@ -223,10 +220,19 @@ class Launchers:
     def remove(self, vmi: dict[str, Any]) -> None:
         """The VMI is gone: so are its pod and the console log."""
         pod = self.pod_of(vmi)
+        self.pods.pop(vmi["metadata"]["uid"], None)
         if pod is not None:
             self.consoles.pop(pod["metadata"]["uid"], None)
             self.boots.pop(pod["metadata"]["uid"], None)
             self.store._remove(("pods", pod["metadata"].get("namespace"), pod["metadata"]["name"]))
+
+    def forget(self, pod: dict[str, Any]) -> None:
+        """A pod the garbage collector removed (its VMI went another way): its log goes too."""
+        uid = pod["metadata"].get("uid")
+        self.consoles.pop(uid, None)
+        self.boots.pop(uid, None)
+        for owner in pod["metadata"].get("ownerReferences") or ():
+            self.pods.pop(owner.get("uid"), None)
 
     # -- the log subresource -----------------------------------------------------------------------------
 

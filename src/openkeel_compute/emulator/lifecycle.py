@@ -558,5 +558,6 @@ class Lifecycle:
                     if not obj["metadata"].get("deletionTimestamp"):
                         self._stop(obj)
                 else:
-                    self.launchers.consoles.pop(obj["metadata"].get("uid"), None)
+                    if key[0] == "pods":
+                        self.launchers.forget(obj)
                     self.store._remove(key)
