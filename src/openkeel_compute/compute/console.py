@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import re
+from typing import AnyStr
 
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
@@ -58,15 +59,16 @@ def normal_length(length: int | str | None) -> int | None:
     return max(-_LENGTH_BOUND, min(_LENGTH_BOUND, int(length)))
 
 
-def tail(data: bytes, length: int | None) -> bytes:
+def tail(data: AnyStr, length: int | None) -> AnyStr:
     """Nova's compute service's cut: the last ``length`` pieces between newlines (a log ending with a
     newline gives length - 1 lines and the empty piece after the last one); 0 gives nothing, and a
     negative length leaves out that many pieces from the start instead. None: all of it."""
     if length is None:
         return data
+    newline = b"\n" if isinstance(data, bytes) else "\n"
     if length == 0:
-        return b""
-    return b"\n".join(data.split(b"\n")[-length:])
+        return data[:0]
+    return newline.join(data.split(newline)[-length:])
 
 
 def as_text(data: bytes) -> str:
@@ -91,9 +93,7 @@ def covers(answered: int | None, wanted: int | None) -> bool:
 def cut(answer: Answer, wanted: int | None) -> str:
     """The output for ``wanted`` from an answer that ``covers`` it."""
     output = answer.output or ""
-    if answer.length == wanted:
-        return output
-    return as_text(tail(output.encode("ascii", "replace"), wanted))
+    return output if answer.length == wanted else tail(output, wanted)
 
 
 # -- the row ------------------------------------------------------------------------------------------
