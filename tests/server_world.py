@@ -69,3 +69,22 @@ def until(client: Client, controller: Any, uuid: str, done: Callable[[Any], bool
         if done(got) or time.monotonic() > deadline:
             return got
         time.sleep(0.05)
+
+
+@contextlib.contextmanager
+def controller_running(controller: Any) -> Iterator[None]:
+    """The controller's passes in a thread of their own, for requests that wait for the controller
+    (os-getConsoleOutput) as they would with the controller process running beside the API."""
+    stop = threading.Event()
+
+    def run() -> None:
+        while not stop.wait(0.05):
+            controller.run_once()
+
+    thread = threading.Thread(target=run, name="controller-passes", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(10)

@@ -1,5 +1,6 @@
 """A server boots end to end: POST /servers through the API app, then the controller's loops against the
-built-in cluster, until the servers API shows it ACTIVE; then stop, start and delete."""
+built-in cluster, until the servers API shows it ACTIVE; then stop, start and delete. Its console output
+is the guest's boot log, read from the launcher pod while the API waits."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.images import glance
 from tests.conftest import admin, make_conf
-from tests.server_world import DEMO, IMAGE, image_service, server_world, until
+from tests.server_world import DEMO, IMAGE, controller_running, image_service, server_world, until
 
 
 @pytest.fixture
@@ -61,3 +62,31 @@ def test_a_server_boots_stops_starts_and_is_deleted(world):
     assert until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret", "VirtualMachinePreference"):
         assert [k for k in cluster.objects(kind) if k[0] == namespace] == [], kind
+
+
+def test_console_output_is_the_guests_boot_log_and_goes_with_a_stop(world):
+    client, controller, _cluster = world
+    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
+        "flavor": {"name": "m1.console", "ram": 512, "vcpus": 1, "disk": 1, "id": "console"}})
+    assert flavor.status_code == 200, flavor.text
+    got = client.post("/v2.1/servers", headers=DEMO, json_body={
+        "server": {"name": "web-1", "imageRef": IMAGE, "flavorRef": "console", "networks": "auto"}})
+    uuid = got.json["server"]["id"]
+    assert until(client, controller, uuid, _status("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    path = f"/v2.1/servers/{uuid}/action"
+
+    with controller_running(controller):
+        ten = client.post(path, headers=DEMO, json_body={"os-getConsoleOutput": {"length": 10}})
+        whole = client.post(path, headers=DEMO, json_body={"os-getConsoleOutput": {}})
+    assert ten.status_code == 200, ten.text
+    # Nova's tail: the last 10 pieces between newlines, the last one empty after the final newline
+    assert len(ten.json["output"].split("\n")) == 10 and ten.json["output"].endswith("web-1 login: \n")
+    assert "\r" not in whole.json["output"] and "\x1b" not in whole.json["output"]
+    assert len(whole.json["output"].split("\n")) > 40 and "Hostname set to <web-1>" in whole.json["output"]
+
+    stop = client.post(path, headers=DEMO, json_body={"os-stop": None})
+    assert stop.status_code == 202, stop.text
+    assert until(client, controller, uuid, _status("SHUTOFF")).json["server"]["status"] == "SHUTOFF"
+    with controller_running(controller):
+        stopped = client.post(path, headers=DEMO, json_body={"os-getConsoleOutput": {"length": 10}})
+    assert (stopped.status_code, stopped.json) == (200, {"output": ""})  # the log went with the pod

@@ -136,3 +136,15 @@ def test_an_unknown_image_name_is_the_clients_own_error(cli):
     assert got.returncode == 1
     assert "No Image found for no-such-image" in got.stderr, got.stderr
 
+
+
+def test_console_log_show_prints_the_guests_console(stack, cli):
+    """``openstack console log show``: the last lines of the guest's serial console, its login prompt last."""
+    cli.ok("server", "create", "--flavor", "m1.cli", "--image", local.DEFAULT_IMAGE_NAME, "--nic", "none", "--wait",
+           "-f", "json", "cli-console")
+    shown = cli.ok("console", "log", "show", "--lines", "5", "cli-console")
+    assert shown.rstrip("\n").split("\n")[-1] == "cli-console login: ", shown
+    assert len(shown.rstrip("\n").split("\n")) == 4, shown  # Nova's 5 pieces: 4 lines and the end after them
+    whole = cli.ok("console", "log", "show", "cli-console")
+    assert "Hostname set to <cli-console>" in whole and "\r" not in whole
+    cli.ok("server", "delete", "--wait", "cli-console")

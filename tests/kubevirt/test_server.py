@@ -327,3 +327,13 @@ def test_the_package_exports_compose_and_observe():
 
     assert package.compose is compose and package.observe is observe
     assert {"compose", "observe", "ServerOptions", "Observation", "Fault", "ServerObjects"} <= set(package.__all__)
+
+
+@pytest.mark.parametrize(("ports", "attach"), [(None, None), ("1", True), ("0", False)])
+def test_the_serial_console_is_logged_and_the_flavor_says_whether_there_is_one(ports, attach):
+    flavor = _copy(extra_specs={"hw:serial_port_count": ports} if ports else {})
+    objects = compose(SERVER, flavor, IMAGE, None)
+    devices = objects.vm["spec"]["template"]["spec"]["domain"]["devices"]
+    assert devices["logSerialConsole"] is True and "autoattachSerialConsole" not in devices
+    preference = flavor_to_kubevirt(flavor_from_copy(flavor, PROJECT)).preferences[0]["spec"]
+    assert (preference.get("devices") or {}).get("preferredAutoattachSerialConsole") == attach

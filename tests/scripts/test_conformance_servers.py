@@ -76,3 +76,11 @@ def test_the_shim_lets_classes_that_ask_for_a_network_run_and_changes_nothing_el
 def test_without_the_shim_tempest_skips_them(tmp_path):
     assert _run_with_shim(tmp_path, env_shim="0") == ["Flagged skipped: Neutron is not available",
                                                       "Plain runs False False"]
+
+
+def test_the_servers_phase_gates_unless_told_not_to():
+    """Every test of the servers phase passes, so the phase gates by default; 0 only reports it."""
+    script = (ROOT / "scripts/conformance").read_text()
+    [gate] = re.findall(r"\$\{OPENKEEL_CONFORMANCE_SERVERS_GATE:-(\d)\}", script)
+    assert gate == "1"
+    assert "OPENKEEL_CONFORMANCE_SERVERS_GATE  1 (default)" in script  # the help says so

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import errors, flavor_copy, names, states
+from openkeel_compute.compute import console, errors, flavor_copy, names, states
 from openkeel_compute.compute.actions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import (
     INSTANCE_ACTIONS,
@@ -466,8 +466,8 @@ def fault_view(fault: dict, *, is_admin: bool) -> dict:
 def soft_delete(conn: Connection, instance_uuid: str) -> bool:
     """Mark a server deleted as Nova does: ``deleted`` = its id, ``deleted_at`` and
     ``terminated_at`` now, vm_state deleted, task_state none, power_state NOSTATE. Its metadata,
-    system metadata and faults are soft-deleted with it, its tags removed; its instance actions
-    and events stay (os-instance-actions lists them for deleted servers). Returns False when
+    system metadata and faults are soft-deleted with it, its tags and console log removed; its instance
+    actions and events stay (os-instance-actions lists them for deleted servers). Returns False when
     there was nothing left to delete."""
     now = utcnow()
     result = conn.execute(
@@ -480,6 +480,7 @@ def soft_delete(conn: Connection, instance_uuid: str) -> bool:
         conn.execute(update(table).where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0)
                      .values(deleted=table.c.id, deleted_at=now, updated_at=now))
     conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
+    console.forget(conn, instance_uuid)
     return True
 
 

@@ -27,6 +27,14 @@ API_OPTS = [
         "compute_link_prefix",
         help="Replace the scheme, host and port of the links the API returns (behind a proxy).",
     ),
+    cfg.FloatOpt(
+        "console_output_timeout",
+        default=60.0,
+        min=1.0,
+        help="Seconds a console output request (os-getConsoleOutput) waits for the controller to read the "
+        "server's console log from the cluster; after that it fails with 500 as Nova's does when its "
+        "compute service does not answer in rpc_response_timeout (also 60 seconds by default).",
+    ),
 ]
 
 

@@ -34,6 +34,7 @@ from sqlalchemy import Engine, and_, insert, select, update
 from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.states import task_states
+from openkeel_compute.controller import console
 from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
@@ -288,6 +289,10 @@ class ServerCluster:
         labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
         return obj if labels.get(mapping.MANAGED_BY) == FIELD_MANAGER else None
 
+    def vmi(self, namespace: str, uuid: str) -> dict[str, Any] | None:
+        """The server's VMI, if it has one (labelled managed-by openkeel)."""
+        return self._ours(VMI, server_vm_name(uuid), namespace)
+
     def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
         """(VM, VMI, DataVolumes) of a server: only objects labelled managed-by openkeel."""
         name = server_vm_name(uuid)
@@ -446,6 +451,12 @@ class ServerLoop:
             if row.operation == "delete":
                 deletes.setdefault(row.server_uuid, row.id)
         for row in rows:
+            if row.operation == console.OPERATION:
+                # a read: neither waits behind the server's other rows nor holds them
+                console.answer(self.engine, self.cluster, self.options.mapping.namespace_for, row.server_uuid)
+                _finish_rows(self.engine, [row.id], None)
+                self.rows_done += 1
+                continue
             if row.id < deletes.get(row.server_uuid, 0):
                 # A delete follows: it removes whatever this row would make, and must not wait behind a
                 # row that keeps failing (a create the cluster refuses would hold the delete for ever).

@@ -8,7 +8,8 @@ One pass (``Lifecycle.step``) looks at every object and moves it on when its tim
   (printableStatus, ready, created, conditions) derived from VMI and DataVolumes as KubeVirt does;
   on deletion the VMI goes first, then the finalizer.
 - VirtualMachineInstance: Pending → Scheduling → Scheduled → Running, with node, launcher pod and a
-  pod-network IP in ``status.interfaces``; stopping ends in Succeeded and the object goes away.
+  pod-network IP in ``status.interfaces``; stopping ends in Succeeded and the object goes away, with its
+  pod. The pods and the guest's console log are launcher.py's.
 - DataVolume: Pending → ImportScheduled → ImportInProgress (progress) → Succeeded (CDI v1.64 phases).
 - Garbage collection: objects whose owners are all gone are deleted.
 """
@@ -22,6 +23,7 @@ import time
 from typing import Any
 
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
+from openkeel_compute.emulator.launcher import Launchers
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
 
@@ -81,6 +83,7 @@ class Lifecycle:
         self.store = store
         self.delays = delays
         self.faults = faults
+        self.launchers = Launchers(store, NODE)
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last garbage pass
@@ -227,6 +230,7 @@ class Lifecycle:
         if meta.get("deletionTimestamp"):
             if phase in ("Succeeded", "Failed") or not phase or self._due(vmi, self.delays.stopping, clock):
                 self.store._remove(("virtualmachineinstances", ns, name))
+                self.launchers.remove(vmi)
                 self.since.pop(meta["uid"], None)
             return
         if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
@@ -239,6 +243,7 @@ class Lifecycle:
                       guestOSInfo={}, qosClass="Burstable", conditions=[])
         elif phase == "Pending" and self._due(vmi, self.delays.pending, clock):
             st["phase"] = "Scheduling"
+            self.launchers.create(vmi)
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
         elif phase == "Scheduling":
             fault = self._fault("unschedulable", ns, name)
@@ -252,7 +257,8 @@ class Lifecycle:
                 return
             if not self._due(vmi, self.delays.scheduling, clock):
                 return
-            st.update(phase="Scheduled", nodeName=NODE, activePods={new_uid(): NODE},
+            pod_uid = self.launchers.scheduled(vmi) or new_uid()
+            st.update(phase="Scheduled", nodeName=NODE, activePods={pod_uid: NODE},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
@@ -266,6 +272,7 @@ class Lifecycle:
             st["interfaces"] = self._interfaces(vmi)
             st["migrationMethod"] = "BlockMigration"
             st["machine"] = {"type": "pc-q35-rhel9.6.0"}
+            self.launchers.booted(new)
         else:
             if phase == "Running" and self._fault("node-loss", ns, name) is not None:
                 self._lose_node(vmi, clock)
@@ -383,6 +390,14 @@ class Lifecycle:
                 domain.setdefault("cpu", {}).update(sockets=it_spec["cpu"]["guest"], cores=1, threads=1)
             if it_spec.get("memory", {}).get("guest"):
                 domain.setdefault("memory", {})["guest"] = it_spec["memory"]["guest"]
+        pref_ref = revisions.get("preferenceRef")
+        if pref_ref:
+            rev = self.store.lookup("ControllerRevision", pref_ref["controllerRevisionRef"]["name"],
+                                    vm["metadata"].get("namespace"))
+            pref_devices = (((rev or {}).get("data") or {}).get("spec") or {}).get("devices") or {}
+            if "preferredAutoattachSerialConsole" in pref_devices:  # a preference fills what the VM leaves out
+                domain.setdefault("devices", {}).setdefault("autoattachSerialConsole",
+                                                            pref_devices["preferredAutoattachSerialConsole"])
         meta = {"name": vm["metadata"]["name"], "namespace": vm["metadata"].get("namespace"),
                 "labels": {**(tmeta.get("labels") or {}), "kubevirt.io/nodeName": NODE},
                 "annotations": {**(tmeta.get("annotations") or {}), "kubevirt.io/vm-generation":
@@ -543,4 +558,6 @@ class Lifecycle:
                     if not obj["metadata"].get("deletionTimestamp"):
                         self._stop(obj)
                 else:
+                    if key[0] == "pods":
+                        self.launchers.forget(obj)
                     self.store._remove(key)

@@ -27,6 +27,7 @@ CORE_NODES = {
     "ControllerRevision": _object(data=ANY, revision=INTEGER),
     "DataVolume": _object(spec={"$ref": "v1beta1.DataVolumeSpec"}, status=ANY),
     "Node": _object(spec=ANY, status=ANY),
+    "Pod": _object(spec=ANY, status=ANY),
 }
 
 
@@ -60,6 +61,7 @@ RESOURCES = [
     Resource("", "v1", "namespaces", "Namespace", False),
     Resource("", "v1", "nodes", "Node", False, True),
     Resource("", "v1", "secrets", "Secret", True),
+    Resource("", "v1", "pods", "Pod", True, True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, True),

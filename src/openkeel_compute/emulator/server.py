@@ -55,10 +55,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 
     def _send(self, code: int, body: Any, headers: dict[str, str] | None = None) -> None:
         data = json.dumps(body, separators=(",", ":")).encode() if not isinstance(body, bytes) else body
+        headers = dict(headers or {})
         self.send_response(code)
-        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Type", headers.pop("Content-Type", "application/json"))
         self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
+        for key, value in headers.items():
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
@@ -276,6 +277,8 @@ class Emulator:
             return self._subresource(method, rest, params, body)
         res, ns, name, subresource = self._route(group, version, rest)
         self._api_fault(method, res.plural, ns, name)
+        if subresource == "log":
+            return self._pod_log(method, res, ns, name, params)
         if method in ("POST", "PUT", "PATCH", "DELETE"):
             self._maybe_hold(counts=res.plural != "leases")
         with self.store.lock:
@@ -313,6 +316,8 @@ class Emulator:
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         name = tail[0] if tail else None
         subresource = tail[1] if len(tail) > 1 else None
+        if subresource == "log" and res.plural == "pods":
+            return res, ns, name, subresource
         if subresource not in (None, "status") or (subresource == "status" and not res.status_subresource):
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         return res, ns, name, subresource
@@ -424,6 +429,16 @@ class Emulator:
         raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
                        reason="MethodNotAllowed")
 
+    def _pod_log(self, method: str, res: Resource, ns: str | None, name: str | None, params: dict[str, str]
+                 ) -> tuple[int, Any, dict[str, str]]:
+        """A container's log: plain text, as the API server streams it from the kubelet."""
+        if method != "GET":
+            raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
+                           reason="MethodNotAllowed")
+        with self.store.lock:
+            data = self.lifecycle.launchers.log(res, ns, name or "", params)
+        return 200, data, {"Content-Type": "text/plain"}
+
     def _subresource(self, method: str, rest: list[str], params: dict[str, str], body: Any
                      ) -> tuple[int, Any, dict[str, str]]:
         if len(rest) != 5 or rest[0] != "namespaces":
@@ -442,6 +457,10 @@ class Emulator:
                 subresources.vm_verb(self.store, ns, name, verb, body)
             else:
                 subresources.vmi_verb(self.store, ns, name, verb, body)
+                if verb == "softreboot":
+                    vmi = self.store.lookup("VirtualMachineInstance", name, ns)
+                    if vmi is not None:
+                        self.lifecycle.launchers.rebooted(vmi)
             self.store.writes.append(("PUT", f"/apis/{SUBRESOURCES_GROUP}/v1/{'/'.join(rest)}", params))
         return 202, b"", {}
 
@@ -495,6 +514,9 @@ class Emulator:
             if res.status_subresource:
                 listing.append({"name": f"{res.plural}/status", "singularName": "", "namespaced": True,
                                 "kind": res.kind, "verbs": ["get", "patch", "update"]})
+        if group == "" and version == "v1":
+            listing.append({"name": "pods/log", "singularName": "", "namespaced": True, "kind": "Pod",
+                            "verbs": ["get"]})
         if group == SUBRESOURCES_GROUP and version == "v1":
             for plural, kind, names in (("virtualmachines", "VirtualMachine", subresources.VM_VERBS),
                                         ("virtualmachineinstances", "VirtualMachineInstance",

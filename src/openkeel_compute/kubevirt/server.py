@@ -318,6 +318,10 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     else:
         devices["interfaces"] = [{"name": POD_NETWORK, "masquerade": {}, "macAddress": mac_address(uuid)}]
         tspec["networks"] = [{"name": POD_NETWORK, "pod": {}}]
+    # The serial console is logged: KubeVirt's launcher pod gets a guest-console-log container whose log
+    # is what the guest printed (os-getConsoleOutput). Whether there is a serial console at all stays the
+    # flavor's (hw:serial_port_count 0: preferredAutoattachSerialConsole false, and then nothing is logged).
+    devices["logSerialConsole"] = True
     hostname = guest_hostname(server.get("hostname"))
     if hostname:
         tspec["hostname"] = hostname

@@ -1,5 +1,5 @@
-"""POST /servers/{id}/action: the power and lock actions and the console, against the answers
-recorded from Nova 34.0.0; what each leaves for the controller."""
+"""POST /servers/{id}/action: the power and lock actions, against the answers recorded from Nova
+34.0.0; what each leaves for the controller (the console output: test_console_output.py)."""
 
 from __future__ import annotations
 
@@ -130,17 +130,6 @@ def test_pause_and_unpause(client, engine):
     assert client.post(PATH, headers=DEMO, json_body={"unpause": None}).status_code == 202
     assert [op for op, _ in _outbox(engine)] == ["pause", "unpause"]
     assert _actions(engine) == ["unpause", "pause", "create"]
-
-
-def test_console_output_is_not_supported_and_needs_a_host(client, engine):
-    got = client.post(PATH, headers=DEMO, json_body={"os-getConsoleOutput": {"length": 10}})
-    assert (got.status_code, got.json) == (
-        501, {"notImplemented": {"code": 501, "message": "The requested functionality is not supported."}})
-    _set(engine, host=None)
-    got = client.post(PATH, headers=DEMO, json_body={"os-getConsoleOutput": {}})
-    assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
-        409, f"Instance {oracle.SERVER_A} is not ready")
-    assert _actions(engine) == ["create"]
 
 
 def test_a_reader_may_not_act(client, engine):

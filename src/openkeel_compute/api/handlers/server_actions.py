@@ -3,17 +3,20 @@ os-getConsoleOutput, and suspend and resume, which KubeVirt servers cannot do ye
 
 The API only starts an action: it moves task_state with the compare-and-swap, records the
 instance action and writes an outbox row (kind "server") that the controller acts on; see
-docs/servers.md for the operations.
+docs/servers.md for the operations. os-getConsoleOutput asks the controller for the console log
+through the database and waits for its answer (compute/console.py).
 """
 
 from __future__ import annotations
+
+import time
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors, instances
+from openkeel_compute.compute import actions, console, errors, instances
 from openkeel_compute.policies import server_actions as rules
 
 
@@ -104,16 +107,49 @@ def unlock(req, server_id):
     return Response(None)
 
 
-@operation(body={"2.0-": schema.get_console_output}, expected=(404, 409, 501))
+# What Nova's API answers when its compute service does not answer in time, or fails unexpectedly.
+_NO_ANSWER = "Unexpected API Error. Please contact the administrator\n<class 'oslo_messaging.exceptions.MessagingTimeout'>"
+_FAILED = "Unexpected API Error. Please contact the administrator\n<class 'oslo_messaging.rpc.client.RemoteError'>"
+
+
+@operation(body={"2.0-": schema.get_console_output}, expected=(404, 409, 500))
 @wsgi_path_params
 def get_console_output(req, server_id):
     with compute_errors(), common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.CONSOLE_OUTPUT, {"project_id": row["project_id"]})
         actions.check("get_console_output", row, is_admin=bool(req.context.is_admin))
-    # The API never talks to the cluster, and the serial console of a VirtualMachine is a
-    # stream, not a log to read back: Nova's answer for a driver without console output.
-    raise faults.Fault("The requested functionality is not supported.", 501)
+    wanted = console.normal_length(req.body["os-getConsoleOutput"].get("length"))
+    with compute_errors():
+        answer = _ask_console(req, row["uuid"], wanted, common.services(req).conf.api.console_output_timeout)
+    if answer.error == console.NOT_AVAILABLE:
+        raise faults.NotFound(console.ConsoleNotAvailable().message)
+    if answer.error is not None:
+        raise faults.Fault(_FAILED, 500)
+    return {"output": console.printable(console.cut(answer, wanted))}
+
+
+def _ask_console(req, uuid: str, wanted: int | None, timeout: float) -> console.Answer:
+    """Request the console log and wait for the controller's answer (one that covers ``wanted``); a
+    request answered for another length (a concurrent one) is asked again."""
+    actor = actor_of(req)
+    deadline = time.monotonic() + timeout
+    pause = 0.02
+    asked = None
+    while time.monotonic() < deadline:
+        if asked is None:
+            with common.write(req) as conn:
+                asked = console.request(conn, uuid, wanted)
+                instances.outbox(conn, uuid, "console-output", actor)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.25)
+        with common.read(req) as conn:
+            answer = console.answered(conn, asked)
+        if answer is not None:
+            if console.covers(answer.length, wanted) or answer.error is not None:
+                return answer
+            asked = None
+    raise faults.Fault(_NO_ANSWER, 500)
 
 
 def _unsupported(req, server_id: str, rule: str, action: str, event: str, *, target_user: bool) -> Response:

@@ -1,0 +1,109 @@
+"""The controller's side of os-getConsoleOutput: read a server's console log from its launcher pod.
+
+KubeVirt gives the pod of a VMI whose serial console is logged a ``guest-console-log`` container that
+prints what the guest writes on its serial console; the pod is the VMI's (label
+``kubevirt.io/created-by=<vmi uid>``, listed in ``status.activePods``). Reading the log is reading that
+container's log (``tailLines`` = the requested length when it is one). No running VMI (the server is
+stopped) or no pod running yet: the log is empty, as the cluster has none. A pod without the container
+(the guest's serial console is not logged): Nova's "Guest does not have a console available.".
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+from typing import Any
+
+import httpx2
+from lightkube import ApiError
+from lightkube.resources.core_v1 import Pod
+from sqlalchemy import Engine
+
+from openkeel_compute.compute import console, instances
+from openkeel_compute.db.api import reader, transaction
+
+LOG = logging.getLogger(__name__)
+CONTAINER = "guest-console-log"
+CREATED_BY = "kubevirt.io/created-by"
+OPERATION = "console-output"  # the outbox operation the API writes
+_CHUNK = 16 * 1024
+
+
+class ConsoleNotAvailable(Exception):
+    """The guest's pod has no guest-console-log container."""
+
+
+def launcher_pod(client: Any, namespace: str, vmi: dict[str, Any]) -> dict[str, Any] | None:
+    """The VMI's running launcher pod (the active one when KubeVirt lists several, as during a migration)."""
+    uid = (vmi.get("metadata") or {}).get("uid")
+    if not uid:
+        return None
+    active = (vmi.get("status") or {}).get("activePods") or {}
+    pods = [p.to_dict() if hasattr(p, "to_dict") else dict(p)
+            for p in client.list(Pod, namespace=namespace, labels={CREATED_BY: uid})]
+    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    running.sort(key=lambda p: (p["metadata"].get("uid") not in active, p["metadata"].get("creationTimestamp") or ""))
+    return running[0] if running else None
+
+
+def has_console(pod: dict[str, Any]) -> bool:
+    spec = pod.get("spec") or {}
+    return any(c.get("name") == CONTAINER for c in (spec.get("containers") or []) + (spec.get("initContainers") or []))
+
+
+def read_log(http: Any, namespace: str, pod: str, length: int | None) -> bytes:
+    """The container's log, at most its last MAX_CONSOLE_BYTES (what Nova's libvirt driver reads of a
+    console file); ``length`` >= 0 asks the cluster for that many last lines only."""
+    params: dict[str, Any] = {"container": CONTAINER}
+    if length is not None and length >= 0:
+        params["tailLines"] = length
+    kept: collections.deque[bytes] = collections.deque()
+    size = 0
+    with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", params=params) as response:
+        if response.status_code in (400, 404):
+            # the pod went (its VMI stopped) or its container is not running yet: no log to read
+            LOG.info("console log of pod %s/%s: %s", namespace, pod, response.status_code)
+            return b""
+        response.raise_for_status()
+        for chunk in response.iter_bytes(_CHUNK):
+            kept.append(chunk)
+            size += len(chunk)
+            while size - len(kept[0]) >= console.MAX_CONSOLE_BYTES:
+                size -= len(kept.popleft())
+    return b"".join(kept)[-console.MAX_CONSOLE_BYTES:]
+
+
+def console_log(cluster: Any, namespace: str, server_uuid: str, length: int | None) -> bytes:
+    """The server's console log as its guest printed it (empty when no guest runs)."""
+    vmi = cluster.vmi(namespace, server_uuid)
+    if vmi is None:
+        return b""
+    pod = launcher_pod(cluster.client, namespace, vmi)
+    if pod is None:
+        return b""
+    if not has_console(pod):
+        raise ConsoleNotAvailable(pod["metadata"]["name"])
+    return read_log(cluster.http, namespace, pod["metadata"]["name"], length)
+
+
+def answer(engine: Engine, cluster: Any, namespace_for: Any, server_uuid: str) -> None:
+    """Answer the server's pending console request, if there is one (a second outbox row finds none)."""
+    with reader(engine) as conn:
+        request = console.pending(conn, server_uuid)
+        if request is None:
+            return
+        try:
+            project_id = instances.get(conn, server_uuid)["project_id"]
+        except Exception:  # noqa: BLE001 - deleted meanwhile: its console row went with it
+            return
+    output, error = None, None
+    try:
+        data = console_log(cluster, namespace_for(str(project_id)), server_uuid, request.length)
+        output = console.as_text(console.tail(data, request.length))
+    except ConsoleNotAvailable:
+        error = console.NOT_AVAILABLE
+    except (ApiError, httpx2.HTTPError) as exc:
+        LOG.warning("server %s: console log not read: %s", server_uuid, exc)
+        error = f"cluster: {exc}"[:255]
+    with transaction(engine) as conn:
+        console.answer(conn, request, output=output, error=error)

@@ -1,0 +1,288 @@
+"""The virt-launcher pod of each VMI, and the serial console log its ``guest-console-log`` container prints.
+
+KubeVirt runs every VMI in a pod of its own (``virt-launcher-<vmi>-<5 chars>``), labelled with the VMI's
+labels plus ``kubevirt.io=virt-launcher``, ``kubevirt.io/created-by=<vmi uid>`` and
+``vm.kubevirt.io/name=<hostname>``, owned by the VMI; the VMI lists it in ``status.activePods``. When
+the serial console is logged (``spec.domain.devices.logSerialConsole``, unless ``autoattachSerialConsole``
+is false) the pod has a ``guest-console-log`` sidecar (an init container that keeps running) that prints
+what the guest writes on its first serial port: that container's log is the guest's console log. It lives
+with the pod: a VMI that stops takes its pod and the log with it, and the next start has a new pod.
+
+``Launchers`` creates and moves the pods with their VMI's phases, keeps each pod's console text, and serves
+``GET /api/v1/namespaces/NS/pods/NAME/log`` with the API server's parameters and answers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import string
+from typing import Any
+
+from openkeel_compute.emulator.store import ApiError, Store, not_found, now
+
+CONSOLE_CONTAINER = "guest-console-log"
+COMPUTE_CONTAINER = "compute"
+LAUNCHER_IMAGE = "quay.io/kubevirt/virt-launcher:v1.9.0"
+LAUNCHER_IMAGE_ID = "quay.io/kubevirt/virt-launcher@sha256:" + hashlib.sha256(LAUNCHER_IMAGE.encode()).hexdigest()
+
+
+def console_logged(vmi: dict[str, Any]) -> bool:
+    """Whether KubeVirt gives the VMI's pod a guest-console-log container (the cluster default is on)."""
+    devices = ((vmi.get("spec") or {}).get("domain") or {}).get("devices") or {}
+    if devices.get("autoattachSerialConsole") is False:
+        return False
+    return devices.get("logSerialConsole") is not False
+
+
+def hostname_of(vmi: dict[str, Any]) -> str:
+    """The guest's hostname as KubeVirt sets it: spec.hostname, else the VMI's name."""
+    return (vmi.get("spec") or {}).get("hostname") or vmi["metadata"]["name"]
+
+
+def _suffix() -> str:
+    return "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
+
+
+def _uptime(index: int, seed: int) -> str:
+    """The kernel's "[ seconds.micro]" stamp of the index-th message (growing, a little irregular)."""
+    micros = index * 37_211 + (seed * (index + 7)) % 29_989
+    return f"[{micros // 1_000_000:5d}.{micros % 1_000_000:06d}]"
+
+
+def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, boot: int = 1) -> list[str]:
+    """What a cloud image's serial console shows through one boot: kernel, systemd, cloud-init, login.
+
+    Lines end with CRLF as a serial line does; systemd's status marks carry their colour escapes.
+    """
+    seed = int(hashlib.sha256(f"{vmi_uid}/{boot}".encode()).hexdigest()[:8], 16)
+    kernel = [
+        ("Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13 (Ubuntu 13.2.0-23ubuntu4) "
+        "13.2.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #45-Ubuntu SMP PREEMPT_DYNAMIC"),
+        ("Command line: BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=LABEL=cloudimg-rootfs ro console=tty1 "
+        "console=ttyS0"),
+        "BIOS-provided physical RAM map:",
+        "BIOS-e820: [mem 0x0000000000000000-0x000000000009fbff] usable",
+        "BIOS-e820: [mem 0x0000000000100000-0x000000007ffdbfff] usable",
+        "NX (Execute Disable) protection: active",
+        "DMI: KubeVirt None/RHEL, BIOS 1.16.3-2.el9 04/01/2014",
+        "Hypervisor detected: KVM",
+        "kvm-clock: Using msrs 4b564d01 and 4b564d00",
+        "tsc: Detected 2399.998 MHz processor",
+        "ACPI: Early table checksum verification disabled",
+        "Memory: 1969344K/2096616K available (22528K kernel code, 4433K rwdata)",
+        "smpboot: CPU0: Intel Xeon Processor (Icelake) (family: 0x6, model: 0x86, stepping: 0x0)",
+        "Freeing SMP alternatives memory: 44K",
+        "clocksource: Switched to clocksource kvm-clock",
+        "virtio_blk virtio2: [vda] 20971520 512-byte logical blocks (10.7 GB/10.0 GiB)",
+        " vda: vda1 vda14 vda15",
+        "virtio_net virtio0 enp1s0: renamed from eth0",
+        "EXT4-fs (vda1): mounted filesystem with ordered data mode. Quota mode: none.",
+        "Run /sbin/init as init process",
+        "systemd[1]: systemd 255.4-1ubuntu8.4 running in system mode",
+        "systemd[1]: Detected virtualization kvm.",
+        f"systemd[1]: Hostname set to <{hostname}>.",
+    ]
+    lines = [f"{_uptime(i, seed)} {text}" for i, text in enumerate(kernel)]
+    ok = "[\x1b[0;32m  OK  \x1b[0m]"
+    lines += [f"{ok} Started {unit}." for unit in (
+        "systemd-journald.service - Journal Service", "systemd-udevd.service - Rule-based Manager for Device Events",
+        "systemd-networkd.service - Network Configuration", "cloud-init-local.service - Initial cloud-init job")]
+    cidr = f"{address}/24" if address else "."
+    lines += [
+        f"cloud-init[512]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'init' at {now()}. Up 7.42 seconds.",
+        ("cloud-init[512]: ci-info: ++++++++++++++++++++++++++++++++++++++Net device info+++++++++++++++++++++++++++"
+        "++++++++++++"),
+        "cloud-init[512]: ci-info: | Device |  Up  |   Address   |    Mask   | Scope  |     Hw-Address    |",
+        f"cloud-init[512]: ci-info: | enp1s0 | True | {address or '.'} | 255.255.255.0 | global | {mac or '.'} |",
+        "cloud-init[512]: ci-info: |   lo   | True |  127.0.0.1  | 255.0.0.0 |  host  |         .         |",
+        f"cloud-init[512]: ci-info: | Route | Destination | Gateway | Interface | {cidr} |",
+        "cloud-init[512]: Generating public/private ed25519 key pair.",
+        "cloud-init[512]: The key fingerprint is:",
+        f"cloud-init[512]: SHA256:{hashlib.sha256(f'{vmi_uid}/ed25519'.encode()).hexdigest()[:43]} root@{hostname}",
+        f"{ok} Started cloud-init.service - Cloud-init: Network Stage.",
+        f"{ok} Reached target network-online.target - Network is Online.",
+        f"{ok} Started ssh.service - OpenBSD Secure Shell server.",
+        f"cloud-init[701]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'modules:config' at {now()}. Up 11.87 seconds.",
+        f"cloud-init[733]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'modules:final' at {now()}. Up 12.61 seconds.",
+        "-----BEGIN SSH HOST KEY FINGERPRINTS-----",
+        f"256 SHA256:{hashlib.sha256(f'{vmi_uid}/ecdsa'.encode()).hexdigest()[:43]} root@{hostname} (ECDSA)",
+        f"256 SHA256:{hashlib.sha256(f'{vmi_uid}/ed25519'.encode()).hexdigest()[:43]} root@{hostname} (ED25519)",
+        "-----END SSH HOST KEY FINGERPRINTS-----",
+        (f"cloud-init[733]: Cloud-init v. 24.1.3-0ubuntu3.3 finished at {now()}. Datasource DataSourceNoCloud "
+        "[seed=/dev/vdb][dsmode=net].  Up 12.90 seconds"),
+        f"{ok} Reached target cloud-init.target - Cloud-init target.",
+        "",
+        "Ubuntu 24.04.1 LTS " + hostname + " ttyS0",
+        "",
+        f"{hostname} login: ",
+    ]
+    return [line + "\r\n" for line in lines]
+
+
+def reboot_log() -> list[str]:
+    """What the console shows while the guest shuts down for a reboot (the next boot follows)."""
+    ok = "[\x1b[0;32m  OK  \x1b[0m]"
+    return [line + "\r\n" for line in (
+        f"{ok} Stopped target cloud-init.target - Cloud-init target.",
+        f"{ok} Stopped ssh.service - OpenBSD Secure Shell server.",
+        f"{ok} Reached target shutdown.target - System Shutdown.",
+        f"{ok} Finished systemd-reboot.service - System Reboot.",
+        "reboot: Restarting system",
+    )]
+
+
+class Launchers:
+    """The launcher pods of the VMIs and the text each pod's guest-console-log container printed."""
+
+    def __init__(self, store: Store, node: str) -> None:
+        self.store = store
+        self.node = node
+        self.consoles: dict[str, list[str]] = {}  # pod uid -> console text, line by line
+        self.boots: dict[str, int] = {}  # pod uid -> boots seen (a soft reboot boots the guest again)
+        self.pods: dict[str, tuple[str | None, str]] = {}  # VMI uid -> its pod's (namespace, name)
+
+    def pod_of(self, vmi: dict[str, Any]) -> dict[str, Any] | None:
+        key = self.pods.get(vmi["metadata"]["uid"])
+        return None if key is None else self.store.objects.get(("pods", *key))
+
+    def create(self, vmi: dict[str, Any]) -> dict[str, Any]:
+        """The VMI's pod, Pending and not yet on a node (the VMI goes Scheduling)."""
+        meta = vmi["metadata"]
+        hostname = hostname_of(vmi)
+        labels = {**(meta.get("labels") or {}), "kubevirt.io": "virt-launcher", "kubevirt.io/created-by": meta["uid"],
+                  "vm.kubevirt.io/name": hostname}
+        init = []
+        if console_logged(vmi):
+            init.append({"name": CONSOLE_CONTAINER, "image": LAUNCHER_IMAGE, "command": ["/usr/bin/virt-tail"],
+                         "args": ["--logfile", f"/var/run/kubevirt-private/{meta['uid']}/virt-serial0-log"],
+                         "restartPolicy": "Always"})
+        spec: dict[str, Any] = {"containers": [{"name": COMPUTE_CONTAINER, "image": LAUNCHER_IMAGE,
+                                                 "command": ["/usr/bin/virt-launcher-monitor"]}],
+                                "hostname": hostname, "restartPolicy": "Never", "automountServiceAccountToken": False}
+        if init:
+            spec["initContainers"] = init
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"virt-launcher-{meta['name']}-{_suffix()}", "namespace": meta.get("namespace"),
+                            "labels": labels, "annotations": {"kubevirt.io/domain": meta["name"]},
+                            "ownerReferences": [{"apiVersion": vmi["apiVersion"], "kind": vmi["kind"],
+                                                 "name": meta["name"], "uid": meta["uid"], "controller": True,
+                                                 "blockOwnerDeletion": True}]},
+               "spec": spec,
+               "status": {"phase": "Pending", "qosClass": "Burstable",
+                          "conditions": [{"type": "PodScheduled", "status": "False", "lastProbeTime": None,
+                                          "lastTransitionTime": now()}]}}
+        self.pods[meta["uid"]] = (meta.get("namespace"), pod["metadata"]["name"])
+        return self.store.put(pod)
+
+    def scheduled(self, vmi: dict[str, Any]) -> str | None:
+        """The VMI's pod runs on the node: returns its uid (the VMI's status.activePods key)."""
+        pod = self.pod_of(vmi)
+        if pod is None:
+            return None
+        new = dict(pod, spec={**pod["spec"], "nodeName": self.node})
+        containers = [c["name"] for c in pod["spec"].get("initContainers") or ()] + [
+            c["name"] for c in pod["spec"]["containers"]]
+        started = now()
+        new["status"] = {
+            "phase": "Running", "qosClass": "Burstable", "hostIP": "192.168.122.10", "podIP": "10.244.0.1",
+            "startTime": started,
+            "conditions": [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": started}
+                           for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
+            "containerStatuses": [{"name": name, "ready": True, "restartCount": 0, "started": True,
+                                   "image": LAUNCHER_IMAGE, "imageID": LAUNCHER_IMAGE_ID,
+                                   "containerID": "containerd://" + hashlib.sha256(
+                                       f"{pod['metadata']['uid']}/{name}".encode()).hexdigest(),
+                                   "state": {"running": {"startedAt": started}}}
+                                  for name in containers]}
+        self.consoles[pod["metadata"]["uid"]] = []
+        self.store.put(new)
+        return pod["metadata"]["uid"]
+
+    def booted(self, vmi: dict[str, Any]) -> None:
+        """The guest booted (the VMI runs): its console printed a boot."""
+        pod = self.pod_of(vmi)
+        if pod is None or not console_logged(vmi):
+            return
+        uid = pod["metadata"]["uid"]
+        boot = self.boots[uid] = self.boots.get(uid, 0) + 1
+        interfaces = (vmi.get("status") or {}).get("interfaces") or [{}]
+        self.consoles.setdefault(uid, []).extend(boot_log(
+            hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"), interfaces[0].get("mac"), boot))
+
+    def rebooted(self, vmi: dict[str, Any]) -> None:
+        """A soft reboot: the guest shuts down and boots again in the same pod."""
+        pod = self.pod_of(vmi)
+        if pod is not None and pod["metadata"]["uid"] in self.consoles:
+            self.consoles[pod["metadata"]["uid"]].extend(reboot_log())
+            self.booted(vmi)
+
+    def remove(self, vmi: dict[str, Any]) -> None:
+        """The VMI is gone: so are its pod and the console log."""
+        pod = self.pod_of(vmi)
+        self.pods.pop(vmi["metadata"]["uid"], None)
+        if pod is not None:
+            self.consoles.pop(pod["metadata"]["uid"], None)
+            self.boots.pop(pod["metadata"]["uid"], None)
+            self.store._remove(("pods", pod["metadata"].get("namespace"), pod["metadata"]["name"]))
+
+    def forget(self, pod: dict[str, Any]) -> None:
+        """A pod the garbage collector removed (its VMI went another way): its log goes too."""
+        uid = pod["metadata"].get("uid")
+        self.consoles.pop(uid, None)
+        self.boots.pop(uid, None)
+        for owner in pod["metadata"].get("ownerReferences") or ():
+            self.pods.pop(owner.get("uid"), None)
+
+    # -- the log subresource -----------------------------------------------------------------------------
+
+    def log(self, res: Any, ns: str | None, name: str, params: dict[str, str]) -> bytes:
+        """``GET pods/NAME/log``: one container's output, with tailLines and limitBytes as the API server
+        reads them (the last N lines, then at most that many bytes)."""
+        tail = _integer(params, "tailLines")
+        limit = _integer(params, "limitBytes")
+        problems = []
+        if tail is not None and tail < 0:
+            problems.append(f"tailLines: Invalid value: {tail}: must be greater than or equal to 0")
+        if limit is not None and limit < 1:
+            problems.append(f"limitBytes: Invalid value: {limit}: must be greater than 0")
+        if problems:
+            raise ApiError(422, f'PodLogOptions "{name}" is invalid: ' + ", ".join(problems),
+                           details={"name": name, "kind": "PodLogOptions"})
+        pod = self.store.objects.get(("pods", ns, name))
+        if pod is None:
+            raise not_found(res, name)
+        spec = pod["spec"]
+        names = [c["name"] for c in spec["containers"]]
+        init_names = [c["name"] for c in spec.get("initContainers") or ()]
+        container = params.get("container") or ""
+        if not container:
+            if len(names) != 1:
+                message = f"a container name must be specified for pod {name}, choose one of: [{' '.join(names)}]"
+                if init_names:
+                    message += f" or one of the init containers: [{' '.join(init_names)}]"
+                raise ApiError(400, message)
+            container = names[0]
+        elif container not in names + init_names:
+            raise ApiError(400, f"container {container} is not valid for pod {name}")
+        if not spec.get("nodeName"):
+            return b""  # not on a node yet: the API server has no kubelet to ask and answers nothing
+        if (pod.get("status") or {}).get("phase") != "Running":
+            raise ApiError(400, f'container "{container}" in pod "{name}" is waiting to start: PodInitializing')
+        lines = self.consoles.get(pod["metadata"]["uid"], []) if container == CONSOLE_CONTAINER else [
+            "{\"component\":\"virt-launcher\",\"level\":\"info\",\"msg\":\"Domain started.\"}\n"]
+        if tail is not None:
+            lines = lines[-tail:] if tail else []
+        data = "".join(lines).encode()
+        return data[:limit] if limit is not None else data
+
+
+def _integer(params: dict[str, str], name: str) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise ApiError(400, f'{name}: Invalid value: "{raw}": strconv.ParseInt: parsing "{raw}": invalid syntax'
+                       ) from None
