@@ -18,7 +18,7 @@ from typing import Any
 from keystoneauth1 import session
 from keystoneauth1.identity import v3
 
-IDENTITY = {"service_type": "identity", "interface": "public"}
+IDENTITY = {"service_type": "identity", "interface": "public", "version": (3, 0)}
 
 
 class Keystone:
@@ -26,7 +26,7 @@ class Keystone:
         self.sess = sess
 
     def _call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        response = self.sess.request(f"/v3{path}", method, endpoint_filter=IDENTITY, **kwargs)
+        response = self.sess.request(path, method, endpoint_filter=IDENTITY, **kwargs)
         return response.json() if response.content else {}
 
     def find(self, collection: str, **query: str) -> dict[str, Any] | None:
