@@ -6,6 +6,7 @@ reason; OPENKEEL_REQUIRE_KUBECTL=1 makes that a failure (for CI machines that ha
 
 from __future__ import annotations
 
+import functools
 import os
 import pathlib
 import re
@@ -28,8 +29,10 @@ def _unavailable(reason: str) -> None:
     pytest.skip(reason)
 
 
-def renderer() -> list[str]:
-    """The command that renders a kustomization directory (kubectl kustomize, else kustomize build)."""
+@functools.cache
+def _renderer() -> list[str] | str:
+    """The renderer's command, or why there is none."""
+    reasons = []
     for tool, version_args, command in (("kubectl", ["version", "--client"], ["kustomize"]),
                                         ("kustomize", ["version"], ["build"])):
         path = shutil.which(tool)
@@ -39,10 +42,19 @@ def renderer() -> list[str]:
         found = re.search(r"(?:Kustomize Version: |^)v?(\d+)\.(\d+)", out, re.MULTILINE)
         if found and int(found.group(1)) >= 5:
             return [path, *command]
-        _unavailable(f"{path} has kustomize {found.group(0) if found else '(none)'}: the manifests need "
-                     "kustomize 5 or later (kubectl 1.27 or later; Debian 12's kubernetes-client 1.20 is too old)")
-    _unavailable("neither kubectl nor kustomize is installed: deploy/ is rendered with `kubectl kustomize`")
-    raise AssertionError("unreachable")
+        reasons.append(f"{path} has kustomize {found.group(0) if found else '(none)'}")
+    if not reasons:
+        return "neither kubectl nor kustomize is installed: deploy/ is rendered with `kubectl kustomize`"
+    return (", ".join(reasons) + ": the manifests need kustomize 5 or later (kubectl 1.27 or later; Debian 12's "
+            "kubernetes-client 1.20 is too old)")
+
+
+def renderer() -> list[str]:
+    """The command that renders a kustomization directory (kubectl kustomize, else kustomize build)."""
+    found = _renderer()
+    if isinstance(found, str):
+        _unavailable(found)
+    return list(found)
 
 
 def render(directory: pathlib.Path) -> list[dict[str, Any]]:
@@ -51,19 +63,37 @@ def render(directory: pathlib.Path) -> list[dict[str, Any]]:
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
+class Renders:
+    """{name: [objects]}, each overlay rendered when first asked for: "production", "dev", and
+    "production+servicemonitor" (the production overlay with the optional component, as docs/deploy.md
+    tells an operator to add it)."""
+
+    def __init__(self, scratch: pathlib.Path) -> None:
+        self.scratch = scratch
+        self.done: dict[str, list[dict[str, Any]]] = {}
+
+    def __getitem__(self, name: str) -> list[dict[str, Any]]:
+        if name not in self.done:
+            self.done[name] = render(self._directory(name))
+        return self.done[name]
+
+    def _directory(self, name: str) -> pathlib.Path:
+        if name in OVERLAYS:
+            return DEPLOY / "overlays" / name
+        assert name == "production+servicemonitor", name
+        site = self.scratch / "monitored"
+        site.mkdir(exist_ok=True)
+        up = pathlib.Path(os.path.relpath(DEPLOY, site))
+        (site / "kustomization.yaml").write_text(yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": NAMESPACE,
+            "resources": [str(up / "overlays" / "production")],
+            "components": [str(up / "components" / "servicemonitor")]}))
+        return site
+
+
 @pytest.fixture(scope="session")
-def rendered(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
-    """{overlay: [objects]} for every overlay, and "production+servicemonitor": the production overlay
-    with the optional component, as docs/deploy.md tells an operator to add it."""
-    objects = {name: render(DEPLOY / "overlays" / name) for name in OVERLAYS}
-    site = tmp_path_factory.mktemp("monitored")
-    up = pathlib.Path(os.path.relpath(DEPLOY, site))
-    (site / "kustomization.yaml").write_text(yaml.safe_dump({
-        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "namespace": NAMESPACE,
-        "resources": [str(up / "overlays" / "production")],
-        "components": [str(up / "components" / "servicemonitor")]}))
-    objects["production+servicemonitor"] = render(site)
-    return objects
+def rendered(tmp_path_factory) -> Renders:
+    return Renders(tmp_path_factory.mktemp("deploy"))
 
 
 def find(objects: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:

@@ -48,18 +48,26 @@ def _status(args: list[str], capsys) -> dict[str, tuple[int, str]]:
     return {c["check"]: (c["result"], c["details"]) for c in json.loads(out)["checks"]}
 
 
-@pytest.fixture
-def database(tmp_path, monkeypatch):
-    """The database Secret's value, as the pods get it."""
-    monkeypatch.setenv("OS_DATABASE__CONNECTION", f"sqlite:///{tmp_path}/openkeel.sqlite")
+@pytest.fixture(scope="module")
+def database(rendered, tmp_path_factory):
+    """One database for the module, migrated by what the db-sync Job runs; its URL is the Secret's value,
+    as the pods get it."""
+    tmp = tmp_path_factory.mktemp("database")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OS_DATABASE__CONNECTION", f"sqlite:///{tmp}/openkeel.sqlite")
+        objects = rendered["production"]
+        job = find(objects, "Job", "openkeel-compute-db-sync")["spec"]["template"]["spec"]["containers"][0]
+        files = _files(objects, tmp)
+        args = [x if not x.startswith(CONFIG_DIR + "/") else str(files[x.rsplit("/", 1)[1]]) for x in job["args"]]
+        assert args[:2] == ["db", "sync"] and main(args) == 0
+        db_api.dispose_all()
+        yield
 
 
 @pytest.mark.parametrize("render", ["production", "dev"])
-def test_api_configuration_loads_and_passes_status(rendered, render, tmp_path, database, monkeypatch, capsys):
+def test_api_configuration_loads_and_passes_status(rendered, render, tmp_path, database, capsys):
     objects = rendered[render]
     args = _args(objects, "openkeel-compute-api", _files(objects, tmp_path))
-    assert main(["db", "sync", *args]) == 0  # what the db-sync Job runs
-    db_api.dispose_all()
     checks = _status(args, capsys)
     assert checks["Database"][0] == 0, checks
     assert "at revision" in checks["Database"][1]
@@ -107,8 +115,6 @@ def test_controller_reaches_the_cluster_with_the_in_cluster_kubeconfig(rendered,
         files["controller.conf"].write_text(files["controller.conf"].read_text().replace(
             f"{CONFIG_DIR}/in-cluster.kubeconfig", str(files["in-cluster.kubeconfig"])))
         args = _args(objects, "openkeel-compute-controller", files)
-        assert main(["db", "sync", *args]) == 0
-        db_api.dispose_all()
         checks = _status(args, capsys)
     assert checks["Kubernetes"][0] == 0, checks
     assert cluster.url in checks["Kubernetes"][1]
