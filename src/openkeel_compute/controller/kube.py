@@ -21,12 +21,14 @@ from lightkube.generic_resource import create_global_resource, create_namespaced
 from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
+from openkeel_compute import __version__
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey, key_of
 from openkeel_compute.kubevirt import mapping
 
 LOG = logging.getLogger(__name__)
 
 FIELD_MANAGER = mapping.MANAGER
+USER_AGENT = f"openkeel-compute-controller/{__version__}"
 _GROUP, _VERSION = mapping.INSTANCETYPE_API.split("/")
 RESOURCES: dict[str, Any] = {
     mapping.CLUSTER_INSTANCETYPE: create_global_resource(
@@ -128,6 +130,8 @@ def make_client(kubeconfig: str | dict[str, Any], timeout: float = 10.0) -> Clie
     http = client._client._client
     http.event_hooks = {"request": [*http.event_hooks["request"], _strict_validation],
                         "response": http.event_hooks["response"]}
+    # Names the controller in the cluster's audit log (and in the emulator's, tools/rbac_calls.py).
+    http.headers["User-Agent"] = USER_AGENT
     return client
 
 

@@ -25,6 +25,7 @@ import orjson
 import yaml
 
 from openkeel_compute.emulator import subresources
+from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
@@ -81,6 +82,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         params = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
         if self.command == "GET" and params.get("watch") in ("true", "1"):
+            self._audit(url.path, params, 200)
             try:
                 self.emulator.watch(self, url.path, params)
             except ApiError as exc:
@@ -98,7 +100,12 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             LOG.exception("emulated API server: %s %s", self.command, self.path)
             exc = ApiError(500, "Internal error occurred: the emulated API server failed on this request")
             code, answer, headers = 500, exc.status(), {}
+        self._audit(url.path, params, code)
         self._send(code, answer, headers)
+
+    def _audit(self, path: str, params: dict[str, str], code: int) -> None:
+        if self.emulator.audit is not None:
+            self.emulator.audit.record(self.command, path, params, self.headers.get("User-Agent", ""), code)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -117,8 +124,10 @@ class Emulator:
     """A KubeVirt v1.9 cluster in this process: API server on ``host:port`` plus its controllers."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, delays: Delays | None = None,
-                 tick: float = 0.05) -> None:
+                 tick: float = 0.05, audit_log: str | None = None) -> None:
         self.host, self.port = host, port
+        # Opt-in audit of every resource request (emulator/audit.py): the argument, else $OPENKEEL_EMULATOR_AUDIT_LOG.
+        self.audit = AuditLog.from_env(audit_log)
         self.store = Store()
         self.faults: list[Fault] = []
         self.lifecycle = Lifecycle(self.store, delays or Delays(), self.faults)

@@ -1,0 +1,232 @@
+"""deploy/: every rendered object is valid for Kubernetes (strict OpenAPI schemas) and says what the
+deployment promises: replicas, probes, disruption budgets, spreading, restricted pods, no Kubernetes
+rights for the API, Secrets referenced rather than written, and a configuration that loads."""
+
+from __future__ import annotations
+
+import copy
+import functools
+from typing import Any
+
+import pytest
+
+from tests.deploy.conftest import NAMESPACE, find
+
+kubernetes_validate = pytest.importorskip(
+    "kubernetes_validate", reason="kubernetes-validate is not installed (pip install -e '.[test]')")
+
+# The oldest Kubernetes KubeVirt v1.9 runs on that kubernetes-validate knows, and the newest it knows.
+KUBERNETES_VERSIONS = ("1.32.0", kubernetes_validate.latest_version())
+KUBEVIRT_GROUPS = ("kubevirt.io", "instancetype.kubevirt.io", "cdi.kubevirt.io", "pool.kubevirt.io")
+# Kinds no schema here describes: the Prometheus Operator's CRD is the operator's.
+NOT_VALIDATED = {"ServiceMonitor"}
+RENDERS = ("production", "dev", "production+servicemonitor")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _schemas_read_once():
+    """kubernetes-validate reads and parses its schema files (several MB of definitions) on every call:
+    read each once for this module."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(kubernetes_validate.utils, "schema_contents",
+                      functools.cache(kubernetes_validate.utils.schema_contents))
+        yield
+
+
+def _group(obj: dict[str, Any]) -> str:
+    api = obj["apiVersion"]
+    return api.split("/")[0] if "/" in api else ""
+
+
+def validate(obj: dict[str, Any], version: str) -> str:
+    """Validate one object; returns which schema judged it ("kubernetes", "kubevirt" or "none")."""
+    if obj["kind"] in NOT_VALIDATED:
+        return "none"
+    if _group(obj) in KUBEVIRT_GROUPS:
+        from openkeel_compute.emulator import schema
+
+        definition = schema.definition_of(obj["kind"])
+        assert definition is not None, f"no KubeVirt v1.9 schema for {obj['kind']}"
+        problems = schema.validate(obj, definition)
+        assert not problems.unknown and not problems.invalid, (obj["kind"], problems.unknown, problems.invalid)
+        return "kubevirt"
+    kubernetes_validate.validate(obj, version, strict=True)
+    return "kubernetes"
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+@pytest.mark.parametrize("render", RENDERS)
+def test_every_object_is_valid_in_strict_mode(rendered, render, version):
+    judged = {validate(obj, version) for obj in rendered[render]}
+    assert "kubernetes" in judged
+    unjudged = {o["kind"] for o in rendered[render] if o["kind"] in NOT_VALIDATED}
+    assert unjudged == ({"ServiceMonitor"} if render.endswith("servicemonitor") else set())
+
+
+def test_strict_validation_refuses_an_unknown_field(rendered):
+    deployment = copy.deepcopy(find(rendered["production"], "Deployment", "openkeel-compute-api"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["livenessprobe"] = {}
+    with pytest.raises(kubernetes_validate.ValidationError):
+        validate(deployment, KUBERNETES_VERSIONS[0])
+
+
+def test_kubevirt_objects_would_be_judged_by_kubevirt_schema():
+    # No overlay ships a KubeVirt object (the controller makes them at run time); one added later goes
+    # through KubeVirt's schema, which refuses what KubeVirt v1.9 refuses.
+    bad = {"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": "VirtualMachineClusterInstancetype",
+           "metadata": {"name": "x"}, "spec": {"cpu": {"guest": "two"}, "memory": {"guest": "1Gi"}, "gpus": 1}}
+    with pytest.raises(AssertionError, match="gpus"):
+        validate(bad, KUBERNETES_VERSIONS[0])
+
+
+@pytest.mark.parametrize("render", ["production", "dev"])
+def test_everything_lives_in_one_namespace(rendered, render):
+    cluster_scoped = {"Namespace", "ClusterRole", "ClusterRoleBinding"}
+    for obj in rendered[render]:
+        expected = None if obj["kind"] in cluster_scoped else NAMESPACE
+        assert obj["metadata"].get("namespace") == expected, (obj["kind"], obj["metadata"]["name"])
+
+
+def _pod(objects, kind: str, name: str) -> dict[str, Any]:
+    return find(objects, kind, name)["spec"]["template"]["spec"]
+
+
+@pytest.mark.parametrize(("render", "api", "controller"), [("production", 3, 2), ("dev", 1, 1)])
+def test_replicas(rendered, render, api, controller):
+    assert find(rendered[render], "Deployment", "openkeel-compute-api")["spec"]["replicas"] == api
+    assert find(rendered[render], "Deployment", "openkeel-compute-controller")["spec"]["replicas"] == controller
+
+
+def test_api_probes_resources_budget_and_spread(rendered):
+    objects = rendered["production"]
+    api = find(objects, "Deployment", "openkeel-compute-api")
+    pod = api["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthcheck", "port": "compute-api"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"compute-api": 8774}
+    assert container["resources"]["requests"]["cpu"] and container["resources"]["limits"]["memory"]
+    spread = {c["topologyKey"]: c["whenUnsatisfiable"] for c in pod["topologySpreadConstraints"]}
+    assert spread == {"kubernetes.io/hostname": "DoNotSchedule", "topology.kubernetes.io/zone": "ScheduleAnyway"}
+    labels = api["spec"]["selector"]["matchLabels"]
+    assert all(c["labelSelector"]["matchLabels"] == labels for c in pod["topologySpreadConstraints"])
+    budget = find(objects, "PodDisruptionBudget", "openkeel-compute-api")
+    assert budget["spec"]["selector"]["matchLabels"] == labels and budget["spec"]["maxUnavailable"] == 1
+    service = find(objects, "Service", "openkeel-compute-api")
+    assert service["spec"]["selector"] == labels
+    assert service["spec"]["ports"][0]["targetPort"] == "compute-api"
+    # A rolling update never lowers the serving capacity.
+    assert api["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+
+
+@pytest.mark.parametrize("render", ["production", "dev"])
+def test_every_pod_is_restricted(rendered, render):
+    """The "restricted" Pod Security Standard, which the namespace enforces."""
+    namespace = find(rendered[render], "Namespace", NAMESPACE)
+    assert namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    pods = [(o["kind"], o["metadata"]["name"], o["spec"]["template"]["spec"])
+            for o in rendered[render] if o["kind"] in ("Deployment", "Job")]
+    assert len(pods) >= 3
+    for kind, name, pod in pods:
+        assert pod["securityContext"]["runAsNonRoot"] is True, name
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}, name
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            context = container["securityContext"]
+            assert context["allowPrivilegeEscalation"] is False, (name, container["name"])
+            assert context["capabilities"]["drop"] == ["ALL"], (name, container["name"])
+            assert context["readOnlyRootFilesystem"] is True, (name, container["name"])
+            assert "limits" in container["resources"], (name, container["name"])
+
+
+@pytest.mark.parametrize("render", ["production", "dev"])
+def test_only_the_controller_holds_a_kubernetes_token(rendered, render):
+    objects = rendered[render]
+    accounts = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ServiceAccount"}
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "Job"):
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        name = obj["metadata"]["name"]
+        if name == "openkeel-compute-controller":
+            assert pod["serviceAccountName"] == "openkeel-compute-controller"
+            continue
+        assert pod["automountServiceAccountToken"] is False, name
+        account = pod.get("serviceAccountName")
+        if account is not None:
+            assert accounts[account]["automountServiceAccountToken"] is False, name
+            bound = [b for b in objects if b["kind"] in ("RoleBinding", "ClusterRoleBinding")
+                     for s in b["subjects"] if s["name"] == account]
+            assert bound == [], f"{name}'s service account {account} is bound to a role"
+
+
+def test_db_sync_job_and_the_api_waits_for_it(rendered):
+    objects = rendered["production"]
+    job = find(objects, "Job", "openkeel-compute-db-sync")
+    (container,) = job["spec"]["template"]["spec"]["containers"]
+    assert container["args"][:2] == ["db", "sync"]
+    (wait,) = _pod(objects, "Deployment", "openkeel-compute-api")["initContainers"]
+    assert "openkeel-compute status" in wait["command"][-1]
+
+
+def test_controller_elects_its_leader_in_its_own_namespace(rendered):
+    pod = _pod(rendered["production"], "Deployment", "openkeel-compute-controller")
+    env = {e["name"]: e for e in pod["containers"][0]["env"]}
+    assert env["OS_CONTROLLER__LEASE_NAMESPACE"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.namespace"}}
+    assert env["OS_CONTROLLER__IDENTITY"]["valueFrom"] == {"fieldRef": {"fieldPath": "metadata.name"}}
+
+
+def _secret_refs(objects) -> set[tuple[str, str | None]]:
+    refs = set()
+    for obj in objects:
+        if obj["kind"] not in ("Deployment", "Job"):
+            continue
+        pod = obj["spec"]["template"]["spec"]
+        for container in pod.get("initContainers", []) + pod["containers"]:
+            for env in container.get("env", []):
+                ref = env.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    refs.add((ref["name"], ref["key"]))
+            refs |= {(e["secretRef"]["name"], None) for e in container.get("envFrom", []) if "secretRef" in e}
+    return refs
+
+
+def test_production_references_secrets_and_writes_none(rendered):
+    objects = rendered["production"]
+    assert [o for o in objects if o["kind"] == "Secret"] == []
+    assert _secret_refs(objects) == {("openkeel-compute-database", "connection"),
+                                     ("openkeel-compute-keystone", "password"),
+                                     ("openkeel-compute-keystone-admin", None)}
+    registration = find(objects, "Job", "openkeel-compute-keystone-registration")
+    assert registration["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
+
+
+def test_dev_generates_the_secret_its_pods_reference(rendered):
+    objects = rendered["dev"]
+    secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
+    refs = _secret_refs(objects)
+    # Optional references (dev has no Keystone) stay unresolved; the others name a generated Secret.
+    assert {n for n, _ in refs if n not in secrets} == {"openkeel-compute-keystone"}
+    for name, key in refs:
+        if name in secrets:
+            assert name.startswith("openkeel-compute-database-") and key in secrets[name]["data"], (name, key)
+
+
+def test_network_policies_select_pods_that_exist(rendered):
+    objects = rendered["dev"]
+    pod_labels = [o["spec"]["template"]["metadata"]["labels"] for o in objects if o["kind"] in ("Deployment",)]
+    ports = {p["name"] for o in objects if o["kind"] == "Deployment"
+             for c in o["spec"]["template"]["spec"]["containers"] for p in c.get("ports", [])}
+    for policy in (o for o in objects if o["kind"] == "NetworkPolicy"):
+        selector = policy["spec"]["podSelector"].get("matchLabels", {})
+        assert any(selector.items() <= labels.items() for labels in pod_labels), policy["metadata"]["name"]
+        for rule in policy["spec"].get("ingress", []):
+            assert {p["port"] for p in rule["ports"]} <= ports, policy["metadata"]["name"]
+
+
+def test_service_monitor_scrapes_the_metrics_service(rendered):
+    objects = rendered["production+servicemonitor"]
+    monitor = find(objects, "ServiceMonitor", "openkeel-compute-controller")
+    service = find(objects, "Service", "openkeel-compute-controller-metrics")
+    assert monitor["metadata"]["namespace"] == NAMESPACE
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
