@@ -29,6 +29,7 @@ import time
 import uuid
 
 import falcon
+import webob.exc
 from oslo_config import cfg
 from oslo_middleware import healthcheck, request_id, sizelimit
 from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
@@ -190,7 +191,8 @@ def _not_found(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
 
 
 def _unexpected(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
-    if isinstance(ex, falcon.HTTPError):
+    if isinstance(ex, (falcon.HTTPError, webob.exc.HTTPRequestEntityTooLarge)):
+        # The body-size limiter's reader stopped a chunked body: its own 413 page answers.
         raise ex
     LOG.exception("Unexpected exception in API method")
     resp.status = 500

@@ -651,6 +651,13 @@ def delete_tags(conn: Connection, instance_uuid: str) -> None:
 
 # --- metadata -----------------------------------------------------------------------------------
 
+def delete_metadata_item(conn: Connection, instance_uuid: str, key: str) -> bool:
+    """Soft-delete one live metadata item; False when there was none (of parallel deletes, one wins)."""
+    table = INSTANCE_METADATA
+    live = [table.c.instance_uuid == instance_uuid, table.c.deleted == 0, table.c.key == key]
+    return conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=utcnow())).rowcount == 1
+
+
 def set_metadata(conn: Connection, instance_uuid: str, metadata: dict[str, str]) -> None:
     """Make the server's live metadata exactly ``metadata`` (changed values rewritten, missing keys
     soft-deleted), as Nova saves it."""

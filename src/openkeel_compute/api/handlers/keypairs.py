@@ -87,8 +87,7 @@ def index(req):
     paged = req.at_least(2, 35)
     max_limit = common.services(req).conf.api.max_limit
     if paged:
-        raw = _last(req, "limit")
-        limit = min(max_limit, int(raw)) if raw is not None else max_limit
+        limit = common.limit(req)
         marker = _last(req, "marker")
     with common.read(req) as conn:
         rows = keypairs.list_for_user(conn, user_id, limit=limit, marker=marker)

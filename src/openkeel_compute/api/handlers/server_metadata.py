@@ -104,6 +104,6 @@ def delete(req, server_id, key):
         if key not in metadata:
             raise faults.NotFound("Metadata item was not found")
         actions.check("delete metadata", row, is_admin=bool(req.context.is_admin))
-        del metadata[key]
-        instances.set_metadata(conn, row["uuid"], metadata)
+        if not instances.delete_metadata_item(conn, row["uuid"], key):  # a parallel delete won
+            raise faults.NotFound("Metadata item was not found")
     return Response(None)
