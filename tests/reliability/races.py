@@ -28,7 +28,7 @@ class Race:
     version: str = "2.latest"
     winners: int = 1  # how many copies answer ``winner`` (1, or all of them for idempotent writes)
     prepare: Callable[[w.World], None] | None = None
-    counted: Callable[[w.World], int] | None = None  # rows one write leaves: must be 1
+    counted: Callable[[w.World], int] | None = None  # rows of a kind one write adds: must grow by 1
     order: tuple = ()
 
 
@@ -105,7 +105,7 @@ class Outcome:
         return good and self.counted in (None, 1)
 
     def line(self) -> str:
-        return f"{self.race.name}: statuses={sorted(self.statuses)} rows-left={self.counted} ok={self.ok}"
+        return f"{self.race.name}: statuses={sorted(self.statuses)} rows-added={self.counted} ok={self.ok}"
 
 
 def run(world: w.World, copies: int = 8) -> list[Outcome]:
@@ -117,6 +117,7 @@ def run(world: w.World, copies: int = 8) -> list[Outcome]:
             world.restock()
             if race.prepare is not None:
                 race.prepare(world)
+            before = race.counted(world) if race.counted is not None else 0
             barrier = threading.Barrier(copies)
 
             def one(race=race, barrier=barrier) -> int:
@@ -125,7 +126,7 @@ def run(world: w.World, copies: int = 8) -> list[Outcome]:
                              version=race.version).status
 
             statuses = list(pool.map(lambda _: one(), range(copies)))
-            counted = race.counted(world) if race.counted is not None else None
+            counted = race.counted(world) - before if race.counted is not None else None
             outcomes.append(Outcome(race, statuses, counted))
     finally:
         pool.shutdown()
