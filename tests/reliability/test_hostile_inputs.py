@@ -97,10 +97,10 @@ def test_a_limit_that_is_a_newline(world, path, version):
     b"[" * 5000 + b"1234567890123456789" + b"]" * 5000,  # deeper than the stack, on the big-number path
     b"[" * 5000 + b"1" + b"]" * 5000,
     b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": NaN}}',
-    b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": Infinity, '
-    b'"swap": 1234567890123456789}}',
-    b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": 1e400, '
-    b'"swap": 1234567890123456789}}',
+    (b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": Infinity, '
+    b'"swap": 1234567890123456789}}'),
+    (b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": 1e400, '
+    b'"swap": 1234567890123456789}}'),
 ])
 def test_bodies_that_are_not_json(world, raw):
     assert _fault(_send(world, "POST", "/flavors", raw)) == (400, MALFORMED)
@@ -128,8 +128,8 @@ def test_patterns_only_a_backtracking_engine_runs_are_bad_filters(world, pattern
     status, message = _fault(_get(world, "/flavors", "name=" + quote(pattern), version="2.102"))
     assert status == 400 and message.startswith(f"Invalid name filter [{pattern}]: ")
     got = _get(world, "/servers", "name=" + quote(pattern), token=w.OWNER)
-    assert _fault(got) == (400, f"Invalid input for query parameters name. Value: {pattern}. "
-                                f"{pattern!r} is not a 'regex'")
+    assert _fault(got) == (400, (f"Invalid input for query parameters name. Value: {pattern}. "
+                                f"{pattern!r} is not a 'regex'"))
 
 
 def test_python_named_groups_are_supported(world):
