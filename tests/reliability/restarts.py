@@ -1,0 +1,122 @@
+"""A database stopped and started under write load, on a server of the run's own.
+
+Writers create flavors through the API without pause; each 200 is an acknowledged write. The
+database goes down for a while and comes back; the same application (no process restart) goes on
+serving. Afterwards every acknowledged flavor must be in the database (0 lost writes), and the
+time from the database being up again to the first acknowledged write is the recovery time.
+Answers while the database is down are counted apart: they may be errors (a 500 in Nova's fault
+format, as Nova answers then), never a hang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import tempfile
+import threading
+import time
+
+import sqlalchemy as sa
+
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db.models import FLAVORS
+from tests.reliability import servers
+from tests.reliability import world as w
+
+
+@dataclasses.dataclass
+class Report:
+    requests: int = 0
+    acknowledged: int = 0
+    lost: int = 0
+    errors_while_down: int = 0
+    errors_after_recovery: int = 0  # 5xx to requests sent after the database was up again
+    recovery_seconds: float | None = None
+    slowest_answer_seconds: float = 0.0
+
+    def line(self, engine: str) -> str:
+        recovery = f"{self.recovery_seconds:.2f}s" if self.recovery_seconds is not None else "never"
+        return (f"restarts[{engine}]: requests={self.requests} acknowledged={self.acknowledged} "
+                f"lost-writes={self.lost} 5xx-while-down={self.errors_while_down} "
+                f"5xx-after-restart={self.errors_after_recovery} recovery={recovery} "
+                f"slowest-answer={self.slowest_answer_seconds:.2f}s")
+
+
+def _database_url(db) -> str:
+    """A fresh database named openkeel on the own server."""
+    admin = sa.create_engine(db.url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            if db.url.startswith("postgresql"):
+                conn.exec_driver_sql('CREATE DATABASE "openkeel"')
+            else:
+                conn.exec_driver_sql("CREATE DATABASE `openkeel` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
+    finally:
+        admin.dispose()
+    base, _, tail = db.url.rpartition("/")
+    return f"{base}/openkeel" + tail[tail.index("?"):] if "?" in tail else f"{base}/openkeel"
+
+
+def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: float = 3.0,
+        after: float = 5.0) -> Report:
+    report = Report()
+    db = servers.own_database(kind, port)
+    lock = threading.Lock()
+    acknowledged: list[str] = []
+    phase = {"name": "before", "up_at": None}
+    stop = threading.Event()
+    try:
+        db.start()
+        url = _database_url(db)
+        with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp:
+            world = w.World(url, pathlib.Path(tmp))
+
+            def writer(number: int) -> None:
+                n = 0
+                while not stop.is_set():
+                    flavorid = f"rs-{number}-{n}"
+                    n += 1
+                    started = time.monotonic()
+                    answer = w.api(world.app, "POST", "/flavors", body={"flavor": {
+                        "name": flavorid, "id": flavorid, "ram": 64, "vcpus": 1, "disk": 0}})
+                    took = time.monotonic() - started
+                    with lock:
+                        report.requests += 1
+                        report.slowest_answer_seconds = max(report.slowest_answer_seconds, took)
+                        if answer.status == 200:
+                            acknowledged.append(flavorid)
+                            if phase["name"] == "after" and report.recovery_seconds is None:
+                                report.recovery_seconds = time.monotonic() - phase["up_at"]
+                        elif answer.status >= 500:
+                            # sent once the database was up again: a failure of recovery
+                            if phase["up_at"] is not None and started >= phase["up_at"]:
+                                report.errors_after_recovery += 1
+                            else:
+                                report.errors_while_down += 1
+                    if answer.status != 200:
+                        time.sleep(0.05)
+
+            threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
+            for thread in threads:
+                thread.start()
+            time.sleep(before)
+            with lock:
+                phase["name"] = "down"
+            db.stop()
+            time.sleep(outage)
+            db.start()
+            with lock:
+                phase["name"], phase["up_at"] = "after", time.monotonic()
+            time.sleep(after)
+            stop.set()
+            for thread in threads:
+                thread.join(60)
+            report.acknowledged = len(acknowledged)
+            with db_api.reader(world.engine) as conn:
+                stored = {row[0] for row in conn.execute(sa.select(FLAVORS.c.flavorid))}
+            report.lost = len(set(acknowledged) - stored)
+            world.close()
+    finally:
+        stop.set()
+        db.destroy()
+    return report
