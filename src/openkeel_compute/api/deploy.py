@@ -259,11 +259,11 @@ def build_router(conf) -> falcon.App:
 def build_services(conf: cfg.ConfigOpts) -> Services:
     notifier = None
     try:
-        from openkeel_compute.notifications import FlavorNotifier
+        from openkeel_compute.notifications import ApiNotifier
     except ImportError:  # pragma: no cover - notifications room not installed
-        FlavorNotifier = None
-    if FlavorNotifier is not None:
-        notifier = FlavorNotifier(conf, host=conf.host)
+        ApiNotifier = None
+    if ApiNotifier is not None:
+        notifier = ApiNotifier(conf, host=conf.host)
         if not notifier.enabled:
             # Handlers gather payloads only for a notifier: none at all when nothing is sent.
             notifier = None
