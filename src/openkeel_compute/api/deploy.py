@@ -33,7 +33,7 @@ from oslo_config import cfg
 from oslo_middleware import healthcheck, request_id, sizelimit
 from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
 
-from openkeel_compute import policies
+from openkeel_compute import logsafe, policies
 from openkeel_compute.api import auth, faults, links, router, versions
 from openkeel_compute.api.common import Services
 from openkeel_compute.db import api as db_api
@@ -294,6 +294,7 @@ def _catalog_image_url(conf) -> str | None:
 
 def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     """Build the WSGI application for ``conf``."""
+    logsafe.install()  # whoever configured logging: no log line a client can forge
     policies.init(conf)
     services = services or build_services(conf)
     router_app = SplitVary(build_router(conf))
