@@ -43,7 +43,7 @@ def escape(text: str) -> str:
 
 
 class _SafeRecord(logging.LogRecord):
-    def getMessage(self) -> str:  # noqa: N802 - logging's name
+    def getMessage(self) -> str:
         return escape(super().getMessage())
 
 
@@ -90,7 +90,7 @@ def format_exception(exc_info) -> str:
 class SafeFormatter(logging.Formatter):
     """A formatter whose tracebacks cannot carry a forged line (see ``format_exception``)."""
 
-    def formatException(self, ei) -> str:  # noqa: N802 - logging's name
+    def formatException(self, ei) -> str:
         return format_exception(ei)
 
     def format(self, record: logging.LogRecord) -> str:
