@@ -301,8 +301,8 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
 
     api = auth.ContextMiddleware(router_app)
     if conf.api.auth_strategy == "noauth2":
-        LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted. "
-                    "Development only.")
+        LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted; requests "
+                    "from peers that are not loopback addresses are refused. Development only.")
         api = auth.NoAuth2(api)
     else:
         api = auth.keystone_auth_token(api, conf)
@@ -317,6 +317,8 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)
+    if conf.api.auth_strategy == "noauth2":
+        app = auth.LoopbackPeersOnly(app)  # outside the proxy headers: the TCP peer, never a header
     app = AccessLog(app)
     app = ComputeRequestId(app)
     conf.set_override("backends", _health_backends(conf), group="healthcheck")
