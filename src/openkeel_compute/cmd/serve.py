@@ -64,6 +64,10 @@ def check_noauth2_bind(conf, host: str) -> None:
     """
     if conf.api.auth_strategy != "noauth2":
         return
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return  # an address that does not resolve: check_port_free's refusal says so
     from openkeel_compute.api.auth import noauth2_bind_error
 
     error = noauth2_bind_error(host)
