@@ -110,3 +110,13 @@ def notify(req, event: str, flavor: dict) -> None:
     if notifier is None:
         return
     getattr(notifier, "flavor_" + event)(flavor, req.context)
+
+
+def notify_keypair(req, action: str, phase: str, keypair: dict) -> None:
+    """Send ``keypair.<action>.<phase>`` (notifications/keypair.py says when); never fails the request."""
+    notifier = services(req).notifier
+    if notifier is None:
+        return
+    from openkeel_compute.notifications import KeypairAction, Phase
+
+    notifier.keypair(KeypairAction(action), Phase(phase), keypair, req.context)
