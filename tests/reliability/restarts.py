@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db.models import FLAVORS
-from tests.reliability import servers
+from tests.databases import own_database_server
 from tests.reliability import world as w
 
 
@@ -42,34 +42,17 @@ class Report:
                 f"slowest-answer={self.slowest_answer_seconds:.2f}s")
 
 
-def _database_url(db) -> str:
-    """A fresh database named openkeel on the own server."""
-    admin = sa.create_engine(db.url, isolation_level="AUTOCOMMIT")
-    try:
-        with admin.connect() as conn:
-            if db.url.startswith("postgresql"):
-                conn.exec_driver_sql('CREATE DATABASE "openkeel"')
-            else:
-                conn.exec_driver_sql("CREATE DATABASE `openkeel` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")
-    finally:
-        admin.dispose()
-    base, _, tail = db.url.rpartition("/")
-    return f"{base}/openkeel" + tail[tail.index("?"):] if "?" in tail else f"{base}/openkeel"
-
-
 def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: float = 3.0,
         after: float = 5.0) -> Report:
     report = Report()
-    db = servers.own_database(kind, port)
     lock = threading.Lock()
     acknowledged: list[str] = []
     phase = {"name": "before", "up_at": None}
     stop = threading.Event()
-    try:
-        db.start()
-        url = _database_url(db)
-        with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp:
-            world = w.World(url, pathlib.Path(tmp))
+    with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp, \
+            own_database_server(kind, pathlib.Path(tmp) / kind, port) as db:
+        try:
+            world = w.World(db.url, pathlib.Path(tmp))
 
             def writer(number: int) -> None:
                 n = 0
@@ -116,7 +99,6 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
                 stored = {row[0] for row in conn.execute(sa.select(FLAVORS.c.flavorid))}
             report.lost = len(set(acknowledged) - stored)
             world.close()
-    finally:
-        stop.set()
-        db.destroy()
+        finally:
+            stop.set()
     return report
