@@ -139,6 +139,18 @@ class World:
 
 
 @contextlib.contextmanager
+def world_on_sqlite(**sections) -> Iterator[World]:
+    """A World on a SQLite file, configured with ``sections`` ({section: {option: value}}) too."""
+    with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp:
+        state = pathlib.Path(tmp)
+        world = World(f"sqlite:///{state}/openkeel.sqlite", state, **sections)
+        try:
+            yield world
+        finally:
+            world.close()
+
+
+@contextlib.contextmanager
 def world_on(engine: str) -> Iterator[World]:
     """A World on a throwaway database of ``engine`` (sqlite, postgresql, mariadb)."""
     from tests.databases import throwaway_database
