@@ -27,12 +27,9 @@ from tests.reliability import world as w
 
 
 @dataclasses.dataclass
-class Report:
-    requests: int = 0
-    acknowledged: int = 0
+class Report(w.WriteLoad):
     delivered: int = 0
     errors: int = 0
-    slowest_answer_seconds: float = 0.0
     broker_down_seconds: float = 0.0
 
     @property
@@ -134,7 +131,6 @@ def run(port: int, *, writers: int = 2, before: float = 3.0, outage: float = 4.0
     broker = OwnRabbit(port)
     stop_writers, stop_consumer = threading.Event(), threading.Event()
     received: set = set()
-    acknowledged: list[str] = []
     lock = threading.Lock()
     run_id = uuid.uuid4().hex[:8]
     topic = f"versioned_notifications-{run_id}"
@@ -152,25 +148,13 @@ def run(port: int, *, writers: int = 2, before: float = 3.0, outage: float = 4.0
                                         daemon=True)
             consumer.start()
 
-            def writer(number: int) -> None:
-                n = 0
-                while not stop_writers.is_set():
-                    flavorid = f"rq-{number}-{n}"
-                    n += 1
-                    started = time.monotonic()
-                    answer = w.api(world.app, "POST", "/flavors", body={"flavor": {
-                        "name": flavorid, "id": flavorid, "ram": 64, "vcpus": 1, "disk": 0}})
-                    with lock:
-                        report.requests += 1
-                        report.slowest_answer_seconds = max(report.slowest_answer_seconds,
-                                                            time.monotonic() - started)
-                        if answer.status == 200:
-                            acknowledged.append(flavorid)
-                        elif answer.status >= 500:
-                            report.errors += 1
-                    time.sleep(0.02)
+            def record(flavorid: str, status: int, sent_at: float, seconds: float) -> None:
+                with lock:
+                    report.heard(flavorid, status, seconds)
+                    report.errors += status >= 500
 
-            threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
+            threads = [threading.Thread(target=w.create_flavors, args=(world, f"rq-{i}", stop_writers, record, 0.02),
+                                        daemon=True) for i in range(writers)]
             for thread in threads:
                 thread.start()
             time.sleep(before)
@@ -184,8 +168,7 @@ def run(port: int, *, writers: int = 2, before: float = 3.0, outage: float = 4.0
             for thread in threads:
                 thread.join(120)
             time.sleep(settle)
-            report.acknowledged = len(acknowledged)
-            report.delivered = len(received & set(acknowledged))
+            report.delivered = len(received & set(report.acknowledged_ids))
     finally:
         stop_writers.set()
         stop_consumer.set()

@@ -25,14 +25,11 @@ from tests.reliability import world as w
 
 
 @dataclasses.dataclass
-class Report:
-    requests: int = 0
-    acknowledged: int = 0
+class Report(w.WriteLoad):
     lost: int = 0
     errors_while_down: int = 0
     errors_after_recovery: int = 0  # 5xx to requests sent after the database was up again
     recovery_seconds: float | None = None
-    slowest_answer_seconds: float = 0.0
 
     def line(self, engine: str) -> str:
         recovery = f"{self.recovery_seconds:.2f}s" if self.recovery_seconds is not None else "never"
@@ -46,7 +43,6 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
         after: float = 5.0) -> Report:
     report = Report()
     lock = threading.Lock()
-    acknowledged: list[str] = []
     phase = {"name": "before", "up_at": None}
     stop = threading.Event()
     with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp, \
@@ -54,32 +50,21 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
         try:
             world = w.World(db.url, pathlib.Path(tmp))
 
-            def writer(number: int) -> None:
-                n = 0
-                while not stop.is_set():
-                    flavorid = f"rs-{number}-{n}"
-                    n += 1
-                    started = time.monotonic()
-                    answer = w.api(world.app, "POST", "/flavors", body={"flavor": {
-                        "name": flavorid, "id": flavorid, "ram": 64, "vcpus": 1, "disk": 0}})
-                    took = time.monotonic() - started
-                    with lock:
-                        report.requests += 1
-                        report.slowest_answer_seconds = max(report.slowest_answer_seconds, took)
-                        if answer.status == 200:
-                            acknowledged.append(flavorid)
-                            if phase["name"] == "after" and report.recovery_seconds is None:
-                                report.recovery_seconds = time.monotonic() - phase["up_at"]
-                        elif answer.status >= 500:
-                            # sent once the database was up again: a failure of recovery
-                            if phase["up_at"] is not None and started >= phase["up_at"]:
-                                report.errors_after_recovery += 1
-                            else:
-                                report.errors_while_down += 1
-                    if answer.status != 200:
-                        time.sleep(0.05)
+            def record(flavorid: str, status: int, sent_at: float, seconds: float) -> None:
+                with lock:
+                    report.heard(flavorid, status, seconds)
+                    if status == 200:
+                        if phase["name"] == "after" and report.recovery_seconds is None:
+                            report.recovery_seconds = time.monotonic() - phase["up_at"]
+                    elif status >= 500:
+                        # sent once the database was up again: a failure of recovery
+                        if phase["up_at"] is not None and sent_at >= phase["up_at"]:
+                            report.errors_after_recovery += 1
+                        else:
+                            report.errors_while_down += 1
 
-            threads = [threading.Thread(target=writer, args=(i,), daemon=True) for i in range(writers)]
+            threads = [threading.Thread(target=w.create_flavors, args=(world, f"rs-{i}", stop, record), daemon=True)
+                       for i in range(writers)]
             for thread in threads:
                 thread.start()
             time.sleep(before)
@@ -94,10 +79,9 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
             stop.set()
             for thread in threads:
                 thread.join(60)
-            report.acknowledged = len(acknowledged)
             with db_api.reader(world.engine) as conn:
                 stored = {row[0] for row in conn.execute(sa.select(FLAVORS.c.flavorid))}
-            report.lost = len(set(acknowledged) - stored)
+            report.lost = len(set(report.acknowledged_ids) - stored)
             world.close()
         finally:
             stop.set()

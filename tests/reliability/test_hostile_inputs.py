@@ -157,3 +157,10 @@ def test_a_chunked_body_beyond_the_limit_is_413(world):
     got = _send(world, "PUT", f"/flavors/{w.FLAVOR}", raw, version="2.55", chunked=True)
     assert got.status == 413 and b"Request is too large." in got.body
     assert _get(world, f"/flavors/{w.FLAVOR}", version="2.55").json()["flavor"]["description"] != "x" * 200_000
+
+
+@pytest.mark.parametrize(("value", "expected"), [("(?a)x", []), ("x", []), ("0", [w.SERVER])])
+def test_an_exact_filter_on_an_integer_column_with_text(world, value, expected):
+    got = _get(world, "/servers", f"all_tenants=1&launch_index={value}", token=w.ADMIN)
+    assert got.status == 200
+    assert [s["id"] for s in got.json()["servers"] if s["id"] == w.SERVER] == expected

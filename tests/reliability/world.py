@@ -5,18 +5,19 @@ metadata), which ``restock()`` puts back after a run deleted them."""
 from __future__ import annotations
 
 import contextlib
-import io
+import dataclasses
 import json
 import pathlib
 import tempfile
-import uuid as uuidlib
+import time
 from collections.abc import Iterator
 
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
-from openkeel_compute.conf import build_conf
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from tests.conftest import make_conf
+from tests.wsgi_client import Client
 
 ADMIN = "admin:admin"
 OWNER = "demo:demo"  # member of the project that owns the servers and the private flavor's access
@@ -31,27 +32,11 @@ TAG = "fz-tag"
 META = "fz-meta"
 
 
-def conf_for(database_url: str, state: pathlib.Path, **sections):
-    """The service configuration of a run: noauth2, the given database, notifications off."""
-    lines = ["[DEFAULT]", f"state_path = {state}", "[api]", "auth_strategy = noauth2",
-             "[database]", f"connection = {database_url}"]
-    for section, values in sections.items():
-        lines.append(f"[{section}]")
-        lines.extend(f"{k} = {v}" for k, v in values.items())
-    path = state / f"reliability-{uuidlib.uuid4().hex[:8]}.conf"
-    path.write_text("\n".join(lines) + "\n")
-    return build_conf(["--config-file", str(path)])
-
-
 class Answer:
     __slots__ = ("body", "headers", "status")
 
     def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes):
         self.status, self.headers, self.body = status, headers, body
-
-    def header(self, name: str) -> str | None:
-        found = [v for k, v in self.headers if k.lower() == name.lower()]
-        return found[-1] if found else None
 
     def json(self):
         return json.loads(self.body)
@@ -60,35 +45,10 @@ class Answer:
 def call(app, method: str, path: str, *, query: str = "", headers: dict | None = None, body: bytes = b"",
          chunked: bool = False) -> Answer:
     """One WSGI request; ``path`` is the decoded path (any Unicode), as a server would pass it."""
-    environ = {
-        "REQUEST_METHOD": method, "SCRIPT_NAME": "",
-        "PATH_INFO": path.encode("utf-8", "surrogatepass").decode("latin-1"),
-        "QUERY_STRING": query, "SERVER_NAME": "127.0.0.1", "SERVER_PORT": "8774", "SERVER_PROTOCOL": "HTTP/1.1",
-        "HTTP_HOST": "127.0.0.1:8774", "REMOTE_ADDR": "127.0.0.1", "wsgi.version": (1, 0),
-        "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(body), "wsgi.errors": io.StringIO(),
-        "wsgi.multithread": True, "wsgi.multiprocess": False, "wsgi.run_once": False,
-    }
-    if chunked:
-        environ["HTTP_TRANSFER_ENCODING"] = "chunked"
-        environ["wsgi.input_terminated"] = True
-    elif body or method in ("POST", "PUT"):
-        environ["CONTENT_LENGTH"] = str(len(body))
-    for name, value in (headers or {}).items():
-        key = name.upper().replace("-", "_")
-        environ[key if key in ("CONTENT_TYPE", "CONTENT_LENGTH") else "HTTP_" + key] = value
-    captured: dict = {}
-
-    def start_response(status, response_headers, exc_info=None):
-        captured["status"] = int(status.split(" ", 1)[0])
-        captured["headers"] = list(response_headers)
-
-    chunks = app(environ, start_response)
-    try:
-        data = b"".join(chunks)
-    finally:
-        if hasattr(chunks, "close"):
-            chunks.close()
-    return Answer(captured["status"], captured["headers"], data)
+    raw_path = path.encode("utf-8", "surrogatepass").decode("latin-1")  # WSGI's str-of-bytes
+    result = Client(app, host="127.0.0.1:8774").request(method, raw_path, query=query or "", headers=headers,
+                                                        body=body, chunked=chunked)
+    return Answer(result.status_code, result.header_list, result.content)
 
 
 def api(app, method: str, path: str, token: str = ADMIN, body=None, version: str = "2.latest") -> Answer:
@@ -100,12 +60,47 @@ def api(app, method: str, path: str, token: str = ADMIN, body=None, version: str
     return call(app, method, "/v2.1" + path, headers=headers, body=raw)
 
 
+@dataclasses.dataclass
+class WriteLoad:
+    """What the writers of an outage run counted: requests, acknowledged writes, the slowest answer."""
+
+    requests: int = 0
+    slowest_answer_seconds: float = 0.0
+    acknowledged_ids: list[str] = dataclasses.field(default_factory=list, repr=False)
+
+    @property
+    def acknowledged(self) -> int:
+        return len(self.acknowledged_ids)
+
+    def heard(self, flavorid: str, status: int, seconds: float) -> None:
+        """Count one answer (under the caller's lock)."""
+        self.requests += 1
+        self.slowest_answer_seconds = max(self.slowest_answer_seconds, seconds)
+        if status == 200:
+            self.acknowledged_ids.append(flavorid)
+
+
+def create_flavors(world: World, prefix: str, stop, record, pause: float = 0.0) -> None:
+    """Create flavors ``prefix-0``, ``prefix-1``, … until ``stop`` is set; ``record(flavorid, status,
+    sent_at, seconds)`` hears of each answer (a writer thread of the outage runs)."""
+    n = 0
+    while not stop.is_set():
+        flavorid = f"{prefix}-{n}"
+        n += 1
+        sent_at = time.monotonic()
+        answer = api(world.app, "POST", "/flavors", body={"flavor": {"name": flavorid, "id": flavorid, "ram": 64,
+                                                                     "vcpus": 1, "disk": 0}})
+        record(flavorid, answer.status, sent_at, time.monotonic() - sent_at)
+        if pause or answer.status != 200:
+            time.sleep(pause or 0.05)
+
+
 class World:
     """An app on ``database_url`` with its objects; ``engine`` is the service's own engine."""
 
     def __init__(self, database_url: str, state: pathlib.Path, **sections):
         policies.reset()
-        self.conf = conf_for(database_url, state, **sections)
+        self.conf = make_conf(state, database={"connection": database_url}, **sections)
         self.engine = db_api.get_engine(self.conf)
         migration.sync(self.engine)
         self.app = deploy(self.conf)

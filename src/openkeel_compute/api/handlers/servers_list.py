@@ -7,7 +7,7 @@ import json
 import re
 
 from oslo_utils import strutils, timeutils
-from sqlalchemy import and_, exists, select
+from sqlalchemy import Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers.servers import compute_errors, shown
@@ -130,7 +130,14 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
                 continue
             if name == "tenant_id" and "project_id" in search:
                 continue
-            clauses.append(INSTANCES.c[_EXACT[name]] == value)
+            column = INSTANCES.c[_EXACT[name]]
+            if isinstance(column.type, Integer):
+                # an integer column equals no text but an integer's (PostgreSQL refuses to compare)
+                try:
+                    value = int(value)
+                except ValueError:
+                    return None
+            clauses.append(column == value)
         elif name in _REGEX:
             tests.append((INSTANCES.c[_REGEX[name]], functools.partial(regex.search, _pattern(name, value))))
         elif name in _REGEX_INTEGER:
