@@ -85,24 +85,9 @@ def _races(engine: str, args) -> bool:
                 w.api(world.app, "DELETE", f"/flavors/{flavorid}")
             w.api(world.app, "DELETE", "/os-keypairs/race-kp", token=w.OWNER)
             w.api(world.app, "DELETE", f"/servers/{w.SERVER}/tags/race-tag", token=w.OWNER)
-            _revive_server(world)
     print(f"races[{engine}]: scenarios={len(races.races())} trials={args.race_trials} copies={args.copies} "
           f"runs={runs} failures={failures}", flush=True)
     return failures == 0
-
-
-def _revive_server(world) -> None:
-    """The server-delete race leaves the server deleting: remove it for good so restock boots it anew."""
-    import sqlalchemy as sa
-
-    from openkeel_compute.db import api as db_api
-    from openkeel_compute.db.models import INSTANCES
-    from tests.reliability import world as w
-
-    with db_api.transaction(world.engine) as conn:
-        conn.execute(sa.update(INSTANCES).where(INSTANCES.c.uuid == w.SERVER, INSTANCES.c.deleted == 0)
-                     .values(deleted=INSTANCES.c.id))
-    world.restock()
 
 
 def _restarts(engine: str, args) -> bool:

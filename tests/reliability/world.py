@@ -12,10 +12,13 @@ import tempfile
 import time
 from collections.abc import Iterator
 
+import sqlalchemy as sa
+
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from openkeel_compute.db.models import INSTANCES
 from tests.conftest import make_conf
 from tests.wsgi_client import Client
 
@@ -125,8 +128,11 @@ class World:
                              network_info=servers.ADDRESSES, actor=actor)
         api(app, "PUT", f"/servers/{SERVER}/tags/{TAG}", token=OWNER)
         api(app, "PUT", f"/servers/{SERVER}/metadata/{META}", token=OWNER, body={"meta": {META: "v"}})
-        api(app, "POST", f"/servers/{SERVER}/action", token=ADMIN, body={"os-resetState": {"state": "active"}})
-        api(app, "POST", f"/servers/{SERVER}/action", token=ADMIN, body={"unlock": None})
+        # no task (a run's DELETE leaves "deleting": no controller finishes it), active, unlocked
+        with db_api.transaction(self.engine) as conn:
+            conn.execute(sa.update(INSTANCES).where(INSTANCES.c.uuid.in_((SERVER, SERVER_OTHER)),
+                                                    INSTANCES.c.deleted == 0)
+                         .values(task_state=None, vm_state="active", locked=False, locked_by=None))
 
     def close(self) -> None:
         db_api.dispose_all()
