@@ -164,3 +164,10 @@ def test_an_exact_filter_on_an_integer_column_with_text(world, value, expected):
     got = _get(world, "/servers", f"all_tenants=1&launch_index={value}", token=w.ADMIN)
     assert got.status == 200
     assert [s["id"] for s in got.json()["servers"] if s["id"] == w.SERVER] == expected
+
+
+def test_many_regex_matches_are_written_into_the_statement(world, monkeypatch):
+    # beyond the bound, keys are literals (PostgreSQL binds at most 65,535 parameters a statement)
+    monkeypatch.setattr(regex, "_BOUND_KEYS", 1)
+    got = _get(world, "/flavors", "name=^fz-p&is_public=none", version="2.102")
+    assert [f["id"] for f in got.json()["flavors"]] == [w.FLAVOR_PRIVATE, w.FLAVOR]

@@ -18,12 +18,13 @@ import re
 from collections.abc import Callable, Sequence
 
 import re2
-from sqlalchemy import Connection, and_, select
+from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.sql.elements import ColumnElement
 
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is the client's mistake, not a log line
 _OPTIONS.max_mem = 8 << 20  # the compiled program's memory bound
+_BOUND_KEYS = 1000
 
 
 class Unsupported(ValueError):
@@ -75,5 +76,7 @@ def narrow(conn: Connection, key: ColumnElement, where, tests: Sequence[Test]):
             if all(test(value) for (_, test), value in zip(tests, row[1:], strict=True))]
     if not keys:
         return None
-    clause = key.in_(keys)
+    # Many keys are written into the statement rather than bound one by one: PostgreSQL's
+    # protocol takes at most 65,535 parameters a statement.
+    clause = key.in_(bindparam("regex_keys", keys, expanding=True, literal_execute=len(keys) > _BOUND_KEYS))
     return clause if where is None else and_(where, clause)
