@@ -90,8 +90,8 @@ def test_forcing_a_host_is_for_admins_only(cloud):
     ({"host": "n-a1", "hypervisor_hostname": "n-plain"}, "Compute host n-a1 could not be found."),
     ({"host": "nowhere", "hypervisor_hostname": "n-a1"}, "Compute host nowhere could not be found."),
     ({"host": "n-a1", "availability_zone": "az-a:n-a1"},
-     "One mechanism with host and/or hypervisor_hostname and another mechanism with zone:host:node are "
-     "mutually exclusive."),
+     ("One mechanism with host and/or hypervisor_hostname and another mechanism with zone:host:node are "
+      "mutually exclusive.")),
     ({"host": "bad host"}, None),  # Nova's fqdn pattern
 ])
 def test_a_requested_destination_must_be_a_node_of_the_cluster(cloud, fields, message):
