@@ -181,3 +181,39 @@ def test_key_pair_notifications_reach_a_rabbitmq_consumer(tmp_path, broker) -> N
         "keypair.import.start", "keypair.import.end", "keypair.delete.start", "keypair.delete.end"]
     assert {(b["publisher_id"], b["priority"]) for b in bodies} == {("nova-api:api-test", "INFO")}
     assert {b["payload"]["nova_object.name"] for b in bodies} == {"KeypairPayload"}
+
+
+@pytest.mark.oracle
+def test_messages_match_what_nova_sends_for_the_same_key_pairs(make_conf) -> None:
+    """Differential: Nova 34.0.0's own notify_about_keypair_action against ours, message for message."""
+    import pathlib
+    import subprocess
+
+    from openkeel_compute.notifications import ApiNotifier
+    from tests.notifications.test_nova_oracle import ORACLE_PYTHON, ORACLE_VENV
+
+    if not ORACLE_PYTHON.exists():
+        pytest.skip(f"Nova oracle venv not found at {ORACLE_VENV} (set NOVA_ORACLE_VENV)")
+    start = {"user_id": "fake", "name": "my-key", "type": "ssh", "fingerprint": None, "public_key": None}
+    stored = dict(start, fingerprint="1e:2c:9b:56:79:4b:45:77:f9:ca:7a:98:2c:b0:d5:3c", public_key=ED25519)
+    x509 = dict(stored, name="cert é", type="x509", user_id=None)
+    cases = [("create", "start", start), ("create", "end", stored), ("import", "start", dict(start, public_key=ED25519)),
+             ("import", "end", stored), ("delete", "start", x509), ("delete", "end", x509)]
+    script = pathlib.Path(__file__).with_name("nova_oracle_keypairs.py")
+    done = subprocess.run([str(ORACLE_PYTHON), "-W", "ignore", str(script)], capture_output=True, text=True,
+                          timeout=120, check=False, input=json.dumps(
+                              [{"action": a, "phase": p, "keypair": k} for a, p, k in cases]))
+    assert done.returncode == 0, f"oracle script failed:\n{done.stderr[-3000:]}"
+    nova = json.loads(done.stdout)
+
+    in_memory_driver.reset()
+    conf = make_conf(oslo_messaging_notifications__driver=["test"], oslo_messaging_notifications__transport_url="fake:/",
+                     notifications__notification_format="versioned")
+    notifier = ApiNotifier(conf, host="fake-mini")
+    for action, phase, keypair in cases:
+        notifier.keypair(KeypairAction(action), Phase(phase), keypair)
+    notifier.close()
+    ours = [{"event_type": m["event_type"], "publisher_id": m["publisher_id"], "priority": priority,
+             "payload": m["payload"]} for _, m, priority, _ in in_memory_driver.NOTIFICATIONS]
+    in_memory_driver.reset()
+    assert ours == nova
