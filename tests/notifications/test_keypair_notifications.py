@@ -8,10 +8,8 @@ driver behind the real pipeline, and one run goes through the real RabbitMQ.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
-import kombu
 import pytest
 from oslo_messaging.notify import _impl_test as in_memory_driver
 
@@ -22,7 +20,7 @@ from openkeel_compute.db import migration
 from openkeel_compute.notifications import KeypairAction, Phase, build_keypair_payload
 from tests.api.keypairs_quotas.test_oracle_differential import ED25519
 from tests.conftest import admin, make_conf
-from tests.notifications.test_rabbitmq_delivery import TRANSPORT_URL, broker, receive  # noqa: F401
+from tests.notifications.test_rabbitmq_delivery import api_publishing, broker, receive  # noqa: F401
 from tests.wsgi_client import Client
 
 FINGERPRINT_LEN = len("1e:2c:9b:56:79:4b:45:77:f9:ca:7a:98:2c:b0:d5:3c")
@@ -155,27 +153,10 @@ def test_delete_sends_start_and_end_with_the_pair_as_it_was(api) -> None:
 
 
 def test_key_pair_notifications_reach_a_rabbitmq_consumer(tmp_path, broker) -> None:  # noqa: F811
-    run = uuid.uuid4().hex[:12]
-    exchange, topic = f"openkeel-keypair-test-{run}", f"versioned_notifications-{run}"
-    policies.reset()
-    conf = make_conf(
-        tmp_path,
-        DEFAULT={"control_exchange": exchange, "host": "api-test"},
-        notifications={"notification_format": "versioned", "versioned_notifications_topics": topic},
-        oslo_messaging_notifications={"driver": "messagingv2", "transport_url": TRANSPORT_URL},
-    )
-    migration.sync(db_api.get_engine(conf))
-    client = Client(deploy(conf))
-    try:
+    with api_publishing(tmp_path, broker, "keypair-test") as (client, queue):
         assert _create(client, {"name": "rabbit", "public_key": ED25519}).status_code == 201
         assert client.delete("/v2.1/os-keypairs/rabbit", headers={"X-Auth-Token": "demo:demo"}).status_code == 202
-        messages = receive(broker, f"{topic}.info", 4)
-    finally:
-        channel = broker.default_channel
-        kombu.Queue(f"{topic}.info", channel=channel, no_declare=True).delete()
-        kombu.Exchange(exchange, channel=channel).delete()
-        policies.reset()
-        db_api.dispose_all()
+        messages = receive(broker, queue, 4)
     bodies = [json.loads(json.loads(m.body)["oslo.message"]) for m in messages]
     assert [b["event_type"] for b in bodies] == [
         "keypair.import.start", "keypair.import.end", "keypair.delete.start", "keypair.delete.end"]
