@@ -146,3 +146,52 @@ def test_a_host_and_node_that_differ_leave_the_vm_nowhere_to_run():
         for n in ("n-a1", "n-b1")]
     assert names.requested_nodes(metadata) == ("n-a1", "n-b1")
     assert names.requested_nodes({}) == () and not names.destination_forced(metadata)
+
+
+def test_end_to_end_a_forced_server_runs_on_its_node_and_an_unknown_node_is_no_valid_host(tmp_path):
+    """API → controller → built-in cluster: the node named is where the server runs; a node the cluster
+    does not have leaves the VM Unschedulable and the server in ERROR, as Nova's "No valid host"."""
+    import time
+
+    from openkeel_compute import policies
+    from openkeel_compute.controller.servers import make_loop
+    from openkeel_compute.db import migration
+    from openkeel_compute.emulator.server import node
+    from openkeel_compute.images import glance
+    from tests.conftest import admin, make_conf
+    from tests.server_world import IMAGE as WORLD_IMAGE
+    from tests.server_world import image_service, server_world
+
+    policies.reset()
+    conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "unschedulable_grace": "0"})
+    migration.sync(db_api.get_engine(conf))
+    headers = admin("2.96")
+    with image_service(tmp_path) as url:
+        glance.register_opts(conf)
+        conf.set_override("api_servers", [url], group="glance")
+        with server_world(conf, lambda kube: make_loop(kube, db_api.get_engine(conf))) as (client, controller,
+                                                                                          cluster):
+            cluster.seed(node("n-a1", zone="az-a"))
+            nodes.publish(db_api.get_engine(conf), {"n-a1": ("az-a", True), "emulated-node-1": (None, True)})
+            assert client.post("/v2.1/flavors", headers=admin(), json_body={
+                "flavor": {"name": "m1.f", "ram": 512, "vcpus": 1, "disk": 1, "id": "f"}}).status_code == 200
+            booted = {}
+            for zone in ("az-a:n-a1", "nova:ghost"):
+                got = client.post("/v2.1/servers", headers=headers, json_body={"server": {
+                    "name": zone, "imageRef": WORLD_IMAGE, "flavorRef": "f", "networks": "none",
+                    "availability_zone": zone}})
+                assert got.status_code == 202, got.text
+                booted[zone] = got.json["server"]["id"]
+            shown = {}
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and len(shown) < 2:
+                controller.run_once()
+                for zone, uuid in booted.items():
+                    server = client.get(f"/v2.1/servers/{uuid}", headers=headers).json["server"]
+                    if server["status"] in ("ACTIVE", "ERROR"):
+                        shown[zone] = server
+                time.sleep(0.05)
+    running, lost = shown["az-a:n-a1"], shown["nova:ghost"]
+    assert (running["status"], running["OS-EXT-SRV-ATTR:host"], running["OS-EXT-AZ:availability_zone"]) == (
+        "ACTIVE", "n-a1", "az-a")
+    assert lost["status"] == "ERROR" and lost["fault"]["message"].startswith("No valid host was found."), lost
