@@ -8,10 +8,8 @@ driver behind the real pipeline, and one run goes through the real RabbitMQ.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Iterator
 
-import kombu
 import pytest
 from oslo_messaging.notify import _impl_test as in_memory_driver
 
@@ -22,7 +20,7 @@ from openkeel_compute.db import migration
 from openkeel_compute.notifications import KeypairAction, Phase, build_keypair_payload
 from tests.api.keypairs_quotas.test_oracle_differential import ED25519
 from tests.conftest import admin, make_conf
-from tests.notifications.test_rabbitmq_delivery import TRANSPORT_URL, broker, receive  # noqa: F401
+from tests.notifications.test_rabbitmq_delivery import api_publishing, broker, receive  # noqa: F401
 from tests.wsgi_client import Client
 
 FINGERPRINT_LEN = len("1e:2c:9b:56:79:4b:45:77:f9:ca:7a:98:2c:b0:d5:3c")
@@ -155,29 +153,48 @@ def test_delete_sends_start_and_end_with_the_pair_as_it_was(api) -> None:
 
 
 def test_key_pair_notifications_reach_a_rabbitmq_consumer(tmp_path, broker) -> None:  # noqa: F811
-    run = uuid.uuid4().hex[:12]
-    exchange, topic = f"openkeel-keypair-test-{run}", f"versioned_notifications-{run}"
-    policies.reset()
-    conf = make_conf(
-        tmp_path,
-        DEFAULT={"control_exchange": exchange, "host": "api-test"},
-        notifications={"notification_format": "versioned", "versioned_notifications_topics": topic},
-        oslo_messaging_notifications={"driver": "messagingv2", "transport_url": TRANSPORT_URL},
-    )
-    migration.sync(db_api.get_engine(conf))
-    client = Client(deploy(conf))
-    try:
+    with api_publishing(tmp_path, broker, "keypair-test") as (client, queue):
         assert _create(client, {"name": "rabbit", "public_key": ED25519}).status_code == 201
         assert client.delete("/v2.1/os-keypairs/rabbit", headers={"X-Auth-Token": "demo:demo"}).status_code == 202
-        messages = receive(broker, f"{topic}.info", 4)
-    finally:
-        channel = broker.default_channel
-        kombu.Queue(f"{topic}.info", channel=channel, no_declare=True).delete()
-        kombu.Exchange(exchange, channel=channel).delete()
-        policies.reset()
-        db_api.dispose_all()
+        messages = receive(broker, queue, 4)
     bodies = [json.loads(json.loads(m.body)["oslo.message"]) for m in messages]
     assert [b["event_type"] for b in bodies] == [
         "keypair.import.start", "keypair.import.end", "keypair.delete.start", "keypair.delete.end"]
     assert {(b["publisher_id"], b["priority"]) for b in bodies} == {("nova-api:api-test", "INFO")}
     assert {b["payload"]["nova_object.name"] for b in bodies} == {"KeypairPayload"}
+
+
+@pytest.mark.oracle
+def test_messages_match_what_nova_sends_for_the_same_key_pairs(make_conf) -> None:
+    """Differential: Nova 34.0.0's own notify_about_keypair_action against ours, message for message."""
+    import pathlib
+    import subprocess
+
+    from openkeel_compute.notifications import ApiNotifier
+    from tests.notifications.test_nova_oracle import ORACLE_PYTHON, ORACLE_VENV
+
+    if not ORACLE_PYTHON.exists():
+        pytest.skip(f"Nova oracle venv not found at {ORACLE_VENV} (set NOVA_ORACLE_VENV)")
+    start = {"user_id": "fake", "name": "my-key", "type": "ssh", "fingerprint": None, "public_key": None}
+    stored = dict(start, fingerprint="1e:2c:9b:56:79:4b:45:77:f9:ca:7a:98:2c:b0:d5:3c", public_key=ED25519)
+    x509 = dict(stored, name="cert é", type="x509", user_id=None)
+    cases = [("create", "start", start), ("create", "end", stored), ("import", "start", dict(start, public_key=ED25519)),
+             ("import", "end", stored), ("delete", "start", x509), ("delete", "end", x509)]
+    script = pathlib.Path(__file__).with_name("nova_oracle_keypairs.py")
+    done = subprocess.run([str(ORACLE_PYTHON), "-W", "ignore", str(script)], capture_output=True, text=True,
+                          timeout=120, check=False, input=json.dumps(
+                              [{"action": a, "phase": p, "keypair": k} for a, p, k in cases]))
+    assert done.returncode == 0, f"oracle script failed:\n{done.stderr[-3000:]}"
+    nova = json.loads(done.stdout)
+
+    in_memory_driver.reset()
+    conf = make_conf(oslo_messaging_notifications__driver=["test"], oslo_messaging_notifications__transport_url="fake:/",
+                     notifications__notification_format="versioned")
+    notifier = ApiNotifier(conf, host="fake-mini")
+    for action, phase, keypair in cases:
+        notifier.keypair(KeypairAction(action), Phase(phase), keypair)
+    notifier.close()
+    ours = [{"event_type": m["event_type"], "publisher_id": m["publisher_id"], "priority": priority,
+             "payload": m["payload"]} for _, m, priority, _ in in_memory_driver.NOTIFICATIONS]
+    in_memory_driver.reset()
+    assert ours == nova

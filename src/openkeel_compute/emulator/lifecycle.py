@@ -21,6 +21,7 @@ import hashlib
 import time
 from typing import Any
 
+from openkeel_compute.emulator import scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
@@ -252,8 +253,19 @@ class Lifecycle:
                 return
             if not self._due(vmi, self.delays.scheduling, clock):
                 return
-            st.update(phase="Scheduled", nodeName=NODE, activePods={new_uid(): NODE},
+            nodes = [o for (plural, _ns, _n), o in list(self.store.objects.items()) if plural == "nodes"]
+            target, why = scheduling.choose(vmi.get("spec") or {}, nodes)
+            if target is None:  # no node fits (affinity, selector, readiness): the pod waits, Unschedulable
+                cond = _condition("PodScheduled", "False", "Unschedulable", why)
+                if any(c.get("reason") == "Unschedulable" and c.get("message") == why
+                       for c in st.get("conditions") or ()):
+                    return
+                st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
+                self._write(new)
+                return
+            st.update(phase="Scheduled", nodeName=target, activePods={new_uid(): target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
+            new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
         elif phase == "Scheduled" and self._due(vmi, self.delays.scheduled, clock):

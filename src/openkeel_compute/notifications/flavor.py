@@ -143,5 +143,7 @@ class FlavorNotifier(VersionedNotifier):
         self._emit(FlavorAction.DELETE, flavor, context)
 
     def _emit(self, action: FlavorAction, flavor: FlavorDict, context: Any) -> None:
+        if not self.enabled:  # the common case: one attribute check and nothing else
+            return
         subject = "flavor " + str(flavor.get("flavorid") if isinstance(flavor, Mapping) else flavor)
         self._send(action.event_type, lambda: build_flavor_payload(flavor, action), context, subject)

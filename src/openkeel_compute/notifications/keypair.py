@@ -71,5 +71,7 @@ class KeypairNotifier(VersionedNotifier):
 
     def keypair(self, action: KeypairAction, phase: Phase, keypair: Mapping[str, Any],
                 context: Any = None) -> None:
+        if not self.enabled:
+            return
         subject = "key pair " + str(keypair.get("name") if isinstance(keypair, Mapping) else keypair)
         self._send(event_type(action, phase), lambda: build_keypair_payload(keypair), context, subject)
