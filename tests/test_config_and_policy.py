@@ -29,6 +29,8 @@ SERVER_RULES = {
     "os_compute_api:servers:create": "rule:project_member_api",
     "os_compute_api:servers:create:attach_network": "rule:project_member_api",
     "os_compute_api:servers:create:attach_volume": "rule:project_member_api",
+    "os_compute_api:servers:create:forced_host": "rule:context_is_admin",
+    "compute:servers:create:requested_destination": "rule:context_is_admin",
     "os_compute_api:servers:create:zero_disk_flavor": "rule:context_is_admin",
     "os_compute_api:servers:update": "rule:project_member_or_admin",
     "os_compute_api:servers:delete": "rule:project_member_or_admin",

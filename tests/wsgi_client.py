@@ -36,7 +36,7 @@ class Client:
         self.host = host
 
     def request(self, method: str, path: str, *, headers: dict | None = None, body=None, json_body=None,
-                query: str = "") -> Result:
+                query: str = "", extra_environ: dict | None = None, chunked: bool = False) -> Result:
         if "?" in path and not query:
             path, query = path.split("?", 1)
         if json_body is not None:
@@ -64,8 +64,12 @@ class Client:
             "wsgi.multithread": False,
             "wsgi.multiprocess": False,
             "wsgi.run_once": False,
+            **(extra_environ or {}),
         }
-        if body or method in ("POST", "PUT", "PATCH"):
+        if chunked:  # the server took the chunked framing off: no length, the input ends where the body does
+            environ["HTTP_TRANSFER_ENCODING"] = "chunked"
+            environ["wsgi.input_terminated"] = True
+        elif body or method in ("POST", "PUT", "PATCH"):
             environ["CONTENT_LENGTH"] = str(len(body))
         for name, value in (headers or {}).items():
             key = name.upper().replace("-", "_")

@@ -2,6 +2,12 @@
 
 Configuration files come from $OPENKEEL_CONFIG_FILES (os.pathsep-separated), which
 `openkeel-compute serve` sets for its workers. Importing this module builds the application.
+
+With ``[api] auth_strategy = noauth2`` the application refuses to load unless the address it is
+served on is a loopback one: $OPENKEEL_LISTEN_HOST (set by `openkeel-compute serve` to the address
+it checked and binds), or else ``[wsgi] host``, which an operator running another WSGI server
+keeps equal to that server's bind. Whatever the declaration, the application answers noauth2
+requests only from loopback peers (api/auth.py ``LoopbackPeersOnly``).
 """
 
 from __future__ import annotations
@@ -22,6 +28,12 @@ def _load():
         argv += ["--config-file", path]
     conf = build_conf(argv)
     setup_logging(conf.debug)
+    if conf.api.auth_strategy == "noauth2":
+        from openkeel_compute.api.auth import noauth2_bind_error
+
+        error = noauth2_bind_error(os.environ.get("OPENKEEL_LISTEN_HOST") or conf.wsgi.host)
+        if error is not None:
+            raise SystemExit(f"error: {error}")
     return deploy(conf)
 
 

@@ -3,35 +3,16 @@
 from __future__ import annotations
 
 import json
-import uuid
 
-import kombu
-
-from openkeel_compute import policies
-from openkeel_compute.api.deploy import deploy
-from openkeel_compute.db import api as db_api
-from openkeel_compute.db import migration
-from tests.conftest import admin, make_conf
-from tests.notifications.test_rabbitmq_delivery import TRANSPORT_URL, broker, receive  # noqa: F401
-from tests.wsgi_client import Client
+from tests.conftest import admin
+from tests.notifications.test_rabbitmq_delivery import api_publishing, broker, receive  # noqa: F401
 
 
 def test_each_flavor_change_publishes_one_notification_in_order(tmp_path, broker):  # noqa: F811
-    run = uuid.uuid4().hex[:12]
-    exchange, topic = f"openkeel-api-test-{run}", f"versioned_notifications-{run}"
-    policies.reset()
-    conf = make_conf(
-        tmp_path,
-        DEFAULT={"control_exchange": exchange, "host": "api-test"},
-        notifications={"notification_format": "versioned", "versioned_notifications_topics": topic},
-        oslo_messaging_notifications={"driver": "messagingv2", "transport_url": TRANSPORT_URL},
-    )
-    migration.sync(db_api.get_engine(conf))
-    client = Client(deploy(conf))
     v = admin("2.86")
     body = {"flavor": {"name": "notified", "ram": 2048, "vcpus": 2, "disk": 20, "id": "notified",
                        "os-flavor-access:is_public": False, "description": "first"}}
-    try:
+    with api_publishing(tmp_path, broker, "api-test") as (client, queue):
         assert client.post("/v2.1/flavors", headers=v, json_body=body).status_code == 200
         assert client.post("/v2.1/flavors", headers=v, json_body=body).status_code == 409, "no notification"
         assert client.post("/v2.1/flavors/notified/os-extra_specs", headers=v,
@@ -41,14 +22,8 @@ def test_each_flavor_change_publishes_one_notification_in_order(tmp_path, broker
         assert client.put("/v2.1/flavors/notified", headers=v,
                           json_body={"flavor": {"description": "second"}}).status_code == 200
         assert client.delete("/v2.1/flavors/notified", headers=v).status_code == 202
-        messages = receive(broker, f"{topic}.info", 5)
-        assert broker.default_channel.basic_get(f"{topic}.info") is None, "one notification per change"
-    finally:
-        channel = broker.default_channel
-        kombu.Queue(f"{topic}.info", channel=channel, no_declare=True).delete()
-        kombu.Exchange(exchange, channel=channel).delete()
-        policies.reset()
-        db_api.dispose_all()
+        messages = receive(broker, queue, 5)
+        assert broker.default_channel.basic_get(queue) is None, "one notification per change"
 
     bodies = [json.loads(json.loads(m.body)["oslo.message"]) for m in messages]
     assert [b["event_type"] for b in bodies] == [

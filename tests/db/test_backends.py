@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import json
+import time
 
 import pytest
 import sqlalchemy as sa
@@ -88,24 +89,27 @@ def _kill_backend(database_url: str, backend: int) -> None:
     killer.dispose()
 
 
-@pytest.mark.parametrize("idle_ping", [True, False], ids=["pinged-after-idle", "not-pinged"])
-def test_a_pooled_connection_killed_while_idle_is_replaced_before_use(database_url, idle_ping):
+@pytest.mark.parametrize("check", ["idle-ping", "socket", "neither"])
+def test_a_pooled_connection_killed_while_idle_is_replaced_before_use(database_url, check, monkeypatch):
     if database_url.startswith("sqlite"):
         pytest.skip("SQLite has no server connection to lose")
-    # ping_after_idle=0 pings every connection that was idle at all; 3600 never pings here,
-    # which shows the ping is what saves the read.
+    # ping_after_idle=0 pings every connection that was idle at all; 3600 never pings here, so the
+    # killed connection is found by its socket (the server closed it); with neither check the dead
+    # connection is handed out, which shows the checks are what save the read.
     engine = db_api.make_engine(database_url, pool_size=1, max_overflow=0,
-                                ping_after_idle=0 if idle_ping else 3600)
+                                ping_after_idle=0 if check == "idle-ping" else 3600)
+    if check != "socket":
+        monkeypatch.setattr(db_api, "_socket_has_news", lambda _connection: False)
     try:
         with db_api.reader(engine) as conn:
             backend = _backend_id(conn)
         _kill_backend(database_url, backend)
-        if idle_ping:
+        time.sleep(0.2)  # the server closes the killed backend's socket
+        if check != "neither":
             with db_api.reader(engine) as conn:
                 assert _backend_id(conn) != backend
         else:
-            # Without the ping the dead connection is handed out and the read fails (the
-            # driver's error, wrapped by SQLAlchemy or not depending on where it surfaces).
+            # The driver's error, wrapped by SQLAlchemy or not depending on where it surfaces.
             with pytest.raises(Exception, match="(?i)connection|terminat|lost|closed"), db_api.reader(engine) as conn:
                 _backend_id(conn)
     finally:

@@ -8,6 +8,7 @@ with ``rabbitmq-server -detached``) unless OPENKEEL_SKIP_RABBITMQ=1.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -116,3 +117,33 @@ def test_flavor_notifications_reach_a_rabbitmq_consumer_as_nova_sends_them(
     assert_same_payload(decoded[0]["payload"], EXPECTED_CREATE_PAYLOAD)
     assert_same_payload(decoded[1]["payload"], EXPECTED_UPDATE_PAYLOAD)
     assert_same_payload(decoded[2]["payload"], EXPECTED_DELETE_PAYLOAD)
+
+
+@contextlib.contextmanager
+def api_publishing(tmp_path, broker: kombu.Connection, name: str) -> Iterator[tuple[Any, str]]:
+    """(client, queue): the real API pipeline publishing on an exchange and topic of its own, removed afterwards."""
+    from openkeel_compute import policies
+    from openkeel_compute.api.deploy import deploy
+    from openkeel_compute.db import api as db_api
+    from openkeel_compute.db import migration
+    from tests.conftest import make_conf
+    from tests.wsgi_client import Client
+
+    run = uuid.uuid4().hex[:12]
+    exchange, topic = f"openkeel-{name}-{run}", f"versioned_notifications-{run}"
+    policies.reset()
+    conf = make_conf(
+        tmp_path,
+        DEFAULT={"control_exchange": exchange, "host": "api-test"},
+        notifications={"notification_format": "versioned", "versioned_notifications_topics": topic},
+        oslo_messaging_notifications={"driver": "messagingv2", "transport_url": TRANSPORT_URL},
+    )
+    migration.sync(db_api.get_engine(conf))
+    try:
+        yield Client(deploy(conf)), f"{topic}.info"
+    finally:
+        channel = broker.default_channel
+        kombu.Queue(f"{topic}.info", channel=channel, no_declare=True).delete()
+        kombu.Exchange(exchange, channel=channel).delete()
+        policies.reset()
+        db_api.dispose_all()

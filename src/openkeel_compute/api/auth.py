@@ -57,3 +57,58 @@ def keystone_auth_token(app, conf):
     from keystonemiddleware import auth_token
 
     return auth_token.AuthProtocol(app, {"oslo_config_config": conf})
+
+
+def noauth2_bind_error(host: str) -> str | None:
+    """None when every address ``host`` resolves to is a loopback one; otherwise the one-line refusal.
+
+    noauth2 trusts whatever token it is sent, so it is only ever served on loopback addresses.
+    """
+    import socket
+
+    detail = ""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        outside = sorted({info[4][0] for info in infos if not _is_loopback_peer(info[4][0])})
+        if not outside:
+            return None
+        if outside != [host]:
+            detail = f" ({', '.join(outside)})"
+    except OSError as exc:
+        detail = f" (it does not resolve: {exc.strerror or exc})"
+    return (f"[api] auth_strategy = noauth2 trusts any 'X-Auth-Token: user:project', so it listens on loopback "
+            f"addresses only, never on '{host}'{detail}: listen on 127.0.0.1 or ::1 (--host, [wsgi] host), or set "
+            "[api] auth_strategy = keystone with [keystone_authtoken]")
+
+
+def _is_loopback_peer(address: str) -> bool:
+    import ipaddress
+
+    try:
+        parsed = ipaddress.ip_address(address.split("%", 1)[0])
+    except ValueError:
+        return False
+    mapped = getattr(parsed, "ipv4_mapped", None)  # ::ffff:127.0.0.1 is loopback too
+    return (mapped or parsed).is_loopback
+
+
+class LoopbackPeersOnly:
+    """Under noauth2, a request from a peer that is not on this host gets the 401 page, unanswered.
+
+    The second line behind the bind check (``noauth2_bind_error``): a WSGI server that loads
+    ``openkeel_compute.wsgi`` itself cannot be asked where it listens. Mounted outside the proxy
+    headers middleware, so the peer is the TCP one, never a forwarded header; a request without
+    a peer address (a Unix socket) is local.
+    """
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        peer = environ.get("REMOTE_ADDR")
+        if peer and not _is_loopback_peer(peer):
+            LOG.warning("noauth2: refused a request from %s, which is not a loopback address", peer)
+            status, headers, body = faults.webob_error(401, environ)
+            start_response(status, headers)
+            return [body]
+        return self.app(environ, start_response)

@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Callable
 
 from oslo_policy import policy as oslo_policy
+from oslo_utils import strutils
 from sqlalchemy import Engine
 
 from openkeel_compute import errors, policies
@@ -25,6 +26,22 @@ class Services:
     notifier: object | None = None
     verify_project: Callable[[object, str], None] | None = None
     images: object | None = None  # the image service's client, made on first use (POST /servers)
+
+
+def limit(req) -> int:
+    """The page size asked for (the last ``limit`` given), at most [api] max_limit.
+
+    Nova reads it with oslo's integer check after the query schema, whose pattern lets a lone
+    newline through: anything int() refuses is its 400, never a server error.
+    """
+    max_limit = services(req).conf.api.max_limit
+    values = req.query.get("limit")
+    if not values:
+        return max_limit
+    try:
+        return min(strutils.validate_integer(values[-1], "limit", min_value=0), max_limit)
+    except ValueError as exc:
+        raise faults.BadRequest(f"Invalid input received: {exc}") from None
 
 
 def services(req) -> Services:
@@ -93,3 +110,13 @@ def notify(req, event: str, flavor: dict) -> None:
     if notifier is None:
         return
     getattr(notifier, "flavor_" + event)(flavor, req.context)
+
+
+def notify_keypair(req, action: str, phase: str, keypair: dict) -> None:
+    """Send ``keypair.<action>.<phase>`` (notifications/keypair.py says when); never fails the request."""
+    notifier = services(req).notifier
+    if notifier is None:
+        return
+    from openkeel_compute.notifications import KeypairAction, Phase
+
+    notifier.keypair(KeypairAction(action), Phase(phase), keypair, req.context)

@@ -29,11 +29,12 @@ import time
 import uuid
 
 import falcon
+import webob.exc
 from oslo_config import cfg
 from oslo_middleware import healthcheck, request_id, sizelimit
 from oslo_middleware.http_proxy_to_wsgi import HTTPProxyToWSGI
 
-from openkeel_compute import policies
+from openkeel_compute import logsafe, policies
 from openkeel_compute.api import auth, faults, links, router, versions
 from openkeel_compute.api.common import Services
 from openkeel_compute.db import api as db_api
@@ -190,7 +191,8 @@ def _not_found(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
 
 
 def _unexpected(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
-    if isinstance(ex, falcon.HTTPError):
+    if isinstance(ex, (falcon.HTTPError, webob.exc.HTTPRequestEntityTooLarge)):
+        # The body-size limiter's reader stopped a chunked body: its own 413 page answers.
         raise ex
     LOG.exception("Unexpected exception in API method")
     resp.status = 500
@@ -259,11 +261,11 @@ def build_router(conf) -> falcon.App:
 def build_services(conf: cfg.ConfigOpts) -> Services:
     notifier = None
     try:
-        from openkeel_compute.notifications import FlavorNotifier
+        from openkeel_compute.notifications import ApiNotifier
     except ImportError:  # pragma: no cover - notifications room not installed
-        FlavorNotifier = None
-    if FlavorNotifier is not None:
-        notifier = FlavorNotifier(conf, host=conf.host)
+        ApiNotifier = None
+    if ApiNotifier is not None:
+        notifier = ApiNotifier(conf, host=conf.host)
         if not notifier.enabled:
             # Handlers gather payloads only for a notifier: none at all when nothing is sent.
             notifier = None
@@ -294,14 +296,15 @@ def _catalog_image_url(conf) -> str | None:
 
 def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     """Build the WSGI application for ``conf``."""
+    logsafe.install()  # whoever configured logging: no log line a client can forge
     policies.init(conf)
     services = services or build_services(conf)
     router_app = SplitVary(build_router(conf))
 
     api = auth.ContextMiddleware(router_app)
     if conf.api.auth_strategy == "noauth2":
-        LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted. "
-                    "Development only.")
+        LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted; requests "
+                    "from peers that are not loopback addresses are refused. Development only.")
         api = auth.NoAuth2(api)
     else:
         api = auth.keystone_auth_token(api, conf)
@@ -316,6 +319,8 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)
+    if conf.api.auth_strategy == "noauth2":
+        app = auth.LoopbackPeersOnly(app)  # outside the proxy headers: the TCP peer, never a header
     app = AccessLog(app)
     app = ComputeRequestId(app)
     conf.set_override("backends", _health_backends(conf), group="healthcheck")

@@ -32,7 +32,7 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 
 from openkeel_compute.catalog import errors
-from openkeel_compute.db import models
+from openkeel_compute.db import models, regex
 
 FLAVORS = models.FLAVORS
 EXTRA_SPECS = models.FLAVOR_EXTRA_SPECS
@@ -240,9 +240,9 @@ def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
     """Nova's flavor list: filters, then (sort_key, id) ordering in sort_dir, then marker and limit."""
     query = select(*VIEW_COLUMNS)
     if q.min_memory_mb is not None:
-        query = query.where(FLAVORS.c.memory_mb >= q.min_memory_mb)
+        query = query.where(_at_least(FLAVORS.c.memory_mb, q.min_memory_mb))
     if q.min_root_gb is not None:
-        query = query.where(FLAVORS.c.root_gb >= q.min_root_gb)
+        query = query.where(_at_least(FLAVORS.c.root_gb, q.min_root_gb))
     if q.disabled is not None:
         query = query.where(FLAVORS.c.disabled == (true() if q.disabled else false()))
     if q.is_public is not None:
@@ -253,10 +253,14 @@ def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
             query = query.where(public)
     if q.name_regex is not None:
         try:
-            re.compile(q.name_regex)
-        except re.error as exc:
+            pattern = regex.compile_pattern(q.name_regex)
+        except (re.error, regex.Unsupported) as exc:
             raise errors.InvalidFilter(f"Invalid name filter [{q.name_regex}]: {exc}") from None
-        query = query.where(FLAVORS.c.name.regexp_match(q.name_regex))
+        where = regex.narrow(conn, FLAVORS.c.id, query.whereclause,
+                             [(FLAVORS.c.name, functools.partial(regex.search, pattern))])
+        if where is None:
+            return []
+        query = select(*VIEW_COLUMNS).where(where)
     columns = _sort_columns(q.sort_key)
     descending = q.sort_dir == "desc"
     if q.marker is not None:
@@ -280,6 +284,19 @@ def list_flavors(conn: Connection, caller: Caller, q: ListQuery) -> list[dict]:
     if q.limit is not None:
         query = query.limit(q.limit)
     return _rows(conn.execute(query))
+
+
+_INT32_MIN, _INT32_MAX = -(2 ** 31), 2 ** 31 - 1
+
+
+def _at_least(column, value: int):
+    """``column >= value`` for a 32-bit column and any integer: a bound beyond the column's range
+    is decided here (PostgreSQL refuses to compare with it, SQLite overflows past 64 bits)."""
+    if value > _INT32_MAX:
+        return false()
+    if value < _INT32_MIN:
+        return true()
+    return column >= value
 
 
 def _after_marker(columns, values, descending: bool):
@@ -386,7 +403,10 @@ def destroy(conn: Connection, flavorid: str, *, with_extra_specs: bool = True) -
     flavor["projects"] = _delete_projects(conn, flavor["id"])
     # The extra specs go with the flavor row: ON DELETE CASCADE on every engine (SQLite's
     # foreign keys are on for every connection, db/api.py).
-    conn.execute(_DELETE_FLAVOR, {"internal_id": flavor["id"]})
+    # A concurrent delete of the same flavor waits on this row and then finds nothing to delete:
+    # exactly one caller wins; the others roll back and answer "not found".
+    if conn.execute(_DELETE_FLAVOR, {"internal_id": flavor["id"]}).rowcount != 1:
+        raise errors.FlavorNotFound(flavorid)
     _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
     return flavor
 

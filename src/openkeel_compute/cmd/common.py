@@ -149,12 +149,17 @@ def database_message(exc: BaseException, url: str | None = None) -> str:
     return f"database{where}: {_first_line(exc)}"
 
 
+LOG_FORMAT = "%(asctime)s %(process)d %(levelname)s %(name)s %(message)s"
+
+
 def setup_logging(debug: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO,
-        format="%(asctime)s %(process)d %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    """Log to stderr, every line escaped (logsafe: nothing a client sends can start a line of its own)."""
+    from openkeel_compute import logsafe
+
+    logsafe.install()
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logsafe.SafeFormatter(LOG_FORMAT))
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, handlers=[handler])
     # httpx logs every Kubernetes request at INFO: several a second from a running controller.
     for noisy in ("stevedore", "keystoneauth", "urllib3", "amqp", "kombu", "alembic.runtime.plugins", "httpx",
                   "httpx2"):

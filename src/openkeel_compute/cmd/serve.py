@@ -38,16 +38,43 @@ def _serve(args) -> int:
     threads = conf.wsgi.threads
     from openkeel_compute.cmd.status import preflight
 
+    check_noauth2_bind(conf, host)
     preflight(conf)
     check_port_free(host, port)
-    # Workers rebuild the app from the same configuration files.
+    # Workers rebuild the app from the same configuration files, and know the address checked here.
     os.environ["OPENKEEL_CONFIG_FILES"] = os.pathsep.join(os.path.abspath(p) for p in args.config_file)
+    os.environ[LISTEN_HOST_ENV] = host
     LOG.info("OpenKeel compute API on http://%s:%s/ (%s, %d worker(s) x %d thread(s), auth %s)", host, port,
              server, workers, threads, conf.api.auth_strategy)
     bound_malloc_retention(os.environ)
     if server == "gunicorn":
         return _gunicorn(host, port, workers, threads)
     return _granian(host, port, workers, threads)
+
+
+# Where `serve` listens, for its workers' own noauth2 check (openkeel_compute.wsgi).
+LISTEN_HOST_ENV = "OPENKEEL_LISTEN_HOST"
+
+
+def check_noauth2_bind(conf, host: str) -> None:
+    """OperatorError when noauth2 would listen on anything but loopback addresses; says so when it does not.
+
+    However noauth2 was chosen (a configuration file, scripts/serve's defaults, OS_API__AUTH_STRATEGY
+    in the environment), the address decides: any token is trusted, so nobody off this host may connect.
+    """
+    if conf.api.auth_strategy != "noauth2":
+        return
+    try:
+        socket.getaddrinfo(host, None)
+    except OSError:
+        return  # an address that does not resolve: check_port_free's refusal says so
+    from openkeel_compute.api.auth import noauth2_bind_error
+
+    error = noauth2_bind_error(host)
+    if error is not None:
+        raise OperatorError(error)
+    LOG.warning("[api] auth_strategy = noauth2 (development only): listening on the loopback address %s only; "
+                "any 'X-Auth-Token: user:project' is trusted", host)
 
 
 def check_port_free(host: str, port: int) -> None:

@@ -271,15 +271,17 @@ def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
     PRECONDITIONS["delete"].check(row, is_admin=actor.is_admin)
     if row["disable_terminate"]:
         return False
-    guard = [I.uuid == row["uuid"], I.deleted == 0]
+    under_way = (states.task_states.DELETING, states.task_states.SOFT_DELETING)
+    # Only the delete that moves the server into "deleting" records the action: of parallel
+    # DELETEs exactly one matches this row; the others find a delete under way.
+    guard = [I.uuid == row["uuid"], I.deleted == 0, or_(I.task_state.is_(None), I.task_state.not_in(under_way))]
     if not actor.is_admin:
         guard.append(I.locked.is_(False))
     result = conn.execute(update(INSTANCES).where(*guard).values(
         task_state=states.task_states.DELETING, progress=0, updated_at=utcnow()))
     if result.rowcount != 1:
-        # locked or deleted meanwhile: the current row says which
+        # locked or deleted meanwhile (the current row says which), or a delete under way
         PRECONDITIONS["delete"].check(get(conn, row["uuid"], for_update=True), is_admin=actor.is_admin)
-    if row["task_state"] in (states.task_states.DELETING, states.task_states.SOFT_DELETING):
         return False
     start_action(conn, row["uuid"], "delete", actor)
     return True
@@ -651,6 +653,13 @@ def delete_tags(conn: Connection, instance_uuid: str) -> None:
 
 
 # --- metadata -----------------------------------------------------------------------------------
+
+def delete_metadata_item(conn: Connection, instance_uuid: str, key: str) -> bool:
+    """Soft-delete one live metadata item; False when there was none (of parallel deletes, one wins)."""
+    table = INSTANCE_METADATA
+    live = [table.c.instance_uuid == instance_uuid, table.c.deleted == 0, table.c.key == key]
+    return conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=utcnow())).rowcount == 1
+
 
 def set_metadata(conn: Connection, instance_uuid: str, metadata: dict[str, str]) -> None:
     """Make the server's live metadata exactly ``metadata`` (changed values rewritten, missing keys

@@ -167,3 +167,21 @@ def pin_change(row: dict, requested: str | None, server_zone: str | None) -> dic
         raise errors.Conflict(f"Server can only be pinned to its current availability zone '{server_zone}', "
                               f"but '{requested}' was requested.")
     return {"pinned_availability_zone": requested}
+
+
+# --- the nodes a server may be sent to (forced host, 2.74 requested destination) --------------
+
+def node_zone(conn: Connection, node: str | None, default: str) -> str | None:
+    """The zone a node is in (its label, else the default zone); None for a node the cluster does not have."""
+    if not node:
+        return None
+    found = conn.execute(select(NODE_ZONES.c.node, NODE_ZONES.c.zone).where(NODE_ZONES.c.node == node)).first()
+    return None if found is None else (found.zone or default)
+
+
+def known_nodes(conn: Connection, names) -> set[str]:
+    """Which of ``names`` are nodes of the cluster (as the controller published them)."""
+    wanted = {name for name in names if name}
+    if not wanted:
+        return set()
+    return set(conn.execute(select(NODE_ZONES.c.node).where(NODE_ZONES.c.node.in_(wanted))).scalars())

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import threading
 import time
 from collections.abc import Iterator
@@ -58,13 +59,46 @@ def _configure_sqlite(engine: Engine) -> None:
 PING_AFTER_IDLE_SECONDS = 1.0
 
 
-def _ping_idle_connections(engine: Engine, idle_seconds: float) -> None:
-    """Liveness without a round trip per request: only a connection that sat idle gets a ping.
+def _socket_of(dbapi_connection) -> int | None:
+    """The file descriptor of a driver connection's socket (psycopg, PyMySQL), or None."""
+    fileno = getattr(dbapi_connection, "fileno", None)
+    if fileno is None and hasattr(dbapi_connection, "_sock"):  # PyMySQL: no socket once closed
+        if dbapi_connection._sock is None:
+            return -1
+        fileno = dbapi_connection._sock.fileno
+    try:
+        return fileno() if fileno is not None else None
+    except Exception:  # noqa: BLE001 - a closed connection has no socket: treat it as dead
+        return -1
 
-    pool_pre_ping sends a SELECT 1 at every checkout, a third of the round trips of a flavor
-    show. A connection busy a moment ago is alive; one idle for a while may have been closed by
-    a database restart or a proxy, and gets the same ping (a failed ping makes the pool open a
-    new connection). A disconnect seen mid-request still invalidates the whole pool, as always.
+
+def _socket_has_news(dbapi_connection) -> bool:
+    """Whether an idle connection's socket is readable: the server closed it, or said something unasked.
+
+    An idle connection has nothing to read, unless the server went away (a restart or a crash closes
+    its sockets: end of file, or PostgreSQL's "terminating connection" message first) or sent an
+    asynchronous message. One poll() system call, no round trip.
+    """
+    fd = _socket_of(dbapi_connection)
+    if fd is None:
+        return False
+    if fd < 0:
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
+
+
+def _ping_idle_connections(engine: Engine, idle_seconds: float) -> None:
+    """Liveness without a round trip per request: a pooled connection is pinged only when in doubt.
+
+    pool_pre_ping sends a SELECT 1 at every checkout, a third of the round trips of a flavor show.
+    A connection gets the same ping only when it sat idle for a while (a proxy or the server's idle
+    timeout may have closed it) or when its socket is readable while idle (a database restart or
+    crash closed it: see ``_socket_has_news``). A failed ping makes the pool discard the connection
+    and check out another one (a new connection after a restart), so the request that meets a
+    connection that died in the pool is served on a live one instead of failing. A disconnect seen
+    mid-request still invalidates the whole pool, as always.
     """
 
     @event.listens_for(engine, "checkin")
@@ -74,12 +108,14 @@ def _ping_idle_connections(engine: Engine, idle_seconds: float) -> None:
     @event.listens_for(engine, "checkout")
     def _on_checkout(dbapi_connection, record, _proxy):
         since = record.info.pop("openkeel_idle_since", None)
-        if since is None or time.monotonic() - since < idle_seconds:
+        if since is None:
+            return  # a new connection
+        if time.monotonic() - since < idle_seconds and not _socket_has_news(dbapi_connection):
             return
         try:
             engine.dialect.do_ping(dbapi_connection)
         except engine.dialect.loaded_dbapi.Error as error:
-            raise exc.DisconnectionError(f"idle pooled connection is dead: {error}") from error
+            raise exc.DisconnectionError(f"pooled connection is dead: {error}") from error
 
 
 def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20, pool_timeout: int = 30,
@@ -117,6 +153,7 @@ def get_engine(conf) -> Engine:
                     max_overflow=conf.database.max_overflow,
                     pool_timeout=conf.database.pool_timeout,
                     echo=conf.database.connection_debug,
+                    ping_after_idle=PING_AFTER_IDLE_SECONDS,
                 )
                 _ENGINES[url] = engine
     return engine

@@ -175,12 +175,12 @@ class Launchers:
         self.pods[meta["uid"]] = (meta.get("namespace"), pod["metadata"]["name"])
         return self.store.put(pod)
 
-    def scheduled(self, vmi: dict[str, Any]) -> str | None:
+    def scheduled(self, vmi: dict[str, Any], node: str | None = None) -> str | None:
         """The VMI's pod runs on the node: returns its uid (the VMI's status.activePods key)."""
         pod = self.pod_of(vmi)
         if pod is None:
             return None
-        new = dict(pod, spec={**pod["spec"], "nodeName": self.node})
+        new = dict(pod, spec={**pod["spec"], "nodeName": node or self.node})
         containers = [c["name"] for c in pod["spec"].get("initContainers") or ()] + [
             c["name"] for c in pod["spec"]["containers"]]
         started = now()

@@ -22,6 +22,7 @@ import hashlib
 import time
 from typing import Any
 
+from openkeel_compute.emulator import scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.launcher import Launchers
 from openkeel_compute.emulator.resources import BY_KIND
@@ -257,9 +258,20 @@ class Lifecycle:
                 return
             if not self._due(vmi, self.delays.scheduling, clock):
                 return
-            pod_uid = self.launchers.scheduled(vmi) or new_uid()
-            st.update(phase="Scheduled", nodeName=NODE, activePods={pod_uid: NODE},
+            nodes = [o for (plural, _ns, _n), o in list(self.store.objects.items()) if plural == "nodes"]
+            target, why = scheduling.choose(vmi.get("spec") or {}, nodes)
+            if target is None:  # no node fits (affinity, selector, readiness): the pod waits, Unschedulable
+                cond = _condition("PodScheduled", "False", "Unschedulable", why)
+                if any(c.get("reason") == "Unschedulable" and c.get("message") == why
+                       for c in st.get("conditions") or ()):
+                    return
+                st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
+                self._write(new)
+                return
+            pod_uid = self.launchers.scheduled(vmi, target) or new_uid()
+            st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
+            new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
         elif phase == "Scheduled" and self._due(vmi, self.delays.scheduled, clock):
@@ -305,7 +317,7 @@ class Lifecycle:
         st = new["status"]
         st.update(phase="Failed", reason="NodeUnresponsive")
         st["conditions"] = [_condition("Ready", "False", "NodeUnresponsive",
-                                       f"virt-handler on node {NODE} is not responsive")]
+                                       f"virt-handler on node {st.get('nodeName') or NODE} is not responsive")]
         st.setdefault("phaseTransitionTimestamps", []).append({"phase": "Failed", "phaseTransitionTimestamp": now()})
         self._moved(vmi, clock)
         self._write(new)

@@ -19,7 +19,7 @@ from email.mime.multipart import MIMEMultipart
 from email.mime.nonmultipart import MIMENonMultipart
 from typing import Any, NamedTuple
 
-from openkeel_compute.compute.names import REQUESTED_NETWORKS
+from openkeel_compute.compute.names import REQUESTED_NETWORKS, requested_nodes
 from openkeel_compute.kubevirt.admission import label_value_ok
 from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
@@ -328,6 +328,9 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     tspec["terminationGracePeriodSeconds"] = shutdown_grace(image, options)
     if server.get("availability_zone"):
         require_zone(tspec, str(server["availability_zone"]), options.default_availability_zone)
+    nodes = requested_nodes(server.get("system_metadata"))
+    if nodes:
+        require_nodes(tspec, nodes)
 
     # Disks: the fragment's, the root volume renamed, cloud-init from a Secret.
     disks = [d for d in devices["disks"] if d["name"] != CLOUD_INIT_DISK]
@@ -363,6 +366,7 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
 
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # a node's name, as the kubelet labels it
 
 
 def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
@@ -374,6 +378,20 @@ def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
     wanted = [[{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]]
     if zone == default_zone:
         wanted.append([{"key": ZONE_LABEL, "operator": "DoesNotExist"}])
+    _require(tspec, wanted)
+
+
+def require_nodes(tspec: dict[str, Any], nodes: tuple[str, ...]) -> None:
+    """Keep the server on the node named (forced host, requested destination): a required node affinity.
+
+    Every name must match (two different names leave the server nowhere to run, Unschedulable, as a
+    forced host and node that disagree leave no valid host in Nova).
+    """
+    _require(tspec, [[{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]} for node in nodes]])
+
+
+def _require(tspec: dict[str, Any], wanted: list[list[dict[str, Any]]]) -> None:
+    """Join one of the ``wanted`` alternatives (lists of match expressions) to every required term."""
     node_affinity = tspec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []})
     terms = required.get("nodeSelectorTerms") or [{}]
@@ -381,6 +399,8 @@ def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
         dict(term, matchExpressions=list(term.get("matchExpressions", [])) + extra)
         for term in terms for extra in wanted
     ]
+
+
 def rebuild_root_volume(server_uuid: str, request_id: str) -> str:
     """Name of the root DataVolume a rebuild gives the server: new for each rebuild (the request
     names it), so the new disk never adopts the old one's claim."""

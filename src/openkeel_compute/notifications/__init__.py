@@ -1,23 +1,37 @@
 """Nova-compatible versioned notifications sent through oslo.messaging.
 
-``FlavorNotifier`` publishes ``flavor.create``, ``flavor.update`` and ``flavor.delete``
-with a FlavorPayload 1.4; see :mod:`openkeel_compute.notifications.flavor` for which API
-operation calls which method. ``register_opts`` / ``list_opts`` cover the
-``[notifications]`` and ``[oslo_messaging_notifications]`` options.
+``ApiNotifier`` is the API process's one notifier (one transport): ``flavor.create``,
+``flavor.update`` and ``flavor.delete`` with a FlavorPayload 1.4 (see
+:mod:`openkeel_compute.notifications.flavor`) and ``keypair.{create,import,delete}.{start,end}``
+with a KeypairPayload 1.0 (see :mod:`openkeel_compute.notifications.keypair`).
+``register_opts`` / ``list_opts`` cover the ``[notifications]`` and
+``[oslo_messaging_notifications]`` options.
 """
 
-from openkeel_compute.notifications.flavor import (
-    FlavorAction,
-    FlavorNotifier,
-    build_flavor_payload,
-    notifications_enabled,
+from openkeel_compute.notifications.base import notifications_enabled
+from openkeel_compute.notifications.flavor import FlavorAction, FlavorNotifier, build_flavor_payload
+from openkeel_compute.notifications.keypair import (
+    KeypairAction,
+    KeypairNotifier,
+    Phase,
+    build_keypair_payload,
 )
 from openkeel_compute.notifications.options import list_opts, register_opts
 
+
+class ApiNotifier(FlavorNotifier, KeypairNotifier):
+    """Every event the API sends, over one oslo.messaging transport."""
+
+
 __all__ = [
+    "ApiNotifier",
     "FlavorAction",
     "FlavorNotifier",
+    "KeypairAction",
+    "KeypairNotifier",
+    "Phase",
     "build_flavor_payload",
+    "build_keypair_payload",
     "list_opts",
     "notifications_enabled",
     "register_opts",

@@ -46,25 +46,15 @@ coerces them when it reads the database row.
 from __future__ import annotations
 
 import enum
-import logging
-import socket
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from oslo_config import cfg
+from openkeel_compute.notifications.base import VersionedNotifier, envelope, notifications_enabled
 
-from openkeel_compute.notifications import options
-
-if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really sends
-    import oslo_messaging
-
-LOG = logging.getLogger(__name__)
+__all__ = ["FlavorAction", "FlavorNotifier", "build_flavor_payload", "notifications_enabled"]
 
 PAYLOAD_NAME = "FlavorPayload"
 PAYLOAD_VERSION = "1.4"
-PAYLOAD_NAMESPACE = "nova"
-# Nova's publisher "source" for notifications emitted by the API service.
-PUBLISHER_SOURCE = "nova-api"
 
 FlavorDict = Mapping[str, Any]
 
@@ -133,96 +123,12 @@ def build_flavor_payload_data(flavor: FlavorDict, action: FlavorAction) -> dict[
 
 
 def build_flavor_payload(flavor: FlavorDict, action: FlavorAction) -> dict[str, Any]:
-    """Return the complete FlavorPayload 1.4 envelope Nova puts in the message's ``payload``.
-
-    Nova resets the change tracking before serialising, so no ``nova_object.changes``
-    key is ever present.
-    """
-    return {
-        "nova_object.name": PAYLOAD_NAME,
-        "nova_object.namespace": PAYLOAD_NAMESPACE,
-        "nova_object.version": PAYLOAD_VERSION,
-        "nova_object.data": build_flavor_payload_data(flavor, action),
-    }
+    """Return the complete FlavorPayload 1.4 envelope Nova puts in the message's ``payload``."""
+    return envelope(PAYLOAD_NAME, PAYLOAD_VERSION, build_flavor_payload_data(flavor, action))
 
 
-def _request_context_serializer() -> oslo_messaging.Serializer:
-    """An oslo.messaging serializer (built on first use: the import is heavy)."""
-    import oslo_messaging
-
-    class _RequestContextSerializer(oslo_messaging.Serializer):
-        """Send the payload as is and the request context as its dict.
-
-        oslo.messaging hands us a redacted copy of the context (or ``{}`` when there is
-        none); the AMQP drivers flatten the dict into ``_context_*`` message keys.
-        """
-
-        def serialize_entity(self, ctxt: Any, entity: Any) -> Any:
-            return entity
-
-        def deserialize_entity(self, ctxt: Any, entity: Any) -> Any:
-            return entity
-
-        def serialize_context(self, ctxt: Any) -> dict[str, Any]:
-            to_dict = getattr(ctxt, "to_dict", None)
-            return to_dict() if callable(to_dict) else dict(ctxt or {})
-
-        def deserialize_context(self, ctxt: Any) -> Any:
-            return ctxt
-
-    return _RequestContextSerializer()
-
-
-def _ensure_registered(conf: cfg.ConfigOpts) -> None:
-    """Register the options unless the configuration owner already did (and maybe re-defaulted them)."""
-    try:
-        conf.notifications.notification_format  # noqa: B018 - probing for registration
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-        options.register_opts(conf)
-    if conf.notifications.notification_format not in ("versioned", "both"):
-        return
-    try:
-        conf.oslo_messaging_notifications.driver  # noqa: B018
-    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
-        options.register_messaging_opts(conf)
-
-
-def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
-    """Whether flavor notifications would leave the process with this configuration.
-
-    Flavor events exist only in the versioned format, so ``notification_format`` must
-    be ``versioned`` or ``both``; and a driver other than ``noop`` must be configured.
-    """
-    _ensure_registered(conf)
-    if conf.notifications.notification_format not in ("versioned", "both"):
-        return False
-    drivers = set(conf.oslo_messaging_notifications.driver) - {"noop"}
-    return bool(drivers)
-
-
-class FlavorNotifier:
-    """Publishes Nova-compatible versioned flavor notifications through oslo.messaging.
-
-    When notifications are disabled no transport is created and every method returns
-    after one attribute check. When they are enabled, a failure to publish is logged and
-    swallowed: a notification must never fail the API request that caused it.
-    """
-
-    def __init__(self, conf: cfg.ConfigOpts, host: str | None = None) -> None:
-        self.publisher_id = f"{PUBLISHER_SOURCE}:{host or socket.gethostname()}"
-        self.enabled = notifications_enabled(conf)
-        self._transport: oslo_messaging.Transport | None = None
-        self._notifier: oslo_messaging.Notifier | None = None
-        if self.enabled:
-            import oslo_messaging
-
-            self._transport = oslo_messaging.get_notification_transport(conf)
-            self._notifier = oslo_messaging.Notifier(
-                self._transport,
-                publisher_id=self.publisher_id,
-                serializer=_request_context_serializer(),
-                topics=conf.notifications.versioned_notifications_topics,
-            )
+class FlavorNotifier(VersionedNotifier):
+    """Sends the flavor events; see the table at the top of this module for which call is whose."""
 
     def flavor_create(self, flavor: FlavorDict, context: Any = None) -> None:
         """Send ``flavor.create`` for a flavor that has just been created."""
@@ -236,25 +142,8 @@ class FlavorNotifier:
         """Send ``flavor.delete`` with the flavor as it was before deletion."""
         self._emit(FlavorAction.DELETE, flavor, context)
 
-    def close(self) -> None:
-        """Release the broker connections; the notifier sends nothing afterwards."""
-        self.enabled = False
-        if self._transport is not None:
-            self._transport.cleanup()
-            self._transport = None
-            self._notifier = None
-
     def _emit(self, action: FlavorAction, flavor: FlavorDict, context: Any) -> None:
-        if not self.enabled or self._notifier is None:
+        if not self.enabled:  # the common case: one attribute check and nothing else
             return
-        try:
-            payload = build_flavor_payload(flavor, action)
-            # oslo.messaging already logs and swallows driver errors; this also covers
-            # a malformed flavor dict, which must not turn into a 500 after the commit.
-            self._notifier.info(context, action.event_type, payload)
-        except Exception:
-            LOG.exception(
-                "Could not send %s notification for flavor %s",
-                action.event_type,
-                flavor.get("flavorid") if isinstance(flavor, Mapping) else flavor,
-            )
+        subject = "flavor " + str(flavor.get("flavorid") if isinstance(flavor, Mapping) else flavor)
+        self._send(action.event_type, lambda: build_flavor_payload(flavor, action), context, subject)

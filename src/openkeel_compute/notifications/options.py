@@ -46,9 +46,10 @@ notifications_opts: list[cfg.Opt] = [
         ],
         deprecated_group="DEFAULT",
         help=(
-            "Which notification format to emit, with Nova's meaning. Flavor notifications "
-            "exist only in the versioned format, so they are sent when this is 'versioned' "
-            "or 'both' and never with the default 'unversioned'. Notifications can also be "
+            "Which notification format to emit, with Nova's meaning. Flavor and key pair "
+            "notifications are sent in the versioned format only (flavors have no other; "
+            "Nova's legacy key pair notifications are not emitted), so they are sent when this "
+            "is 'versioned' or 'both' and never with the default 'unversioned'. Notifications can also be "
             "switched off entirely with driver=noop in [oslo_messaging_notifications]."
         ),
     ),
@@ -57,7 +58,7 @@ notifications_opts: list[cfg.Opt] = [
         default=["versioned_notifications"],
         help=(
             "Topics the versioned notifications are published on; each topic receives "
-            "its own copy (routing key '<topic>.info' for flavor notifications)."
+            "its own copy (routing key '<topic>.info' for flavor and key pair notifications)."
         ),
     ),
 ]
@@ -86,7 +87,7 @@ def _control_exchange_opt() -> cfg.Opt:
 def register_opts(conf: cfg.ConfigOpts) -> None:
     """Register [notifications] on ``conf``; oslo.messaging's groups come later, when needed.
 
-    With the default ``notification_format = unversioned`` no flavor notification is ever
+    With the default ``notification_format = unversioned`` no flavor or key pair notification is ever
     sent, so oslo.messaging is not even imported; otherwise ``FlavorNotifier`` registers its
     groups (``register_messaging_opts``). oslo.config reads values of options registered after
     the files were parsed, so nothing set in a file is lost.

@@ -9,6 +9,7 @@ EXTENDED_ATTRIBUTES = "os_compute_api:os-extended-server-attributes"
 INSTANCE_ACTIONS = "os_compute_api:os-instance-actions:%s"
 SERVER_TAGS = "os_compute_api:os-server-tags:%s"
 SERVER_METADATA = "os_compute_api:server-metadata:%s"
+REQUESTED_DESTINATION = "compute:servers:create:requested_destination"
 
 
 def _rule(name, check_str, description, operations):
@@ -47,6 +48,14 @@ rules = [
           [{"method": "POST", "path": "/servers"}]),
     _rule(SERVERS % "create:attach_network", "rule:project_member_api",
           "Create a server with the requested networks", [{"method": "POST", "path": "/servers"}]),
+    _rule(SERVERS % "create:forced_host", base.ADMIN,
+          "Create a server on the named node (availability_zone 'zone:host', 'zone:host:node' or 'zone::node'), "
+          "bypassing the scheduler's checks",
+          [{"method": "POST", "path": "/servers"}]),
+    _rule(REQUESTED_DESTINATION, base.ADMIN,
+          "Create a server on the requested host and/or hypervisor_hostname (from microversion 2.74); the node "
+          "must exist and the scheduler's checks still apply",
+          [{"method": "POST", "path": "/servers"}]),
     _rule(SERVERS % "create:attach_volume", "rule:project_member_api",
           "Create a server with the requested volumes", [{"method": "POST", "path": "/servers"}]),
     _rule(SERVERS % "create:zero_disk_flavor", base.ADMIN,

@@ -18,6 +18,9 @@ _INDEX_QUERY = {"2.0-2.74": schema.index_query, "2.75-2.101": schema.index_query
                 "2.102-": schema.index_query_v2102}
 
 
+_INT64_MIN, _INT64_MAX = -(2 ** 63), 2 ** 63 - 1
+
+
 def _include_extra_specs(req) -> bool:
     # From 2.61 extra specs are shown to whoever may list them; others silently get none.
     return req.version >= (2, 61) and common.can(req, EXTRA_SPECS_INDEX, fatal=False)
@@ -41,10 +44,8 @@ def _parse_is_public(value):
 
 def _list_query(req) -> catalog.ListQuery:
     q = req.query
-    conf = common.services(req).conf
     lq = catalog.ListQuery(sort_key=_last(q, "sort_key") or "flavorid", sort_dir=_last(q, "sort_dir") or "asc")
-    limit = _last(q, "limit")
-    lq.limit = min(conf.api.max_limit, int(limit)) if limit is not None else conf.api.max_limit
+    lq.limit = common.limit(req)
     lq.marker = _last(q, "marker")
     if req.context.is_admin:
         lq.is_public = _parse_is_public(_last(q, "is_public"))
@@ -55,9 +56,12 @@ def _list_query(req) -> catalog.ListQuery:
         if param in q:
             raw = _last(q, param)
             try:
-                setattr(lq, attr, int(raw))
+                value = int(raw)
             except ValueError:
                 raise faults.BadRequest(f"Invalid {param} filter [{raw}]") from None
+            if not _INT64_MIN <= value <= _INT64_MAX:  # Nova's database driver overflows: a bad filter
+                raise faults.BadRequest(f"Invalid {param} filter [{raw}]")
+            setattr(lq, attr, value)
     if "name" in q:
         lq.name_regex = _last(q, "name")
     return lq

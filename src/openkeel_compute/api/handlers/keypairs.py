@@ -57,6 +57,9 @@ def create(req):
     private_key = None
     with common.read(req) as conn:
         quotas.check_key_pairs(conn, conf, req.context.project_id, user_id, keypairs.count_for_user(conn, user_id))
+    action = "import" if "public_key" in params else "create"
+    common.notify_keypair(req, action, "start", {"user_id": user_id, "name": name, "type": key_type,
+                                                 "public_key": params.get("public_key")})
     with common.domain_errors():
         if "public_key" in params:
             public_key = params["public_key"]
@@ -70,6 +73,7 @@ def create(req):
         # Checked again where it is written, so that concurrent imports never pass the limit.
         quotas.check_key_pairs(conn, conf, req.context.project_id, user_id, keypairs.count_for_user(conn, user_id))
         keypair = keypairs.create(conn, user_id, name, key_type, public_key, fingerprint)
+    common.notify_keypair(req, action, "end", keypair)
     body = {}
     if private_key is not None:
         body["private_key"] = private_key
@@ -87,8 +91,7 @@ def index(req):
     paged = req.at_least(2, 35)
     max_limit = common.services(req).conf.api.max_limit
     if paged:
-        raw = _last(req, "limit")
-        limit = min(max_limit, int(raw)) if raw is not None else max_limit
+        limit = common.limit(req)
         marker = _last(req, "marker")
     with common.read(req) as conn:
         rows = keypairs.list_for_user(conn, user_id, limit=limit, marker=marker)
@@ -124,8 +127,15 @@ def show(req, keypair_name):
 def delete(req, keypair_name):
     user_id = _user(req)
     common.can(req, rules.KEYPAIRS % "delete", {"user_id": user_id})
+    keypair = None
+    if common.services(req).notifier is not None:  # the payload needs the pair as it was
+        with common.read(req) as conn:
+            keypair = keypairs.get(conn, user_id, keypair_name)
+        common.notify_keypair(req, "delete", "start", keypair)
     with common.write(req) as conn:
         keypairs.destroy(conn, user_id, keypair_name)
+    if keypair is not None:
+        common.notify_keypair(req, "delete", "end", keypair)
     if req.at_least(2, 2):
         return Response(None, status=204)
     return Response(None, status=202, content_type="text/html; charset=UTF-8")

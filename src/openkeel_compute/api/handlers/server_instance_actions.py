@@ -71,8 +71,7 @@ def index(req, server_id):
         before = _parse(q["changes-before"][-1]) if "changes-before" in q else None
         if since is not None and before is not None and before < since:
             raise faults.BadRequest("The value of changes-since must be less than or equal to changes-before.")
-        max_limit = common.services(req).conf.api.max_limit
-        limit = min(int(q["limit"][-1]), max_limit) if "limit" in q else max_limit
+        limit = common.limit(req)
         kwargs = {"limit": limit, "marker": q["marker"][-1] if "marker" in q else None,
                   "changes_since": since, "changes_before": before}
     with compute_errors(), common.read(req) as conn:

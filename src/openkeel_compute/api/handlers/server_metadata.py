@@ -26,9 +26,9 @@ QUERY = {"2.0-2.101": {"type": "object", "properties": {}, "additionalProperties
          "2.102-": {"type": "object", "properties": {}, "additionalProperties": False}}
 
 
-def _read(req, server_id: str, rule: str):
+def _read(req, server_id: str, rule: str, *, lock: bool = False):
     def run(conn):
-        row = read_server(conn, req, server_id)
+        row = read_server(conn, req, server_id, for_update=lock)
         common.can(req, rules.SERVER_METADATA % rule, {"project_id": row["project_id"]})
         return row
     return run
@@ -36,7 +36,7 @@ def _read(req, server_id: str, rule: str):
 
 def _change(req, server_id: str, rule: str, metadata: dict[str, str], *, replace: bool, action: str) -> dict:
     with compute_errors(), common.write(req) as conn:
-        row = _read(req, server_id, rule)(conn)
+        row = _read(req, server_id, rule, lock=True)(conn)
         try:
             actions.check(action, row, is_admin=bool(req.context.is_admin))
         except errors.InstanceInvalidState as exc:
@@ -99,11 +99,11 @@ def update(req, server_id, key):
 @wsgi_path_params
 def delete(req, server_id, key):
     with compute_errors(), common.write(req) as conn:
-        row = _read(req, server_id, "delete")(conn)
+        row = _read(req, server_id, "delete", lock=True)(conn)
         metadata = instances.metadata_of(conn, row["uuid"])
         if key not in metadata:
             raise faults.NotFound("Metadata item was not found")
         actions.check("delete metadata", row, is_admin=bool(req.context.is_admin))
-        del metadata[key]
-        instances.set_metadata(conn, row["uuid"], metadata)
+        if not instances.delete_metadata_item(conn, row["uuid"], key):  # a parallel delete won
+            raise faults.NotFound("Metadata item was not found")
     return Response(None)

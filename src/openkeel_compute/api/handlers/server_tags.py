@@ -28,7 +28,8 @@ _NO_BODY = "text/html; charset=UTF-8"
 def _server(conn, req, server_id: str, rule: str, *, action: str | None = None) -> dict:
     """The rule on the server's project first (as Nova does with its mapping), then the server."""
     try:
-        row = instances.get(conn, server_id, read_deleted="yes")
+        # a write (action given) locks the server's row: parallel tag writes take turns
+        row = instances.get(conn, server_id, read_deleted="yes", for_update=action is not None)
     except errors.InstanceNotFound:
         raise faults.NotFound(f"Instance {server_id} has no mapping to a cell.") from None
     common.can(req, rules.SERVER_TAGS % rule, {"project_id": row["project_id"]})

@@ -32,9 +32,12 @@ def shown(req, target: dict | None, *, server_groups: bool = False) -> view.Show
         server_groups=server_groups)
 
 
-def read_server(conn, req, server_id: str) -> dict:
-    """A live server the caller may see: another project's server is "not found" to non-admins."""
-    row = instances.get(conn, server_id)
+def read_server(conn, req, server_id: str, *, for_update: bool = False) -> dict:
+    """A live server the caller may see: another project's server is "not found" to non-admins.
+
+    ``for_update`` locks its row until the transaction ends: writes of the server's children (tags,
+    metadata) that read before they write take their turns, one after the other."""
+    row = instances.get(conn, server_id, for_update=for_update)
     if not req.context.is_admin and row["project_id"] != req.context.project_id:
         raise errors.InstanceNotFound(server_id)
     return row

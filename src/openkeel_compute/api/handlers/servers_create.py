@@ -13,6 +13,7 @@ controller. A refusal writes nothing.
 from __future__ import annotations
 
 import json
+import logging
 import secrets
 import urllib.parse
 import uuid as uuidlib
@@ -29,6 +30,8 @@ from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.images import glance
 from openkeel_compute.policies import servers as rules
+
+LOG = logging.getLogger(__name__)
 
 _TRUE = {"true", "1", "on", "yes", "y", "t"}
 # Nova's generated passwords: 12 characters of this alphabet (no look-alike characters).
@@ -74,14 +77,67 @@ def _kernel_and_ramdisk(image: dict) -> dict:
     return {"kernel_id": kernel_id or "", "ramdisk_id": ramdisk_id or ""}
 
 
-def _availability_zone(value) -> tuple[str | None, bool]:
-    """The zone asked for and whether a host or node was named too (Nova's legacy "zone:host:node")."""
+def _availability_zone(value) -> tuple[str | None, str | None, str | None]:
+    """(zone, forced host, forced node) of Nova's legacy "zone:host", "zone:host:node" and "zone::node"."""
     if not value or ":" not in value:
-        return value, False
-    parts = value.split(":")
-    if len(parts) > 3:
-        raise faults.BadRequest("Invalid input received: Unable to parse availability_zone")
-    return parts[0], any(parts[1:])
+        return value, None, None
+    colons = value.count(":")
+    if colons == 1:
+        zone, host = value.split(":")
+        return zone, host, None
+    if colons == 2:
+        if "::" in value:
+            zone, node = value.split("::")
+            return zone, None, node
+        zone, host, node = value.split(":")
+        return zone, host, node
+    raise faults.BadRequest("Invalid input received: Unable to parse availability_zone")
+
+
+def _forced_host_zone(req, zone: str | None, host: str | None) -> str | None:
+    """The zone a server forced onto ``host`` keeps: the one asked for only if the node is in it.
+
+    As Nova does with host aggregates: a node without a zone label is in the default zone, so asking
+    for the default zone there is kept; any other mismatch drops the zone (the node decides), with a
+    warning, rather than refusing.
+    """
+    default = networks_state.default_zone(common.services(req).conf)
+    with common.read(req) as conn:
+        host_zone = networks_state.node_zone(conn, host, default)
+    if zone == (host_zone or default):
+        return zone
+    LOG.warning("Requested availability zone '%s' but forced host '%s' is not in it; ignoring the requested "
+                "availability zone", zone, host)
+    return None
+
+
+def _check_destination(req, host: str | None, node: str | None) -> None:
+    """A requested host and/or hypervisor_hostname (2.74) must be a node of the cluster, with Nova's 400.
+
+    On Kubernetes a node is both the host and the hypervisor: both names, when given, must be the same
+    known node.
+    """
+    with common.read(req) as conn:
+        known = networks_state.known_nodes(conn, (host, node))
+    if host and host not in known:
+        raise faults.BadRequest(f"Compute host {host} could not be found.")
+    if node and (node not in known or (host and node != host)):
+        raise faults.BadRequest(f"Compute host {host or node} could not be found.")
+
+
+def _destination(req, server: dict, forced_host: str | None, forced_node: str | None) -> dict:
+    """The system metadata that pins the server to a node (compute/names.py), after the policy checks."""
+    requested_host, requested_node = server.get("host"), server.get("hypervisor_hostname")
+    if req.version >= (2, 74) and (requested_host or requested_node):
+        common.can(req, rules.REQUESTED_DESTINATION, _target(req))
+        if forced_host or forced_node:
+            raise faults.BadRequest("One mechanism with host and/or hypervisor_hostname and another mechanism "
+                                    "with zone:host:node are mutually exclusive.")
+        return {names.REQUESTED_HOST: requested_host, names.REQUESTED_NODE: requested_node}
+    if forced_host or forced_node:
+        return {names.REQUESTED_HOST: forced_host, names.REQUESTED_NODE: forced_node,
+                names.FORCED_DESTINATION: "True"}
+    return {}
 
 
 def _image_ref(server: dict) -> str:
@@ -163,7 +219,14 @@ def create(req):
     if "hostname" in server and max_count > 1:
         raise faults.BadRequest("Unable to allocate a single hostname to multiple instances")
 
-    requested_zone, forced = _availability_zone(server.get("availability_zone"))
+    requested_zone, forced_host, forced_node = _availability_zone(server.get("availability_zone"))
+    forced = bool(forced_host or forced_node)
+    zone = requested_zone or common.services(req).conf.default_schedule_zone
+    if forced:
+        common.can(req, rules.SERVERS % "create:forced_host", _target(req, server))
+        zone = _forced_host_zone(req, zone, forced_host)
+    destination = {key: value for key, value in _destination(req, server, forced_host, forced_node).items()
+                   if value}
     options.check_network_form(networks)
     image_id = _image_ref(server)
     # a flavor's link is as good as its id (its last path segment), as in Nova
@@ -175,7 +238,6 @@ def create(req):
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
     conf = common.services(req).conf
-    zone = requested_zone or conf.default_schedule_zone
     if zone and not forced:
         _check_zone(req, zone)
     image = fetch_image(req, image_id)
@@ -192,6 +254,8 @@ def create(req):
             zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req), fatal=False))
     except boot_checks.BootRefused as exc:
         raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
+    if destination and not forced:
+        _check_destination(req, destination.get(names.REQUESTED_HOST), destination.get(names.REQUESTED_NODE))
 
     hints = options.scheduler_hints(req.body)
     system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
@@ -213,6 +277,7 @@ def create(req):
     }
     # what the server keeps of its image (2.98 shows it; the controller builds from it), as Nova does
     system_metadata.update(image_meta.system_metadata(image, flavor), image_base_image_ref=image_id)
+    system_metadata.update(destination)  # a node to run on: the controller pins the VM to it
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
     actor = actor_of(req)

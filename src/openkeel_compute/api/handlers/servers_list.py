@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 
 from oslo_utils import strutils, timeutils
-from sqlalchemy import String, and_, cast, exists, select
+from sqlalchemy import Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers.servers import compute_errors, shown
@@ -16,6 +17,7 @@ from openkeel_compute.api.wsgi import operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import instances, networks
+from openkeel_compute.db import regex
 from openkeel_compute.db.models import INSTANCES, TAGS
 from openkeel_compute.policies import servers as rules
 
@@ -121,17 +123,28 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
     if where is None:
         return None
     clauses = [where]
+    tests: list[regex.Test] = []
     for name, value in search.items():
         if name in _EXACT and not (name == "vm_state" and statuses):
             if name in ("project_id", "tenant_id") and not all_tenants:
                 continue
             if name == "tenant_id" and "project_id" in search:
                 continue
-            clauses.append(INSTANCES.c[_EXACT[name]] == value)
+            column = INSTANCES.c[_EXACT[name]]
+            if isinstance(column.type, Integer):
+                # an integer column equals no text but an integer's (PostgreSQL refuses to compare)
+                try:
+                    value = int(value)
+                except ValueError:
+                    return None
+            clauses.append(column == value)
         elif name in _REGEX:
-            clauses.append(INSTANCES.c[_REGEX[name]].regexp_match(value))
+            tests.append((INSTANCES.c[_REGEX[name]], functools.partial(regex.search, _pattern(name, value))))
         elif name in _REGEX_INTEGER:
-            clauses.append(cast(INSTANCES.c[_REGEX_INTEGER[name]], String).regexp_match(value))
+            tests.append((INSTANCES.c[_REGEX_INTEGER[name]], functools.partial(regex.search, _pattern(name, value))))
+        elif name in ("ip", "ip6"):
+            tests.append((I.network_info, functools.partial(_ip_matches, _pattern(name, value),
+                                                            4 if name == "ip" else 6)))
     if "flavor" in search:
         try:
             flavor = catalog.get(conn, search["flavor"])
@@ -144,7 +157,18 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
         for name in _TAG_FILTERS:
             if name in search:
                 clauses.append(_tag_clause(name, search[name].split(",")))
-    return and_(*clauses)
+    # Regular expressions are matched last, in linear time, on the rows the other criteria keep.
+    return regex.narrow(conn, I.uuid, and_(*clauses), tests)
+
+
+def _pattern(name: str, value: str):
+    """A filter's pattern for the linear-time engine; what it cannot run is refused as Nova's
+    query validation refuses a pattern that is not a regular expression."""
+    try:
+        return regex.compile_pattern(value)
+    except (re.error, regex.Unsupported):
+        raise faults.BadRequest(
+            f"Invalid input for query parameters {name}. Value: {value}. {value!r} is not a 'regex'") from None
 
 
 def _tag_clause(name: str, tags: list[str]):
@@ -161,8 +185,8 @@ def _tag_clause(name: str, tags: list[str]):
     return ~any_of
 
 
-def _ip_matches(row: dict, pattern: re.Pattern, version: int) -> bool:
-    addresses = json.loads(row["network_info"]) if row["network_info"] else {}
+def _ip_matches(pattern, version: int, network_info: str | None) -> bool:
+    addresses = json.loads(network_info) if network_info else {}
     return any(pattern.search(a["addr"]) for net in addresses.values() for a in net if a.get("version") == version)
 
 
@@ -188,17 +212,10 @@ def _list(req, collection_name: str, detail: bool) -> dict:
         common.can(req, rules.SERVERS % ("detail:get_all_tenants" if detail else "index:get_all_tenants"))
     keys, dirs = _sort(req)
     max_limit = common.services(req).conf.api.max_limit
-    limit = min(int(q["limit"][-1]), max_limit) if "limit" in q else max_limit
+    limit = common.limit(req)
     marker = q["marker"][-1] if "marker" in q else None
-    ip_filters = [(re.compile(search[n]), 4 if n == "ip" else 6) for n in ("ip", "ip6") if n in search]
     with compute_errors(), common.read(req) as conn:
         where = _where(req, conn, search, q, all_tenants)
-        if ip_filters:
-            # Addresses are JSON text: match them here, then page the matching servers.
-            candidates = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs)
-            uuids = [r["uuid"] for r in candidates
-                     if all(_ip_matches(r, pattern, v) for pattern, v in ip_filters)]
-            where = and_(where, I.uuid.in_(uuids)) if uuids else None
         rows = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
                                    columns=None if detail else _BRIEF_COLUMNS)
         if detail:

@@ -217,7 +217,10 @@ _c237 = _with(_c219, networks=_NETWORKS_V237)
 _c242 = _with(_c219, networks=_NETWORKS_V242)
 _c252 = _with(_c242, tags={"type": "array", "items": _TAG, "maxItems": 50})
 _c257 = _with(_c252, personality=None, user_data={"type": "string", "format": "base64", "maxLength": 65535})
-_c290 = _with(_c257, hostname={"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
+# 2.74: a requested destination, as Nova's fqdn parameter type (underscores allowed)
+_FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
+_c274 = _with(_c257, host=_FQDN, hypervisor_hostname=_FQDN)
+_c290 = _with(_c274, hostname={"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
                                 "minLength": 2, "maxLength": 63})
 _c294 = _with(_c290, hostname={"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255})
 
@@ -229,7 +232,8 @@ CREATE_BODY = {
     "2.37-2.41": _create(_c237, networks_required=True),
     "2.42-2.51": _create(_c242, networks_required=True),
     "2.52-2.56": _create(_c252, networks_required=True),
-    "2.57-2.89": _create(_c257, networks_required=True),
+    "2.57-2.73": _create(_c257, networks_required=True),
+    "2.74-2.89": _create(_c274, networks_required=True),
     "2.90-2.93": _create(_c290, networks_required=True),
     "2.94-": _create(_c294, networks_required=True),
 }

@@ -1,0 +1,136 @@
+"""What every versioned notification shares: the gate, the transport and the envelope.
+
+Nova's API service publishes its versioned notifications with priority ``INFO`` and publisher id
+``nova-api:<host>``; each payload is a versioned object (``nova_object.name``, ``.namespace``,
+``.version``, ``.data``) without ``nova_object.changes``, because Nova resets the change tracking
+before it serialises. ``VersionedNotifier`` holds the one oslo.messaging notifier of a process;
+the per-object modules (flavor, keypair) only build payloads and name events.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from oslo_config import cfg
+
+from openkeel_compute.notifications import options
+
+if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really sends
+    import oslo_messaging
+
+LOG = logging.getLogger(__name__)
+
+PAYLOAD_NAMESPACE = "nova"
+# Nova's publisher "source" for notifications emitted by the API service.
+PUBLISHER_SOURCE = "nova-api"
+
+
+def envelope(name: str, version: str, data: dict[str, Any]) -> dict[str, Any]:
+    """A payload object in Nova's versioned-object envelope."""
+    return {
+        "nova_object.name": name,
+        "nova_object.namespace": PAYLOAD_NAMESPACE,
+        "nova_object.version": version,
+        "nova_object.data": data,
+    }
+
+
+def _request_context_serializer() -> oslo_messaging.Serializer:
+    """An oslo.messaging serializer (built on first use: the import is heavy)."""
+    import oslo_messaging
+
+    class _RequestContextSerializer(oslo_messaging.Serializer):
+        """Send the payload as is and the request context as its dict.
+
+        oslo.messaging hands us a redacted copy of the context (or ``{}`` when there is
+        none); the AMQP drivers flatten the dict into ``_context_*`` message keys.
+        """
+
+        def serialize_entity(self, ctxt: Any, entity: Any) -> Any:
+            return entity
+
+        def deserialize_entity(self, ctxt: Any, entity: Any) -> Any:
+            return entity
+
+        def serialize_context(self, ctxt: Any) -> dict[str, Any]:
+            to_dict = getattr(ctxt, "to_dict", None)
+            return to_dict() if callable(to_dict) else dict(ctxt or {})
+
+        def deserialize_context(self, ctxt: Any) -> Any:
+            return ctxt
+
+    return _RequestContextSerializer()
+
+
+def _ensure_registered(conf: cfg.ConfigOpts) -> None:
+    """Register the options unless the configuration owner already did (and maybe re-defaulted them)."""
+    try:
+        conf.notifications.notification_format  # noqa: B018 - probing for registration
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        options.register_opts(conf)
+    if conf.notifications.notification_format not in ("versioned", "both"):
+        return
+    try:
+        conf.oslo_messaging_notifications.driver  # noqa: B018
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        options.register_messaging_opts(conf)
+
+
+def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
+    """Whether versioned notifications would leave the process with this configuration.
+
+    Flavor and key pair events are sent only in the versioned format, so ``notification_format``
+    must be ``versioned`` or ``both``; and a driver other than ``noop`` must be configured.
+    """
+    _ensure_registered(conf)
+    if conf.notifications.notification_format not in ("versioned", "both"):
+        return False
+    drivers = set(conf.oslo_messaging_notifications.driver) - {"noop"}
+    return bool(drivers)
+
+
+class VersionedNotifier:
+    """Publishes Nova-compatible versioned notifications through oslo.messaging.
+
+    When notifications are disabled no transport is created and every send returns after one
+    attribute check. When they are enabled, a failure to publish is logged and swallowed: a
+    notification must never fail the API request that caused it.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, host: str | None = None) -> None:
+        self.publisher_id = f"{PUBLISHER_SOURCE}:{host or socket.gethostname()}"
+        self.enabled = notifications_enabled(conf)
+        self._transport: oslo_messaging.Transport | None = None
+        self._notifier: oslo_messaging.Notifier | None = None
+        if self.enabled:
+            import oslo_messaging
+
+            self._transport = oslo_messaging.get_notification_transport(conf)
+            self._notifier = oslo_messaging.Notifier(
+                self._transport,
+                publisher_id=self.publisher_id,
+                serializer=_request_context_serializer(),
+                topics=conf.notifications.versioned_notifications_topics,
+            )
+
+    def close(self) -> None:
+        """Release the broker connections; the notifier sends nothing afterwards."""
+        self.enabled = False
+        if self._transport is not None:
+            self._transport.cleanup()
+            self._transport = None
+            self._notifier = None
+
+    def _send(self, event_type: str, build_payload, context: Any, subject: Any) -> None:
+        """Build the payload and publish it at INFO; ``subject`` names the object in a failure's log line."""
+        if not self.enabled or self._notifier is None:
+            return
+        try:
+            payload = build_payload()
+            # oslo.messaging already logs and swallows driver errors; this also covers a malformed
+            # object, which must not turn into a 500 after the commit.
+            self._notifier.info(context, event_type, payload)
+        except Exception:
+            LOG.exception("Could not send %s notification for %s", event_type, subject)

@@ -1,0 +1,173 @@
+"""Inputs that once gave a server error, a stalled worker or an engine-dependent answer: each now
+has one answer, the same on SQLite, PostgreSQL and MariaDB, in Nova's fault format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from openkeel_compute.db import regex
+from tests.reliability import world as w
+
+NUL_REFUSED = "Invalid input received: {} contains a NUL character or an invalid Unicode character."
+MALFORMED = "Malformed request body"
+LIMIT = "Invalid input received: limit must be an integer"
+
+
+def _get(world, path: str, query: str = "", version: str = "2.1", token: str = w.ADMIN) -> w.Answer:
+    return w.call(world.app, "GET", "/v2.1" + path, query=query,
+                  headers={"X-Auth-Token": token, "OpenStack-API-Version": f"compute {version}"})
+
+
+def _send(world, method: str, path: str, raw: bytes, version: str = "2.1", token: str = w.ADMIN,
+          chunked: bool = False) -> w.Answer:
+    headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"compute {version}",
+               "Content-Type": "application/json"}
+    return w.call(world.app, method, "/v2.1" + path, headers=headers, body=raw, chunked=chunked)
+
+
+def _fault(answer: w.Answer) -> tuple[int, str]:
+    body = answer.json()
+    (fault,) = body.values()
+    assert fault["code"] == answer.status
+    return answer.status, fault["message"]
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("minRam=2147483648", []),  # beyond the column: nothing is that large
+    ("minDisk=9223372036854775807", []),
+    ("minRam=-2147483649", [w.FLAVOR]),  # below it: everything is
+])
+def test_size_filters_beyond_the_column_range(world, query, expected):
+    got = _get(world, "/flavors", query)
+    assert got.status == 200
+    assert [f["id"] for f in got.json()["flavors"] if f["id"] in (w.FLAVOR, "race-del")] == expected
+
+
+@pytest.mark.parametrize("param", ["minRam", "minDisk"])
+def test_size_filters_beyond_64_bits_are_bad_filters(world, param):
+    got = _get(world, "/flavors", f"{param}=9223372036854775808")
+    assert _fault(got) == (400, f"Invalid {param} filter [9223372036854775808]")
+
+
+@pytest.mark.parametrize(("method", "path", "query", "raw", "where"), [
+    ("GET", "/flavors/a\x00b", "", b"", "the URL"),
+    ("GET", "/servers/\x00", "", b"", "the URL"),
+    ("DELETE", f"/servers/{w.SERVER}/tags/a\x00b", "", b"", "the URL"),
+    ("GET", "/flavors", "marker=a%00b", b"", "the query string"),
+    ("GET", "/servers/detail", "marker=%00", b"", "the query string"),
+    ("GET", "/os-keypairs", "user_id=%00", b"", "the query string"),
+    ("POST", f"/flavors/{w.FLAVOR}/os-extra_specs", "", b'{"extra_specs": {"fz:x": "a\\u0000b"}}',
+     "the request body"),
+    ("POST", f"/flavors/{w.FLAVOR}/os-extra_specs", "", b'{"extra_specs": {"fz:x": "\\ud800"}}', None),
+    # the big number takes the standard library's parser, which reads the lone surrogate
+    ("POST", f"/flavors/{w.FLAVOR}/os-extra_specs", "",
+     b'{"extra_specs": {"fz:x": "\\ud800", "fz:y": 1234567890123456789}}', "the request body"),
+    ("PUT", f"/servers/{w.SERVER}/metadata/k", "", b'{"meta": {"k": "a\\u0000"}}', "the request body"),
+])
+def test_nul_and_unencodable_text_is_refused_everywhere(world, method, path, query, raw, where):
+    got = w.call(world.app, method, "/v2.1" + path, query=query, body=raw,
+                 headers={"X-Auth-Token": w.ADMIN, "OpenStack-API-Version": "compute 2.90",
+                          **({"Content-Type": "application/json"} if raw else {})})
+    # None: a lone surrogate that the JSON parser already refuses
+    assert _fault(got) == (400, NUL_REFUSED.format(where) if where else MALFORMED)
+
+
+def test_a_nul_in_the_token_project_is_refused(world):
+    got = _get(world, "/limits", token="a\x00:\x00")
+    assert _fault(got) == (400, NUL_REFUSED.format("the token's user or project"))
+
+
+def test_a_flavor_name_with_nul_gets_nova_name_message(world):
+    raw = b'{"flavor": {"name": "a\\u0000b", "ram": 1, "vcpus": 1, "disk": 1}}'
+    status, message = _fault(_send(world, "POST", "/flavors", raw))
+    assert status == 400 and message.startswith("An invalid 'name' value was provided.")
+
+
+@pytest.mark.parametrize(("path", "version"), [
+    ("/flavors", "2.1"), ("/servers", "2.1"), ("/servers/detail", "2.1"), ("/os-keypairs", "2.35"),
+    (f"/servers/{w.SERVER}/os-instance-actions", "2.58"),
+])
+def test_a_limit_that_is_a_newline(world, path, version):
+    assert _fault(_get(world, path, "limit=%0A", version=version, token=w.OWNER)) == (400, LIMIT)
+
+
+@pytest.mark.parametrize("raw", [
+    b"[" * 5000 + b"1234567890123456789" + b"]" * 5000,  # deeper than the stack, on the big-number path
+    b"[" * 5000 + b"1" + b"]" * 5000,
+    b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": NaN}}',
+    (b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": Infinity, '
+    b'"swap": 1234567890123456789}}'),
+    (b'{"flavor": {"name": "n", "ram": 1, "vcpus": 1, "disk": 1, "rxtx_factor": 1e400, '
+    b'"swap": 1234567890123456789}}'),
+])
+def test_bodies_that_are_not_json(world, raw):
+    assert _fault(_send(world, "POST", "/flavors", raw)) == (400, MALFORMED)
+    assert _fault(_send(world, "POST", f"/servers/{w.SERVER}/action", raw)) == (400, MALFORMED)
+
+
+def test_a_catastrophic_regex_answers_at_once_on_a_long_name(world):
+    # Python's backtracking engine needs 2^n steps for this pattern on an n-character name that
+    # does not end in X: this name would hold a worker for hours there.
+    name = "fz-" + "a" * 40
+    _send(world, "POST", "/flavors", json.dumps({"flavor": {"name": name, "ram": 1, "vcpus": 1, "disk": 1,
+                                                            "id": "fz-long"}}).encode())
+    got = _get(world, "/flavors", "name=(.*.*)*X", version="2.102")
+    assert (got.status, got.json()["flavors"]) == (200, [])
+    got = _get(world, "/flavors", "name=^fz-a%2B$", version="2.102")
+    assert [f["id"] for f in got.json()["flavors"]] == ["fz-long"]
+    got = _get(world, "/servers", "name=(.*.*)*X", token=w.OWNER)
+    assert (got.status, got.json()["servers"]) == (200, [])
+
+
+@pytest.mark.parametrize("pattern", ["(?a)x", "x++", "(?>a)", "\\N{DIGIT ONE}", "\\u00e9", "(a)\\1", "(?=a)"])
+def test_patterns_only_a_backtracking_engine_runs_are_bad_filters(world, pattern):
+    from urllib.parse import quote
+
+    status, message = _fault(_get(world, "/flavors", "name=" + quote(pattern), version="2.102"))
+    assert status == 400 and message.startswith(f"Invalid name filter [{pattern}]: ")
+    got = _get(world, "/servers", "name=" + quote(pattern), token=w.OWNER)
+    assert _fault(got) == (400, (f"Invalid input for query parameters name. Value: {pattern}. "
+                                f"{pattern!r} is not a 'regex'"))
+
+
+def test_python_named_groups_are_supported(world):
+    got = _get(world, "/flavors", "name=(?P<n>fz)-public", version="2.102")
+    assert [f["id"] for f in got.json()["flavors"]] == [w.FLAVOR]
+    got = _get(world, "/servers", "ip=192%5C.168", token=w.OWNER)
+    assert [s["id"] for s in got.json()["servers"]] == [w.SERVER]
+
+
+def test_the_regex_engine_is_linear():
+    assert regex.supported("(.*.*)*X") and not regex.supported("(a)\\1") and not regex.supported("(")
+    pattern = regex.compile_pattern("(.*.*)*X")
+    assert not regex.search(pattern, "a" * 10000) and regex.search(pattern, "aX")
+    assert not regex.search(pattern, None) and regex.search(regex.compile_pattern("^1$"), 1)
+
+
+def test_a_chunked_body_is_read(world):
+    raw = json.dumps({"flavor": {"description": "sent in chunks"}}).encode()
+    got = _send(world, "PUT", f"/flavors/{w.FLAVOR}", raw, version="2.55", chunked=True)
+    assert (got.status, got.json()["flavor"]["description"]) == (200, "sent in chunks")
+
+
+def test_a_chunked_body_beyond_the_limit_is_413(world):
+    raw = json.dumps({"flavor": {"description": "x" * 200_000}}).encode()
+    got = _send(world, "PUT", f"/flavors/{w.FLAVOR}", raw, version="2.55", chunked=True)
+    assert got.status == 413 and b"Request is too large." in got.body
+    assert _get(world, f"/flavors/{w.FLAVOR}", version="2.55").json()["flavor"]["description"] != "x" * 200_000
+
+
+@pytest.mark.parametrize(("value", "expected"), [("(?a)x", []), ("x", []), ("0", [w.SERVER])])
+def test_an_exact_filter_on_an_integer_column_with_text(world, value, expected):
+    got = _get(world, "/servers", f"all_tenants=1&launch_index={value}", token=w.ADMIN)
+    assert got.status == 200
+    assert [s["id"] for s in got.json()["servers"] if s["id"] == w.SERVER] == expected
+
+
+def test_many_regex_matches_are_written_into_the_statement(world, monkeypatch):
+    # beyond the bound, keys are literals (PostgreSQL binds at most 65,535 parameters a statement)
+    monkeypatch.setattr(regex, "_BOUND_KEYS", 1)
+    got = _get(world, "/flavors", "name=^fz-p&is_public=none", version="2.102")
+    assert [f["id"] for f in got.json()["flavors"]] == [w.FLAVOR_PRIVATE, w.FLAVOR]

@@ -1,0 +1,52 @@
+"""Short fixed-seed runs of the reliability suite on SQLite, PostgreSQL and MariaDB (the long runs:
+tools/reliability.py). Each asserts what the long runs count: no 5xx, Nova's fault format, one
+winner per race, no policy leak."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.reliability import fuzz, policy_matrix, races
+
+# Requests per engine: a database server answers slower than SQLite's file.
+FUZZ_REQUESTS = {"sqlite": 700, "postgresql": 350, "mariadb": 350}
+
+
+def test_fuzzer_finds_no_server_error_and_only_nova_faults(world):
+    report = fuzz.run(world.app, seed=20261201, count=FUZZ_REQUESTS[world.engine_name], restock=world.restock)
+    print(report.line(world.engine_name))
+    assert [(p.describe(), s, b) for p, s, b in report.errors] == []
+    assert [(p.describe(), s, b) for p, s, b in report.bad_faults] == []
+    # the run reached handlers, not only the routing layer's refusals
+    assert report.statuses.get(200, 0) > 0 and report.statuses.get(400, 0) > 0
+
+
+def test_every_route_is_fuzzed():
+    probed = {(p.method, p.path) for p in fuzz.probes(fuzz.random.Random(1), len(fuzz.operations()) * 2)}
+    templates = {(method, template) for template, method, _, _ in fuzz.operations()}
+    assert len(templates) == len({(m, t) for t, m, _, _ in fuzz.operations()})
+    assert len(probed) >= len(templates) // 2  # every operation twice, under prefixes and ids drawn at random
+
+
+def test_parallel_copies_of_every_write_have_one_winner(world):
+    outcomes = races.run(world, copies=6)
+    for outcome in outcomes:
+        print(world.engine_name, outcome.line())
+    assert [o.line() for o in outcomes if not o.ok] == []
+
+
+def test_no_persona_gets_what_its_roles_do_not_allow(sqlite_world):
+    # Policy decisions are made in Python, the same on every engine: one engine suffices here.
+    report = policy_matrix.run(sqlite_world, versions=("2.1", "latest"))
+    print(report.line("sqlite"))
+    assert report.leaks == []
+    # the matrix granted something to the owner and the administrator, so it can tell a leak
+    assert report.granted["admin"] > report.granted["owner-member"] > report.granted["other-member"] > 0
+
+
+@pytest.mark.parametrize("persona", ["other-member", "owner-reader", "no-token"])
+def test_the_matrix_sees_a_leak(sqlite_world, persona):
+    """A leak detector that cannot fire proves nothing: a 2xx where a refusal is due is reported."""
+    ok = policy_matrix.w.Answer(200, [("Content-Type", "application/json")], b"{}")
+    path = f"/servers/{policy_matrix.w.SERVER}/action"
+    assert policy_matrix._leak(persona, "/servers/{server_id}/action", "POST", "os-resetState", path, ok)

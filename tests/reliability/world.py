@@ -1,0 +1,166 @@
+"""The cloud the reliability runs attack: the API app on one database with a few objects of each
+kind (public and private flavors, an extra spec, a key pair, servers of two projects with a tag and
+metadata), which ``restock()`` puts back after a run deleted them."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import pathlib
+import tempfile
+import time
+from collections.abc import Iterator
+
+import sqlalchemy as sa
+
+from openkeel_compute import policies
+from openkeel_compute.api.deploy import deploy
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration
+from openkeel_compute.db.models import INSTANCES
+from tests.conftest import make_conf
+from tests.wsgi_client import Client
+
+ADMIN = "admin:admin"
+OWNER = "demo:demo"  # member of the project that owns the servers and the private flavor's access
+OTHER = "eve:other"
+SERVER = "d75df558-90bc-45c5-bb8b-1a3198e0bf90"  # project demo
+SERVER_OTHER = "5eabadee-b64e-432f-9cbf-ac05e0d66b9f"  # project admin
+FLAVOR = "fz-public"
+FLAVOR_PRIVATE = "fz-private"
+SPEC = "fz:key"
+KEYPAIR = "fz-kp"
+TAG = "fz-tag"
+META = "fz-meta"
+
+
+class Answer:
+    __slots__ = ("body", "headers", "status")
+
+    def __init__(self, status: int, headers: list[tuple[str, str]], body: bytes):
+        self.status, self.headers, self.body = status, headers, body
+
+    def json(self):
+        return json.loads(self.body)
+
+
+def call(app, method: str, path: str, *, query: str = "", headers: dict | None = None, body: bytes = b"",
+         chunked: bool = False) -> Answer:
+    """One WSGI request; ``path`` is the decoded path (any Unicode), as a server would pass it."""
+    raw_path = path.encode("utf-8", "surrogatepass").decode("latin-1")  # WSGI's str-of-bytes
+    result = Client(app, host="127.0.0.1:8774").request(method, raw_path, query=query or "", headers=headers,
+                                                        body=body, chunked=chunked)
+    return Answer(result.status_code, result.header_list, result.content)
+
+
+def api(app, method: str, path: str, token: str = ADMIN, body=None, version: str = "2.latest") -> Answer:
+    headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"compute {version.replace('2.latest', 'latest')}"}
+    raw = b""
+    if body is not None:
+        raw = json.dumps(body).encode()
+        headers["Content-Type"] = "application/json"
+    return call(app, method, "/v2.1" + path, headers=headers, body=raw)
+
+
+@dataclasses.dataclass
+class WriteLoad:
+    """What the writers of an outage run counted: requests, acknowledged writes, the slowest answer."""
+
+    requests: int = 0
+    slowest_answer_seconds: float = 0.0
+    acknowledged_ids: list[str] = dataclasses.field(default_factory=list, repr=False)
+
+    @property
+    def acknowledged(self) -> int:
+        return len(self.acknowledged_ids)
+
+    def heard(self, flavorid: str, status: int, seconds: float) -> None:
+        """Count one answer (under the caller's lock)."""
+        self.requests += 1
+        self.slowest_answer_seconds = max(self.slowest_answer_seconds, seconds)
+        if status == 200:
+            self.acknowledged_ids.append(flavorid)
+
+
+def create_flavors(world: World, prefix: str, stop, record, pause: float = 0.0) -> None:
+    """Create flavors ``prefix-0``, ``prefix-1``, … until ``stop`` is set; ``record(flavorid, status,
+    sent_at, seconds)`` hears of each answer (a writer thread of the outage runs)."""
+    n = 0
+    while not stop.is_set():
+        flavorid = f"{prefix}-{n}"
+        n += 1
+        sent_at = time.monotonic()
+        answer = api(world.app, "POST", "/flavors", body={"flavor": {"name": flavorid, "id": flavorid, "ram": 64,
+                                                                     "vcpus": 1, "disk": 0}})
+        record(flavorid, answer.status, sent_at, time.monotonic() - sent_at)
+        if pause or answer.status != 200:
+            time.sleep(pause or 0.05)
+
+
+class World:
+    """An app on ``database_url`` with its objects; ``engine`` is the service's own engine."""
+
+    def __init__(self, database_url: str, state: pathlib.Path, **sections):
+        policies.reset()
+        self.conf = make_conf(state, database={"connection": database_url}, **sections)
+        self.engine = db_api.get_engine(self.conf)
+        migration.sync(self.engine)
+        self.app = deploy(self.conf)
+        self.restock()
+
+    def restock(self) -> None:
+        """Create what a run may have deleted; what exists already answers 409 and stays."""
+        from tests.api.servers import oracle_state as servers
+
+        app = self.app
+        api(app, "POST", "/flavors", body={"flavor": {"name": FLAVOR, "id": FLAVOR, "ram": 512, "vcpus": 1,
+                                                      "disk": 1}})
+        api(app, "POST", "/flavors", body={"flavor": {"name": FLAVOR_PRIVATE, "id": FLAVOR_PRIVATE, "ram": 256,
+                                                      "vcpus": 1, "disk": 1, "os-flavor-access:is_public": False}})
+        api(app, "POST", f"/flavors/{FLAVOR_PRIVATE}/action", body={"addTenantAccess": {"tenant": "demo"}})
+        api(app, "POST", f"/flavors/{FLAVOR}/os-extra_specs", body={"extra_specs": {SPEC: "v"}})
+        api(app, "POST", "/os-keypairs", token=OWNER, version="2.10", body={"keypair": {"name": KEYPAIR}})
+        for uuid, actor, name in ((SERVER, servers.DEMO, "srv-a"), (SERVER_OTHER, servers.ADMIN, "srv-z")):
+            if api(app, "GET", f"/servers/{uuid}").status == 404:
+                servers.boot(self.engine, uuid=uuid, name=name, created="2026-12-01T09:55:06Z",
+                             updated="2026-12-01T09:55:08Z", launched="2026-12-01T09:55:08.573206",
+                             network_info=servers.ADDRESSES, actor=actor)
+        api(app, "PUT", f"/servers/{SERVER}/tags/{TAG}", token=OWNER)
+        api(app, "PUT", f"/servers/{SERVER}/metadata/{META}", token=OWNER, body={"meta": {META: "v"}})
+        # no task (a run's DELETE leaves "deleting": no controller finishes it), active, unlocked
+        with db_api.transaction(self.engine) as conn:
+            conn.execute(sa.update(INSTANCES).where(INSTANCES.c.uuid.in_((SERVER, SERVER_OTHER)),
+                                                    INSTANCES.c.deleted == 0)
+                         .values(task_state=None, vm_state="active", locked=False, locked_by=None))
+
+    def close(self) -> None:
+        db_api.dispose_all()
+        policies.reset()
+
+
+@contextlib.contextmanager
+def world_on_sqlite(**sections) -> Iterator[World]:
+    """A World on a SQLite file, configured with ``sections`` ({section: {option: value}}) too."""
+    with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp:
+        state = pathlib.Path(tmp)
+        world = World(f"sqlite:///{state}/openkeel.sqlite", state, **sections)
+        try:
+            yield world
+        finally:
+            world.close()
+
+
+@contextlib.contextmanager
+def world_on(engine: str) -> Iterator[World]:
+    """A World on a throwaway database of ``engine`` (sqlite, postgresql, mariadb)."""
+    from tests.databases import throwaway_database
+
+    with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp:
+        state = pathlib.Path(tmp)
+        with throwaway_database(engine, state) as url:
+            world = World(url, state)
+            try:
+                yield world
+            finally:
+                world.close()
