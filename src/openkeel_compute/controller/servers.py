@@ -34,6 +34,7 @@ from sqlalchemy import Engine, and_, insert, select, update
 from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.states import task_states
+from openkeel_compute.controller import resize as resize_steps
 from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
@@ -405,6 +406,7 @@ class ServerLoop:
         self.batch_size = batch_size
         self.now = now
         self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
+        self.resize_confirm_window = 0.0  # Nova's resize_confirm_window (0: resizes wait for the user)
         self.images = images
         self.orphan_interval = orphan_interval
         self.clock = clock
@@ -425,6 +427,7 @@ class ServerLoop:
         self.observe_all(problems)
         if self.reclaim_interval > 0:
             self.reclaim()
+        resize_steps.auto_confirm(self, self.resize_confirm_window)
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
@@ -543,6 +546,8 @@ class ServerLoop:
             self._soft_delete(row, server, namespace)
         elif row.operation == "restore":
             self._restore(row, server, namespace)
+        elif row.operation in resize_steps.OPERATIONS:
+            resize_steps.ResizeSteps(self).act(row, server, namespace)
         elif verb_for(row.operation) is not None:
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)

@@ -326,15 +326,22 @@ class Lifecycle:
         ref_field = f"{field}Ref"
         current = (vm.get("status") or {}).get(ref_field)
         kind = matcher.get("kind") or cluster_kind
-        if current and current.get("name") == matcher.get("name") and current.get("kind") == kind:
-            return current, None
         ns = vm["metadata"].get("namespace")
+        wanted = matcher.get("revisionName")
+        if wanted:  # a named revision wins over everything, the object itself may be gone
+            if self.store.lookup("ControllerRevision", wanted, ns) is None:
+                return None, (f'failed to find {field}: controllerrevisions.apps "{wanted}" not found')
+            return {"kind": kind, "name": matcher.get("name"), "controllerRevisionRef": {"name": wanted}}, None
+        if current and current.get("name") == matcher.get("name") and current.get("kind") == kind \
+                and (current.get("controllerRevisionRef") or {}).get("name"):
+            return current, None
         source = self.store.lookup(kind, matcher.get("name", ""), ns if kind == kind_ else None)
         if source is None:
             res = BY_KIND[kind]
             return None, f'failed to find {field}: {res.group_resource} "{matcher.get("name")}" not found'
         smeta = source["metadata"]
-        name = f"{vm['metadata']['name']}-{smeta['name']}-{smeta['uid']}-{smeta.get('generation', 1)}"
+        version = source["apiVersion"].rsplit("/", 1)[-1]
+        name = f"{vm['metadata']['name']}-{smeta['name']}-{version}-{smeta['uid']}-{smeta.get('generation', 1)}"
         data = {"apiVersion": source["apiVersion"], "kind": source["kind"],
                 "metadata": {k: smeta[k] for k in ("name", "namespace", "uid", "generation", "resourceVersion",
                                                    "creationTimestamp", "labels", "annotations") if k in smeta},
