@@ -123,6 +123,8 @@ class Lifecycle:
             for (plural, _ns, _name), obj in list(self.store.objects.items()):
                 if plural == "datavolumes":
                     self._datavolume(obj, clock)
+                elif plural == "persistentvolumeclaims":
+                    self._expand(obj)
             for (plural, _ns, _name), obj in list(self.store.objects.items()):
                 if plural == "virtualmachineinstances":
                     self._vmi(obj, clock)
@@ -152,6 +154,30 @@ class Lifecycle:
         for name in terminating - left:
             self.store._remove(("namespaces", None, name))
 
+    # -- PersistentVolumeClaims ------------------------------------------------------------------------
+
+    def _claim(self, dv: dict[str, Any]) -> None:
+        """The DataVolume's claim (same name, owned by it), bound at the size the DataVolume asks for."""
+        ns, name = dv["metadata"].get("namespace"), dv["metadata"]["name"]
+        if self.store.lookup("PersistentVolumeClaim", name, ns) is not None:
+            return
+        size = ((((dv.get("spec") or {}).get("storage") or {}).get("resources") or {}).get("requests") or {}).get(
+            "storage", "1Gi")
+        self._write({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(dv)],
+                                  "labels": dict(dv["metadata"].get("labels") or {})},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+                     "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}}})
+
+    def _expand(self, pvc: dict[str, Any]) -> None:
+        """A claim asked for more than it has grows to it (a storage class that allows expansion)."""
+        wanted = ((pvc.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+        status = pvc.get("status") or {}
+        if wanted and (status.get("capacity") or {}).get("storage") != wanted:
+            new = _own(pvc)
+            new["status"]["capacity"] = {"storage": wanted}
+            self._write(new)
+
     # -- DataVolumes (CDI) ---------------------------------------------------------------------------
 
     def _datavolume(self, dv: dict[str, Any], clock: float) -> None:
@@ -167,6 +193,7 @@ class Lifecycle:
                              "conditions": [_condition("Bound", "False", "Pending", "PVC Pending"),
                                             _condition("Ready", "False"), _condition("Running", "False")]}
         elif phase == "Pending" and self._due(dv, self.delays.import_scheduled / 2, clock):
+            self._claim(dv)
             new["status"].update(phase="ImportScheduled", conditions=[
                 _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                 _condition("Ready", "False"), _condition("Running", "False", "Pending")])

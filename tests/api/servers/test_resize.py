@@ -13,7 +13,17 @@ from openkeel_compute.compute import instances
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
-from tests.api.servers.test_actions_more import PATH, UUID, _answer, _fault, _last_action, _outbox, _row, _set, demo
+from tests.api.servers.test_actions_more import (
+    PATH,
+    UUID,
+    _answer,
+    _fault,
+    _last_action,
+    _outbox,
+    _row,
+    _set,
+    demo,
+)
 from tests.conftest import admin
 
 
@@ -52,8 +62,8 @@ def test_refusals_in_novas_order_with_novas_messages(client, engine):
     _flavor(engine, "tiny-ram", ram=64)
     assert _answer(_resize(client, "999")) == (400, "Flavor 999 could not be found.")
     assert _answer(_resize(client, "off")) == (400, "Flavor off could not be found.")
-    assert _answer(_resize(client, "zero")) == (400, "Server disk was unable to be resized because: Resize to zero "
-                                                     "disk flavor is not allowed.")
+    assert _answer(_resize(client, "zero")) == (400, ("Server disk was unable to be resized because: Resize to zero "
+                                                     "disk flavor is not allowed."))
     assert _answer(_resize(client, "priv-small")) == (400, "When resizing, instances must change flavor!")
     # the image the server was built from against the new flavor
     with db_api.transaction(engine) as conn:
@@ -63,8 +73,8 @@ def test_refusals_in_novas_order_with_novas_messages(client, engine):
     assert _answer(_resize(client, "tiny-ram")) == (400, "Flavor's memory is too small for requested image.")
     # states and the lock
     _set(engine, task_state="rebooting")
-    assert _answer(_resize(client, "off")) == (409, f"Cannot 'resize' instance {UUID} while it is in task_state "
-                                                    "rebooting")
+    assert _answer(_resize(client, "off")) == (409, (f"Cannot 'resize' instance {UUID} while it is in task_state "
+                                                    "rebooting"))
     _set(engine, task_state=None, vm_state="paused")
     assert _answer(_resize(client, "off")) == (409, f"Cannot 'resize' instance {UUID} while it is in vm_state paused")
     _set(engine, vm_state="active", locked=True, locked_by="admin")
@@ -76,8 +86,8 @@ def test_the_quota_for_what_grows(client, engine):
     _flavor(engine, "big", ram=4096, vcpus=2)
     got = client.put("/v2.1/os-quota-sets/demo", headers=admin(), json_body={"quota_set": {"ram": 1024}})
     assert got.status_code == 200, got.text
-    assert _answer(_resize(client, "big")) == (403, "Quota exceeded for ram: Requested 3584, but already used 512 "
-                                                    "of 1024 ram")
+    assert _answer(_resize(client, "big")) == (403, ("Quota exceeded for ram: Requested 3584, but already used 512 "
+                                                    "of 1024 ram"))
     assert _migrations(engine) == [] and _row(engine)["task_state"] is None
 
 
@@ -97,8 +107,8 @@ def test_a_resize_is_recorded_as_nova_records_it(client, engine):
     assert operation == "resize" and payload["old_vm_state"] == "active"
     assert _last_action(engine) == ("resize", [])
     # a second resize, confirm or revert while it runs: 409
-    assert _answer(_resize(client, "bigger")) == (409, f"Cannot 'resize' instance {UUID} while it is in task_state "
-                                                       "resize_prep")
+    assert _answer(_resize(client, "bigger")) == (409, (f"Cannot 'resize' instance {UUID} while it is in task_state "
+                                                       "resize_prep"))
     got = client.post(PATH, headers=demo(), json_body={"revertResize": None})
     assert _answer(got) == (409, f"Cannot 'revertResize' instance {UUID} while it is in vm_state active")
 
