@@ -95,7 +95,7 @@ def test_resize_then_confirm(world):
     claim = cluster.get("PersistentVolumeClaim", f"{uuid}-root", vm["metadata"]["namespace"])
     assert (claim["spec"]["resources"]["requests"]["storage"], claim["status"]["capacity"]["storage"]) == ("2Gi",) * 2
     assert _events(client, uuid, "resize") == sorted([
-        ("conductor_migrate_server", "Success"), ("compute_prep_resize", "Success"),
+        ("conductor_migrate_server", "Success"), ("cold_migrate", "Success"), ("compute_prep_resize", "Success"),
         ("compute_resize_instance", "Success"), ("compute_finish_resize", "Success")])
 
     got = _action(client, uuid, {"confirmResize": None})

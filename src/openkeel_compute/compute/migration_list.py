@@ -65,18 +65,21 @@ def _time(value):
     return None if value is None else value.strftime("%Y-%m-%dT%H:%M:%S.%f")
 
 
-def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) -> dict:
-    body = {name: row[name] for name in _FIELDS}
-    body["created_at"], body["updated_at"] = _time(row["created_at"]), _time(row["updated_at"])
-    if links:
-        body["migration_type"] = row["migration_type"]
-        # only a live migration in progress has links, and OpenKeel servers are never live-migrated
-    if uuid:
-        body["uuid"] = row["uuid"]
-    if user_project:
-        body["user_id"], body["project_id"] = row["user_id"], row["project_id"]
-    if not host:
-        for name in _HOSTS:
-            body.pop(name, None)
-    return body
+_ORDER = ("id", "uuid", "source_compute", "dest_compute", "source_node", "dest_node", "dest_host",
+          "old_instance_type_id", "new_instance_type_id", "instance_uuid", "status", "migration_type", "user_id",
+          "project_id", "created_at", "updated_at")
 
+
+def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) -> dict:
+    """One migration as Nova shows it at the caller's microversion, in Nova's key order."""
+    shown = set(_FIELDS)
+    if links:
+        shown.add("migration_type")  # links only for a live migration in progress: never here
+    if uuid:
+        shown.add("uuid")
+    if user_project:
+        shown.update(("user_id", "project_id"))
+    if not host:
+        shown.difference_update(_HOSTS)
+    times = {"created_at": _time(row["created_at"]), "updated_at": _time(row["updated_at"])}
+    return {name: times.get(name, row[name]) for name in _ORDER if name in shown}

@@ -62,9 +62,13 @@ def test_refusals_in_novas_order_with_novas_messages(client, engine):
     _flavor(engine, "tiny-ram", ram=64)
     assert _answer(_resize(client, "999")) == (400, "Flavor 999 could not be found.")
     assert _answer(_resize(client, "off")) == (400, "Flavor off could not be found.")
+    _flavor(engine, "hidden", public=False)  # a private flavor the caller has no access to
+    assert _answer(_resize(client, "hidden")) == (400, "Flavor hidden could not be found.")
     assert _answer(_resize(client, "zero")) == (400, ("Server disk was unable to be resized because: Resize to zero "
                                                      "disk flavor is not allowed."))
-    assert _answer(_resize(client, "priv-small")) == (400, "When resizing, instances must change flavor!")
+    # the server's own flavor is private: its project sees it only as an admin here
+    assert _answer(_resize(client, "priv-small")) == (400, "Flavor priv-small could not be found.")
+    assert _answer(_resize(client, "priv-small", admin())) == (400, "When resizing, instances must change flavor!")
     # the image the server was built from against the new flavor
     with db_api.transaction(engine) as conn:
         conn.execute(sa.update(models.INSTANCE_SYSTEM_METADATA).where(
@@ -126,6 +130,7 @@ def test_a_smaller_root_disk_is_accepted_then_fails_as_novas_driver_fails_it(cli
     row = _row(engine)
     assert (row["vm_state"], row["task_state"], instances.flavors_of(row).cur["root_gb"]) == ("active", None, 5)
     assert _last_action(engine) == ("resize", [("conductor_migrate_server", "Success", None),
+                                               ("cold_migrate", "Success", None),
                                                ("compute_prep_resize", "Success", None),
                                                ("compute_resize_instance", "Error", "ResizeError")])
     assert _fault(engine) == (500, "Resize error: Unable to resize disk down.")
@@ -183,3 +188,37 @@ def test_revert_and_of_concurrent_calls_exactly_one_wins(client, engine):
     if status == "reverting":
         assert _row(engine)["task_state"] == "resize_reverting"
         assert _last_action(engine) == ("revertResize", [])
+
+
+_KEYS_21 = ["id", "source_compute", "dest_compute", "source_node", "dest_node", "dest_host", "old_instance_type_id",
+            "new_instance_type_id", "instance_uuid", "status", "created_at", "updated_at"]
+
+
+def test_os_migrations_shows_the_resizes_as_nova_per_microversion(client, engine):
+    _flavor(engine, "bigger", ram=1024)
+    _flavor(engine, "biggest", ram=2048)
+    assert _resize(client, "bigger").status_code == 202
+    _finished(engine)
+    with db_api.transaction(engine) as conn:
+        conn.execute(sa.update(models.MIGRATIONS).values(status="reverted"))
+        conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == UUID).values(vm_state="active"))
+    assert _resize(client, "biggest").status_code == 202
+    got = client.get("/v2.1/os-migrations", headers=admin("2.1")).json["migrations"]
+    assert [list(m) for m in got] == [_KEYS_21] * 2
+    assert [m["status"] for m in got] == ["reverted", "pre-migrating"]  # as written
+    assert got[0]["created_at"].count(".") == 1 and got[0]["source_compute"] == "compute1"
+    got = client.get("/v2.1/os-migrations", headers=admin("2.23")).json["migrations"]
+    assert list(got[0]) == [*_KEYS_21[:10], "migration_type", *_KEYS_21[10:]]
+    got = client.get("/v2.1/os-migrations", headers=admin("2.80")).json
+    keys = [*_KEYS_21[:1], "uuid", *_KEYS_21[1:10], "migration_type", "user_id", "project_id", *_KEYS_21[10:]]
+    assert [list(m) for m in got["migrations"]] == [keys] * 2
+    assert [m["status"] for m in got["migrations"]] == ["pre-migrating", "reverted"]  # newest first
+    page = client.get("/v2.1/os-migrations?limit=1", headers=admin("2.80")).json
+    assert [m["status"] for m in page["migrations"]] == ["pre-migrating"]
+    assert page["migrations_links"][0]["href"].endswith(f"marker={page['migrations'][0]['uuid']}")
+    rest = client.get(f"/v2.1/os-migrations?limit=1&marker={page['migrations'][0]['uuid']}", headers=admin("2.80"))
+    assert [m["status"] for m in rest.json["migrations"]] == ["reverted"]
+    got = client.get("/v2.1/os-migrations?status=reverted&migration_type=resize", headers=admin("2.80"))
+    assert [m["status"] for m in got.json["migrations"]] == ["reverted"]
+    # a server's own migrations list shows live migrations in progress only, as Nova's
+    assert client.get(f"/v2.1/servers/{UUID}/migrations", headers=admin("2.80")).json == {"migrations": []}

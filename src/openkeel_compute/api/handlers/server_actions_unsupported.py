@@ -23,7 +23,7 @@ from openkeel_compute.compute import actions, states, unsupported
 from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 
-_RESIZE_EVENTS = ("conductor_migrate_server", "compute_prep_resize")
+_RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
 
 
 def _target(row: dict, *, user: bool) -> dict:

@@ -2,8 +2,8 @@
 
 resize (202): policy ``os_compute_api:servers:resize`` on the server's project and user; the lock,
 vm_state active or stopped with no task, a host; ``OS-DCF:diskConfig`` AUTO against the image's
-``auto_disk_config``; the new flavor looked up as Nova does (every flavor, public or not, that is
-not deleted: "Flavor <ref> could not be found."), a zero-disk flavor for a server with a disk,
+``auto_disk_config``; the new flavor looked up as Nova does (one the caller may see, not deleted:
+"Flavor <ref> could not be found."), a zero-disk flavor for a server with a disk,
 a disabled flavor, the same flavor, the quota for what grows (403), the image the server was
 built from against the new flavor; then one transaction records the resize (compute/resize.py)
 and asks the controller to do it. A smaller root disk is accepted, then fails as Nova's libvirt
@@ -28,7 +28,7 @@ from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 
 _DISK_DOWN = "Resize error: Unable to resize disk down."
-_RESIZE_EVENTS = ("conductor_migrate_server", "compute_prep_resize")
+_RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
 
 
 def _target(row: dict, *, user: bool) -> dict:
@@ -47,16 +47,20 @@ def _image(conn, row: dict) -> dict:
     return image
 
 
-def _check_disk_config(image: dict, auto: bool, image_ref: str) -> None:
-    value = (image.get("properties") or {}).get("auto_disk_config", image.get("auto_disk_config"))
-    if auto and value is not None and str(value).lower() in ("false", "0", "no", "off"):
-        raise faults.BadRequest(f"Requested image {image_ref} has automatic disk resize disabled.")
+def _check_disk_config(conn, row: dict, auto: bool | None) -> None:
+    """OS-DCF:diskConfig AUTO is refused when the server's image says "disabled"."""
+    if not auto:
+        return
+    meta = instances.metadata_of(conn, row["uuid"], system=True)
+    if (meta.get("image_auto_disk_config") or "").strip().lower() == "disabled":
+        raise faults.BadRequest(f"Requested image {meta.get('image_base_image_ref')} has automatic disk resize "
+                                "disabled.")
 
 
-def _new_flavor(conn, flavor_ref: str, current: dict) -> dict:
+def _new_flavor(conn, req, flavor_ref: str, current: dict) -> dict:
     """Nova's checks of the requested flavor, in its order."""
     try:
-        flavor = catalog.get(conn, flavor_ref)  # Nova looks it up with an admin context: private ones too
+        flavor = catalog.get(conn, flavor_ref, common.caller(req))
     except catalog_errors.NotFound:
         raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
     if flavor["root_gb"] == 0 and current.get("root_gb", 0) != 0:
@@ -84,10 +88,10 @@ def resize_server(req, server_id):
         common.can(req, rules.SERVERS % "resize", target)
         pre = actions.precondition("resize")
         pre.check(row, is_admin=actor.is_admin)
+        _check_disk_config(conn, row, auto)
         image = _image(conn, row)
-        _check_disk_config(image, auto, row["image_ref"])
         current = instances.flavors_of(row).cur
-        flavor = _new_flavor(conn, flavor_ref, current)
+        flavor = _new_flavor(conn, req, flavor_ref, current)
         quotas.lock_project(conn, row["project_id"])
         quotas.check_upsize(conn, conf, row["project_id"], row["user_id"], current, flavor)
         specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
@@ -96,7 +100,7 @@ def resize_server(req, server_id):
                 dict(flavor, extra_specs=specs), image,
                 zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, target, fatal=False))
         except boot_checks.BootRefused as exc:
-            raise faults.BadRequest(exc.message) from None
+            raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
         if flavor["root_gb"] < current.get("root_gb", 0):
             # accepted, then refused where Nova's driver refuses it: the server keeps its flavor
             checked = unsupported.fail(conn, row, pre, actor, Ending(
