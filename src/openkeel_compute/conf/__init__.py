@@ -98,6 +98,9 @@ def list_opts():
     from openkeel_compute.images import glance
 
     opts.extend(glance.list_opts())
+    from openkeel_compute.placement import client as placement
+
+    opts.extend(placement.list_opts())
     for module in _optional_modules():
         opts.extend(module.list_opts())
     return opts

@@ -105,6 +105,16 @@ class Lifecycle:
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
 
+    def _place(self, spec: dict[str, Any]) -> tuple[str | None, int]:
+        """(the node the VMI's launcher pod goes to, the number of nodes): a Ready, schedulable node whose
+        labels satisfy the VMI's nodeSelector and required node affinity (the cluster's first node when it
+        matches, else the first by name), None when none does."""
+        nodes = [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == "nodes"]
+        fits = sorted(n["metadata"]["name"] for n in nodes if _ready(n) and _matches(spec, n))
+        if NODE in fits:
+            return NODE, len(nodes)
+        return (fits[0] if fits else None), len(nodes)
+
     def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         plural = BY_KIND[kind].plural
         uid = owner["metadata"]["uid"]
@@ -269,8 +279,13 @@ class Lifecycle:
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
         elif phase == "Scheduling":
             fault = self._fault("unschedulable", ns, name)
-            if fault is not None:
-                cond = _condition("PodScheduled", "False", "Unschedulable", fault.message or UNSCHEDULABLE_MESSAGE)
+            target, nodes_seen = self._place(vmi.get("spec") or {})
+            if fault is not None or target is None:
+                n = nodes_seen
+                message = (fault.message or UNSCHEDULABLE_MESSAGE) if fault is not None else (
+                    f"0/{n} nodes are available: {n} node(s) didn't match Pod's node affinity/selector. "
+                    f"preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.")
+                cond = _condition("PodScheduled", "False", "Unschedulable", message)
                 if any(c.get("reason") == "Unschedulable" for c in st.get("conditions") or ()):
                     return
                 st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
@@ -279,8 +294,9 @@ class Lifecycle:
                 return
             if not self._due(vmi, self.delays.scheduling, clock):
                 return
-            st.update(phase="Scheduled", nodeName=NODE, activePods={new_uid(): NODE},
+            st.update(phase="Scheduled", nodeName=target, activePods={new_uid(): target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
+            new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
         elif phase == "Scheduled" and self._due(vmi, self.delays.scheduled, clock):
@@ -578,3 +594,43 @@ class Lifecycle:
                         self._stop(obj)
                 else:
                     self.store._remove(key)
+
+
+def _ready(node: dict[str, Any]) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (node.get("status") or {}).get("conditions") or ())
+
+
+def _expression_holds(expression: dict[str, Any], labels: dict[str, str]) -> bool:
+    key, operator, values = expression.get("key"), expression.get("operator"), expression.get("values") or []
+    if operator == "In":
+        return key in labels and labels[key] in values
+    if operator == "NotIn":
+        return labels.get(key) not in values
+    if operator == "Exists":
+        return key in labels
+    if operator == "DoesNotExist":
+        return key not in labels
+    if operator in ("Gt", "Lt"):
+        try:
+            have, limit = int(labels[key]), int(values[0])
+        except (KeyError, IndexError, ValueError):
+            return False
+        return have > limit if operator == "Gt" else have < limit
+    return False
+
+
+def _matches(spec: dict[str, Any], node: dict[str, Any]) -> bool:
+    """The scheduler's predicate on labels: every nodeSelector entry, and one of the required affinity's
+    terms (each of its expressions)."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+    terms = required.get("nodeSelectorTerms")
+    if not terms:
+        return True
+    return any(all(_expression_holds(e, labels) for e in term.get("matchExpressions") or ()) for term in terms)
