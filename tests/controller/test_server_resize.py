@@ -155,3 +155,35 @@ def test_a_stopped_server_stays_stopped_and_the_window_confirms(world):
     assert not [k for k in cluster.objects("VirtualMachineInstance") if k[1] == uuid]
     assert sorted(_migration_statuses(client)) == ["confirmed"]
     assert _events(client, uuid, "confirmResize") == [("compute_confirm_resize", "Success")]
+
+
+def test_resize_accounting_in_placement(tmp_path, placement_service):
+    """Nova's resize accounting against a real Placement: the old flavor moves to the migration, the
+    server claims the new one; revert moves it back, confirm gives the migration's back."""
+    import uuid as uuidlib
+
+    from openkeel_compute.controller.resize import Allocations
+    from openkeel_compute.placement.client import PlacementClient
+    from tests.conftest import placement_overrides
+
+    placement = PlacementClient.from_conf(make_conf(tmp_path, placement=placement_overrides(placement_service)))
+    rp, server, project, user = (str(uuidlib.uuid4()) for _ in range(4))
+    placement.create_provider(rp, f"node-{rp}")
+    placement.set_inventories(rp, 0, {"VCPU": {"total": 8}, "MEMORY_MB": {"total": 8192}, "DISK_GB": {"total": 100}})
+    old = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    placement.put_allocations(server, {rp: old}, project_id=project, user_id=user, consumer_generation=None)
+    moves = Allocations(placement)
+    large = {"vcpus": 2, "memory_mb": 1024, "root_gb": 2, "ephemeral_gb": 0, "swap": 512}
+    for ending in ("revert", "confirm"):
+        migration = str(uuidlib.uuid4())
+        moves.resize(server, migration, large)
+        moves.resize(server, migration, large)  # a step tried again moves nothing twice
+        assert placement.get_allocations(migration).allocations == {rp: old}
+        assert placement.get_allocations(server).allocations == {rp: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 3}}
+        if ending == "revert":
+            moves.revert(server, migration)
+            assert placement.get_allocations(server).allocations == {rp: old}
+        else:
+            moves.confirm(migration)
+            assert placement.get_allocations(server).allocations == {rp: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 3}}
+        assert placement.get_allocations(migration).allocations == {}

@@ -91,11 +91,52 @@ def matcher_patch(vm: dict, wanted: dict[str, dict | None]) -> list[dict]:
     return ops
 
 
+def flavor_resources(flavor: dict) -> dict[str, int]:
+    """What a flavor (a flavor copy entry) claims in Placement, as Nova's scheduler asks for it."""
+    disk = int(flavor.get("root_gb") or 0) + int(flavor.get("ephemeral_gb") or 0)
+    swap = int(flavor.get("swap") or 0)
+    disk += -(-swap // 1024)  # swap MiB, rounded up to GiB
+    wanted = {"VCPU": int(flavor["vcpus"]), "MEMORY_MB": int(flavor["memory_mb"]), "DISK_GB": disk}
+    return {rc: amount for rc, amount in wanted.items() if amount}
+
+
+class Allocations:
+    """Nova's resize accounting in Placement (``placement``: the Placement client, or None without one).
+
+    At the start the server's allocation (the old flavor) moves to the migration's uuid and the server
+    claims the new flavor on the same providers; confirm gives the migration's allocation back; revert
+    moves it back onto the server (replacing the new flavor's)."""
+
+    def __init__(self, placement: Any) -> None:
+        self.placement = placement
+
+    def resize(self, server_uuid: str, migration: str, new_flavor: dict) -> None:
+        if self.placement is None or self.placement.get_allocations(migration).allocations:
+            return  # no Placement, or moved already (a step tried again)
+        held = self.placement.get_allocations(server_uuid)
+        if not held.allocations:
+            return  # nothing claimed for the server (a server from before Placement): nothing to move
+        self.placement.move_allocations(server_uuid, migration)
+        (provider, *_rest) = sorted(held.allocations)
+        self.placement.put_allocations(server_uuid, {provider: flavor_resources(new_flavor)},
+                                       project_id=held.project_id, user_id=held.user_id,
+                                       consumer_generation=self.placement.get_allocations(server_uuid).generation)
+
+    def confirm(self, migration: str) -> None:
+        if self.placement is not None:
+            self.placement.delete_allocations(migration)
+
+    def revert(self, server_uuid: str, migration: str) -> None:
+        if self.placement is not None:
+            self.placement.move_allocations(migration, server_uuid)
+
+
 class ResizeSteps:
     """The resize steps of the server loop (``loop``: its engine, cluster and options)."""
 
     def __init__(self, loop: Any) -> None:
         self.loop = loop
+        self.allocations = Allocations(getattr(loop, "placement", None))
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -168,6 +209,8 @@ class ResizeSteps:
             before = {field: {"matcher": spec.get(field),
                               "revision": (_status_ref(vm, field).get("controllerRevisionRef") or {}).get("name")}
                       for field in ("instancetype", "preference")}
+            copy = instances.flavors_of(server)
+            self.allocations.resize(uuid, migration, copy.new or copy.cur)
             with transaction(engine) as conn:
                 if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
                                             task_state=task_states.RESIZE_MIGRATING):
@@ -243,6 +286,7 @@ class ResizeSteps:
         with transaction(self.loop.engine) as conn:
             power = server.get("power_state")
             if resize.confirmed(conn, uuid, migration, power_state=power):
+                self.allocations.confirm(migration)
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)
                 self._event(conn, row, uuid, "compute_confirm_resize", done=True, host=server.get("host"))
 
@@ -293,6 +337,7 @@ class ResizeSteps:
             self._stop(namespace, uuid, vmi)
         node = ((vmi or {}).get("status") or {}).get("nodeName") if running else None
         power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
+        self.allocations.revert(uuid, migration)
         with transaction(engine) as conn:
             if resize.reverted(conn, uuid, migration, power_state=power):
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)

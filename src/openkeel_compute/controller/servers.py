@@ -407,6 +407,7 @@ class ServerLoop:
         self.now = now
         self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
         self.resize_confirm_window = 0.0  # Nova's resize_confirm_window (0: resizes wait for the user)
+        self.placement: Any = None  # the Placement client, when [placement] is configured
         self.images = images
         self.orphan_interval = orphan_interval
         self.clock = clock

@@ -21,6 +21,7 @@ from openkeel_compute.controller.servers import ServerCluster, ServerLoop
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.server import ServerOptions
+from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
 
@@ -45,6 +46,8 @@ def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False)
                       orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
                       reclaim_interval=float(conf.reclaim_instance_interval))
     loop.resize_confirm_window = float(conf.resize_confirm_window)
+    if placement_client.configured(conf):
+        loop.placement = placement_client.PlacementClient.from_conf(conf)
     return loop
 
 
