@@ -115,6 +115,7 @@ def test_revert_when_the_old_flavor_was_deleted(world):
     # scenario 4: the flavor a server uses is deleted; the server keeps it
     assert client.delete("/v2.1/flavors/small", headers=admin()).status_code == 202
     controller.run_once()
+    assert not [k for k in cluster.objects("VirtualMachineClusterInstancetype") if k[1] == "small"]
     got = client.get(f"/v2.1/servers/{uuid}", headers=V247).json["server"]["flavor"]
     assert {k: got[k] for k in ("original_name", "vcpus", "ram", "disk", "ephemeral", "swap")} == {
         "original_name": "m1.small", "vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0, "swap": 0}
