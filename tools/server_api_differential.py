@@ -2,8 +2,9 @@
 """Differential check of the servers API: the Nova 34.0.0 servers oracle against OpenKeel.
 
 Generates a seeded sequence of requests over the servers routes (boot, list, detail, show,
-update, delete, metadata, tags, instance actions and the power, lock and console actions; the
-ROUTES table lists them, one entry per route), with valid and invalid bodies and queries,
+update, delete, metadata, tags, instance actions and the power, lock, console and resize actions:
+resize to a larger flavor, confirmResize, revertResize; the ROUTES table lists them, one entry
+per route), with valid and invalid bodies and queries,
 microversions 2.1..2.104 with every boundary the servers API has, and several callers: admin,
 members of the server's project, a member of another project, a project-less token and none.
 The sequence is fixed by the seed alone (never by what a server answered), so both sides, each
@@ -368,8 +369,14 @@ class Generator:
     def _action(self):
         ref, model = self.server()
         name = self.pick(["os-start", "os-stop", "os-stop", "reboot", "pause", "unpause", "lock", "unlock",
-                          "os-getConsoleOutput", "bogus"])
-        if name == "reboot":
+                          "os-getConsoleOutput", "bogus", "resize", "resize", "confirmResize", "revertResize"])
+        if name == "resize":
+            # to larger flavors only (a smaller disk is refused by a real driver, not by the fake one), the
+            # same flavor, unknown ones and bad bodies
+            obj = {"resize": self.pick([{"flavorRef": "2"}, {"flavorRef": "3"}, {"flavorRef": "3"}, {"flavorRef": "42"},
+                                        {"flavorRef": ""}, {"flavorRef": None}, {}, {"flavorRef": 3},
+                                        {"flavorRef": "3", "OS-DCF:diskConfig": self.pick(["AUTO", "MANUAL", "x"])}])}
+        elif name == "reboot":
             obj = {"reboot": {"type": self.pick(["SOFT", "HARD", "HARD", "soft", "bogus"])}}
             if self.chance(0.05):
                 obj = {"reboot": {}}
