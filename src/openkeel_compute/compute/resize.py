@@ -25,7 +25,7 @@ from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import actions, errors, flavor_copy, instances, states
 from openkeel_compute.compute.states import task_states
-from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, MIGRATIONS, utcnow
+from openkeel_compute.db.models import MIGRATIONS, utcnow
 
 M = MIGRATIONS.c
 #: system metadata: the vm_state the server had when the resize started (Nova's old_vm_state)
@@ -43,29 +43,18 @@ def _flavor_json(row: dict) -> dict:
     return json.loads(row["flavor"])
 
 
+def _dump(copy: dict) -> str:
+    return json.dumps(copy, sort_keys=True, separators=(",", ":"))
+
+
 def _sizes(entry: dict) -> dict:
     data = entry["nova_object.data"]
     return {"memory_mb": data["memory_mb"], "vcpus": data["vcpus"], "root_gb": data["root_gb"],
             "ephemeral_gb": data["ephemeral_gb"], "instance_type_id": data["id"]}
 
 
-def _set_sysmeta(conn: Connection, uuid: str, key: str, value: str | None) -> None:
-    table = INSTANCE_SYSTEM_METADATA
-    live = (table.c.instance_uuid == uuid, table.c.key == key, table.c.deleted == 0)
-    now = utcnow()
-    if value is None:
-        conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=now))
-    elif conn.execute(update(table).where(*live).values(value=value, updated_at=now)).rowcount == 0:
-        conn.execute(insert(table).values(instance_uuid=uuid, key=key, value=value, created_at=now, deleted=0))
-
-
-def sysmeta(conn: Connection, uuid: str, key: str) -> str | None:
-    table = INSTANCE_SYSTEM_METADATA
-    return conn.execute(select(table.c.value).where(table.c.instance_uuid == uuid, table.c.key == key,
-                                                    table.c.deleted == 0)).scalar()
-
-
-set_sysmeta = _set_sysmeta
+sysmeta = instances.system_metadata_item
+set_sysmeta = instances.set_system_metadata_item
 
 
 # --- the migrations table -----------------------------------------------------------------------------
@@ -102,16 +91,9 @@ def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, st
     copy = _flavor_json(checked)
     copy["old"] = copy["cur"]
     copy["new"] = flavor_copy.primitive(new_flavor, new_specs)
-    instances.save_state(conn, uuid, flavor=json.dumps(copy, sort_keys=True, separators=(",", ":")))
-    _set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, checked["vm_state"])
-    migration = str(uuidlib.uuid4())
-    now = utcnow()
-    conn.execute(insert(MIGRATIONS).values(
-        uuid=migration, source_compute=checked["host"], dest_compute=checked["host"],
-        source_node=checked["node"], dest_node=checked["node"], dest_host=None,
-        old_instance_type_id=copy["cur"]["nova_object.data"]["id"], new_instance_type_id=new_flavor["id"],
-        instance_uuid=uuid, migration_type="resize", hidden=False, status="pre-migrating",
-        cross_cell_move=False, user_id=actor.user_id, project_id=actor.project_id, created_at=now, deleted=0))
+    instances.save_state(conn, uuid, flavor=_dump(copy))
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, checked["vm_state"])
+    migration = _insert_migration(conn, checked, new_flavor["id"], actor, "pre-migrating")
     instances.outbox(conn, uuid, "resize", actor, migration=migration, old_vm_state=checked["vm_state"])
     return migration
 
@@ -154,7 +136,7 @@ def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, hos
     copy["cur"] = copy["new"]
     if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
                                 task_state=None, power_state=power_state, progress=100,
-                                flavor=json.dumps(copy, sort_keys=True, separators=(",", ":")), **_sizes(copy["new"])):
+                                flavor=_dump(copy), **_sizes(copy["new"])):
         return False
     extra = {"dest_compute": host, "dest_node": host} if host else {}
     move_migration(conn, migration, "finished", **extra)
@@ -170,9 +152,9 @@ def confirmed(conn: Connection, uuid: str, migration: str, *, power_state: int) 
     copy["old"] = copy["new"] = None
     vm_state = states.STOPPED if power_state == states.power_state.SHUTDOWN else states.ACTIVE
     if not instances.save_state(conn, uuid, expected_task_state=None, vm_state=vm_state, power_state=power_state,
-                                flavor=json.dumps(copy, sort_keys=True, separators=(",", ":"))):
+                                flavor=_dump(copy)):
         return False
-    _set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "confirmed", expected="confirming")
     return True
 
@@ -189,37 +171,25 @@ def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -
     vm_state = states.STOPPED if old_vm_state == states.STOPPED else states.ACTIVE
     if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_REVERTING, vm_state=vm_state,
                                 task_state=None, power_state=power_state,
-                                flavor=json.dumps(copy, sort_keys=True, separators=(",", ":")), **_sizes(copy["cur"])):
+                                flavor=_dump(copy), **_sizes(copy["cur"])):
         return False
-    _set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "reverted", expected="reverting")
     return True
 
 
-def failed(conn: Connection, uuid: str, migration: str, expected_task_state: str, message: str) -> None:
-    """A resize the cluster could not do: the server back in its old vm_state with its old flavor and
-    a fault, the migration ``error`` (as Nova's compute rolls back a failed resize)."""
-    row = instances.get(conn, uuid)
-    copy = _flavor_json(row)
-    if copy.get("old"):
-        copy["cur"] = copy["old"]
-    copy["old"] = copy["new"] = None
-    old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE) or states.ACTIVE
-    if instances.save_state(conn, uuid, expected_task_state=expected_task_state, vm_state=old_vm_state,
-                            task_state=None, flavor=json.dumps(copy, sort_keys=True, separators=(",", ":")),
-                            **_sizes(copy["cur"])):
-        instances.add_fault(conn, uuid, code=500, message=message, details=message, host=row["host"])
-        _set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
-        move_migration(conn, migration, "error")
-
-
 def record_failed(conn: Connection, row: dict, new_flavor: dict, actor: instances.Actor) -> str:
     """The migration of a resize the compute side refused at once (a smaller root disk): status error."""
+    return _insert_migration(conn, row, new_flavor["id"], actor, "error")
+
+
+def _insert_migration(conn: Connection, row: dict, new_flavor_id: int, actor: instances.Actor, status: str) -> str:
+    """A resize's ``migrations`` row, from and to the server's host (the node is known once it runs)."""
     migration = str(uuidlib.uuid4())
     conn.execute(insert(MIGRATIONS).values(
         uuid=migration, source_compute=row["host"], dest_compute=row["host"], source_node=row["node"],
-        dest_node=row["node"], old_instance_type_id=instances.flavors_of(row).cur["id"],
-        new_instance_type_id=new_flavor["id"], instance_uuid=row["uuid"], migration_type="resize", hidden=False,
-        status="error", cross_cell_move=False, user_id=actor.user_id, project_id=actor.project_id,
+        dest_node=row["node"], dest_host=None, old_instance_type_id=instances.flavors_of(row).cur["id"],
+        new_instance_type_id=new_flavor_id, instance_uuid=row["uuid"], migration_type="resize", hidden=False,
+        status=status, cross_cell_move=False, user_id=actor.user_id, project_id=actor.project_id,
         created_at=utcnow(), deleted=0))
     return migration

@@ -29,7 +29,7 @@ from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
-from sqlalchemy import Engine, and_, insert, select, update
+from sqlalchemy import Engine, and_, select, update
 
 from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
@@ -839,21 +839,8 @@ class ServerLoop:
         return removed
 
 
-def _sysmeta(conn: Any, uuid: str, key: str) -> str | None:
-    table = models.INSTANCE_SYSTEM_METADATA
-    return conn.execute(select(table.c.value).where(table.c.instance_uuid == uuid, table.c.key == key,
-                                                    table.c.deleted == 0)).scalar()
-
-
-def _set_sysmeta(conn: Any, uuid: str, key: str, value: str | None) -> None:
-    """Set (or, with None, soft-delete) one system metadata item of a server."""
-    table = models.INSTANCE_SYSTEM_METADATA
-    live = (table.c.instance_uuid == uuid, table.c.key == key, table.c.deleted == 0)
-    now = models.utcnow()
-    if value is None:
-        conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=now))
-    elif conn.execute(update(table).where(*live).values(value=value, updated_at=now)).rowcount == 0:
-        conn.execute(insert(table).values(instance_uuid=uuid, key=key, value=value, created_at=now, deleted=0))
+_sysmeta = instances.system_metadata_item
+_set_sysmeta = instances.set_system_metadata_item
 
 
 def make_loop(client: Client, engine: Engine, **kwargs: Any) -> ServerLoop:
