@@ -218,8 +218,8 @@ class ResizeSteps:
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, json.dumps(before, sort_keys=True))
                 resize.move_migration(conn, migration, "migrating")
                 host = server.get("host")
-                self._event(conn, row, uuid, "conductor_migrate_server", done=True)
-                self._event(conn, row, uuid, "cold_migrate", done=True)
+                self._event(conn, row, uuid, "conductor_migrate_server", done=True, host=host)
+                self._event(conn, row, uuid, "cold_migrate", done=True, host=host)
                 self._event(conn, row, uuid, "compute_prep_resize", done=True, host=host)
                 self._event(conn, row, uuid, "compute_resize_instance", host=host)
             task = task_states.RESIZE_MIGRATING
