@@ -117,15 +117,17 @@ def test_a_resize_is_recorded_as_nova_records_it(client, engine):
     assert _answer(got) == (409, f"Cannot 'revertResize' instance {UUID} while it is in vm_state active")
 
 
-def test_a_smaller_root_disk_is_accepted_then_fails_as_novas_driver_fails_it(client, engine):
-    _flavor(engine, "big-disk", disk=5)
-    with db_api.transaction(engine) as conn:  # the server on the larger disk
+@pytest.mark.parametrize("field", ["root_gb", "ephemeral_gb"])
+def test_a_smaller_disk_is_accepted_then_fails_as_novas_driver_fails_it(client, engine, field):
+    with db_api.transaction(engine) as conn:  # the server on larger disks
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == UUID).values(root_gb=5))
         row = instances.get(conn, UUID)
-        text = row["flavor"].replace('"root_gb":1', '"root_gb":5')
+        text = row["flavor"].replace('"root_gb":1', '"root_gb":5').replace('"ephemeral_gb":0', '"ephemeral_gb":3')
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == UUID).values(flavor=text))
-    _flavor(engine, "small-disk", disk=2)
-    got = _resize(client, "small-disk")
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name="smaller", memory_mb=1024, vcpus=1, flavorid="smaller",
+                       root_gb=2 if field == "root_gb" else 5, ephemeral_gb=3 if field == "root_gb" else 1)
+    got = _resize(client, "smaller")
     assert (got.status_code, got.content) == (202, b"")
     row = _row(engine)
     assert (row["vm_state"], row["task_state"], instances.flavors_of(row).cur["root_gb"]) == ("active", None, 5)

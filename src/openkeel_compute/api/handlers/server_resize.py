@@ -6,8 +6,8 @@ vm_state active or stopped with no task, a host; ``OS-DCF:diskConfig`` AUTO agai
 "Flavor <ref> could not be found."), a zero-disk flavor for a server with a disk,
 a disabled flavor, the same flavor, the quota for what grows (403), the image the server was
 built from against the new flavor; then one transaction records the resize (compute/resize.py)
-and asks the controller to do it. A smaller root disk is accepted, then fails as Nova's libvirt
-driver fails it ("Resize error: Unable to resize disk down."): a KubeVirt volume cannot shrink.
+and asks the controller to do it. A smaller root or ephemeral disk is accepted, then fails as Nova's
+libvirt driver fails it ("Resize error: Unable to resize disk down."): a KubeVirt volume cannot shrink.
 
 confirmResize (204) and revertResize (202) need vm_state resized and a finished migration
 ("Instance has not been resized." otherwise); a revert checks the quota for the old flavor.
@@ -101,7 +101,7 @@ def resize_server(req, server_id):
                 zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, target, fatal=False))
         except boot_checks.BootRefused as exc:
             raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
-        if flavor["root_gb"] < current.get("root_gb", 0):
+        if flavor["root_gb"] < current.get("root_gb", 0) or flavor["ephemeral_gb"] < current.get("ephemeral_gb", 0):
             # accepted, then refused where Nova's driver refuses it: the server keeps its flavor
             checked = unsupported.fail(conn, row, pre, actor, Ending(
                 "compute_resize_instance", events=_RESIZE_EVENTS, fault=(500, _DISK_DOWN), message=_DISK_DOWN,
