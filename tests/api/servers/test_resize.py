@@ -1,5 +1,8 @@
 """POST /servers/{id}/action resize, confirmResize, revertResize: Nova's refusals and what the API records
-(the controller's part: tests/controller/test_server_resize.py)."""
+(the controller's part: tests/controller/test_server_resize.py). The answers are the live Nova 34.0.0 servers
+oracle's to the same requests (a private flavor without access, a deleted one, a second confirm, a second
+revert, the instance actions and the os-migrations views per microversion), except the smaller disk, which
+the oracle's fake driver resizes and Nova's libvirt driver refuses."""
 
 from __future__ import annotations
 
