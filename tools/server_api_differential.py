@@ -186,6 +186,7 @@ class Generator:
         self.requests_of: list[tuple[int, int]] = []  # (server ref, request ref) of actions on it
         self.no_networks: set[int] = set()  # booted before 2.37 without "networks"
         self.no_networks_names: set[str] = set()  # their unique names (web-N), for the other servers of a boot
+        self.no_networks_multi: set[str] = set()  # names of such multiple boots whose names are not unique
 
     # -- small pieces
     def pick(self, seq):
@@ -309,6 +310,9 @@ class Generator:
             self.no_networks.add(n)
             if isinstance(server.get("name"), str) and server["name"] == f"web-{n}":
                 self.no_networks_names.add(server["name"])
+            elif isinstance(server.get("name"), str) and "max_count" in server:
+                # the other servers of a multiple boot: ids the answer never names, names "<name>-<i>"
+                self.no_networks_multi.add(server["name"])
         obj = {"server": server}
         if self.chance(0.02):
             obj = self.pick([{}, {"server": None}, [], {"servr": server}])
@@ -690,13 +694,16 @@ KNOWN_DIFFERENCES = [
 # Servers booted before 2.37 without "networks" (their labels; set by run()).
 NO_NETWORKS: set[str] = set()
 NO_NETWORKS_NAMES: set[str] = set()
+NO_NETWORKS_MULTI: set[str] = set()
 
 
 def _no_networks(body):
     if isinstance(body, dict):
         out = {k: _no_networks(v) for k, v in body.items()}
         name = body.get("name")
-        named = isinstance(name, str) and (name in NO_NETWORKS_NAMES or name.rpartition("-")[0] in NO_NETWORKS_NAMES)
+        named = isinstance(name, str) and (name in NO_NETWORKS_NAMES or name.rpartition("-")[0] in NO_NETWORKS_NAMES
+                                           or (body.get("id") == "<uuid>"
+                                               and name.rpartition("-")[0] in NO_NETWORKS_MULTI))
         if (body.get("id") in NO_NETWORKS or named) and "addresses" in body:
             out["addresses"] = "<no networks asked>"
         return out
@@ -995,6 +1002,8 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, quiet: bool =
     NO_NETWORKS.update(f"<server-{n}>" for n in gen.no_networks)
     NO_NETWORKS_NAMES.clear()
     NO_NETWORKS_NAMES.update(gen.no_networks_names)
+    NO_NETWORKS_MULTI.clear()
+    NO_NETWORKS_MULTI.update(gen.no_networks_multi)
     oracle, ours = Side("oracle", oracle_url), Side("openkeel", openkeel_url)
 
     def progress(name, done):
