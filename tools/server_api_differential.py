@@ -186,7 +186,7 @@ class Generator:
         self.requests_of: list[tuple[int, int]] = []  # (server ref, request ref) of actions on it
         self.no_networks: set[int] = set()  # booted before 2.37 without "networks"
         self.no_networks_names: set[str] = set()  # their unique names (web-N), for the other servers of a boot
-        self.no_networks_multi: set[str] = set()  # names of such multiple boots whose names are not unique
+        self.no_networks_multi: set[str] = set()  # names of such boots whose answer may not name the servers
 
     # -- small pieces
     def pick(self, seq):
@@ -310,8 +310,9 @@ class Generator:
             self.no_networks.add(n)
             if isinstance(server.get("name"), str) and server["name"] == f"web-{n}":
                 self.no_networks_names.add(server["name"])
-            elif isinstance(server.get("name"), str) and "max_count" in server:
-                # the other servers of a multiple boot: ids the answer never names, names "<name>-<i>"
+            elif isinstance(server.get("name"), str) and ("max_count" in server or "return_reservation_id" in server):
+                # servers whose ids the boot's answer may not name (the others of a multiple boot, named
+                # "<name>-<i>", or all of a boot answering with its reservation id only)
                 self.no_networks_multi.add(server["name"])
         obj = {"server": server}
         if self.chance(0.02):
@@ -703,7 +704,8 @@ def _no_networks(body):
         name = body.get("name")
         named = isinstance(name, str) and (name in NO_NETWORKS_NAMES or name.rpartition("-")[0] in NO_NETWORKS_NAMES
                                            or (body.get("id") == "<uuid>"
-                                               and name.rpartition("-")[0] in NO_NETWORKS_MULTI))
+                                               and (name in NO_NETWORKS_MULTI
+                                                    or name.rpartition("-")[0] in NO_NETWORKS_MULTI)))
         if (body.get("id") in NO_NETWORKS or named) and "addresses" in body:
             out["addresses"] = "<no networks asked>"
         return out
