@@ -39,8 +39,8 @@ Answers that differ only where OpenKeel documents a deliberate difference from a
 bodies (no Neutron ports), the ``OS-EXT-SRV-ATTR:instance_name`` (the VirtualMachine's name),
 ``OS-EXT-SRV-ATTR:root_device_name`` (the fake driver's /dev/sda, KubeVirt's /dev/vda), the
 power state of a paused server (the fake driver leaves it RUNNING), the addresses of a server
-booted before 2.37 without ``networks`` (Nova's Neutron fixture offers the project no network,
-OpenKeel's pod network is always there) and ``os-getConsoleOutput``
+booted before 2.37 without ``networks``, or with an empty list (Nova's Neutron fixture offers the
+project no network, OpenKeel's pod network is always there) and ``os-getConsoleOutput``
 (501: console output cannot be read back from KubeVirt). A list whose only difference is the
 order of servers sorted by ``uuid`` (random on each side) also counts as explained.
 
@@ -306,7 +306,9 @@ class Generator:
                 server["accessIPv4"] = self.pick(["1.2.3.4", "bad"])
             else:
                 server["OS-DCF:diskConfig"] = self.pick(["AUTO", "MANUAL", "bogus"])
-        if "networks" not in server:
+        if "networks" not in server or server["networks"] == []:
+            # (an empty list asks for nothing in particular, as no networks before 2.37: Nova allocates on the
+            # networks the project may use, and its Neutron fixture has none)
             self.no_networks.add(n)
             if isinstance(server.get("name"), str) and server["name"] == f"web-{n}":
                 self.no_networks_names.add(server["name"])
