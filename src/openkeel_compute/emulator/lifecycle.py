@@ -84,6 +84,7 @@ class Lifecycle:
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last garbage pass
+        self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -148,12 +149,15 @@ class Lifecycle:
             if version != self._collected:
                 self._collected = version
                 self._collect_garbage()
-                self._namespaces()
+                self._namespaces(clock)
+            elif self._emptied:  # an emptied namespace goes a moment later
+                self._namespaces(clock)
 
-    def _namespaces(self) -> None:
+    def _namespaces(self, clock: float) -> None:
         terminating = {name for (plural, _ns, name), obj in self.store.objects.items()
                        if plural == "namespaces" and obj["metadata"].get("deletionTimestamp")}
         if not terminating:
+            self._emptied.clear()
             return
         left: set[str] = set()
         for (plural, ns, name), obj in list(self.store.objects.items()):
@@ -162,7 +166,10 @@ class Lifecycle:
                 if not obj["metadata"].get("deletionTimestamp"):
                     self.store.delete(BY_KIND[obj["kind"]], ns, name, None, {})
         for name in terminating - left:
-            self.store._remove(("namespaces", None, name))
+            # as Kubernetes' namespace controller, which finalizes an emptied namespace on its next sync
+            if clock - self._emptied.setdefault(name, clock) >= self.delays.stopping:
+                self._emptied.pop(name)
+                self.store._remove(("namespaces", None, name))
 
     # -- PersistentVolumeClaims ------------------------------------------------------------------------
 
