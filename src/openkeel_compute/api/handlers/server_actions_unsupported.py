@@ -23,10 +23,12 @@ from openkeel_compute.compute import actions, states, unsupported
 from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 
-_RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
+# the events a cold migration or resize records before the compute service resizes
+RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
 
 
-def _target(row: dict, *, user: bool) -> dict:
+def policy_target(row: dict, *, user: bool) -> dict:
+    """The policy target of an action on ``row``: its project, and its user when the rule looks at it."""
     target = {"project_id": row["project_id"]}
     if user:
         target["user_id"] = row["user_id"]
@@ -38,7 +40,7 @@ def _fail(req, server_id: str, rule: str, action: str, ending: Ending, *, user: 
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rule, _target(row, user=user))
+        common.can(req, rule, policy_target(row, user=user))
         return unsupported.fail(conn, row, actions.precondition(action), actor, ending, values=values)
 
 
@@ -139,7 +141,7 @@ def change_password(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.ADMIN_PASSWORD, _target(row, user=True))
+        common.can(req, rules.ADMIN_PASSWORD, policy_target(row, user=True))
         pre = actions.precondition("changePassword")
         with locked_as_invalid_state(row["uuid"], "changePassword"):
             pre.check(row, is_admin=actor.is_admin)
@@ -188,11 +190,11 @@ def migrate(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), _target(row, user=False))
+        common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), policy_target(row, user=False))
         pre = actions.precondition("migrate")
         pre.check(row, is_admin=actor.is_admin)
         _check_host(conn, row, host, cold=True)
-        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=_RESIZE_EVENTS))
+        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=RESIZE_EVENTS))
     return Response(None)
 
 
@@ -205,7 +207,7 @@ def migrate_live(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), _target(row, user=False))
+        common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), policy_target(row, user=False))
         pre = actions.precondition("os-migrateLive")
         pre.check(row, is_admin=actor.is_admin)
         _check_host(conn, row, host, cold=False)

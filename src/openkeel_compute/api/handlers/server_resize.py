@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.server_actions_unsupported import RESIZE_EVENTS, policy_target
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
@@ -28,14 +29,6 @@ from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 
 _DISK_DOWN = "Resize error: Unable to resize disk down."
-_RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
-
-
-def _target(row: dict, *, user: bool) -> dict:
-    target = {"project_id": row["project_id"]}
-    if user:
-        target["user_id"] = row["user_id"]
-    return target
 
 
 def _image(conn, row: dict) -> dict:
@@ -84,7 +77,7 @@ def resize_server(req, server_id):
     conf = common.services(req).conf
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        target = _target(row, user=True)
+        target = policy_target(row, user=True)
         common.can(req, rules.SERVERS % "resize", target)
         pre = actions.precondition("resize")
         pre.check(row, is_admin=actor.is_admin)
@@ -104,7 +97,7 @@ def resize_server(req, server_id):
         if flavor["root_gb"] < current.get("root_gb", 0) or flavor["ephemeral_gb"] < current.get("ephemeral_gb", 0):
             # accepted, then refused where Nova's driver refuses it: the server keeps its flavor
             checked = unsupported.fail(conn, row, pre, actor, Ending(
-                "compute_resize_instance", events=_RESIZE_EVENTS, fault=(500, _DISK_DOWN), message=_DISK_DOWN,
+                "compute_resize_instance", events=RESIZE_EVENTS, fault=(500, _DISK_DOWN), message=_DISK_DOWN,
                 details="ResizeError"), instance_action="resize")
             resize.record_failed(conn, checked, flavor, actor)
             return Response(None)
@@ -118,7 +111,7 @@ def confirm_resize(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.SERVERS % "confirm_resize", _target(row, user=False))
+        common.can(req, rules.SERVERS % "confirm_resize", policy_target(row, user=False))
         resize.confirm(conn, row, actor)
     return Response(None, status=204)
 
@@ -130,7 +123,7 @@ def revert_resize(req, server_id):
     conf = common.services(req).conf
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.SERVERS % "revert_resize", _target(row, user=False))
+        common.can(req, rules.SERVERS % "revert_resize", policy_target(row, user=False))
         actions.check("revertResize", row, is_admin=actor.is_admin)
         copy = instances.flavors_of(row)
         if resize.migration_of(conn, row["uuid"], "finished") is not None and copy.old:
