@@ -158,6 +158,18 @@ def test_a_stopped_server_stays_stopped_and_the_window_confirms(world):
     assert _events(client, uuid, "confirmResize") == [("compute_confirm_resize", "Success")]
 
 
+def test_a_server_deleted_in_verify_resize_confirms_its_resize(world):
+    client, controller, _cluster, _conf = world
+    _flavor(client, "small", 512)
+    _flavor(client, "large", 1024)
+    uuid = _boot(client, controller)
+    assert _action(client, uuid, {"resize": {"flavorRef": "large"}}).status_code == 202
+    _until(client, controller, uuid, "VERIFY_RESIZE")
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    until(client, controller, uuid, lambda got: got.status_code == 404)
+    assert _migration_statuses(client) == ["confirmed"]
+
+
 def test_resize_accounting_in_placement(tmp_path, placement_service):
     """Nova's resize accounting against a real Placement: the old flavor moves to the migration, the
     server claims the new one; revert moves it back, confirm gives the migration's back."""

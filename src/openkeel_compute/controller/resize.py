@@ -43,6 +43,8 @@ SYSMETA_FROM = "openkeel_resize_from"
 #: system metadata: the instance action event the running resize step finishes
 SYSMETA_EVENT = "openkeel_resize_event"
 OPERATIONS = ("resize", "confirm-resize", "revert-resize")
+# the statuses of a resize not yet over
+_OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming", "reverting")
 _FINAL = ("Succeeded", "Failed")
 _JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 GiB = 1024**3
@@ -342,6 +344,17 @@ class ResizeSteps:
             if resize.reverted(conn, uuid, migration, power_state=power):
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)
                 self._end_event(conn, uuid, host=node or server.get("host"))
+
+    def deleted(self, uuid: str) -> None:
+        """A server deleted with a resize open: a finished one is confirmed (as Nova confirms a resize before
+        it deletes the server), one under way ends in error; the migration's allocation is given back."""
+        with transaction(self.loop.engine) as conn:
+            open_ = resize.migration_of(conn, uuid, _OPEN)
+            if open_ is None:
+                return
+            done = open_["status"] in ("finished", "confirming")
+            resize.move_migration(conn, open_["uuid"], "confirmed" if done else "error", expected=open_["status"])
+        self.allocations.confirm(open_["uuid"])
 
     def act(self, row: Any, server: dict, namespace: str) -> None:
         {"resize": self.resize, "confirm-resize": self.confirm, "revert-resize": self.revert}[row.operation](

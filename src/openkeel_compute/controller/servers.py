@@ -541,6 +541,7 @@ class ServerLoop:
             self.cluster.verb(namespace, name, "start")
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
+            resize_steps.ResizeSteps(self).deleted(row.server_uuid)
         elif row.operation == "rebuild":
             self._rebuild(row, server, namespace)
         elif row.operation == "soft-delete":
