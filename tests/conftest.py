@@ -76,3 +76,19 @@ def pytest_configure(config):
 
 def pytest_runtest_setup(item):
     _shared.check_marker(item)
+
+
+@pytest.fixture(scope="session")
+def placement_service(tmp_path_factory):
+    """One embedded Placement (openstack-placement, SQLite, noauth2) for the whole run; its URL.
+    Tests share it, so each uses providers and consumers of its own (fresh UUIDs)."""
+    from openkeel_compute.placement import embedded
+
+    running = embedded.start(tmp_path_factory.mktemp("placement"))
+    yield running.url
+    running.stop()
+
+
+def placement_overrides(url: str) -> dict:
+    """make_conf's ``placement=`` section for the embedded Placement at ``url``."""
+    return {"auth_type": "admin_token", "endpoint": url, "token": "admin:admin", "endpoint_override": url}

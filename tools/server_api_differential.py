@@ -2,8 +2,9 @@
 """Differential check of the servers API: the Nova 34.0.0 servers oracle against OpenKeel.
 
 Generates a seeded sequence of requests over the servers routes (boot, list, detail, show,
-update, delete, metadata, tags, instance actions and the power, lock and console actions; the
-ROUTES table lists them, one entry per route), with valid and invalid bodies and queries,
+update, delete, metadata, tags, instance actions and the power, lock, console and resize actions:
+resize to a larger flavor, confirmResize, revertResize; the ROUTES table lists them, one entry
+per route), with valid and invalid bodies and queries,
 microversions 2.1..2.104 with every boundary the servers API has, and several callers: admin,
 members of the server's project, a member of another project, a project-less token and none.
 The sequence is fixed by the seed alone (never by what a server answered), so both sides, each
@@ -38,9 +39,9 @@ Answers that differ only where OpenKeel documents a deliberate difference from a
 bodies (no Neutron ports), the ``OS-EXT-SRV-ATTR:instance_name`` (the VirtualMachine's name),
 ``OS-EXT-SRV-ATTR:root_device_name`` (the fake driver's /dev/sda, KubeVirt's /dev/vda), the
 power state of a paused server (the fake driver leaves it RUNNING), the addresses of a server
-booted before 2.37 without ``networks`` (Nova's Neutron fixture offers the project no network,
-OpenKeel's pod network is always there) and the text ``os-getConsoleOutput`` answers (the
-guest's console log; the fake driver prints a fixed text). A list whose only difference is the
+booted before 2.37 without ``networks``, or with an empty list (Nova's Neutron fixture offers the
+project no network, OpenKeel's pod network is always there) and the text ``os-getConsoleOutput``
+answers (the guest's console log; the fake driver prints a fixed text). A list whose only difference is the
 order of servers sorted by ``uuid`` (random on each side) also counts as explained.
 
     .venv/bin/python tools/server_api_differential.py                  # starts everything, 2,000 requests
@@ -185,6 +186,7 @@ class Generator:
         self.requests_of: list[tuple[int, int]] = []  # (server ref, request ref) of actions on it
         self.no_networks: set[int] = set()  # booted before 2.37 without "networks"
         self.no_networks_names: set[str] = set()  # their unique names (web-N), for the other servers of a boot
+        self.no_networks_multi: set[str] = set()  # names of such boots whose answer may not name the servers
 
     # -- small pieces
     def pick(self, seq):
@@ -304,10 +306,16 @@ class Generator:
                 server["accessIPv4"] = self.pick(["1.2.3.4", "bad"])
             else:
                 server["OS-DCF:diskConfig"] = self.pick(["AUTO", "MANUAL", "bogus"])
-        if "networks" not in server:
+        if "networks" not in server or server["networks"] == []:
+            # (an empty list asks for nothing in particular, as no networks before 2.37: Nova allocates on the
+            # networks the project may use, and its Neutron fixture has none)
             self.no_networks.add(n)
             if isinstance(server.get("name"), str) and server["name"] == f"web-{n}":
                 self.no_networks_names.add(server["name"])
+            elif isinstance(server.get("name"), str) and ("max_count" in server or "return_reservation_id" in server):
+                # servers whose ids the boot's answer may not name (the others of a multiple boot, named
+                # "<name>-<i>", or all of a boot answering with its reservation id only)
+                self.no_networks_multi.add(server["name"])
         obj = {"server": server}
         if self.chance(0.02):
             obj = self.pick([{}, {"server": None}, [], {"servr": server}])
@@ -368,8 +376,14 @@ class Generator:
     def _action(self):
         ref, model = self.server()
         name = self.pick(["os-start", "os-stop", "os-stop", "reboot", "pause", "unpause", "lock", "unlock",
-                          "os-getConsoleOutput", "bogus"])
-        if name == "reboot":
+                          "os-getConsoleOutput", "bogus", "resize", "resize", "confirmResize", "revertResize"])
+        if name == "resize":
+            # to larger flavors only (a smaller disk is refused by a real driver, not by the fake one), the
+            # same flavor, unknown ones and bad bodies
+            obj = {"resize": self.pick([{"flavorRef": "2"}, {"flavorRef": "3"}, {"flavorRef": "3"}, {"flavorRef": "42"},
+                                        {"flavorRef": ""}, {"flavorRef": None}, {}, {"flavorRef": 3},
+                                        {"flavorRef": "3", "OS-DCF:diskConfig": self.pick(["AUTO", "MANUAL", "x"])}])}
+        elif name == "reboot":
             obj = {"reboot": {"type": self.pick(["SOFT", "HARD", "HARD", "soft", "bogus"])}}
             if self.chance(0.05):
                 obj = {"reboot": {}}
@@ -683,13 +697,17 @@ KNOWN_DIFFERENCES = [
 # Servers booted before 2.37 without "networks" (their labels; set by run()).
 NO_NETWORKS: set[str] = set()
 NO_NETWORKS_NAMES: set[str] = set()
+NO_NETWORKS_MULTI: set[str] = set()
 
 
 def _no_networks(body):
     if isinstance(body, dict):
         out = {k: _no_networks(v) for k, v in body.items()}
         name = body.get("name")
-        named = isinstance(name, str) and (name in NO_NETWORKS_NAMES or name.rpartition("-")[0] in NO_NETWORKS_NAMES)
+        named = isinstance(name, str) and (name in NO_NETWORKS_NAMES or name.rpartition("-")[0] in NO_NETWORKS_NAMES
+                                           or (body.get("id") == "<uuid>"
+                                               and (name in NO_NETWORKS_MULTI
+                                                    or name.rpartition("-")[0] in NO_NETWORKS_MULTI)))
         if (body.get("id") in NO_NETWORKS or named) and "addresses" in body:
             out["addresses"] = "<no networks asked>"
         return out
@@ -988,6 +1006,8 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, quiet: bool =
     NO_NETWORKS.update(f"<server-{n}>" for n in gen.no_networks)
     NO_NETWORKS_NAMES.clear()
     NO_NETWORKS_NAMES.update(gen.no_networks_names)
+    NO_NETWORKS_MULTI.clear()
+    NO_NETWORKS_MULTI.update(gen.no_networks_multi)
     oracle, ours = Side("oracle", oracle_url), Side("openkeel", openkeel_url)
 
     def progress(name, done):

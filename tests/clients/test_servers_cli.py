@@ -148,3 +148,29 @@ def test_console_log_show_prints_the_guests_console(stack, cli):
     whole = cli.ok("console", "log", "show", "cli-console")
     assert "Hostname set to <cli-console>" in whole and "\r" not in whole
     cli.ok("server", "delete", "--wait", "cli-console")
+def test_resize_confirm_and_revert_with_the_cli(stack, cli):
+    cli.ok("flavor", "create", "--ram", "1024", "--vcpus", "2", "--disk", "2", "--id", "cli-2", "m1.cli2")
+    created = cli.ok("server", "create", "--flavor", "m1.cli", "--image", local.DEFAULT_IMAGE_NAME, "--nic", "none",
+                     "--wait", "-f", "json", "cli-grow")
+    server_id = created["id"]
+    cli.ok("server", "resize", "--flavor", "m1.cli2", "--wait", "cli-grow")  # waits for VERIFY_RESIZE
+    got = stack.call("GET", f"/v2.1/servers/{server_id}")[1]["server"]
+    assert (got["status"], got["flavor"]["original_name"]) == ("VERIFY_RESIZE", "m1.cli2")
+    cli.ok("server", "resize", "confirm", "cli-grow")
+    deadline = time.monotonic() + 60
+    while stack.call("GET", f"/v2.1/servers/{server_id}")[1]["server"]["status"] != "ACTIVE":
+        assert time.monotonic() < deadline, "never ACTIVE after the confirm"
+        time.sleep(0.1)
+    assert stack.call("GET", f"/v2.1/servers/{server_id}")[1]["server"]["flavor"]["original_name"] == "m1.cli2"
+
+    cli.ok("flavor", "create", "--ram", "768", "--vcpus", "1", "--disk", "2", "--id", "cli-3", "m1.cli3")
+    cli.ok("server", "resize", "--flavor", "m1.cli3", "--wait", "cli-grow")
+    cli.ok("server", "resize", "revert", "cli-grow")
+    deadline = time.monotonic() + 60
+    while (shown := stack.call("GET", f"/v2.1/servers/{server_id}")[1]["server"])["status"] != "ACTIVE":
+        assert time.monotonic() < deadline, "never ACTIVE after the revert"
+        time.sleep(0.1)
+    assert shown["flavor"]["original_name"] == "m1.cli2"
+    actions = stack.call("GET", f"/v2.1/servers/{server_id}/os-instance-actions")[1]["instanceActions"]
+    assert sorted(a["action"] for a in actions) == ["confirmResize", "create", "resize", "resize", "revertResize"]
+    cli.ok("server", "delete", "--wait", "cli-grow")

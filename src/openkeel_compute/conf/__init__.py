@@ -42,6 +42,13 @@ DEFAULT_OPTS = [
         help="Seconds a deleted server is kept, stopped and restorable (status SOFT_DELETED), before the "
         "controller deletes it for good; 0 deletes servers at once. As Nova's option of the same name.",
     ),
+    cfg.IntOpt(
+        "resize_confirm_window",
+        default=0,
+        min=0,
+        help="Seconds a resized server waits in VERIFY_RESIZE before the controller confirms the resize "
+        "itself; 0 waits for the user. As Nova's option of the same name.",
+    ),
 ]
 
 
@@ -91,6 +98,9 @@ def list_opts():
     from openkeel_compute.images import glance
 
     opts.extend(glance.list_opts())
+    from openkeel_compute.placement import client as placement
+
+    opts.extend(placement.list_opts())
     for module in _optional_modules():
         opts.extend(module.list_opts())
     return opts

@@ -29,12 +29,13 @@ from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
-from sqlalchemy import Engine, and_, insert, select, update
+from sqlalchemy import Engine, and_, select, update
 
 from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.states import task_states
 from openkeel_compute.controller import console
+from openkeel_compute.controller import resize as resize_steps
 from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
@@ -410,6 +411,8 @@ class ServerLoop:
         self.batch_size = batch_size
         self.now = now
         self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
+        self.resize_confirm_window = 0.0  # Nova's resize_confirm_window (0: resizes wait for the user)
+        self.placement: Any = None  # the Placement client, when [placement] is configured
         self.images = images
         self.orphan_interval = orphan_interval
         self.clock = clock
@@ -430,6 +433,7 @@ class ServerLoop:
         self.observe_all(problems)
         if self.reclaim_interval > 0:
             self.reclaim()
+        resize_steps.auto_confirm(self, self.resize_confirm_window)
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
@@ -548,12 +552,15 @@ class ServerLoop:
             self.cluster.verb(namespace, name, "start")
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
+            resize_steps.ResizeSteps(self).deleted(row.server_uuid)
         elif row.operation == "rebuild":
             self._rebuild(row, server, namespace)
         elif row.operation == "soft-delete":
             self._soft_delete(row, server, namespace)
         elif row.operation == "restore":
             self._restore(row, server, namespace)
+        elif row.operation in resize_steps.OPERATIONS:
+            resize_steps.ResizeSteps(self).act(row, server, namespace)
         elif verb_for(row.operation) is not None:
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
@@ -844,21 +851,8 @@ class ServerLoop:
         return removed
 
 
-def _sysmeta(conn: Any, uuid: str, key: str) -> str | None:
-    table = models.INSTANCE_SYSTEM_METADATA
-    return conn.execute(select(table.c.value).where(table.c.instance_uuid == uuid, table.c.key == key,
-                                                    table.c.deleted == 0)).scalar()
-
-
-def _set_sysmeta(conn: Any, uuid: str, key: str, value: str | None) -> None:
-    """Set (or, with None, soft-delete) one system metadata item of a server."""
-    table = models.INSTANCE_SYSTEM_METADATA
-    live = (table.c.instance_uuid == uuid, table.c.key == key, table.c.deleted == 0)
-    now = models.utcnow()
-    if value is None:
-        conn.execute(update(table).where(*live).values(deleted=table.c.id, deleted_at=now))
-    elif conn.execute(update(table).where(*live).values(value=value, updated_at=now)).rowcount == 0:
-        conn.execute(insert(table).values(instance_uuid=uuid, key=key, value=value, created_at=now, deleted=0))
+_sysmeta = instances.system_metadata_item
+_set_sysmeta = instances.set_system_metadata_item
 
 
 def make_loop(client: Client, engine: Engine, **kwargs: Any) -> ServerLoop:

@@ -21,6 +21,7 @@ from openkeel_compute.controller.servers import ServerCluster, ServerLoop
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.server import ServerOptions
+from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
 
@@ -39,11 +40,15 @@ def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False)
     options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
                             shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf),
                             default_availability_zone=conf.default_availability_zone)
-    return ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
+    loop = ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
                       unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
                       batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
                       orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
                       reclaim_interval=float(conf.reclaim_instance_interval))
+    loop.resize_confirm_window = float(conf.resize_confirm_window)
+    if placement_client.configured(conf):
+        loop.placement = placement_client.PlacementClient.from_conf(conf)
+    return loop
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,

@@ -97,3 +97,21 @@ def virtual_machine_table(review_: Review) -> list[str]:
 
 
 register("VirtualMachine", virtual_machine_table)
+
+
+def matcher_revision_rule(review_: Review) -> list[str]:
+    """KubeVirt's VM mutator: a matcher whose name changes while it keeps the same non-empty revisionName
+    is refused (an old empty revisionName is never checked)."""
+    if review_.operation != "UPDATE" or review_.old is None:
+        return []
+    refused = []
+    for field, word in (("instancetype", "Matcher"), ("preference", "Preference Matcher")):
+        old = (review_.old.get("spec") or {}).get(field) or {}
+        new = (review_.obj.get("spec") or {}).get(field) or {}
+        if old.get("revisionName") and old.get("name") != new.get("name") \
+                and old.get("revisionName") == new.get("revisionName"):
+            refused.append(f"the {word} Name has been updated without updating the RevisionName")
+    return refused
+
+
+register("VirtualMachine", matcher_revision_rule)

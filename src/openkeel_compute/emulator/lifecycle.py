@@ -88,6 +88,7 @@ class Lifecycle:
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last garbage pass
+        self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -109,6 +110,16 @@ class Lifecycle:
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
 
+    def _place(self, spec: dict[str, Any]) -> tuple[str | None, str]:
+        """(the node the VMI's launcher pod goes to, or None with kube-scheduler's Unschedulable message):
+        a Ready, schedulable node whose labels satisfy the VMI's nodeSelector and required node affinity
+        (the cluster's first node when it matches, else the first by name)."""
+        nodes = [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == "nodes"]
+        first = [n for n in nodes if n["metadata"]["name"] == NODE]
+        if first and scheduling.choose(spec, first)[0]:
+            return NODE, ""
+        return scheduling.choose(spec, nodes)
+
     def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         plural = BY_KIND[kind].plural
         uid = owner["metadata"]["uid"]
@@ -127,6 +138,8 @@ class Lifecycle:
             for (plural, _ns, _name), obj in list(self.store.objects.items()):
                 if plural == "datavolumes":
                     self._datavolume(obj, clock)
+                elif plural == "persistentvolumeclaims":
+                    self._expand(obj)
             for (plural, _ns, _name), obj in list(self.store.objects.items()):
                 if plural == "virtualmachineinstances":
                     self._vmi(obj, clock)
@@ -140,12 +153,15 @@ class Lifecycle:
             if version != self._collected:
                 self._collected = version
                 self._collect_garbage()
-                self._namespaces()
+                self._namespaces(clock)
+            elif self._emptied:  # an emptied namespace goes a moment later
+                self._namespaces(clock)
 
-    def _namespaces(self) -> None:
+    def _namespaces(self, clock: float) -> None:
         terminating = {name for (plural, _ns, name), obj in self.store.objects.items()
                        if plural == "namespaces" and obj["metadata"].get("deletionTimestamp")}
         if not terminating:
+            self._emptied.clear()
             return
         left: set[str] = set()
         for (plural, ns, name), obj in list(self.store.objects.items()):
@@ -154,7 +170,34 @@ class Lifecycle:
                 if not obj["metadata"].get("deletionTimestamp"):
                     self.store.delete(BY_KIND[obj["kind"]], ns, name, None, {})
         for name in terminating - left:
-            self.store._remove(("namespaces", None, name))
+            # as Kubernetes' namespace controller, which finalizes an emptied namespace on its next sync
+            if clock - self._emptied.setdefault(name, clock) >= self.delays.stopping:
+                self._emptied.pop(name)
+                self.store._remove(("namespaces", None, name))
+
+    # -- PersistentVolumeClaims ------------------------------------------------------------------------
+
+    def _claim(self, dv: dict[str, Any]) -> None:
+        """The DataVolume's claim (same name, owned by it), bound at the size the DataVolume asks for."""
+        ns, name = dv["metadata"].get("namespace"), dv["metadata"]["name"]
+        if self.store.lookup("PersistentVolumeClaim", name, ns) is not None:
+            return
+        size = ((((dv.get("spec") or {}).get("storage") or {}).get("resources") or {}).get("requests") or {}).get(
+            "storage", "1Gi")
+        self._write({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                     "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(dv)],
+                                  "labels": dict(dv["metadata"].get("labels") or {})},
+                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
+                     "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}}})
+
+    def _expand(self, pvc: dict[str, Any]) -> None:
+        """A claim asked for more than it has grows to it (a storage class that allows expansion)."""
+        wanted = ((pvc.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
+        status = pvc.get("status") or {}
+        if wanted and (status.get("capacity") or {}).get("storage") != wanted:
+            new = _own(pvc)
+            new["status"]["capacity"] = {"storage": wanted}
+            self._write(new)
 
     # -- DataVolumes (CDI) ---------------------------------------------------------------------------
 
@@ -171,6 +214,7 @@ class Lifecycle:
                              "conditions": [_condition("Bound", "False", "Pending", "PVC Pending"),
                                             _condition("Ready", "False"), _condition("Running", "False")]}
         elif phase == "Pending" and self._due(dv, self.delays.import_scheduled / 2, clock):
+            self._claim(dv)
             new["status"].update(phase="ImportScheduled", conditions=[
                 _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                 _condition("Ready", "False"), _condition("Running", "False", "Pending")])
@@ -248,8 +292,10 @@ class Lifecycle:
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
         elif phase == "Scheduling":
             fault = self._fault("unschedulable", ns, name)
-            if fault is not None:
-                cond = _condition("PodScheduled", "False", "Unschedulable", fault.message or UNSCHEDULABLE_MESSAGE)
+            target, why = self._place(vmi.get("spec") or {})
+            if fault is not None or target is None:
+                message = (fault.message or UNSCHEDULABLE_MESSAGE) if fault is not None else why
+                cond = _condition("PodScheduled", "False", "Unschedulable", message)
                 if any(c.get("reason") == "Unschedulable" for c in st.get("conditions") or ()):
                     return
                 st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
@@ -257,16 +303,6 @@ class Lifecycle:
                 self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
                 return
             if not self._due(vmi, self.delays.scheduling, clock):
-                return
-            nodes = [o for (plural, _ns, _n), o in list(self.store.objects.items()) if plural == "nodes"]
-            target, why = scheduling.choose(vmi.get("spec") or {}, nodes)
-            if target is None:  # no node fits (affinity, selector, readiness): the pod waits, Unschedulable
-                cond = _condition("PodScheduled", "False", "Unschedulable", why)
-                if any(c.get("reason") == "Unschedulable" and c.get("message") == why
-                       for c in st.get("conditions") or ()):
-                    return
-                st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
-                self._write(new)
                 return
             pod_uid = self.launchers.scheduled(vmi, target) or new_uid()
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
@@ -345,15 +381,22 @@ class Lifecycle:
         ref_field = f"{field}Ref"
         current = (vm.get("status") or {}).get(ref_field)
         kind = matcher.get("kind") or cluster_kind
-        if current and current.get("name") == matcher.get("name") and current.get("kind") == kind:
-            return current, None
         ns = vm["metadata"].get("namespace")
+        wanted = matcher.get("revisionName")
+        if wanted:  # a named revision wins over everything, the object itself may be gone
+            if self.store.lookup("ControllerRevision", wanted, ns) is None:
+                return None, (f'failed to find {field}: controllerrevisions.apps "{wanted}" not found')
+            return {"kind": kind, "name": matcher.get("name"), "controllerRevisionRef": {"name": wanted}}, None
+        if current and current.get("name") == matcher.get("name") and current.get("kind") == kind \
+                and (current.get("controllerRevisionRef") or {}).get("name"):
+            return current, None
         source = self.store.lookup(kind, matcher.get("name", ""), ns if kind == kind_ else None)
         if source is None:
             res = BY_KIND[kind]
             return None, f'failed to find {field}: {res.group_resource} "{matcher.get("name")}" not found'
         smeta = source["metadata"]
-        name = f"{vm['metadata']['name']}-{smeta['name']}-{smeta['uid']}-{smeta.get('generation', 1)}"
+        version = source["apiVersion"].rsplit("/", 1)[-1]
+        name = f"{vm['metadata']['name']}-{smeta['name']}-{version}-{smeta['uid']}-{smeta.get('generation', 1)}"
         data = {"apiVersion": source["apiVersion"], "kind": source["kind"],
                 "metadata": {k: smeta[k] for k in ("name", "namespace", "uid", "generation", "resourceVersion",
                                                    "creationTimestamp", "labels", "annotations") if k in smeta},
@@ -573,3 +616,4 @@ class Lifecycle:
                     if key[0] == "pods":
                         self.launchers.forget(obj)
                     self.store._remove(key)
+

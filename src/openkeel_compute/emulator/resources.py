@@ -28,6 +28,10 @@ CORE_NODES = {
     "DataVolume": _object(spec={"$ref": "v1beta1.DataVolumeSpec"}, status=ANY),
     "Node": _object(spec=ANY, status=ANY),
     "Pod": _object(spec=ANY, status=ANY),
+    "PersistentVolumeClaim": _object(spec={"type": "object", "properties": {
+        "accessModes": {"type": "array", "items": STRING}, "storageClassName": STRING, "volumeMode": STRING,
+        "volumeName": STRING, "resources": {"type": "object", "properties": {
+            "requests": STRING_MAP, "limits": STRING_MAP}}}}, status=ANY),
 }
 
 
@@ -62,6 +66,7 @@ RESOURCES = [
     Resource("", "v1", "nodes", "Node", False, True),
     Resource("", "v1", "secrets", "Secret", True),
     Resource("", "v1", "pods", "Pod", True, True),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, True),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, True),

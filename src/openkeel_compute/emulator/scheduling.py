@@ -14,6 +14,8 @@ from typing import Any
 
 
 def _ready(node: Mapping[str, Any]) -> bool:
+    if (node.get("spec") or {}).get("unschedulable"):
+        return False  # cordoned
     conditions = (node.get("status") or {}).get("conditions") or ()
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
@@ -69,10 +71,13 @@ def choose(vmi_spec: Mapping[str, Any], nodes: Iterable[Mapping[str, Any]]) -> t
     if candidates:
         return min(c["metadata"]["name"] for c in candidates), ""
     total = len(nodes)
-    not_ready = sum(1 for n in nodes if not _ready(n))
+    cordoned = sum(1 for n in nodes if (n.get("spec") or {}).get("unschedulable"))
+    not_ready = sum(1 for n in nodes if not _ready(n)) - cordoned
     reasons = []
-    if total - not_ready:
-        reasons.append(f"{total - not_ready} node(s) didn't match Pod's node affinity/selector")
+    if total - not_ready - cordoned:
+        reasons.append(f"{total - not_ready - cordoned} node(s) didn't match Pod's node affinity/selector")
+    if cordoned:
+        reasons.append(f"{cordoned} node(s) were unschedulable")
     if not_ready:
         reasons.append(f"{not_ready} node(s) had untolerated taint {{node.kubernetes.io/not-ready: }}")
     return None, (f"0/{total} nodes are available: {', '.join(reasons)}. preemption: 0/{total} nodes are "

@@ -110,14 +110,19 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
 
-def node(name: str, zone: str | None = None, ready: bool = True) -> dict[str, Any]:
+def node(name: str, zone: str | None = None, ready: bool = True, *, cpu: str = "16", memory: str = "65536Mi",
+         disk: str = "500Gi", labels: dict[str, str] | None = None) -> dict[str, Any]:
     """A Ready node (the cluster has one, without a zone label: the default availability zone).
-    Tests seed more, with ``topology.kubernetes.io/zone`` labels."""
-    labels = {"kubernetes.io/hostname": name, "kubevirt.io/schedulable": "true"}
+    Tests seed more, with ``topology.kubernetes.io/zone`` labels. Its capacity and allocatable are a
+    typical worker's (16 CPUs, 64 GiB, 500 GiB of ephemeral storage, 110 pods), or what is given;
+    ``labels`` are added to the usual ones (traits, ``cpumanager``, ...)."""
+    all_labels = {"kubernetes.io/hostname": name, "kubevirt.io/schedulable": "true", **(labels or {})}
     if zone is not None:
-        labels["topology.kubernetes.io/zone"] = zone
-    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
-            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+        all_labels["topology.kubernetes.io/zone"] = zone
+    resources = {"cpu": cpu, "memory": memory, "ephemeral-storage": disk, "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels},
+            "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                                   "capacity": dict(resources), "allocatable": dict(resources)}}
 
 
 class Emulator:

@@ -202,7 +202,7 @@ def test_force_delete_deletes_now(client, engine):
     assert _last_action(engine) == ("delete", [])
 
 
-# --- resize and migrations: validated, then as with a driver that cannot resize -------------------------
+# --- resize refusals (the resize itself: test_resize.py), migrations as with a driver that cannot migrate ---
 
 def test_resize_refusals_as_nova(client, engine):
     got = client.post(PATH, headers=demo(), json_body={"resize": {"flavorRef": "999"}})
@@ -213,21 +213,6 @@ def test_resize_refusals_as_nova(client, engine):
         got = client.post(PATH, headers=demo(), json_body={action: None})
         assert _answer(got) == (409, f"Cannot '{action}' instance {UUID} while it is in vm_state active")
     assert _outbox(engine) == [] and _row(engine)["task_state"] is None
-
-
-def test_a_valid_resize_ends_as_with_a_driver_that_cannot_resize(client, engine):
-    with db_api.transaction(engine) as conn:
-        oracle._flavor(conn, "bigger", "bigger", 1024, True)
-    got = client.post(PATH, headers=demo(), json_body={"resize": {"flavorRef": "bigger"}})
-    assert (got.status_code, got.content) == (202, b"")
-    row = _row(engine)
-    assert (row["vm_state"], row["task_state"], instances.flavors_of(row).cur["flavorid"]) == (
-        "active", None, "priv-small")
-    assert _last_action(engine) == ("resize", [("conductor_migrate_server", "Success", None),
-                                               ("compute_prep_resize", "Success", None),
-                                               ("compute_resize_instance", "Error", "NotImplementedError")])
-    assert _fault(engine) == (500, "NotImplementedError")
-    assert _outbox(engine) == []
 
 
 def test_migrations_by_an_admin(client, engine):

@@ -1,16 +1,18 @@
 """GET /os-migrations and GET /servers/{server_id}/migrations (+ /{migration_id}), as Nova
 34.0.0 answers them.
 
-OpenKeel servers cannot be resized or migrated yet, so there are no migrations to list: the
-lists are empty, a marker is never found, and a server has no live migration in progress. The
-query schemas, policies and checks are Nova's at every microversion (2.23 links and the
-server's migrations, 2.59 paging and changes-since, 2.66 changes-before, 2.80 user and
-project filters), so clients see the answers they will see once migrations exist.
+/os-migrations lists the ``migrations`` table (resizes; compute/migration_list.py holds the query
+and Nova's view). OpenKeel servers are not live-migrated, so a server never has a live migration in
+progress and its migrations list is empty, as Nova's is for a server that is only resized. The
+query schemas, policies and checks are Nova's at every microversion (2.23 links, migration_type
+and the server's migrations, 2.59 uuid, paging and changes-since, 2.66 changes-before, 2.80 user
+and project).
 """
 
 from __future__ import annotations
 
 import copy
+import datetime as dt
 
 from oslo_utils import timeutils
 
@@ -18,6 +20,7 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import compute_errors, read_server
 from openkeel_compute.api.wsgi import operation
+from openkeel_compute.compute import migration_list
 from openkeel_compute.policies import server_subresources as rules
 
 _PARAM = {"type": "array", "items": {"type": "string"}}
@@ -58,16 +61,44 @@ def index(req):
     project_id = _last(req, "project_id")
     if not project_id or project_id != req.context.project_id:
         common.can(req, rules.MIGRATIONS % "index:all_projects")
-    common.can(req, rules.MIGRATIONS % "index:host", fatal=False)
-    if req.version >= (2, 59):
+    add_host = common.can(req, rules.MIGRATIONS % "index:host", fatal=False)
+    filters = {name: _last(req, name) for name in ("instance_uuid", "source_compute", "status", "migration_type",
+                                                   "host", "hidden") if _last(req, name) is not None}
+    paged = req.version >= (2, 59)
+    limit = marker = None
+    if paged:
         since = _last(req, "changes-since")
         before = _last(req, "changes-before") if req.version >= (2, 66) else None
         if since and before and timeutils.parse_isotime(before) < timeutils.parse_isotime(since):
             raise faults.BadRequest("The value of changes-since must be less than or equal to changes-before.")
+        if since:
+            filters["changes-since"] = _naive(timeutils.parse_isotime(since))
+        if before:
+            filters["changes-before"] = _naive(timeutils.parse_isotime(before))
         marker = _last(req, "marker")
-        if marker is not None:
-            raise faults.BadRequest(f"Marker {marker} could not be found.")
-    return {"migrations": []}
+        limit = min(int(_last(req, "limit") or common.services(req).conf.api.max_limit),
+                    common.services(req).conf.api.max_limit)
+    if req.version >= (2, 80):
+        for name in ("user_id", "project_id"):
+            if _last(req, name) is not None:
+                filters[name] = _last(req, name)
+    with common.read(req) as conn:
+        try:
+            rows = migration_list.query(conn, filters, paged=paged, limit=limit, marker=marker)
+        except migration_list.MarkerNotFound:
+            raise faults.BadRequest(f"Marker {marker} could not be found.") from None
+    body = {"migrations": [migration_list.view(row, links=req.version >= (2, 23), uuid=paged,
+                                               user_project=req.version >= (2, 80), host=add_host)
+                           for row in rows]}
+    if paged and limit and len(rows) == limit:
+        params = {k: v[-1] for k, v in req.query.items() if k != "marker" and v}
+        body["migrations_links"] = [{"rel": "next", "href": common.links(req).next_link(
+            "os-migrations", params, rows[-1]["uuid"])}]
+    return body
+
+
+def _naive(value):
+    return value.replace(tzinfo=None) - (value.utcoffset() or dt.timedelta(0)) if value.tzinfo else value
 
 
 @operation(versions="2.23-", query=SERVER_QUERY, expected=(404,))

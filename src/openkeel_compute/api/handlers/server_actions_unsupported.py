@@ -1,7 +1,7 @@
 """POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
 
 shelve, shelveOffload, unshelve, rescue, unrescue, createImage, createBackup, changePassword,
-trigger_crash_dump, resize, migrate and os-migrateLive. Each is checked as Nova checks it (body
+trigger_crash_dump, migrate and os-migrateLive (resize: server_resize.py). Each is checked as Nova checks it (body
 schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
 as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
 virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
@@ -19,16 +19,16 @@ from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read
 from openkeel_compute.api.handlers.servers_create import _password, image_service
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.catalog import errors as catalog_errors
-from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances, states, unsupported
+from openkeel_compute.compute import actions, states, unsupported
 from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 
-_RESIZE_EVENTS = ("conductor_migrate_server", "compute_prep_resize")
+# the events a cold migration or resize records before the compute service resizes
+RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
 
 
-def _target(row: dict, *, user: bool) -> dict:
+def policy_target(row: dict, *, user: bool) -> dict:
+    """The policy target of an action on ``row``: its project, and its user when the rule looks at it."""
     target = {"project_id": row["project_id"]}
     if user:
         target["user_id"] = row["user_id"]
@@ -40,7 +40,7 @@ def _fail(req, server_id: str, rule: str, action: str, ending: Ending, *, user: 
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rule, _target(row, user=user))
+        common.can(req, rule, policy_target(row, user=user))
         return unsupported.fail(conn, row, actions.precondition(action), actor, ending, values=values)
 
 
@@ -141,7 +141,7 @@ def change_password(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.ADMIN_PASSWORD, _target(row, user=True))
+        common.can(req, rules.ADMIN_PASSWORD, policy_target(row, user=True))
         pre = actions.precondition("changePassword")
         with locked_as_invalid_state(row["uuid"], "changePassword"):
             pre.check(row, is_admin=actor.is_admin)
@@ -171,60 +171,6 @@ def trigger_crash_dump(req, server_id):
 
 # --- resize and migrations ------------------------------------------------------------------------------
 
-def _new_flavor(conn, req, flavor_ref: str, row: dict) -> dict:
-    try:
-        flavor = catalog.get(conn, flavor_ref, common.caller(req))
-    except catalog_errors.NotFound:
-        raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
-    current = instances.flavors_of(row).cur
-    if flavor["root_gb"] == 0 and current.get("root_gb", 0) != 0:
-        raise faults.BadRequest("Server disk was unable to be resized because: "
-                                "Resize to zero disk flavor is not allowed.")
-    same = str(flavor["flavorid"]) == str(current.get("flavorid"))
-    if same:
-        raise faults.BadRequest("When resizing, instances must change flavor!")
-    if flavor.get("disabled"):
-        raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.")
-    return flavor
-
-
-@operation(body={"2.0-": schema.resize}, success=202, expected=(400, 401, 403, 404, 409))
-@wsgi_path_params
-def resize(req, server_id):
-    flavor_ref = str(req.body["resize"]["flavorRef"])
-    actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
-        row = read_server(conn, req, server_id)
-        common.can(req, rules.SERVERS % "resize", _target(row, user=True))
-        pre = actions.precondition("resize")
-        pre.check(row, is_admin=actor.is_admin)
-        _new_flavor(conn, req, flavor_ref, row)
-        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=_RESIZE_EVENTS))
-    return Response(None)
-
-
-def _not_resized(req, server_id: str, action: str, rule: str):
-    actor = actor_of(req)
-    with compute_errors(), common.read(req) as conn:
-        row = read_server(conn, req, server_id)
-        common.can(req, rules.SERVERS % rule, _target(row, user=False))
-        actions.check(action, row, is_admin=actor.is_admin)
-    # a KubeVirt server is never resized yet, so never waits for a confirmation or a revert
-    raise faults.BadRequest("Instance has not been resized.")
-
-
-@operation(body={"2.0-": schema.confirm_resize}, success=204, expected=(400, 404, 409))
-@wsgi_path_params
-def confirm_resize(req, server_id):
-    return _not_resized(req, server_id, "confirmResize", "confirm_resize")
-
-
-@operation(body={"2.0-": schema.revert_resize}, success=202, expected=(400, 404, 409))
-@wsgi_path_params
-def revert_resize(req, server_id):
-    return _not_resized(req, server_id, "revertResize", "revert_resize")
-
-
 def _check_host(conn, row: dict, host: str | None, *, cold: bool) -> None:
     """A named destination must be a known host (the API knows the hosts servers run on; it does
     not ask the cluster), and for a cold migration not the server's own."""
@@ -244,11 +190,11 @@ def migrate(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), _target(row, user=False))
+        common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), policy_target(row, user=False))
         pre = actions.precondition("migrate")
         pre.check(row, is_admin=actor.is_admin)
         _check_host(conn, row, host, cold=True)
-        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=_RESIZE_EVENTS))
+        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=RESIZE_EVENTS))
     return Response(None)
 
 
@@ -261,7 +207,7 @@ def migrate_live(req, server_id):
     actor = actor_of(req)
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
-        common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), _target(row, user=False))
+        common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), policy_target(row, user=False))
         pre = actions.precondition("os-migrateLive")
         pre.check(row, is_admin=actor.is_admin)
         _check_host(conn, row, host, cold=False)

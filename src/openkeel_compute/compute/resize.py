@@ -1,0 +1,195 @@
+"""A server's resize, confirm and revert as Nova keeps them in the database (no HTTP, no Kubernetes).
+
+Nova's cold resize is two-phase: the API records the request (task ``resize_prep``, a ``migrations`` row
+in status ``pre-migrating``, the instance action ``resize``); the compute service moves the server
+through ``resize_migrating`` → ``resize_migrated`` → ``resize_finish`` and ends in vm_state ``resized``
+(VERIFY_RESIZE) with the migration ``finished``; then the user confirms (migration ``confirming`` →
+``confirmed``, the server ``active`` or ``stopped`` by its power state) or reverts (task
+``resize_reverting``, migration ``reverting`` → ``reverted``, the old flavor back, the server
+``active`` or ``stopped`` by the vm_state it had before the resize).
+
+The flavors live in the instance's flavor copy (``cur``/``old``/``new``, compute/flavor_copy.py): the API
+writes ``old`` = the current flavor and ``new`` = the requested one; the end of the resize makes ``new``
+current (and the instance's memory_mb, vcpus, root_gb... columns with it); confirm drops ``old`` and
+``new``; revert makes ``old`` current again. Here are the API's steps (``start``, ``confirm``,
+``revert``) and the ones the controller takes (``advance``, ``finish``, ``confirmed``, ``reverted``).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+
+from sqlalchemy import and_, insert, select, update
+from sqlalchemy.engine import Connection
+
+from openkeel_compute.compute import actions, errors, flavor_copy, instances, states
+from openkeel_compute.compute.states import task_states
+from openkeel_compute.db.models import MIGRATIONS, utcnow
+
+M = MIGRATIONS.c
+#: system metadata: the vm_state the server had when the resize started (Nova's old_vm_state)
+SYSMETA_OLD_VM_STATE = "old_vm_state"
+
+
+class NotResized(errors.Invalid):
+    """No finished resize to confirm or revert: Nova's MigrationNotFoundByStatus as its API words it."""
+
+    def __init__(self) -> None:
+        super().__init__("Instance has not been resized.")
+
+
+def _flavor_json(row: dict) -> dict:
+    return json.loads(row["flavor"])
+
+
+def _dump(copy: dict) -> str:
+    return json.dumps(copy, sort_keys=True, separators=(",", ":"))
+
+
+def _sizes(entry: dict) -> dict:
+    data = entry["nova_object.data"]
+    return {"memory_mb": data["memory_mb"], "vcpus": data["vcpus"], "root_gb": data["root_gb"],
+            "ephemeral_gb": data["ephemeral_gb"], "instance_type_id": data["id"]}
+
+
+sysmeta = instances.system_metadata_item
+set_sysmeta = instances.set_system_metadata_item
+
+
+# --- the migrations table -----------------------------------------------------------------------------
+
+def migration_of(conn: Connection, instance_uuid: str, status: str | tuple[str, ...]) -> dict | None:
+    """The newest live resize migration of the server in ``status`` (one status or several)."""
+    wanted = (status,) if isinstance(status, str) else status
+    row = conn.execute(select(MIGRATIONS).where(M.instance_uuid == instance_uuid, M.deleted == 0,
+                                                M.status.in_(wanted)).order_by(M.id.desc()).limit(1)).first()
+    return dict(row._mapping) if row is not None else None
+
+
+def move_migration(conn: Connection, migration_uuid: str, status: str, *, expected: str | tuple[str, ...] | None = None,
+                   **values) -> bool:
+    """Set the migration's status (compare-and-swap on ``expected`` when given). Returns whether it moved."""
+    where = [M.uuid == migration_uuid, M.deleted == 0]
+    if expected is not None:
+        where.append(M.status.in_((expected,) if isinstance(expected, str) else expected))
+    return conn.execute(update(MIGRATIONS).where(and_(*where)).values(
+        status=status, updated_at=utcnow(), **values)).rowcount == 1
+
+
+# --- the API's steps ----------------------------------------------------------------------------------
+
+def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, str], actor: instances.Actor, *,
+          auto_disk_config: bool) -> str:
+    """Record an accepted resize of ``row`` to ``new_flavor`` (a catalogue row; its extra specs apart):
+    the compare-and-swap into ``resize_prep`` (409 when another action won), the instance action
+    ``resize``, the migration ``pre-migrating``, the flavor copy's old/new, the old vm_state, and the
+    outbox row for the controller. Returns the migration's uuid."""
+    pre = actions.precondition("resize")
+    checked = instances.begin_action(conn, row, pre, actor, values={"progress": 0, "auto_disk_config": auto_disk_config})
+    uuid = row["uuid"]
+    copy = _flavor_json(checked)
+    copy["old"] = copy["cur"]
+    copy["new"] = flavor_copy.primitive(new_flavor, new_specs)
+    instances.save_state(conn, uuid, flavor=_dump(copy))
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, checked["vm_state"])
+    migration = _insert_migration(conn, checked, new_flavor["id"], actor, "pre-migrating")
+    instances.outbox(conn, uuid, "resize", actor, migration=migration, old_vm_state=checked["vm_state"])
+    return migration
+
+
+def confirm(conn: Connection, row: dict, actor: instances.Actor) -> str:
+    """Record a confirmResize: the finished migration becomes ``confirming`` (of concurrent confirms
+    exactly one moves it; the others find no finished resize, as in Nova), the action, the outbox row."""
+    actions.check("confirmResize", row, is_admin=actor.is_admin)
+    migration = migration_of(conn, row["uuid"], "finished")
+    if migration is None or not move_migration(conn, migration["uuid"], "confirming", expected="finished"):
+        raise NotResized()
+    instances.start_action(conn, row["uuid"], "confirmResize", actor)
+    instances.outbox(conn, row["uuid"], "confirm-resize", actor, migration=migration["uuid"])
+    return migration["uuid"]
+
+
+def revert(conn: Connection, row: dict, actor: instances.Actor) -> str:
+    """Record a revertResize: task ``resize_reverting`` (compare-and-swap), migration ``reverting``."""
+    pre = actions.precondition("revertResize")
+    pre.check(row, is_admin=actor.is_admin)
+    migration = migration_of(conn, row["uuid"], "finished")
+    if migration is None:
+        raise NotResized()
+    instances.begin_action(conn, row, pre, actor)
+    if not move_migration(conn, migration["uuid"], "reverting", expected="finished"):
+        raise NotResized()
+    instances.outbox(conn, row["uuid"], "revert-resize", actor, migration=migration["uuid"])
+    return migration["uuid"]
+
+
+# --- the controller's steps ---------------------------------------------------------------------------
+
+def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, host: str | None) -> bool:
+    """The end of a resize: the new flavor current (old kept for a revert), vm_state resized, no task,
+    migration finished on ``host``."""
+    row = instances.get(conn, uuid)
+    copy = _flavor_json(row)
+    if not copy.get("new"):
+        return False
+    copy["cur"] = copy["new"]
+    if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
+                                task_state=None, power_state=power_state, progress=100,
+                                flavor=_dump(copy), **_sizes(copy["new"])):
+        return False
+    extra = {"dest_compute": host, "dest_node": host} if host else {}
+    move_migration(conn, migration, "finished", **extra)
+    return True
+
+
+def confirmed(conn: Connection, uuid: str, migration: str, *, power_state: int) -> bool:
+    """The end of a confirm: old and new flavors dropped, vm_state by the power state, migration confirmed."""
+    row = instances.get(conn, uuid)
+    if row["vm_state"] != states.RESIZED:
+        return False
+    copy = _flavor_json(row)
+    copy["old"] = copy["new"] = None
+    vm_state = states.STOPPED if power_state == states.power_state.SHUTDOWN else states.ACTIVE
+    if not instances.save_state(conn, uuid, expected_task_state=None, vm_state=vm_state, power_state=power_state,
+                                flavor=_dump(copy)):
+        return False
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
+    move_migration(conn, migration, "confirmed", expected="confirming")
+    return True
+
+
+def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -> bool:
+    """The end of a revert: the old flavor current again, vm_state the one before the resize."""
+    row = instances.get(conn, uuid)
+    copy = _flavor_json(row)
+    if not copy.get("old"):
+        return False
+    copy["cur"] = copy["old"]
+    copy["old"] = copy["new"] = None
+    old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE)
+    vm_state = states.STOPPED if old_vm_state == states.STOPPED else states.ACTIVE
+    if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_REVERTING, vm_state=vm_state,
+                                task_state=None, power_state=power_state,
+                                flavor=_dump(copy), **_sizes(copy["cur"])):
+        return False
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
+    move_migration(conn, migration, "reverted", expected="reverting")
+    return True
+
+
+def record_failed(conn: Connection, row: dict, new_flavor: dict, actor: instances.Actor) -> str:
+    """The migration of a resize the compute side refused at once (a smaller root disk): status error."""
+    return _insert_migration(conn, row, new_flavor["id"], actor, "error")
+
+
+def _insert_migration(conn: Connection, row: dict, new_flavor_id: int, actor: instances.Actor, status: str) -> str:
+    """A resize's ``migrations`` row, from and to the server's host (the node is known once it runs)."""
+    migration = str(uuidlib.uuid4())
+    conn.execute(insert(MIGRATIONS).values(
+        uuid=migration, source_compute=row["host"], dest_compute=row["host"], source_node=row["node"],
+        dest_node=row["node"], dest_host=None, old_instance_type_id=instances.flavors_of(row).cur["id"],
+        new_instance_type_id=new_flavor_id, instance_uuid=row["uuid"], migration_type="resize", hidden=False,
+        status=status, cross_cell_move=False, user_id=actor.user_id, project_id=actor.project_id,
+        created_at=utcnow(), deleted=0))
+    return migration
