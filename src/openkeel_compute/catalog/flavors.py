@@ -322,14 +322,13 @@ _DELETE_PROJECTS_RETURNING = _DELETE_PROJECTS_OF.returning(PROJECTS.c.project_id
 _DELETE_FLAVOR = delete(FLAVORS).where(FLAVORS.c.id == bindparam("internal_id"))
 
 
-_BUMP_GENERATION = (update(GENERATIONS).where(GENERATIONS.c.name == "flavors")
-                    .values(value=GENERATIONS.c.value + 1))
 _GENERATION = select(GENERATIONS.c.value).where(GENERATIONS.c.name == bindparam("generation"))
 
 
 def generation(conn) -> int | None:
-    """The catalogue's generation: every committed change to flavors, their extra specs or their
-    access raises it (None when the database has no counter, and nothing may then be cached).
+    """The catalogue's generation: the database's triggers raise it with every committed change to
+    flavors, their extra specs or their access, whoever writes (migration 0005); None when the
+    database has no counter, and nothing may then be cached.
 
     ``conn`` is a Connection or a ``db.api.raw_reader`` connection (one primary-key read)."""
     rows = _fetch_raw(conn, _GENERATION, {"generation": "flavors"})
@@ -337,11 +336,8 @@ def generation(conn) -> int | None:
 
 
 def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:
-    """Record the change for the controller and raise the catalogue's generation, in the change's
-    transaction: every write of the catalogue comes through here."""
     conn.execute(_INSERT_OUTBOX, {"kind": "flavor", "object_id": flavorid, "operation": operation,
                                   "payload": payload, "created_at": models.utcnow(), "attempts": 0})
-    conn.execute(_BUMP_GENERATION)
 
 
 def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: int, ephemeral_gb: int = 0,

@@ -433,9 +433,9 @@ CONSOLE_LOGS = Table(
     UniqueConstraint("instance_uuid"),
 )
 
-# One counter per collection whose rendered pages the API keeps (api/page_cache.py): every
-# transaction that changes the collection increments its row before it commits, so a page is
-# reused only while the counter it was rendered at is still the committed one.
+# One counter per collection whose rendered pages the API keeps (api/page_cache.py): the database's
+# triggers (migration 0005) raise it in the transaction of every change to the collection's tables,
+# so a page is reused only while the counter it was rendered at is still the committed one.
 GENERATIONS = Table(
     "generations",
     metadata,
