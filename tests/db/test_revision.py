@@ -46,3 +46,45 @@ def test_head_of_a_chain_and_of_a_split(tmp_path):
         revision.head(str(tmp_path))
     (tmp_path / "m.py").write_text("revision = 'm'\ndown_revision = ('b', 'c')\n")
     assert revision.head(str(tmp_path)) == "m"
+
+
+def test_every_change_of_the_flavor_tables_raises_the_generation_and_nothing_else_does(engine):
+    import sqlalchemy as sa
+
+    from openkeel_compute.catalog import flavors as catalog
+    from openkeel_compute.db import models
+
+    migration.sync(engine)
+
+    def generation():
+        with db_api.reader(engine) as conn:
+            return catalog.generation(conn)
+
+    def changes(statement):
+        before = generation()
+        with db_api.transaction(engine) as conn:
+            conn.execute(statement)
+        return generation() - before
+
+    f, s, p = models.FLAVORS, models.FLAVOR_EXTRA_SPECS, models.FLAVOR_PROJECTS
+    assert generation() == 0
+    assert changes(sa.insert(f).values(flavorid="a", name="a", memory_mb=1, vcpus=1, root_gb=0, ephemeral_gb=0,
+                                       swap=0, rxtx_factor=1.0, disabled=False, is_public=True)) > 0
+    with db_api.reader(engine) as conn:
+        internal = conn.execute(sa.select(f.c.id)).scalar()
+    assert changes(sa.insert(s).values(flavor_id=internal, key="k", value="v")) > 0
+    assert changes(sa.insert(p).values(flavor_id=internal, project_id="p")) > 0
+    assert changes(sa.update(f).values(disabled=True)) > 0
+    assert changes(sa.update(s).values(value="w")) > 0
+    assert changes(sa.delete(p)) > 0
+    assert changes(sa.delete(s)) > 0
+    assert changes(sa.delete(f)) > 0
+    # a table the flavor lists do not show leaves it alone
+    assert changes(sa.insert(models.OUTBOX).values(kind="flavor", object_id="a", operation="upsert",
+                                                   created_at=models.utcnow(), attempts=0)) == 0
+    migration.downgrade(engine, "0004")
+    with engine.connect() as conn:
+        conn.execute(sa.insert(f).values(flavorid="b", name="b", memory_mb=1, vcpus=1, root_gb=0, ephemeral_gb=0,
+                                         swap=0, rxtx_factor=1.0, disabled=False, is_public=True))
+        conn.commit()
+    assert revision.current(engine) == "0004"
