@@ -1,8 +1,9 @@
 """`openkeel-compute serve`: run the API with granian (or gunicorn gthread).
 
-Before it listens, the master checks what would make every request fail (cmd/status.py's
-preflight: policy, authentication, database at head) and that the port is free, and refuses to
-start with one line otherwise.
+Before it listens, serve checks what would make every request fail (cmd/status.py's preflight:
+policy, authentication, database at head) and that the port is free, and refuses to start with
+one line otherwise. Then, with one worker, this process serves the application itself; with
+more, it becomes the supervisor of openkeel_compute/serving.py, which forks the workers.
 """
 
 from __future__ import annotations
