@@ -111,7 +111,7 @@ def _glibc() -> bool:
 @pytest.mark.skipif(not _glibc(), reason="mallopt() is glibc's; other C libraries keep their own policy")
 def test_serve_bounds_malloc_retention_unless_the_environment_decides():
     # run in a child: the settings are process-wide
-    probe = ("import json, sys; from openkeel_compute.cmd.serve import bound_malloc_retention; "
+    probe = ("import json, sys; from openkeel_compute.serving import bound_malloc_retention; "
              "print(json.dumps(bound_malloc_retention(json.loads(sys.argv[1]))))")
 
     def applied(environ):

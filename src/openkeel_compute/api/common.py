@@ -13,6 +13,7 @@ from sqlalchemy import Engine
 from openkeel_compute import errors, policies
 from openkeel_compute.api import faults
 from openkeel_compute.api.links import LinkBuilder
+from openkeel_compute.api.page_cache import PageCache
 from openkeel_compute.catalog.flavors import Caller
 from openkeel_compute.db import api as db_api
 
@@ -26,6 +27,7 @@ class Services:
     notifier: object | None = None
     verify_project: Callable[[object, str], None] | None = None
     images: object | None = None  # the image service's client, made on first use (POST /servers)
+    pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
 
 
 def limit(req) -> int:

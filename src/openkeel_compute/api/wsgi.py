@@ -133,7 +133,8 @@ class Request:
 
 
 class Response:
-    """A handler's successful answer: a body (dict or None) and optional status override."""
+    """A handler's successful answer: a body (dict, None, or JSON already serialised as bytes) and
+    optional status override."""
 
     __slots__ = ("body", "content_type", "headers", "status")
 
@@ -378,4 +379,5 @@ class Endpoint:
                     resp.set_header(name, value)
         resp.status = status
         resp.content_type = content_type
-        resp.data = dumps(body) if body is not None else b""
+        # bytes: a body the handler serialised already (a page it keeps, api/page_cache.py)
+        resp.data = body if isinstance(body, bytes) else dumps(body) if body is not None else b""

@@ -38,6 +38,7 @@ FLAVORS = models.FLAVORS
 EXTRA_SPECS = models.FLAVOR_EXTRA_SPECS
 PROJECTS = models.FLAVOR_PROJECTS
 OUTBOX = models.OUTBOX
+GENERATIONS = models.GENERATIONS
 
 _NULLABLE_SORT_KEYS = {"description", "vcpu_weight", "updated_at"}
 
@@ -336,6 +337,19 @@ _DELETE_PROJECTS_OF = delete(PROJECTS).where(PROJECTS.c.flavor_id == bindparam("
 _DELETE_PROJECT = _DELETE_PROJECTS_OF.where(PROJECTS.c.project_id == bindparam("project"))
 _DELETE_PROJECTS_RETURNING = _DELETE_PROJECTS_OF.returning(PROJECTS.c.project_id)
 _DELETE_FLAVOR = delete(FLAVORS).where(FLAVORS.c.id == bindparam("internal_id"))
+
+
+_GENERATION = select(GENERATIONS.c.value).where(GENERATIONS.c.name == bindparam("generation"))
+
+
+def generation(conn) -> int | None:
+    """The catalogue's generation: the database's triggers raise it with every committed change to
+    flavors, their extra specs or their access, whoever writes (migration 0005); None when the
+    database has no counter, and nothing may then be cached.
+
+    ``conn`` is a Connection or a ``db.api.raw_reader`` connection (one primary-key read)."""
+    rows = _fetch_raw(conn, _GENERATION, {"generation": "flavors"})
+    return rows[0][0] if rows else None
 
 
 def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:

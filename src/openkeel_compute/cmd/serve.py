@@ -1,8 +1,9 @@
 """`openkeel-compute serve`: run the API with granian (or gunicorn gthread).
 
-Before it listens, the master checks what would make every request fail (cmd/status.py's
-preflight: policy, authentication, database at head) and that the port is free, and refuses to
-start with one line otherwise.
+Before it listens, serve checks what would make every request fail (cmd/status.py's preflight:
+policy, authentication, database at head) and that the port is free, and refuses to start with
+one line otherwise. Then, with one worker, this process serves the application itself; with
+more, it becomes the supervisor of openkeel_compute/serving.py, which forks the workers.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import socket
 import sys
 
 from openkeel_compute.cmd.common import OperatorError, add_config_args, load_conf, port_number, positive_int
-from openkeel_compute.startup import collector_paused
+from openkeel_compute.serving import bound_malloc_retention, exec_supervisor, serve_in_process
 
 LOG = logging.getLogger(__name__)
 
@@ -101,53 +102,12 @@ def check_port_free(host: str, port: int) -> None:
             raise OperatorError(f"cannot listen on {host} port {port}: {exc.strerror}") from None
 
 
-# glibc's mallopt() parameters, and the environment settings (variable, tunable) that take precedence.
-_MALLOPT = {
-    "M_ARENA_MAX": (-8, 1, "MALLOC_ARENA_MAX", "glibc.malloc.arena_max"),
-    "M_MMAP_THRESHOLD": (-3, 128 * 1024, "MALLOC_MMAP_THRESHOLD_", "glibc.malloc.mmap_threshold"),
-}
-
-
-def bound_malloc_retention(environ) -> dict[str, int]:
-    """On glibc: one malloc arena and a fixed mmap threshold, unless the environment sets either.
-
-    Every thread of a worker (granian's runtime, its blocking threads, libpq's calls) would get a
-    glibc arena of its own, and glibc raises its mmap threshold to the largest block freed so far;
-    both keep the freed buffers of large answers (a 1,000-flavor list is half a megabyte) resident.
-    Here: ~2 MiB less RSS for a PostgreSQL worker after bench/compare's operations, with no
-    measurable change in req/s. Called in the master before workers and threads exist; returns
-    what it set.
-    """
-    try:
-        import ctypes
-
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return {}  # not glibc
-    tunables = environ.get("GLIBC_TUNABLES", "")
-    applied = {}
-    for name, (param, value, variable, tunable) in _MALLOPT.items():
-        if variable in environ or tunable in tunables:
-            continue
-        if mallopt(param, value) == 1:
-            applied[name] = value
-    return applied
-
-
 def _granian(host: str, port: int, workers: int, threads: int) -> int:
-    with collector_paused():
-        from granian import Granian
-        from granian.constants import Interfaces
+    if workers > 1:
+        exec_supervisor(host, port, workers, threads)  # does not return
+    from openkeel_compute.wsgi import application  # built here, with the collector paused
 
-    Granian(
-        "openkeel_compute.wsgi:application",
-        address=host,
-        port=port,
-        interface=Interfaces.WSGI,
-        workers=workers,
-        blocking_threads=threads,
-        log_access=False,
-    ).serve()
+    serve_in_process(host, port, threads, application)
     return 0
 
 

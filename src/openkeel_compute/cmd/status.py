@@ -87,7 +87,7 @@ def check_database(conf) -> Result:
     from sqlalchemy.exc import ArgumentError
 
     from openkeel_compute.db import api as db_api
-    from openkeel_compute.db import migration
+    from openkeel_compute.db import revision
 
     url = conf.database.connection
     if url:
@@ -103,12 +103,12 @@ def check_database(conf) -> Result:
             return Result(Code.FAILURE, f"the database {shown} does not exist: {DB_SYNC}")
     try:
         engine = db_api.get_engine(conf)
-        current = migration.current(engine)
+        current = revision.current(engine)
     except Exception as exc:
         if not type(exc).__module__.startswith("sqlalchemy"):
             raise
         return Result(Code.FAILURE, database_message(exc, shown))
-    head = migration.head()
+    head = revision.head()
     if current is None:
         return Result(Code.FAILURE, f"the database {shown} has no schema: {DB_SYNC}")
     if current != head:

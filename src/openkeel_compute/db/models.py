@@ -432,3 +432,13 @@ CONSOLE_LOGS = Table(
     Column("error", String(255), nullable=True),
     UniqueConstraint("instance_uuid"),
 )
+
+# One counter per collection whose rendered pages the API keeps (api/page_cache.py): the database's
+# triggers (migration 0005) raise it in the transaction of every change to the collection's tables,
+# so a page is reused only while the counter it was rendered at is still the committed one.
+GENERATIONS = Table(
+    "generations",
+    metadata,
+    Column("name", String(32), primary_key=True),
+    Column("value", BigInteger, nullable=False),
+)

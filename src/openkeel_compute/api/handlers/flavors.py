@@ -8,7 +8,7 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import flavors as schema
 from openkeel_compute.api.views import flavors as view
-from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.api.wsgi import Response, dumps, operation
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.policies import flavors as rules
 
@@ -67,12 +67,22 @@ def _list_query(req) -> catalog.ListQuery:
     return lq
 
 
-def _list(req, collection_name: str, detail: bool) -> dict:
+def _list(req, collection_name: str, detail: bool) -> Response:
     lq = _list_query(req)
     include_specs = detail and _include_extra_specs(req)
+    ctx = req.context
+    # Everything the page depends on besides the catalogue's rows (api/page_cache.py).
+    key = (collection_name, req.version, include_specs, ctx.is_admin, ctx.project_id, req.url)
+    pages = common.services(req).pages
+    with common.read_one(req) as conn:
+        before = catalog.generation(conn)
+    page = pages.get(key, before)
+    if page is not None:
+        return Response(page)
     with common.read(req) as conn:
         flavors = catalog.list_flavors(conn, common.caller(req), lq)
         specs = catalog.extra_specs_of(conn, [f["id"] for f in flavors]) if include_specs else None
+        after = catalog.generation(conn)
     links = common.links(req)
     if detail:
         items = [view.full(req, links, f, specs[f["id"]] if specs is not None else None) for f in flavors]
@@ -83,8 +93,11 @@ def _list(req, collection_name: str, detail: bool) -> dict:
     # last one per name, so a repeated parameter keeps its greatest value there (the page itself
     # is cut at the last value given).
     link_params = dict(sorted((k, v) for k, values in req.query.items() for v in values))
-    return view.collection(req, links, flavors, items, collection_name, params,
-                           common.services(req).conf.api.max_limit, link_params=link_params)
+    page = dumps(view.collection(req, links, flavors, items, collection_name, params,
+                                 common.services(req).conf.api.max_limit, link_params=link_params))
+    if before == after:  # the rows were read from the one committed state that generation names
+        pages.put(key, before, page)
+    return Response(page)
 
 
 @operation(query=_INDEX_QUERY, expected=(400,))

@@ -1,0 +1,124 @@
+"""How many processes serve the API: one with one worker; a small supervisor and its workers otherwise."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from tests.serve.test_serve import _conf, _expected_root, _root, free_port, running
+
+CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
+
+
+def _tree(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            except OSError:
+                continue
+            children.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, []))
+    return out
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode()
+
+
+def _serve(tmp_path, workers: int):
+    conf = _conf(tmp_path)
+    subprocess.run(CLI + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
+    port = free_port()
+    return port, running(CLI + ["serve", "--config-file", conf, "--port", str(port), "--workers", str(workers)], port)
+
+
+def test_one_worker_is_one_process(tmp_path):
+    port, server = _serve(tmp_path, 1)
+    with server as proc:
+        assert _root(port) == _expected_root(port)
+        assert _tree(proc.pid) == [proc.pid]
+
+
+def test_several_workers_run_under_a_supervisor_without_the_application(tmp_path):
+    port, server = _serve(tmp_path, 2)
+    with server as proc:
+        assert _root(port) == _expected_root(port)
+        deadline = time.monotonic() + 60
+        while len(_tree(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        tree = _tree(proc.pid)
+        assert len(tree) == 3, tree
+        # the server's own process became the supervisor: the standard library and nothing else
+        assert "-m openkeel_compute.serving" in _cmdline(proc.pid)
+        with open(f"/proc/{proc.pid}/maps") as f:
+            maps = f.read()
+        assert "_granian" not in maps and "sqlalchemy" not in maps
+        for _ in range(20):
+            assert _root(port) == _expected_root(port)
+    assert proc.returncode == 0
+    assert all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in tree)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+_FAKE = """
+import os, signal, sys, time
+from openkeel_compute import serving
+serving._STARTING_S = float(sys.argv[1])
+def worker(host, port, threads):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.write(1, f"worker {os.getpid()}\\n".encode())
+    time.sleep(120)
+serving._worker = worker
+sys.exit(serving.Supervisor("127.0.0.1", 0, 2, 1).run())
+"""
+
+
+def _workers(proc, count: int) -> list[int]:
+    return [int(proc.stdout.readline().split()[1]) for _ in range(count)]
+
+
+def test_the_supervisor_replaces_a_worker_that_dies_after_starting_and_stops_on_sigterm():
+    proc = subprocess.Popen([sys.executable, "-c", _FAKE, "0"], stdout=subprocess.PIPE, text=True)
+    try:
+        first = _workers(proc, 2)
+        os.kill(first[0], signal.SIGKILL)
+        [replacement] = _workers(proc, 1)
+        assert replacement not in first
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        assert all(_zombie(pid) for pid in (first[1], replacement))
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_supervisor_stops_when_a_worker_dies_while_starting():
+    proc = subprocess.Popen([sys.executable, "-c", _FAKE, "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        first = _workers(proc, 2)
+        os.kill(first[0], signal.SIGKILL)
+        assert proc.wait(timeout=30) == 1
+        assert "a worker exited with -9 while starting; stopping" in proc.stderr.read()
+        assert _zombie(first[1])
+    finally:
+        proc.kill()
+        proc.wait()
