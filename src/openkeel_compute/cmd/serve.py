@@ -113,7 +113,7 @@ def _granian(host: str, port: int, workers: int, threads: int) -> int:
         from granian.constants import Interfaces
 
     Granian(
-        "openkeel_compute.wsgi:application",
+        "openkeel_compute.wsgi:granian_application",
         address=host,
         port=port,
         interface=Interfaces.WSGI,
