@@ -193,6 +193,11 @@ def list_filter(*, is_admin: bool, project_id: str | None = None, statuses=None,
     return and_(*clauses) if clauses else and_(True)
 
 
+def live_rows(conn: Connection) -> list[dict]:
+    """Every live (not deleted) server's row, in the order they were created."""
+    return _dicts(conn.execute(select(INSTANCES).where(I.deleted == 0).order_by(I.id)))
+
+
 def list_instances(conn: Connection, where, *, limit: int | None = None) -> list[dict]:
     """Servers matching ``where`` (from ``list_filter``), newest first, as Nova's default sort."""
     if where is None:
