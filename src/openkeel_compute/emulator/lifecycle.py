@@ -84,6 +84,7 @@ class Lifecycle:
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last garbage pass
+        self._owners_seen: tuple[int, int] | None = None  # the store's ownership changes at the last garbage pass
         self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -108,8 +109,8 @@ class Lifecycle:
     def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         plural = BY_KIND[kind].plural
         uid = owner["metadata"]["uid"]
-        return [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == plural
-                and any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())]
+        return [o for o in list(self.store.objects.of_kind(plural).values())
+                if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())]
 
     def next_ip(self) -> str:
         self.ips += 1
@@ -118,29 +119,36 @@ class Lifecycle:
     # -- one pass ------------------------------------------------------------------------------------
 
     def step(self, clock: float | None = None) -> None:
+        """One pass of the controllers. The store is locked object by object, not for the whole pass: the
+        API server answers between two objects, as a real one does while its controllers work (an object
+        written since the pass began is left for the next pass)."""
         clock = time.monotonic() if clock is None else clock
-        with self.store.lock:
-            for (plural, _ns, _name), obj in list(self.store.objects.items()):
-                if plural == "datavolumes":
-                    self._datavolume(obj, clock)
-            for (plural, _ns, _name), obj in list(self.store.objects.items()):
-                if plural == "virtualmachineinstances":
-                    self._vmi(obj, clock)
-            for (plural, _ns, _name), obj in list(self.store.objects.items()):
-                if plural == "virtualmachines":
-                    self._vm(obj, clock)
+        store = self.store
+        objects = store.objects
+        for plural, one in (("datavolumes", self._datavolume), ("virtualmachineinstances", self._vmi),
+                            ("virtualmachines", self._vm)):
+            with store.lock:
+                todo = list(objects.of_kind(plural).items())
+            for key, obj in todo:
+                with store.lock:
+                    if objects.get(key) is obj:
+                        one(obj, clock)
+        with store.lock:
             # Garbage and terminating namespaces can only appear through a change of the store: a pass
             # over every object after a tick that changed nothing would find nothing (and after a pass
-            # that did change something, the next tick looks again).
-            version = (self.store.rv, len(self.store.objects))
+            # that did change something, the next tick looks again). Garbage needs more: an object
+            # removed, or one written with owners it did not have.
+            version = (store.rv, len(objects))
             if version != self._collected:
                 self._collected = version
-                self._collect_garbage()
+                if objects.ownership != self._owners_seen:
+                    self._owners_seen = objects.ownership
+                    self._collect_garbage()
                 self._namespaces()
 
     def _namespaces(self) -> None:
-        terminating = {name for (plural, _ns, name), obj in self.store.objects.items()
-                       if plural == "namespaces" and obj["metadata"].get("deletionTimestamp")}
+        terminating = {name for (_plural, _ns, name), obj in self.store.objects.of_kind("namespaces").items()
+                       if obj["metadata"].get("deletionTimestamp")}
         if not terminating:
             return
         left: set[str] = set()

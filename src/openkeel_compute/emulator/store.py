@@ -218,12 +218,52 @@ def fields_match(selector: str, obj: dict) -> bool:
     return True
 
 
+class Objects(dict):
+    """The store's objects by (plural, namespace, name), with the keys of each kind kept apart as well:
+    a list of one kind, or a controller's pass over one kind, must not walk the whole cluster."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kinds: dict[str, dict[Key, dict[str, Any]]] = {}
+        self.removed = 0  # objects removed so far
+        self.owned = 0  # objects written with owners they did not have before
+
+    @property
+    def ownership(self) -> tuple[int, int]:
+        """Changes since which an object may have lost its owners: what garbage collection waits for."""
+        return self.removed, self.owned
+
+    def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
+        refs = value.get("metadata", {}).get("ownerReferences")
+        if refs:
+            old = dict.get(self, key)
+            if old is None or old.get("metadata", {}).get("ownerReferences") != refs:
+                self.owned += 1
+        super().__setitem__(key, value)
+        self._kinds.setdefault(key[0], {})[key] = value
+
+    def __delitem__(self, key: Key) -> None:
+        super().__delitem__(key)
+        self._kinds[key[0]].pop(key, None)
+        self.removed += 1
+
+    def pop(self, key: Key, *default: Any) -> Any:
+        if key in self:
+            self._kinds[key[0]].pop(key, None)
+            self.removed += 1
+        return super().pop(key, *default)
+
+    def of_kind(self, plural: str) -> dict[Key, dict[str, Any]]:
+        """The objects of one kind (the live mapping: copy it before changing the store)."""
+        return self._kinds.get(plural, {})
+
+
 class Store:
     """Objects by (plural, namespace, name), with the API server's rules for changing them."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.objects: dict[Key, dict[str, Any]] = {}
+        self.objects = Objects()
         self.applied: dict[Key, dict[str, dict]] = {}  # key -> field manager -> last applied configuration
         self.rv = 0
         self.writes: list[tuple[str, str, dict]] = []  # (method, path, params) of accepted writes
@@ -354,8 +394,7 @@ class Store:
             except ValueError:
                 raise ApiError(400, "continue key is not valid: illegal base64 data") from None
         # filter first, then sort what is left: a list of one kind must not sort the whole store
-        chosen = [(key, o) for key, o in self.objects.items()
-                  if key[0] == res.plural and (ns is None or key[1] == ns)]
+        chosen = [(key, o) for key, o in self.objects.of_kind(res.plural).items() if ns is None or key[1] == ns]
         chosen.sort(key=lambda kv: (kv[0][1] or "", kv[0][2]))
         items = [o for _key, o in chosen]
         if params.get("labelSelector"):
