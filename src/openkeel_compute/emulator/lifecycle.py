@@ -83,8 +83,7 @@ class Lifecycle:
         self.faults = faults
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
-        self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last garbage pass
-        self._owners_seen: tuple[int, int] | None = None  # the store's ownership changes at the last garbage pass
+        self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last namespace pass
         self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
 
     # -- helpers -------------------------------------------------------------------------------------
@@ -134,16 +133,12 @@ class Lifecycle:
                     if objects.get(key) is obj:
                         one(obj, clock)
         with store.lock:
-            # Garbage and terminating namespaces can only appear through a change of the store: a pass
-            # over every object after a tick that changed nothing would find nothing (and after a pass
-            # that did change something, the next tick looks again). Garbage needs more: an object
-            # removed, or one written with owners it did not have.
+            # Garbage can only be an object written with owners or one whose owner was removed (the
+            # store keeps those aside); terminating namespaces only appear through a change of the store.
+            self._collect_garbage()
             version = (store.rv, len(objects))
             if version != self._collected:
                 self._collected = version
-                if objects.ownership != self._owners_seen:
-                    self._owners_seen = objects.ownership
-                    self._collect_garbage()
                 self._namespaces()
 
     def _namespaces(self) -> None:
@@ -543,10 +538,14 @@ class Lifecycle:
     # -- garbage collection --------------------------------------------------------------------------
 
     def _collect_garbage(self) -> None:
-        uids = {o["metadata"]["uid"] for o in self.store.objects.values()}
-        for key, obj in list(self.store.objects.items()):
+        objects = self.store.objects
+        suspects, objects.suspects = objects.suspects, set()  # what this pass removes is looked at next pass
+        for key in sorted(suspects, key=lambda k: (k[0], k[1] or "", k[2])):
+            obj = objects.get(key)
+            if obj is None:
+                continue
             refs = obj["metadata"].get("ownerReferences") or ()
-            if refs and not any(r.get("uid") in uids for r in refs):
+            if refs and not any(r.get("uid") in objects.uids for r in refs):
                 if key[0] == "virtualmachineinstances":
                     if not obj["metadata"].get("deletionTimestamp"):
                         self._stop(obj)

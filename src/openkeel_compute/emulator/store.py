@@ -219,39 +219,61 @@ def fields_match(selector: str, obj: dict) -> bool:
 
 
 class Objects(dict):
-    """The store's objects by (plural, namespace, name), with the keys of each kind kept apart as well:
-    a list of one kind, or a controller's pass over one kind, must not walk the whole cluster."""
+    """The store's objects by (plural, namespace, name), with the keys of each kind kept apart as well
+    (a list of one kind, or a controller's pass over one kind, must not walk the whole cluster), and the
+    objects that may have lost their owners since garbage was last collected (``suspects``): those
+    written with owners, and those whose owner was removed."""
 
     def __init__(self) -> None:
         super().__init__()
         self._kinds: dict[str, dict[Key, dict[str, Any]]] = {}
-        self.removed = 0  # objects removed so far
-        self.owned = 0  # objects written with owners they did not have before
+        self.uids: dict[str, Key] = {}
+        self._dependents: dict[str, set[Key]] = {}  # owner uid -> keys of the objects naming it
+        self.suspects: set[Key] = set()
 
-    @property
-    def ownership(self) -> tuple[int, int]:
-        """Changes since which an object may have lost its owners: what garbage collection waits for."""
-        return self.removed, self.owned
+    @staticmethod
+    def _owners(obj: dict[str, Any] | None) -> list[str]:
+        refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or ()
+        return [r.get("uid") for r in refs if isinstance(r, dict)]
+
+    def _forget(self, key: Key, old: dict[str, Any]) -> None:
+        uid = (old.get("metadata") or {}).get("uid")
+        if uid is not None and self.uids.get(uid) == key:
+            del self.uids[uid]
+        for owner in self._owners(old):
+            keys = self._dependents.get(owner)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._dependents[owner]
 
     def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
-        refs = value.get("metadata", {}).get("ownerReferences")
-        if refs:
-            old = dict.get(self, key)
-            if old is None or old.get("metadata", {}).get("ownerReferences") != refs:
-                self.owned += 1
+        old = dict.get(self, key)
+        if old is not None:
+            self._forget(key, old)
         super().__setitem__(key, value)
         self._kinds.setdefault(key[0], {})[key] = value
+        uid = (value.get("metadata") or {}).get("uid")
+        if uid is not None:
+            self.uids[uid] = key
+        owners = self._owners(value)
+        for owner in owners:
+            self._dependents.setdefault(owner, set()).add(key)
+        if owners and owners != self._owners(old):
+            self.suspects.add(key)
 
     def __delitem__(self, key: Key) -> None:
-        super().__delitem__(key)
-        self._kinds[key[0]].pop(key, None)
-        self.removed += 1
+        self.pop(key)
 
     def pop(self, key: Key, *default: Any) -> Any:
-        if key in self:
-            self._kinds[key[0]].pop(key, None)
-            self.removed += 1
-        return super().pop(key, *default)
+        if key not in self:
+            return super().pop(key, *default)
+        old = super().pop(key)
+        self._kinds[key[0]].pop(key, None)
+        self._forget(key, old)
+        uid = (old.get("metadata") or {}).get("uid")
+        self.suspects.update(self._dependents.get(uid, ()))
+        return old
 
     def of_kind(self, plural: str) -> dict[Key, dict[str, Any]]:
         """The objects of one kind (the live mapping: copy it before changing the store)."""
