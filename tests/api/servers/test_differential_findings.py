@@ -197,3 +197,20 @@ def test_soft_deleted_turns_the_soft_deleted_rule_around(client, cloud, conf):
     assert _names(client, "project_id=demo&deleted=true") == ["srv-b", "srv-legacy"]
     assert _names(client, "project_id=demo&deleted=true&soft_deleted=1") == ["srv-b", "srv-legacy"]
     assert _names(client, "project_id=demo&deleted=true&soft_deleted=") == ["srv-legacy"]  # "" is false
+
+
+def test_a_deleted_server_shows_no_host_status_and_no_addresses(client, cloud, conf):
+    # Nova 34.0.0 (servers oracle, GET /servers/detail?deleted=true at 2.20, a server stopped then deleted):
+    # host_status "" (its host's service is joined only to live servers) and addresses {} (the network went
+    # with the delete), while the host itself is still shown
+    import json
+
+    with db_api.transaction(db_api.get_engine(conf)) as conn:  # the addresses it had when it was deleted
+        conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == oracle.SERVER_LEGACY)
+                     .values(network_info=json.dumps(oracle.ADDRESSES)))
+    got = client.get("/v2.1/servers/detail?deleted=true&all_tenants=1", headers=admin("2.20"))
+    (server,) = got.json["servers"]
+    assert (server["id"], server["host_status"], server["addresses"]) == (oracle.SERVER_LEGACY, "", {})
+    assert server["OS-EXT-SRV-ATTR:host"] == "compute1"
+    live = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.20")).json["server"]
+    assert live["host_status"] == "UP" and live["addresses"] != {}
