@@ -276,7 +276,7 @@ class OpenKeel:
         conf = w / "openkeel.conf"
         conf.write_text(
             f"[DEFAULT]\nstate_path = {w}\n[api]\nauth_strategy = noauth2\n[database]\nconnection = {database}\n"
-            f"[wsgi]\nworkers = 1\n[glance]\napi_servers = http://127.0.0.1:{self.image_port}\n"
+            f"[wsgi]\nworkers = 1\n[quota]\ninstances = -1\ncores = -1\nram = -1\n[glance]\napi_servers = http://127.0.0.1:{self.image_port}\n"
             f"[controller]\nmetrics_port = 0\nemulator_port = {self.cluster_port}\n"
             f"emulator_delay_scale = {self.delay_scale}\n"
             + (f"poll_interval = {self.poll_interval}\n" if self.poll_interval else ""))

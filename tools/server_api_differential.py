@@ -139,7 +139,8 @@ FILTERS = {
     "project_id": ["demo", "other"], "tenant_id": ["demo"], "user_id": ["demo", "demo2"],
     "vm_state": ["active", "stopped"], "task_state": ["deleting"], "power_state": ["1", "4", "x"],
     "description": ["d", "^$"], "availability_zone": ["nova", "zone-x"], "hostname": ["web", "^db"],
-    "host": ["nohost"], "node": ["nonode"],  # host names differ by side: only filters that match none "key_name": ["k"], "launch_index": ["0", "1"],
+    "host": ["nohost"], "node": ["nonode"],  # host names differ by side: only filters that match none
+    "key_name": ["k"], "launch_index": ["0", "1"],
     "config_drive": ["True"], "progress": ["0", "100"], "uuid": ["nope"], "locked_by": ["owner", "admin"],
     "created_at": ["2026"], "launched_at": ["2026"], "terminated_at": ["2026"],
     "kernel_id": [""], "ramdisk_id": [""], "reservation_id": ["r-nope"], "soft_deleted": ["true"],
@@ -306,9 +307,7 @@ class Generator:
                 server["accessIPv4"] = self.pick(["1.2.3.4", "bad"])
             else:
                 server["OS-DCF:diskConfig"] = self.pick(["AUTO", "MANUAL", "bogus"])
-        if "networks" not in server or server["networks"] == []:
-            # (an empty list asks for nothing in particular, as no networks before 2.37: Nova allocates on the
-            # networks the project may use, and its Neutron fixture has none)
+        if server.get("networks") in (None, []):  # absent, null or empty: no network asked for
             self.no_networks.add(n)
             if isinstance(server.get("name"), str) and server["name"] == f"web-{n}":
                 self.no_networks_names.add(server["name"])
@@ -572,6 +571,7 @@ class Side:
         self.request_ids: dict[int, str] = {}
         self.settle_time = 0.0
         self.stuck: dict[str, tuple] = {}  # server id -> (status, task_state) it stayed in
+        self.last_boot: tuple[int, str] | None = None  # (N, name) of the last boot answered 202
 
     def render(self, path: str) -> str:
         def one(m):
@@ -614,6 +614,11 @@ class Side:
             if uuid:
                 self.servers[req.boots] = uuid
                 self.labels[uuid] = f"<server-{req.boots}>"
+                try:
+                    name = json.loads(req.body or b"{}")["server"]["name"]
+                except (ValueError, KeyError, TypeError):
+                    name = None
+                self.last_boot = (req.boots, name) if isinstance(name, str) else None
         if req.request_ref is not None and hdrs.get("x-openstack-request-id"):
             self.request_ids[req.request_ref] = hdrs["x-openstack-request-id"][0]
         hdrs = {k: [self.normalise(v) for v in vals] for k, vals in hdrs.items()}
@@ -641,6 +646,18 @@ class Side:
             return {self.normalise(k): self.normalise(v, k) for k, v in value.items()}
         return value
 
+    def _label_members(self, servers: list[dict]) -> None:
+        """The other servers of the last multiple boot (``name-K``, K from 2; only the first one's id is
+        in the boot's answer) become ``<server-N-K>`` on each side alike."""
+        if self.last_boot is None:
+            return
+        n, name = self.last_boot
+        for s in servers:
+            m = re.fullmatch(re.escape(name) + r"-(\d+)", str(s.get("name")))
+            if m and s.get("id") not in self.labels and m.group(1) != "1":
+                self.labels[s["id"]] = f"<server-{n}-{m.group(1)}>"
+        self.last_boot = None
+
     def settle(self, timeout: float = 30.0) -> None:
         """Until no server has a task and none is building (admin detail list, every project).
 
@@ -654,6 +671,7 @@ class Side:
                                         {"X-Auth-Token": "admin:admin"}, None)
             if status == 200:
                 servers = json.loads(raw)["servers"]
+                self._label_members(servers)
                 busy = {s["id"]: (s.get("status"), s.get("OS-EXT-STS:task_state")) for s in servers
                         if (s.get("OS-EXT-STS:task_state") is not None or s.get("status") == "BUILD")
                         and self.stuck.get(s["id"]) != (s.get("status"), s.get("OS-EXT-STS:task_state"))}
@@ -696,6 +714,7 @@ KNOWN_DIFFERENCES = [
 
 # Servers booted before 2.37 without "networks" (their labels; set by run()).
 NO_NETWORKS: set[str] = set()
+MEMBER_RE = re.compile(r"<server-(\d+)-\d+>")
 NO_NETWORKS_NAMES: set[str] = set()
 NO_NETWORKS_MULTI: set[str] = set()
 
@@ -708,7 +727,9 @@ def _no_networks(body):
                                            or (body.get("id") == "<uuid>"
                                                and (name in NO_NETWORKS_MULTI
                                                     or name.rpartition("-")[0] in NO_NETWORKS_MULTI)))
-        if (body.get("id") in NO_NETWORKS or named) and "addresses" in body:
+        member = MEMBER_RE.fullmatch(str(body.get("id")))  # another server of the same multiple boot
+        ident = f"<server-{member.group(1)}>" if member else body.get("id")
+        if (ident in NO_NETWORKS or named) and "addresses" in body:
             out["addresses"] = "<no networks asked>"
         return out
     if isinstance(body, list):
@@ -746,7 +767,7 @@ def _paused_power_state(body):
     return body
 
 
-def _explain(req: Request, want: dict, got: dict) -> str | None:
+def _explain(req: Request, want: dict, got: dict, uuids: tuple[dict, dict] | None = None) -> str | None:
     if "os-getConsoleOutput" in (req.body or b"").decode("utf-8", "replace") and got["status"] == 200 \
             and want["status"] == 200 and set(want["body"] or {}) == set(got["body"] or {}) == {"output"}:
         return "os-getConsoleOutput: the text is the guest's console log (the fake driver prints a fixed text)"
@@ -770,7 +791,41 @@ def _explain(req: Request, want: dict, got: dict) -> str | None:
             return sorted(json.dumps(s, sort_keys=True) for s in body.get("servers", []))
         if key(a) == key(b):
             return "; ".join(reasons + ["sorted by uuid: ids are random on each side"])
+    if uuids is not None and _uuid_ties(a, b, uuids):
+        return "; ".join(reasons + [UUID_TIES])
     return None
+
+
+UUID_TIES = "servers whose sort values tie: Nova and OpenKeel order them by uuid, random on each side"
+
+
+def _uuid_ties(a, b, uuids: tuple[dict, dict]) -> bool:
+    """Two lists of the same servers whose order differs only within runs holding the same servers on
+    both sides, each run in uuid order (the same direction on both sides) by each side's real ids."""
+    if not (isinstance(a, dict) and isinstance(b, dict) and isinstance(a.get("servers"), list)
+            and isinstance(b.get("servers"), list) and len(a["servers"]) == len(b["servers"])):
+        return False
+    if {k: v for k, v in a.items() if k != "servers"} != {k: v for k, v in b.items() if k != "servers"}:
+        return False
+    sa, sb = a["servers"], b["servers"]
+    if sorted(json.dumps(s, sort_keys=True) for s in sa) != sorted(json.dumps(s, sort_keys=True) for s in sb):
+        return False
+    start, seen_a, seen_b = 0, set(), set()
+    for i, (x, y) in enumerate(zip(sa, sb, strict=True)):
+        seen_a.add(json.dumps(x, sort_keys=True))
+        seen_b.add(json.dumps(y, sort_keys=True))
+        if seen_a != seen_b:
+            continue
+        if i > start:  # a run of two servers or more
+            ids = [[uuids[side].get(str(s.get("id"))) for s in run[start:i + 1]] for side, run in ((0, sa), (1, sb))]
+            if any(None in side for side in ids):
+                return False  # a server the sequence did not boot by reference (its real id is unknown)
+            ways = [("asc" if side == sorted(side) else "desc" if side == sorted(side, reverse=True) else None)
+                    for side in ids]
+            if ways[0] is None or ways[0] != ways[1]:
+                return False
+        start, seen_a, seen_b = i + 1, set(), set()
+    return True
 
 
 ONE_BOOT_ORDER = "the order of the servers of one multiple boot: Nova's conductor creates them in no fixed order"
@@ -845,7 +900,9 @@ def _short(value, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-def compare(requests: list[Request], oracle: list[Answer], ours: list[Answer]) -> dict:
+def compare(requests: list[Request], oracle: list[Answer], ours: list[Answer],
+            uuids: tuple[dict, dict] | None = None) -> dict:
+    """``uuids``: each side's real server ids by the sequence's labels (oracle, OpenKeel)."""
     result = {"identical": 0, "explained": [], "mismatches": [], "per_kind": {}}
     for i, (req, a, b) in enumerate(zip(requests, oracle, ours)):
         stats = result["per_kind"].setdefault(req.kind, [0, 0, 0])
@@ -855,7 +912,7 @@ def compare(requests: list[Request], oracle: list[Answer], ours: list[Answer]) -
             result["identical"] += 1
             stats[1] += 1
             continue
-        reason = _explain(req, want, got)
+        reason = _explain(req, want, got, uuids)
         if reason:
             result["explained"].append({"index": i, "kind": req.kind, "reason": reason})
             stats[2] += 1
@@ -1019,7 +1076,8 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, quiet: bool =
         a = pool.submit(drive, oracle, requests, progress)
         b = pool.submit(drive, ours, requests, progress)
         want, got = a.result(), b.result()
-    result = compare(requests, want, got)
+    result = compare(requests, want, got, ({v: k for k, v in oracle.labels.items()},
+                                           {v: k for k, v in ours.labels.items()}))
     result.update(requests=requests, elapsed=time.monotonic() - started, seed=seed, count=count,
                   settle={"oracle": oracle.settle_time, "openkeel": ours.settle_time},
                   stuck={"oracle": {oracle.normalise(k): v for k, v in oracle.stuck.items()},

@@ -83,9 +83,9 @@ def _worker(host: str, port: int, threads: int) -> None:
     """A forked worker: build the application here, then serve it until told to stop."""
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGCHLD):
         signal.signal(sig, signal.SIG_DFL)
-    from openkeel_compute.wsgi import application
+    from openkeel_compute.wsgi import granian_application
 
-    serve_in_process(host, port, threads, application)
+    serve_in_process(host, port, threads, granian_application)
 
 
 class Supervisor:

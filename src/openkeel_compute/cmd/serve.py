@@ -105,9 +105,9 @@ def check_port_free(host: str, port: int) -> None:
 def _granian(host: str, port: int, workers: int, threads: int) -> int:
     if workers > 1:
         exec_supervisor(host, port, workers, threads)  # does not return
-    from openkeel_compute.wsgi import application  # built here, with the collector paused
+    from openkeel_compute.wsgi import granian_application  # built here, with the collector paused
 
-    serve_in_process(host, port, threads, application)
+    serve_in_process(host, port, threads, granian_application)
     return 0
 
 

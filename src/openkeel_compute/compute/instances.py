@@ -146,7 +146,7 @@ def status(row: dict) -> str:
 
 def list_filter(*, is_admin: bool, project_id: str | None = None, statuses=None,
                 deleted: bool | None = None, changes_since=None, changes_before=None,
-                all_tenants: bool = False, version_2_38: bool = True):
+                all_tenants: bool = False, version_2_38: bool = True, soft_deleted: bool | None = None):
     """The WHERE clause of a server list, with Nova's rules for deleted rows and ``status``.
 
     Without ``deleted``, ``changes-since`` or ``changes-before`` only live servers are listed
@@ -175,11 +175,15 @@ def list_filter(*, is_admin: bool, project_id: str | None = None, statuses=None,
         deleted = False
     # A soft-deleted server (vm_state soft-delete, waiting for its reclaim) counts as deleted
     # for lists, as in Nova: hidden from the default list, shown with the deleted ones.
+    # ``soft_deleted`` (Nova's filter of that name) turns that off: a deleted list without the
+    # soft-deleted servers, a live list with them.
     if deleted is True:
-        clauses.append(or_(I.deleted != 0, I.vm_state == states.SOFT_DELETED))
+        clauses.append(or_(I.deleted != 0, I.vm_state == states.SOFT_DELETED) if soft_deleted in (None, True)
+                       else I.deleted != 0)
     elif deleted is False:
         clauses.append(I.deleted == 0)
-        clauses.append(or_(I.vm_state != states.SOFT_DELETED, I.vm_state.is_(None)))
+        if not soft_deleted:
+            clauses.append(or_(I.vm_state != states.SOFT_DELETED, I.vm_state.is_(None)))
     # Nova compares updated_at alone (a row never updated is no change); a soft delete sets it,
     # so a deletion shows as a change.
     if changes_since is not None:
@@ -187,6 +191,11 @@ def list_filter(*, is_admin: bool, project_id: str | None = None, statuses=None,
     if changes_before is not None:
         clauses.append(I.updated_at <= changes_before)
     return and_(*clauses) if clauses else and_(True)
+
+
+def live_rows(conn: Connection) -> list[dict]:
+    """Every live (not deleted) server's row, in the order they were created."""
+    return _dicts(conn.execute(select(INSTANCES).where(I.deleted == 0).order_by(I.id)))
 
 
 def list_instances(conn: Connection, where, *, limit: int | None = None) -> list[dict]:

@@ -55,6 +55,8 @@ LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
 OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
+_READ_CHUNK = 500  # servers whose metadata one statement reads
+_FRESH_ONE_BY_ONE = 10  # servers of a pass read from the cluster one by one before it is listed instead
 #: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
 #: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
 BUILD_TIMEOUT = 3600.0
@@ -385,11 +387,16 @@ def _pending_servers(engine: Engine, limit: int) -> list[ServerRow]:
                 for i, o, op, p in conn.execute(query)]
 
 
-def _finish_rows(engine: Engine, ids: list[int], error: str | None) -> None:
+def _finish_rows(target: Engine | Any, ids: list[int], error: str | None) -> None:
+    """Rows done (``error`` None) or failed once more; ``target``: an engine, or a transaction's connection."""
     values: dict[str, Any] = ({"done_at": models.utcnow()} if error is None
                               else {"attempts": OUTBOX.c.attempts + 1, "last_error": error[:_ERROR_MAX]})
-    with transaction(engine) as conn:
-        conn.execute(update(OUTBOX).where(OUTBOX.c.id.in_(ids), OUTBOX.c.done_at.is_(None)).values(values))
+    statement = update(OUTBOX).where(OUTBOX.c.id.in_(ids), OUTBOX.c.done_at.is_(None)).values(values)
+    if isinstance(target, Engine):
+        with transaction(target) as conn:
+            conn.execute(statement)
+    else:
+        target.execute(statement)
 
 
 def _now() -> dt.datetime:
@@ -421,6 +428,9 @@ class ServerLoop:
         self.watched = WatchedObjects(cluster.http).start() if watch else None
         self._namespaces: set[str] = set()  # namespaces seen to exist this pass (asked again after a failure)
         self.rows_done = 0  # rows the last pass did: when some were, the controller looks again without waiting
+        self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
+        self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
+        self._fresh_reads = 0  # servers read one by one during this observation pass
 
     def close(self) -> None:
         if self.watched is not None:
@@ -446,42 +456,58 @@ class ServerLoop:
     # -- the outbox ----------------------------------------------------------------------------------
 
     def process_outbox(self) -> dict[str, str]:
+        """The pending rows in order. Three transactions for the whole batch (the events started, the
+        rows a later delete makes moot, then the rows done with where their objects went) plus one per
+        failed row; the cluster's requests in between, row by row."""
         problems: dict[str, str] = {}
         self._namespaces.clear()
         self.rows_done = 0
+        self._placed = []
         rows = _pending_servers(self.engine, self.batch_size)
+        reads = [row for row in rows if row.operation == console.OPERATION]
+        for row in reads:  # a read: neither waits behind the server's other rows nor holds them
+            console.answer(self.engine, self.cluster, self.options.mapping.namespace_for, row.server_uuid)
+        if reads:
+            _finish_rows(self.engine, [row.id for row in reads], None)
+            self.rows_done = len(reads)
+        rows = [row for row in rows if row.operation != console.OPERATION]
         deletes: dict[str, int] = {}
         for row in rows:
             if row.operation == "delete":
                 deletes.setdefault(row.server_uuid, row.id)
+        # A delete follows: it removes whatever the rows before it would make, and must not wait behind a
+        # row that keeps failing (a create the cluster refuses would hold the delete for ever).
+        moot = [row.id for row in rows if row.id < deletes.get(row.server_uuid, 0)]
+        if moot:
+            _finish_rows(self.engine, moot, None)
+        rows = [row for row in rows if row.id >= deletes.get(row.server_uuid, 0)]
+        if not rows:
+            return problems
+        with transaction(self.engine) as conn:
+            for row in rows:
+                self._start_event(conn, row)
+        done: list[int] = []
         for row in rows:
-            if row.operation == console.OPERATION:
-                # a read: neither waits behind the server's other rows nor holds them
-                console.answer(self.engine, self.cluster, self.options.mapping.namespace_for, row.server_uuid)
-                _finish_rows(self.engine, [row.id], None)
-                self.rows_done += 1
-                continue
-            if row.id < deletes.get(row.server_uuid, 0):
-                # A delete follows: it removes whatever this row would make, and must not wait behind a
-                # row that keeps failing (a create the cluster refuses would hold the delete for ever).
-                _finish_rows(self.engine, [row.id], None)
-                continue
             if row.server_uuid in problems:
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
                 continue  # keep a server's rows in order: none passes one that failed
             try:
-                self._start_event(row)
                 self._act(row)
             except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
                 problems[row.server_uuid] = f"{row.operation}: {exc}"
                 LOG.warning("server %s %s: %s", row.server_uuid, row.operation, exc)
                 _finish_rows(self.engine, [row.id], problems[row.server_uuid])
             else:
-                _finish_rows(self.engine, [row.id], None)
-                self.rows_done += 1
+                done.append(row.id)
+        with transaction(self.engine) as conn:
+            for uuid, namespace, name in self._placed:  # where the API and the next pass find the objects
+                instances.save_state(conn, uuid, namespace=namespace, vm_name=name)
+            if done:
+                _finish_rows(conn, done, None)
+        self.rows_done = len(reads) + len(done)
         return problems
 
-    def _start_event(self, row: ServerRow) -> None:
+    def _start_event(self, conn: Any, row: ServerRow) -> None:
         """The operation's event, in the instance action of the request that asked for it.
 
         Started once per outbox row, before the cluster is asked, and kept in the server's system
@@ -491,18 +517,17 @@ class ServerLoop:
         event = EVENTS.get(row.operation)
         if not request_id or event is None:
             return
-        with transaction(self.engine) as conn:
-            if not instances.ever_existed(conn, row.server_uuid):
-                return
-            current = _sysmeta(conn, row.server_uuid, SYSMETA_EVENT)
-            if current and current.split(":", 1)[0] == str(row.id):
-                return  # started by an earlier attempt at this row
-            if current:  # a delete overrides the task that ran: its event ends, unfinished
-                instances.finish_event(conn, int(current.split(":", 1)[1]), "Error")
-            action_id = instances.action_for_request(conn, row.server_uuid, request_id)
-            if action_id is not None:
-                event_id = instances.start_event(conn, action_id, event)
-                _set_sysmeta(conn, row.server_uuid, SYSMETA_EVENT, f"{row.id}:{event_id}")
+        if not instances.ever_existed(conn, row.server_uuid):
+            return
+        current = _sysmeta(conn, row.server_uuid, SYSMETA_EVENT)
+        if current and current.split(":", 1)[0] == str(row.id):
+            return  # started by an earlier attempt at this row
+        if current:  # a delete overrides the task that ran: its event ends, unfinished
+            instances.finish_event(conn, int(current.split(":", 1)[1]), "Error")
+        action_id = instances.action_for_request(conn, row.server_uuid, request_id)
+        if action_id is not None:
+            event_id = instances.start_event(conn, action_id, event)
+            _set_sysmeta(conn, row.server_uuid, SYSMETA_EVENT, f"{row.id}:{event_id}")
 
     @staticmethod
     def _event_of(conn: Any, uuid: str) -> dict[str, Any]:
@@ -547,8 +572,7 @@ class ServerLoop:
                 self._namespaces.add(namespace)
             for body in objects.documents():
                 self.cluster.apply(body)
-            with transaction(self.engine) as conn:  # where the API and the next pass find the objects
-                instances.save_state(conn, row.server_uuid, namespace=namespace, vm_name=name)
+            self._placed.append((row.server_uuid, namespace, name))  # written with the rows done
             self.cluster.verb(namespace, name, "start")
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
@@ -726,32 +750,77 @@ class ServerLoop:
     # -- observing -----------------------------------------------------------------------------------
 
     def observe_all(self, problems: dict[str, str] | None = None) -> None:
+        """Every live server against the cluster: the rows read in bulk (three statements however many
+        servers), the state changes written ``batch_size`` servers per transaction."""
         problems = problems if problems is not None else {}
-        with reader(self.engine) as conn:
-            uuids = [r[0] for r in conn.execute(select(models.INSTANCES.c.uuid)
-                                                .where(models.INSTANCES.c.deleted == 0))]
-        if not uuids:
+        servers = self._live_servers()
+        if not servers:
             return
         try:
             snapshot = (self.watched.snapshot() if self.watched is not None else None) or self.cluster.snapshot()
         except (ApiError, httpx2.HTTPError) as exc:  # the cluster is away: states stay as last seen
-            for uuid in uuids:
-                problems.setdefault(uuid, f"observe: {exc}")
+            for server in servers:
+                problems.setdefault(server["uuid"], f"observe: {exc}")
             return
-        for uuid in uuids:
-            try:
-                self.observe_one(uuid, snapshot)
-            except (ApiError, httpx2.HTTPError) as exc:
-                problems.setdefault(uuid, f"observe: {exc}")
+        writes: list[Callable[[Any], None]] = []
+        try:
+            for server in servers:
+                try:
+                    self.observe_one(server["uuid"], snapshot, server=server, writes=writes)
+                except (ApiError, httpx2.HTTPError) as exc:
+                    problems.setdefault(server["uuid"], f"observe: {exc}")
+                if len(writes) >= self.batch_size:
+                    self._write(writes)
+            self._write(writes)
+        finally:
+            self._fresh, self._fresh_reads = None, 0
 
-    def observe_one(self, uuid: str, snapshot: Snapshot | None = None) -> Observation | None:
-        server = self._server(uuid)
+    def _look_fresh(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
+        """A server's objects read from the cluster, not the watches. The first few of a pass are read
+        server by server; then the cluster is listed once for the rest of the pass (three lists cost what
+        a few servers' reads cost, and a pass over a thousand servers may find hundreds changed)."""
+        if self._fresh is None and self._fresh_reads < _FRESH_ONE_BY_ONE:
+            self._fresh_reads += 1
+            return self.cluster.look(namespace, uuid)
+        if self._fresh is None:
+            self._fresh = self.cluster.snapshot()
+        return self._fresh.look(namespace, uuid)
+
+    def _live_servers(self) -> list[dict[str, Any]]:
+        """Every live server as ``_server`` reads one, with its metadata and system metadata."""
+        with reader(self.engine) as conn:
+            rows = instances.live_rows(conn)
+            metadata: dict[str, dict[str, str]] = {}
+            system: dict[str, dict[str, str]] = {}
+            for start in range(0, len(rows), _READ_CHUNK):  # bounded IN lists, whatever the engine
+                uuids = [r["uuid"] for r in rows[start:start + _READ_CHUNK]]
+                metadata.update(instances.metadata_by_instance(conn, uuids))
+                system.update(instances.metadata_by_instance(conn, uuids, system=True))
+        for row in rows:
+            row["metadata"] = metadata.get(row["uuid"], {})
+            row["system_metadata"] = system.get(row["uuid"], {})
+        return rows
+
+    def _write(self, writes: list[Callable[[Any], None]]) -> None:
+        """The state changes observed so far, in one transaction (each still compares the task it read)."""
+        if writes:
+            with transaction(self.engine) as conn:
+                for write in writes:
+                    write(conn)
+            writes.clear()
+
+    def observe_one(self, uuid: str, snapshot: Snapshot | None = None, *, server: dict[str, Any] | None = None,
+                    writes: list[Callable[[Any], None]] | None = None) -> Observation | None:
+        """One server against the cluster. ``server``: its row as ``_server`` reads it (read now when not
+        given); ``writes``: where the state change goes to be written with others (written now when not
+        given)."""
+        server = server if server is not None else self._server(uuid)
         if server is None:
             return None
         namespace = self.options.mapping.namespace_for(str(server["project_id"]))
         vm, vmi, dvs = (snapshot or self.cluster).look(namespace, uuid)
         if vm is None and snapshot is not None and snapshot.cached:
-            vm, vmi, dvs = self.cluster.look(namespace, uuid)  # a watch may lag our own create: ask
+            vm, vmi, dvs = self._look_fresh(namespace, uuid)  # a watch may lag our own create: ask
         server["vmi_uid"] = server["system_metadata"].get(SYSMETA_OLD_VMI)
         if vm is not None and server.get("vm_state") == states.BUILDING \
                 and server.get("task_state") != task_states.DELETING \
@@ -765,7 +834,7 @@ class ServerLoop:
                 server.get("vm_state"), server.get("task_state"))):
             # a change of state is concluded only from a fresh read: the watches may still show an object
             # as it was (the VMI a hard reboot replaced, say, which would read as a guest that shut down)
-            vm, vmi, dvs = self.cluster.look(namespace, uuid)
+            vm, vmi, dvs = self._look_fresh(namespace, uuid)
             seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                            self.network_name, self.unschedulable_grace)
         if seen.deleted:
@@ -774,9 +843,12 @@ class ServerLoop:
                 # whatever is left (a Secret written while the delete ran, say) is asked to go again
                 self.cluster.delete_server(namespace, uuid)
                 return seen
-            with transaction(self.engine) as conn:
+
+            def gone(conn: Any) -> None:
                 self._finish_event(conn, server, None, server.get("host"))
                 instances.soft_delete(conn, uuid)
+
+            self._queue(writes, gone)
             return seen
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
@@ -803,9 +875,10 @@ class ServerLoop:
         open_event = bool(server["system_metadata"].get(SYSMETA_EVENT))
         if current == changes and not (ends_task and (open_event or old_vmi)):
             return seen  # nothing changed: only read
-        with transaction(self.engine) as conn:
+
+        def save(conn: Any) -> None:
             if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
-                return seen  # an API action moved the task meanwhile: it wins, the next pass looks again
+                return  # an API action moved the task meanwhile: it wins, the next pass looks again
             if fault is not None:
                 instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
                                     details=fault.details or None, host=seen.host)
@@ -813,7 +886,15 @@ class ServerLoop:
                 self._finish_event(conn, server, fault, seen.host or server.get("host"))
                 if old_vmi:
                     _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
+
+        self._queue(writes, save)
         return seen
+
+    def _queue(self, writes: list[Callable[[Any], None]] | None, write: Callable[[Any], None]) -> None:
+        if writes is None:
+            self._write([write])
+        else:
+            writes.append(write)
 
     def _refresh_image_token(self, namespace: str, uuid: str, project_id: str) -> None:
         """Rewrite the image token Secret while the import runs: CDI reads it again at each retry, and a

@@ -87,7 +87,7 @@ class Lifecycle:
         self.launchers = Launchers(store, NODE)
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
-        self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last garbage pass
+        self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last namespace pass
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
 
@@ -123,8 +123,8 @@ class Lifecycle:
     def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         plural = BY_KIND[kind].plural
         uid = owner["metadata"]["uid"]
-        return [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == plural
-                and any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())]
+        return [o for o in list(self.store.objects.of_kind(plural).values())
+                if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())]
 
     def next_ip(self) -> str:
         self.ips += 1
@@ -133,33 +133,33 @@ class Lifecycle:
     # -- one pass ------------------------------------------------------------------------------------
 
     def step(self, clock: float | None = None) -> None:
+        """One pass of the controllers. The store is locked object by object, not for the whole pass: the
+        API server answers between two objects, as a real one does while its controllers work (an object
+        written since the pass began is left for the next pass)."""
         clock = time.monotonic() if clock is None else clock
-        with self.store.lock:
-            for (plural, _ns, _name), obj in list(self.store.objects.items()):
-                if plural == "datavolumes":
-                    self._datavolume(obj, clock)
-                elif plural == "persistentvolumeclaims":
-                    self._expand(obj)
-            for (plural, _ns, _name), obj in list(self.store.objects.items()):
-                if plural == "virtualmachineinstances":
-                    self._vmi(obj, clock)
-            for (plural, _ns, _name), obj in list(self.store.objects.items()):
-                if plural == "virtualmachines":
-                    self._vm(obj, clock)
-            # Garbage and terminating namespaces can only appear through a change of the store: a pass
-            # over every object after a tick that changed nothing would find nothing (and after a pass
-            # that did change something, the next tick looks again).
-            version = (self.store.rv, len(self.store.objects))
-            if version != self._collected:
+        store = self.store
+        objects = store.objects
+        for plural, one in (("datavolumes", self._datavolume), ("persistentvolumeclaims", self._expand),
+                            ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
+            with store.lock:
+                todo = list(objects.of_kind(plural).items())
+            for key, obj in todo:
+                with store.lock:
+                    if objects.get(key) is obj:
+                        one(obj, clock)
+        with store.lock:
+            # Garbage can only be an object written with owners or one whose owner was removed (the
+            # store keeps those aside); terminating namespaces only appear through a change of the store,
+            # and an emptied one goes a moment later.
+            self._collect_garbage()
+            version = (store.rv, len(objects))
+            if version != self._collected or self._emptied:
                 self._collected = version
-                self._collect_garbage()
-                self._namespaces(clock)
-            elif self._emptied:  # an emptied namespace goes a moment later
                 self._namespaces(clock)
 
     def _namespaces(self, clock: float) -> None:
-        terminating = {name for (plural, _ns, name), obj in self.store.objects.items()
-                       if plural == "namespaces" and obj["metadata"].get("deletionTimestamp")}
+        terminating = {name for (_plural, _ns, name), obj in self.store.objects.of_kind("namespaces").items()
+                       if obj["metadata"].get("deletionTimestamp")}
         if not terminating:
             self._emptied.clear()
             return
@@ -190,7 +190,7 @@ class Lifecycle:
                      "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
                      "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}}})
 
-    def _expand(self, pvc: dict[str, Any]) -> None:
+    def _expand(self, pvc: dict[str, Any], _clock: float | None = None) -> None:
         """A claim asked for more than it has grows to it (a storage class that allows expansion)."""
         wanted = ((pvc.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
         status = pvc.get("status") or {}
@@ -605,10 +605,14 @@ class Lifecycle:
     # -- garbage collection --------------------------------------------------------------------------
 
     def _collect_garbage(self) -> None:
-        uids = {o["metadata"]["uid"] for o in self.store.objects.values()}
-        for key, obj in list(self.store.objects.items()):
+        objects = self.store.objects
+        suspects, objects.suspects = objects.suspects, set()  # what this pass removes is looked at next pass
+        for key in sorted(suspects, key=lambda k: (k[0], k[1] or "", k[2])):
+            obj = objects.get(key)
+            if obj is None:
+                continue
             refs = obj["metadata"].get("ownerReferences") or ()
-            if refs and not any(r.get("uid") in uids for r in refs):
+            if refs and not any(r.get("uid") in objects.uids for r in refs):
                 if key[0] == "virtualmachineinstances":
                     if not obj["metadata"].get("deletionTimestamp"):
                         self._stop(obj)

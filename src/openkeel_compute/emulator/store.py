@@ -218,12 +218,74 @@ def fields_match(selector: str, obj: dict) -> bool:
     return True
 
 
+class Objects(dict):
+    """The store's objects by (plural, namespace, name), with the keys of each kind kept apart as well
+    (a list of one kind, or a controller's pass over one kind, must not walk the whole cluster), and the
+    objects that may have lost their owners since garbage was last collected (``suspects``): those
+    written with owners, and those whose owner was removed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._kinds: dict[str, dict[Key, dict[str, Any]]] = {}
+        self.uids: dict[str, Key] = {}
+        self._dependents: dict[str, set[Key]] = {}  # owner uid -> keys of the objects naming it
+        self.suspects: set[Key] = set()
+
+    @staticmethod
+    def _owners(obj: dict[str, Any] | None) -> list[str]:
+        refs = ((obj or {}).get("metadata") or {}).get("ownerReferences") or ()
+        return [r.get("uid") for r in refs if isinstance(r, dict)]
+
+    def _forget(self, key: Key, old: dict[str, Any]) -> None:
+        uid = (old.get("metadata") or {}).get("uid")
+        if uid is not None and self.uids.get(uid) == key:
+            del self.uids[uid]
+        for owner in self._owners(old):
+            keys = self._dependents.get(owner)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._dependents[owner]
+
+    def __setitem__(self, key: Key, value: dict[str, Any]) -> None:
+        old = dict.get(self, key)
+        if old is not None:
+            self._forget(key, old)
+        super().__setitem__(key, value)
+        self._kinds.setdefault(key[0], {})[key] = value
+        uid = (value.get("metadata") or {}).get("uid")
+        if uid is not None:
+            self.uids[uid] = key
+        owners = self._owners(value)
+        for owner in owners:
+            self._dependents.setdefault(owner, set()).add(key)
+        if owners and owners != self._owners(old):
+            self.suspects.add(key)
+
+    def __delitem__(self, key: Key) -> None:
+        self.pop(key)
+
+    def pop(self, key: Key, *default: Any) -> Any:
+        if key not in self:
+            return super().pop(key, *default)
+        old = super().pop(key)
+        self._kinds[key[0]].pop(key, None)
+        self._forget(key, old)
+        uid = (old.get("metadata") or {}).get("uid")
+        self.suspects.update(self._dependents.get(uid, ()))
+        return old
+
+    def of_kind(self, plural: str) -> dict[Key, dict[str, Any]]:
+        """The objects of one kind (the live mapping: copy it before changing the store)."""
+        return self._kinds.get(plural, {})
+
+
 class Store:
     """Objects by (plural, namespace, name), with the API server's rules for changing them."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.objects: dict[Key, dict[str, Any]] = {}
+        self.objects = Objects()
         self.applied: dict[Key, dict[str, dict]] = {}  # key -> field manager -> last applied configuration
         self.rv = 0
         self.writes: list[tuple[str, str, dict]] = []  # (method, path, params) of accepted writes
@@ -354,8 +416,7 @@ class Store:
             except ValueError:
                 raise ApiError(400, "continue key is not valid: illegal base64 data") from None
         # filter first, then sort what is left: a list of one kind must not sort the whole store
-        chosen = [(key, o) for key, o in self.objects.items()
-                  if key[0] == res.plural and (ns is None or key[1] == ns)]
+        chosen = [(key, o) for key, o in self.objects.of_kind(res.plural).items() if ns is None or key[1] == ns]
         chosen.sort(key=lambda kv: (kv[0][1] or "", kv[0][2]))
         items = [o for _key, o in chosen]
         if params.get("labelSelector"):

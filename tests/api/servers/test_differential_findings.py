@@ -134,3 +134,83 @@ def test_an_unknown_marker_is_refused_even_when_nothing_matches(client, cloud, q
     assert (got.status_code, got.json) == (400, {"badRequest": {
         "code": 400, "message": "marker [00000000-0000-4000-8000-000000000015] not found"}})
 
+
+
+def _names(client, query, version="2.60"):
+    got = client.get(f"/v2.1/servers?all_tenants=1&{query}", headers=admin(version))
+    assert got.status_code == 200, got.text
+    return [s["name"] for s in got.json["servers"]]
+
+
+def _uuid_order(*pairs):
+    """Names ordered by their servers' uuids (Nova's tie-break)."""
+    return [name for _uuid, name in sorted(pairs)]
+
+
+
+@pytest.mark.parametrize("query", ["sort_key=user_id", "sort_key=user_id&sort_dir=asc", "sort_key=access_ip_v4",
+                                   "sort_key=locked_by&sort_dir=desc"])
+def test_ties_are_ordered_by_uuid_ascending(client, cloud, query):
+    # srv-a and srv-b tie on every key here: Nova orders them by uuid, ascending, whatever the key's direction
+    assert _names(client, f"{query}&project_id=demo") == _uuid_order((oracle.SERVER_A, "srv-a"),
+                                                                     (oracle.SERVER_B, "srv-b"))
+
+
+def test_the_uuid_tie_break_takes_the_first_direction_when_a_key_has_none(client, cloud):
+    # keys project_id, user_id, uuid with the one direction "desc": Nova pads the directions after the uuid's
+    # "asc" with the first one, so user_id is ascending and uuid descending
+    ties = _uuid_order((oracle.SERVER_A, "srv-a"), (oracle.SERVER_B, "srv-b"))[::-1]
+    assert _names(client, "sort_key=project_id&sort_key=user_id&sort_dir=desc") == [*ties, "srv-z"]
+
+
+def test_only_keys_nova_ignores_left_and_a_direction_is_too_many(client, cloud):
+    got = client.get("/v2.1/servers?sort_key=vcpus&sort_dir=asc&sort_dir=asc", headers=admin())
+    assert (got.status_code, got.json) == (400, {"badRequest": {
+        "code": 400, "message": "Invalid input received: Sort direction size exceeds sort key size"}})
+    # the only direction goes with the key Nova ignores: newest first
+    assert _names(client, "sort_key=vcpus&sort_dir=bogus&project_id=demo") == ["srv-b", "srv-a"]
+
+
+@pytest.mark.parametrize(("query", "names"), [
+    ("description=%5E%24", ["srv-b", "srv-a"]),  # no column of that name: Nova ignores it
+    ("description=nothing-matches", ["srv-b", "srv-a"]),
+    ("display_description=nothing-matches", []),  # the column's name filters
+    ("terminated_at=2026", []),  # times are matched on their text; a NULL matches nothing
+    ("launched_at=2026-12-01", ["srv-b", "srv-a"]), ("launched_at=09%3A55%3A14", ["srv-b"]),
+    ("created_at=%5E2026", ["srv-b", "srv-a"]),
+    ("launch_index=0", ["srv-b", "srv-a"]), ("launch_index=%5E1", []),  # a regular expression, not equality
+    ("power_state=%5E1%24", ["srv-b", "srv-a"]),
+    ("deleted_at=2026", ["srv-b", "srv-a"]), ("locked_reason=x", ["srv-b", "srv-a"]),  # not in the schema: dropped
+])
+def test_filters_on_novas_columns_are_regular_expressions(client, cloud, query, names):
+    assert _names(client, f"{query}&project_id=demo") == names
+
+
+def test_soft_deleted_turns_the_soft_deleted_rule_around(client, cloud, conf):
+    from openkeel_compute.compute import instances, states
+
+    with db_api.transaction(db_api.get_engine(conf)) as conn:
+        instances.save_state(conn, oracle.SERVER_B, vm_state=states.SOFT_DELETED)
+    # Nova reads any text but "" as true here: the live list then shows the soft-deleted server
+    assert _names(client, "project_id=demo") == ["srv-a"]
+    assert _names(client, "project_id=demo&soft_deleted=false") == ["srv-b", "srv-a"]
+    assert _names(client, "project_id=demo&deleted=true") == ["srv-b", "srv-legacy"]
+    assert _names(client, "project_id=demo&deleted=true&soft_deleted=1") == ["srv-b", "srv-legacy"]
+    assert _names(client, "project_id=demo&deleted=true&soft_deleted=") == ["srv-legacy"]  # "" is false
+
+
+def test_a_deleted_server_shows_no_host_status_and_no_addresses(client, cloud, conf):
+    # Nova 34.0.0 (servers oracle, GET /servers/detail?deleted=true at 2.20, a server stopped then deleted):
+    # host_status "" (its host's service is joined only to live servers) and addresses {} (the network went
+    # with the delete), while the host itself is still shown
+    import json
+
+    with db_api.transaction(db_api.get_engine(conf)) as conn:  # the addresses it had when it was deleted
+        conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == oracle.SERVER_LEGACY)
+                     .values(network_info=json.dumps(oracle.ADDRESSES)))
+    got = client.get("/v2.1/servers/detail?deleted=true&all_tenants=1", headers=admin("2.20"))
+    (server,) = got.json["servers"]
+    assert (server["id"], server["host_status"], server["addresses"]) == (oracle.SERVER_LEGACY, "", {})
+    assert server["OS-EXT-SRV-ATTR:host"] == "compute1"
+    live = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.20")).json["server"]
+    assert live["host_status"] == "UP" and live["addresses"] != {}

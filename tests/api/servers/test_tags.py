@@ -79,3 +79,23 @@ def test_at_most_fifty(client, engine):
     got = client.put(f"{BASE}/one-more", headers=DEMO)
     assert (got.status_code, got.json["badRequest"]["message"]) == (
         400, "The number of tags exceeded the per-server limit 50")
+
+
+
+@pytest.mark.parametrize("tag", ["é", "ü日"])
+def test_a_non_ascii_tags_location_carries_the_tags_bytes(app, engine, tag):
+    # Nova 34.0.0 (live servers oracle, read with a raw socket) answered PUT .../tags/%C3%A9 with
+    # "Location: http://HOST/v2.1/servers/ID/tags/\xc3\xa9": the tag's UTF-8 bytes as they came, once.
+    from openkeel_compute.wsgi import for_granian
+    from tests.wsgi_client import Client
+
+    def location_bytes(client, name, encoding):
+        got = client.put(f"{BASE}/{name}".encode().decode("latin-1"), headers=DEMO)  # PATH_INFO as served
+        assert got.status_code == 201, got.text
+        return got.header("Location").encode(encoding)
+
+    # a PEP 3333 server (gunicorn; Nova's) writes each character of a header value as one byte
+    assert location_bytes(Client(app), tag, "latin-1") == f"http://127.0.0.1:18774{BASE}/{tag}".encode()
+    # granian writes a header value's UTF-8: `serve` gives it the app through for_granian
+    assert location_bytes(Client(for_granian(app)), tag + "2", "utf-8") == \
+        f"http://127.0.0.1:18774{BASE}/{tag}2".encode()

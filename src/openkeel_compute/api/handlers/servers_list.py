@@ -7,7 +7,7 @@ import json
 import re
 
 from oslo_utils import strutils, timeutils
-from sqlalchemy import Integer, and_, exists, select
+from sqlalchemy import Boolean, Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers.servers import compute_errors, shown
@@ -24,18 +24,25 @@ from openkeel_compute.policies import servers as rules
 I = INSTANCES.c  # the column namespace, as in compute/instances.py
 _PAGING_SORTING = ("sort_key", "sort_dir", "limit", "marker")
 _TAG_FILTERS = ("tags", "tags-any", "not-tags", "not-tags-any")
-# Filters compared for equality, and filters matched as regular expressions, by column.
+# Filters compared for equality, by column (the rest of Nova's exact filters: locked, flavor, tags).
 _EXACT = {"project_id": "project_id", "tenant_id": "project_id", "user_id": "user_id", "image": "image_ref",
           "image_ref": "image_ref", "vm_state": "vm_state", "task_state": "task_state", "host": "host",
-          "uuid": "uuid", "launch_index": "launch_index"}
-_REGEX = {"name": "display_name", "display_name": "display_name", "description": "display_description",
-          "display_description": "display_description", "hostname": "hostname", "key_name": "key_name",
-          "node": "node", "reservation_id": "reservation_id", "availability_zone": "availability_zone",
-          "locked_by": "locked_by", "root_device_name": "root_device_name", "config_drive": "config_drive",
-          "access_ip_v4": "access_ip_v4", "access_ip_v6": "access_ip_v6", "kernel_id": "kernel_id",
-          "ramdisk_id": "ramdisk_id"}
-# Integer columns Nova matches as regular expressions too, on their decimal text ("x" matches nothing).
-_REGEX_INTEGER = {"power_state": "power_state", "progress": "progress"}
+          "uuid": "uuid"}
+# Every other filter that names a column of Nova's instances table (``name`` standing for display_name) is
+# a regular expression on the column's text: numbers in decimal, booleans as 1/0, times as stored. Nova's
+# rule for whatever its exact filters did not take; a filter naming no column (``description``) is
+# ignored, and a NULL matches nothing (Nova's rule on MySQL and PostgreSQL). The query schema lets no
+# other column's name through (as Nova's, it drops unknown parameters before 2.75 and refuses them after).
+_REGEX_COLUMNS = frozenset({
+    "kernel_id", "ramdisk_id", "hostname", "launch_index", "key_name", "power_state", "node", "reservation_id",
+    "launched_at", "terminated_at", "availability_zone", "display_name", "display_description", "locked_by",
+    "root_device_name", "config_drive", "access_ip_v4", "access_ip_v6", "auto_disk_config", "progress",
+    "created_at"})
+
+
+def _boolean_text_matches(test, value) -> bool:
+    """A boolean column's text is 1 or 0, as the database shows it to a regular expression."""
+    return test(None if value is None else int(value))
 
 
 _BRIEF_COLUMNS = (I.uuid, I.display_name)  # all GET /servers shows of a server
@@ -74,7 +81,9 @@ def _time(value: str, name: str):
         raise faults.BadRequest(f"Invalid filter field: {name}.") from None
 
 
-def _sort(req):
+def _sort(req, checked: bool = True):
+    """Nova's sort keys and directions in full (ties broken by uuid); ``checked``: the directions are
+    checked (not with an ip filter, as in Nova)."""
     q = req.query
     keys = [k.strip() for k in q.get("sort_key", [])] or ["created_at"]
     dirs = [d.strip() for d in q.get("sort_dir", [])] or ["desc"]
@@ -87,14 +96,23 @@ def _sort(req):
             keys.pop(index)
         elif key in ("host", "node") and not req.context.is_admin:
             raise faults.Forbidden(f"Only administrators can sort servers by {key}")
+    if checked or keys:
+        # Nova checks the directions as they are now: no key left but a direction is too many directions
+        # (where it lists the servers still being scheduled, which it skips with an ip filter)
+        for direction in dirs:
+            if direction not in ("asc", "desc"):
+                raise faults.BadRequest("Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")
+        if len(dirs) > len(keys):
+            raise faults.BadRequest("Invalid input received: Sort direction size exceeds sort key size")
     if not keys:
         # every key given was one Nova ignores: its default order (newest first) applies
-        keys, dirs = ["created_at"], dirs or ["desc"]
-    for direction in dirs:
-        if direction not in ("asc", "desc"):
-            raise faults.BadRequest("Invalid input received: Unknown sort direction, must be 'desc' or 'asc'")
-    if len(dirs) > max(len(keys), 1) and keys:
-        raise faults.BadRequest("Invalid input received: Sort direction size exceeds sort key size")
+        keys, dirs = ["created_at", "id"], ["desc", "desc"]
+    if "uuid" not in keys:
+        # Nova breaks ties by uuid, ascending, right after the keys given (a list merged from several
+        # cells must page the same way twice); a key without a direction then takes the first one
+        keys, dirs = [*keys, "uuid"], [*dirs, "asc"]
+    while len(dirs) < len(keys):
+        dirs.append(dirs[0])
     return keys, dirs
 
 
@@ -119,7 +137,8 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
     where = instances.list_filter(is_admin=bool(ctx.is_admin), project_id=project_id, statuses=statuses,
                                   deleted=deleted, changes_since=changes_since, changes_before=changes_before,
                                   all_tenants=all_tenants or project_id is None,
-                                  version_2_38=req.version >= (2, 38))
+                                  version_2_38=req.version >= (2, 38),
+                                  soft_deleted=bool(search["soft_deleted"]) if "soft_deleted" in search else None)
     if where is None:
         return None
     clauses = [where]
@@ -138,10 +157,12 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
                 except ValueError:
                     return None
             clauses.append(column == value)
-        elif name in _REGEX:
-            tests.append((INSTANCES.c[_REGEX[name]], functools.partial(regex.search, _pattern(name, value))))
-        elif name in _REGEX_INTEGER:
-            tests.append((INSTANCES.c[_REGEX_INTEGER[name]], functools.partial(regex.search, _pattern(name, value))))
+        elif name == "name" or name in _REGEX_COLUMNS:
+            column = INSTANCES.c["display_name" if name == "name" else name]
+            test = functools.partial(regex.search, _pattern(name, value))
+            if isinstance(column.type, Boolean):
+                test = functools.partial(_boolean_text_matches, test)
+            tests.append((column, test))
         elif name in ("ip", "ip6"):
             tests.append((I.network_info, functools.partial(_ip_matches, _pattern(name, value),
                                                             4 if name == "ip" else 6)))
@@ -210,7 +231,7 @@ def _list(req, collection_name: str, detail: bool) -> dict:
         all_tenants = False
     if all_tenants:
         common.can(req, rules.SERVERS % ("detail:get_all_tenants" if detail else "index:get_all_tenants"))
-    keys, dirs = _sort(req)
+    keys, dirs = _sort(req, checked=not ("ip" in search or "ip6" in search))
     max_limit = common.services(req).conf.api.max_limit
     limit = common.limit(req)
     marker = q["marker"][-1] if "marker" in q else None

@@ -85,8 +85,8 @@ def _json(text: str | None, default):
 
 def host_status(row: dict) -> str:
     """The host's state as 2.16 shows it: the controller runs every server's host, so "UP" when
-    the server has one, "" when it has none (never scheduled)."""
-    return "UP" if row["host"] else ""
+    the server has one, "" when it has none (never scheduled) or is deleted."""
+    return "UP" if row["host"] and not row.get("deleted") else ""  # Nova finds no service for a deleted one
 
 
 def _default_zone(req) -> str:
@@ -124,8 +124,9 @@ def _image(req, links, data: ServerData):
 
 
 def _addresses(row: dict, extended: bool) -> dict:
-    # Addresses are hidden while the server builds.
-    if row["vm_state"] == states.BUILDING:
+    # Addresses are hidden while the server builds; a deleted server's network was let go with it (Nova
+    # empties its network info cache at the delete).
+    if row["vm_state"] == states.BUILDING or row.get("deleted"):
         return {}
     addresses = _json(row["network_info"], {})
     if extended:
