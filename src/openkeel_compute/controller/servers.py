@@ -48,6 +48,7 @@ from openkeel_compute.kubevirt.server import (
     rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
+from openkeel_compute.placement.errors import PlacementError
 
 LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
@@ -395,8 +396,9 @@ class ServerLoop:
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
                  batch_size: int = 100, now: Callable[[], dt.datetime] = _now, images: ImageAccess | None = None,
                  orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic,
-                 watch: bool = False, reclaim_interval: float = 0) -> None:
+                 watch: bool = False, reclaim_interval: float = 0, claims: Any = None) -> None:
         self.engine = engine
+        self.claims = claims  # controller.claims.Claims: resources claimed in Placement (None: not claimed)
         self.cluster = cluster
         self.options = options
         self.build_timeout = build_timeout
@@ -526,6 +528,8 @@ class ServerLoop:
         if row.operation == "create":
             if server["vm_state"] != states.BUILDING:
                 return  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
+            if self.claims is not None and not self._claim(server):
+                return  # no node has room: the build failed, nothing was made
             objects = self._compose(server)
             if namespace not in self._namespaces:
                 self.cluster.ensure_namespace(namespace, str(server["project_id"]))
@@ -558,6 +562,27 @@ class ServerLoop:
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
+
+    def _claim(self, server: dict[str, Any]) -> bool:
+        """Claim the server's resources (controller/claims.py): its node is then its host and node, and
+        the VM is pinned there. False when no node has room: the build ended in ERROR with Nova's fault."""
+        from openkeel_compute.controller.claims import NoValidHost
+
+        try:
+            node, _alternates = self.claims.claim(server)
+        except NoValidHost as exc:
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, server["uuid"], expected_task_state=[server.get("task_state")],
+                                        vm_state=states.ERROR, task_state=None):
+                    instances.add_fault(conn, server["uuid"], code=exc.fault.code, message=exc.fault.message,
+                                        details=exc.fault.details)
+                    self._finish_event(conn, server, exc.fault)
+            return False
+        if server.get("node") != node:
+            with transaction(self.engine) as conn:
+                instances.save_state(conn, server["uuid"], host=node, node=node)
+        server["host"] = server["node"] = node
+        return True
 
     def _compose(self, server: dict[str, Any], **kwargs: Any) -> Any:
         """The server's objects from its row, with the image service's URL and the service token (every
@@ -723,7 +748,7 @@ class ServerLoop:
         for uuid in uuids:
             try:
                 self.observe_one(uuid, snapshot)
-            except (ApiError, httpx2.HTTPError) as exc:
+            except (ApiError, httpx2.HTTPError, PlacementError) as exc:
                 problems.setdefault(uuid, f"observe: {exc}")
 
     def observe_one(self, uuid: str, snapshot: Snapshot | None = None) -> Observation | None:
@@ -756,6 +781,8 @@ class ServerLoop:
                 # whatever is left (a Secret written while the delete ran, say) is asked to go again
                 self.cluster.delete_server(namespace, uuid)
                 return seen
+            if self.claims is not None:  # given back first: a failure leaves the server for the next pass
+                self.claims.release(uuid)
             with transaction(self.engine) as conn:
                 self._finish_event(conn, server, None, server.get("host"))
                 instances.soft_delete(conn, uuid)
@@ -795,6 +822,8 @@ class ServerLoop:
                 self._finish_event(conn, server, fault, seen.host or server.get("host"))
                 if old_vmi:
                     _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
+        if self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR:
+            self.claims.release(uuid)  # a failed build holds nothing, as Nova gives it back
         return seen
 
     def _refresh_image_token(self, namespace: str, uuid: str, project_id: str) -> None:

@@ -324,6 +324,8 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     tspec["terminationGracePeriodSeconds"] = shutdown_grace(image, options)
     if server.get("availability_zone"):
         require_zone(tspec, str(server["availability_zone"]), options.default_availability_zone)
+    if server.get("node"):  # the node Placement gave the server its resources on
+        require_node(tspec, str(server["node"]))
 
     # Disks: the fragment's, the root volume renamed, cloud-init from a Secret.
     disks = [d for d in devices["disks"] if d["name"] != CLOUD_INIT_DISK]
@@ -359,6 +361,7 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
 
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
@@ -370,6 +373,12 @@ def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
     wanted = [[{"key": ZONE_LABEL, "operator": "In", "values": [zone]}]]
     if zone == default_zone:
         wanted.append([{"key": ZONE_LABEL, "operator": "DoesNotExist"}])
+    _require(tspec, wanted)
+
+
+def _require(tspec: dict[str, Any], wanted: list[list[dict[str, Any]]]) -> None:
+    """Add the alternatives ``wanted`` (lists of expressions) to the required node affinity: every term
+    already there is combined with each of them."""
     node_affinity = tspec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []})
     terms = required.get("nodeSelectorTerms") or [{}]
@@ -377,6 +386,14 @@ def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
         dict(term, matchExpressions=list(term.get("matchExpressions", [])) + extra)
         for term in terms for extra in wanted
     ]
+
+
+def require_node(tspec: dict[str, Any], node: str) -> None:
+    """Keep the server on node ``node`` (required node affinity on ``kubernetes.io/hostname``), joined to
+    every node selector term already there (zone, forbidden traits)."""
+    _require(tspec, [[{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]])
+
+
 def rebuild_root_volume(server_uuid: str, request_id: str) -> str:
     """Name of the root DataVolume a rebuild gives the server: new for each rebuild (the request
     names it), so the new disk never adopts the old one's claim."""

@@ -157,6 +157,15 @@ class PlacementClient:
                                                             raise_exc=False)
         return cls(adapter)
 
+    @classmethod
+    def for_endpoint(cls, url: str, token: str, timeout: float | None = 30.0) -> PlacementClient:
+        """A client of the Placement at ``url`` that sends ``token`` (the embedded Placement's noauth2)."""
+        from keystoneauth1 import adapter, session, token_endpoint
+
+        auth = token_endpoint.Token(url, token)
+        return cls(adapter.Adapter(session.Session(auth=auth, timeout=timeout), service_type=SERVICE_TYPE,
+                                   endpoint_override=url, raise_exc=False))
+
     # -- the HTTP layer ------------------------------------------------------------------------------
     def _request(self, method: str, path: str, version: str, body: Any = None, params: Any = None):
         headers = {"OpenStack-API-Version": f"placement {version}", "Accept": "application/json"}
