@@ -70,10 +70,10 @@ def _run(args) -> int:
     conf = load_conf(args)
     has_placement = placement_client.configured(conf)
     if args.kubeconfig or args.render or conf.controller.kubeconfig:
-        if not args.render and not has_placement and not conf.placement_service.embedded:
-            raise OperatorError(PLACEMENT_MISSING, status=2)
         _check_target(conf, args, retries=conf.controller.max_retries)
         open_database(conf)  # says which database, refuses a missing SQLite file
+        if not args.render and not has_placement and not conf.placement_service.embedded:
+            raise OperatorError(PLACEMENT_MISSING, status=2)
         if args.render or has_placement:
             return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
         with _embedded_placement(conf) as url:
