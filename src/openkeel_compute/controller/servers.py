@@ -823,7 +823,10 @@ class ServerLoop:
                 if old_vmi:
                     _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
         if self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR:
-            self.claims.release(uuid)  # a failed build holds nothing, as Nova gives it back
+            # a failed build holds nothing and is on no node, as Nova leaves it
+            self.claims.release(uuid)
+            with transaction(self.engine) as conn:
+                instances.save_state(conn, uuid, host=None, node=None)
         return seen
 
     def _refresh_image_token(self, namespace: str, uuid: str, project_id: str) -> None:

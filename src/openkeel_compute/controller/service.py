@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import nodes, providers
+from openkeel_compute.controller import audit, nodes, providers
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller, Settings
 from openkeel_compute.controller.images import ImageAccess
@@ -121,7 +121,11 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         nodes.sync(engine, client)
 
         def publish_providers():
-            providers.sync_from_conf(placement, client, conf)
+            if providers.sync_from_conf(placement, client, conf) is not None:
+                try:
+                    audit.audit(engine, placement)
+                except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
+                    LOG.warning("allocations not audited: %s", exc)
 
         publish_providers()
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
