@@ -170,3 +170,40 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
     assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
     assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
     assert placement.provider(rp) is None
+
+
+def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apiserver, kube, db, ctl,
+                                                                           placement_service):
+    """The claim lands on a node whose pods stay unschedulable: the build moves to the next node Placement
+    offers (the claim with it), up to [scheduler] max_attempts nodes."""
+    gold = {"openkeel.io/trait.CUSTOM_GOLD": "true"}
+    apiserver.seed(node("ghost-1", labels=gold))
+    servers = make_loop(kube, db)
+    placement = with_placement(placement_service, apiserver, servers)  # ghost-1: the only gold node
+    # ghost-1 stops taking pods after its provider was published (the next provider pass would disable it)
+    apiserver.seed(node("ghost-1", ready=False, labels=gold))
+    loop = Both(ctl, servers)
+    uuid = _boot(db, specs={"trait:CUSTOM_GOLD": "required"})
+    loop.run_once()
+    assert _row(db, uuid)["host"] == "ghost-1"
+    apiserver.seed(node("gold-1", labels=gold))  # a gold node that works joins
+    providers.sync(placement, [n for n in apiserver.objects("Node").values() if n["metadata"]["name"] != "ghost-1"]
+                   + [node("ghost-1", labels=gold)])
+    row = _until(loop, db, uuid, lambda r: _active(r) or _failed(r))
+    assert _active(row), _faults(db, uuid)
+    assert row["host"] == "gold-1"
+    assert placement.get_allocations(uuid).allocations == {
+        providers.provider_uuid("gold-1"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
+    with db_api.reader(db) as conn:
+        assert instances.metadata_of(conn, uuid, system=True)["openkeel_tried_nodes"] == "ghost-1,gold-1"
+    vmi = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])
+    assert vmi["status"]["nodeName"] == "gold-1"
+
+    # with one attempt only, a node that cannot run it fails the build, and the claim is given back
+    servers.claims.max_attempts = 1
+    apiserver.seed(node("gold-1", ready=False, labels=gold))
+    other = _boot(db, specs={"trait:CUSTOM_GOLD": "required"})
+    row = _until(loop, db, other, _failed)
+    assert row["vm_state"] == states.ERROR and row["host"] is None
+    assert _faults(db, other)[other]["message"].startswith("No valid host was found. ")
+    assert placement.get_allocations(other).allocations == {}

@@ -11,7 +11,8 @@
    Placement's order until one is taken; a conflict (capacity taken meanwhile) goes on to the next;
 4. the node of the taken candidate (the provider holding its MEMORY_MB, else its first) is the server's
    host and node, and the VM is pinned there (required node affinity on kubernetes.io/hostname);
-   the next ``max_attempts - 1`` candidates are kept as alternates in the server's system metadata.
+   when the node cannot run it (its pod stays unschedulable past ``[controller] unschedulable_grace``),
+   ``move`` claims on another node Placement offers, up to ``[scheduler] max_attempts`` nodes in all.
 
 None left, no candidate at all, or Placement unreachable: NoValidHost, whose fault is Nova's
 (500, "No valid host was found. "); the build ends in ERROR with nothing claimed and no VM.
@@ -110,6 +111,34 @@ class Claims:
             alternates = found.candidates[index + 1:index + self.max_attempts]
             return self.node_of(_node_provider(candidate.allocations)), alternates
         raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
+
+    def move(self, server: Mapping[str, Any], exclude: set[str]) -> str | None:
+        """Claim the server's resources on another node than those in ``exclude`` (the alternates of a
+        build whose node could not run it): the first candidate on such a node replaces the server's
+        allocations in one PUT at its consumer generation. The new node, or None when no other has room
+        (the old claim is then left as it was)."""
+        uuid = str(server["uuid"])
+        try:
+            current = self.placement.get_allocations(uuid)
+            zone = server.get("availability_zone")
+            query = self.request_of(server).query([zone_aggregate(str(zone))] if zone else None)
+            found = self.placement.allocation_candidates(query, self.max_results)
+            for candidate in found.candidates:
+                node = self.node_of(_node_provider(candidate.allocations))
+                if node in exclude:
+                    continue
+                try:
+                    self.placement.put_allocations(uuid, candidate.allocations, project_id=str(server["project_id"]),
+                                                   user_id=str(server["user_id"]),
+                                                   consumer_generation=current.generation)
+                except errors.PlacementConflict as exc:
+                    if exc.concurrent_update:
+                        return None  # the server's allocations changed meanwhile: its build ends as it is
+                    continue
+                return node
+        except errors.PlacementError as exc:
+            LOG.warning("server %s: no alternate node, Placement failed: %s", uuid, exc.message)
+        return None
 
     def release(self, uuid: str) -> bool:
         """Give back what the server holds (False: it held nothing). Errors propagate: the caller tries

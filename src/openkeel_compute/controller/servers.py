@@ -62,6 +62,7 @@ BUILD_TIMEOUT = 3600.0
 # replaces (the task is done only once another VMI runs).
 SYSMETA_EVENT = "openkeel_task_event"
 SYSMETA_OLD_VMI = "openkeel_replaced_vmi"
+SYSMETA_TRIED = "openkeel_tried_nodes"  # the nodes a build was tried on (Placement's alternates)
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
@@ -584,6 +585,28 @@ class ServerLoop:
         server["host"] = server["node"] = node
         return True
 
+    def _try_alternate(self, server: dict[str, Any], namespace: str) -> bool:
+        """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
+        until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
+        node and restarted. False when no attempt is left or no other node has room."""
+        tried = [n for n in (server["system_metadata"].get(SYSMETA_TRIED) or "").split(",") if n]
+        if server.get("node") and server["node"] not in tried:
+            tried.append(server["node"])
+        if len(tried) >= self.claims.max_attempts:
+            return False
+        node = self.claims.move(server, set(tried))
+        if node is None:
+            return False
+        LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],
+                 server.get("node"), node, len(tried) + 1, self.claims.max_attempts)
+        with transaction(self.engine) as conn:
+            instances.save_state(conn, server["uuid"], host=node, node=node)
+            _set_sysmeta(conn, server["uuid"], SYSMETA_TRIED, ",".join([*tried, node]))
+        server["host"] = server["node"] = node
+        self.cluster.apply(self._compose(server).vm)
+        self.cluster.verb(namespace, server_vm_name(server["uuid"]), "reboot-hard")  # KubeVirt's restart
+        return True
+
     def _compose(self, server: dict[str, Any], **kwargs: Any) -> Any:
         """The server's objects from its row, with the image service's URL and the service token (every
         root disk import, at create and at rebuild, goes through here)."""
@@ -775,6 +798,11 @@ class ServerLoop:
             vm, vmi, dvs = self.cluster.look(namespace, uuid)
             seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                            self.network_name, self.unschedulable_grace)
+        if (self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR
+                and vm is not None and seen.fault is not None
+                and (seen.fault.details or "").startswith("KubeVirt: Unschedulable")
+                and self._try_alternate(server, namespace)):
+            return seen  # building again, on another node
         if seen.deleted:
             left = self.cluster.leftovers(namespace, uuid)
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
