@@ -46,13 +46,6 @@ def _cluster(**slower) -> Emulator:
 
 
 @pytest.fixture
-def kube(apiserver):
-    client = make_client(apiserver.kubeconfig())
-    yield client
-    client.close()
-
-
-@pytest.fixture
 def loop(kube, db, ctl):
     return Both(ctl, make_loop(kube, db))
 
