@@ -9,6 +9,10 @@ the user's arguments for ``openkeel-compute serve`` (--port, --host, ...).
   image ``openkeel-tiny`` registered on first start. Its address reaches the API and the controller in
   ``$state_path/serve-images.conf``, the last --config-file they get. With a Glance configured, nothing
   of this runs and that Glance is used.
+- Placement: when ``[placement]`` names no credentials, Placement's own service (openstack-placement,
+  ``openkeel_compute.placement.embedded``) runs as a child process on a free loopback port with its SQLite
+  database in ``$state_path/placement``; ``$state_path/serve-placement.conf`` points the API and the
+  controller at it.
 - The controller (``openkeel-compute controller``: its built-in KubeVirt cluster unless a kubeconfig is
   configured) and the API (``openkeel-compute serve``) run as child processes, each leading its own
   process group, and die with this process (PR_SET_PDEATHSIG).
@@ -35,6 +39,8 @@ import _clouds_yaml
 
 from openkeel_compute.conf import build_conf
 from openkeel_compute.images import glance, local
+from openkeel_compute.placement import client as placement_client
+from openkeel_compute.placement import embedded
 
 # The local image service's port: Glance's 9292, or OPENKEEL_IMAGE_PORT (0: any free port).
 IMAGE_PORT = int(os.environ.get("OPENKEEL_IMAGE_PORT", "9292"))
@@ -107,6 +113,18 @@ def main(argv: list[str]) -> int:
         config += ["--config-file", str(extra)]
         say(f"image service: the local development one on {image_url}, images in {state / 'images'} "
             f"(image {local.DEFAULT_IMAGE_NAME} is there)")
+    placement = None
+    placement_client.register_opts(conf)
+    if placement_client.configured(conf):
+        say("placement: [placement] in the configuration")
+    else:
+        state = pathlib.Path(conf.state_path)
+        placement = embedded.start(state / "placement", start_new_session=True, preexec_fn=_die_with_parent)
+        extra = state / "serve-placement.conf"
+        extra.write_text("# Written by scripts/serve at each start: its embedded Placement.\n"
+                         + embedded.config_lines(placement.url))
+        config += ["--config-file", str(extra)]
+        say(f"placement: the embedded one on {placement.url}, its database in {state / 'placement'}")
     _clouds_yaml.main([str(pathlib.Path(conf.state_path) / "clouds.yaml"), *config, *serve_args])
 
     exe = str(pathlib.Path(sys.executable).parent / "openkeel-compute")
@@ -142,6 +160,8 @@ def main(argv: list[str]) -> int:
         return status
     finally:
         _stop(children)
+        if placement is not None:
+            placement.stop()
         if images is not None:
             if serving is not None:
                 images.shutdown()

@@ -92,3 +92,8 @@ def placement_service(tmp_path_factory):
 def placement_overrides(url: str) -> dict:
     """make_conf's ``placement=`` section for the embedded Placement at ``url``."""
     return {"auth_type": "admin_token", "endpoint": url, "token": "admin:admin", "endpoint_override": url}
+
+
+def placement_section(url: str) -> str:
+    """The ``[placement]`` section of a config file for the embedded Placement at ``url``."""
+    return "[placement]\n" + "".join(f"{k} = {v}\n" for k, v in placement_overrides(url).items())

@@ -13,10 +13,14 @@ from typing import Any
 
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
+from openkeel_compute.controller import providers
+from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator import Delays, Emulator
 from openkeel_compute.images import local
+from openkeel_compute.placement import embedded
+from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import user
 from tests.controller.conftest import controller_for
 from tests.wsgi_client import Client
@@ -44,12 +48,35 @@ def image_service(tmp_path: Path) -> Iterator[str]:
         images.server_close()
 
 
+def reset_placement(placement: PlacementClient) -> None:
+    """An empty Placement again: every allocation given back, every provider deleted (tests of one process
+    share one embedded Placement)."""
+    for provider in placement.providers():
+        for consumer in placement.provider_allocations(provider["uuid"]):
+            placement.delete_allocations(consumer, force=True)
+        placement.delete_provider(provider["uuid"])
+
+
+def with_placement(url: str, cluster: Emulator, servers: Any) -> PlacementClient:
+    """The server loop claims in the (emptied) Placement at ``url``, whose providers are the cluster's nodes."""
+    placement = PlacementClient.for_endpoint(url, embedded.TOKEN)
+    reset_placement(placement)
+    providers.sync(placement, [o for k, o in cluster.objects("Node").items()])
+    servers.claims = Claims(placement)
+    return placement
+
+
 @contextlib.contextmanager
-def server_world(conf: Any, make_servers: Callable[[Any], Any]) -> Iterator[tuple[Client, Any, Emulator]]:
-    """(API client, controller, cluster); ``make_servers(kube client)`` gives the controller's server loop."""
+def server_world(conf: Any, make_servers: Callable[[Any], Any],
+                 placement_url: str | None = None) -> Iterator[tuple[Client, Any, Emulator]]:
+    """(API client, controller, cluster); ``make_servers(kube client)`` gives the controller's server loop,
+    which claims in the Placement at ``placement_url`` when one is given (the ``placement_service`` fixture)."""
     cluster = Emulator(delays=Delays.fast(), tick=0.01).start()
     kube = make_client(cluster.kubeconfig())
-    controller = controller_for(conf, cluster, servers=make_servers(kube))
+    servers = make_servers(kube)
+    if placement_url is not None:
+        with_placement(placement_url, cluster, servers)
+    controller = controller_for(conf, cluster, servers=servers)
     try:
         yield Client(deploy(conf)), controller, cluster
     finally:

@@ -7,23 +7,26 @@ from __future__ import annotations
 import pytest
 
 from openkeel_compute import policies
+from openkeel_compute.controller import providers
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from openkeel_compute.emulator.lifecycle import NODE
 from openkeel_compute.images import glance
 from tests.conftest import admin, make_conf
 from tests.server_world import DEMO, IMAGE, controller_running, image_service, server_world, until
 
 
 @pytest.fixture
-def world(tmp_path):
+def world(tmp_path, placement_service):
     policies.reset()
     conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"})
     migration.sync(db_api.get_engine(conf))
     with image_service(tmp_path) as url:
         glance.register_opts(conf)
         conf.set_override("api_servers", [url], group="glance")
-        with server_world(conf, lambda kube: make_loop(kube, db_api.get_engine(conf))) as world:
+        with server_world(conf, lambda kube: make_loop(kube, db_api.get_engine(conf)),
+                          placement_url=placement_service) as world:
             yield world
 
 
@@ -44,6 +47,12 @@ def test_a_server_boots_stops_starts_and_is_deleted(world):
     shown = until(client, controller, uuid, _status("ACTIVE"))
     server = shown.json["server"]
     assert server["status"] == "ACTIVE", server
+    # its resources were claimed on the node it runs on, which is its host
+    placement = controller.servers.claims.placement
+    node = providers.provider_uuid(NODE)
+    assert placement.get_allocations(uuid).allocations == {node: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
+    assert client.get(f"/v2.1/servers/{uuid}", headers=admin("2.96")).json["server"][
+        "OS-EXT-SRV-ATTR:hypervisor_hostname"] == NODE
     (ips,) = server["addresses"].values()
     assert ips and ips[0]["addr"].startswith("10.244.")
     (namespace,) = {k[0] for k in cluster.objects("VirtualMachine") if k[1] == uuid}
@@ -62,6 +71,7 @@ def test_a_server_boots_stops_starts_and_is_deleted(world):
     assert until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret", "VirtualMachinePreference"):
         assert [k for k in cluster.objects(kind) if k[0] == namespace] == [], kind
+    assert placement.get_allocations(uuid).allocations == {}  # given back
 
 
 def test_console_output_is_the_guests_boot_log_and_goes_with_a_stop(world):

@@ -27,6 +27,14 @@ def apiserver():
 
 
 @pytest.fixture
+def kube(apiserver):
+    """A lightkube client of the built-in cluster."""
+    client = make_client(apiserver.kubeconfig())
+    yield client
+    client.close()
+
+
+@pytest.fixture
 def conf(tmp_path):
     conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"})
     migration.sync(db_api.get_engine(conf))

@@ -18,6 +18,7 @@ import yaml
 
 from openkeel_compute.controller import kube
 from openkeel_compute.emulator import Fault
+from tests.conftest import placement_overrides, placement_section
 from tests.controller.conftest import CIT, CPREF, IT, PREF, add_namespaces
 
 
@@ -116,14 +117,15 @@ def _config_file(conf) -> str:
     return conf.config_file[0]
 
 
-def test_controller_killed_mid_batch_and_restarted(conf, cat, apiserver, tmp_path):
+def test_controller_killed_mid_batch_and_restarted(conf, cat, apiserver, tmp_path, placement_service):
     from openkeel_compute.controller import service
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(apiserver.kubeconfig()))
     extra = tmp_path / "controller.conf"
     extra.write_text("[controller]\nlease_duration = 1\nlease_renew_interval = 0.2\nmetrics_port = 0\n"
-                     "poll_interval = 0.05\nworkers = 1\n")
+                     "poll_interval = 0.05\nworkers = 1\n"
+                     + placement_section(placement_service))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     process = subprocess.Popen(
         [sys.executable, "-m", "openkeel_compute.cmd.main", "controller", "--config-file", _config_file(conf),
@@ -148,7 +150,8 @@ def test_controller_killed_mid_batch_and_restarted(conf, cat, apiserver, tmp_pat
 
     from tests.conftest import make_conf
 
-    restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"})
+    restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"},
+                          placement=placement_overrides(placement_service))
     assert service.run(restarted, kubeconfig=str(kubeconfig), once=True) == 0  # waits out the dead holder's lease
     assert_converged(apiserver, cat, {f"f{i}" for i in range(8)}, {})
     after = apiserver.handler.objects(CIT) | {("pref", n): o for (_, n), o in apiserver.handler.objects(CPREF).items()}

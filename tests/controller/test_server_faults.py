@@ -32,7 +32,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.emulator import Delays, Emulator, Fault
 from openkeel_compute.kubevirt.vmstatus import VM_GONE_MESSAGE
-from tests.conftest import make_conf, user
+from tests.conftest import make_conf, placement_overrides, placement_section, user
 from tests.controller.conftest import controller_for
 from tests.controller.test_server_loop import OWNER, Both, _action, _active, _boot, _pending, _row, _until
 
@@ -43,13 +43,6 @@ FOREIGN = "0b1c2d3e-0000-4000-8000-0000000f0e19"
 
 def _cluster(**slower) -> Emulator:
     return Emulator(delays=dataclasses.replace(Delays.fast(), **slower), tick=0.01).start()
-
-
-@pytest.fixture
-def kube(apiserver):
-    client = make_client(apiserver.kubeconfig())
-    yield client
-    client.close()
 
 
 @pytest.fixture
@@ -250,13 +243,14 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
         cluster.stop()
 
 
-def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver, tmp_path):
+def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver, tmp_path, placement_service):
     from openkeel_compute.controller import service
 
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(yaml.safe_dump(apiserver.kubeconfig()))
     settings = ("[controller]\nlease_duration = 1\nlease_renew_interval = 0.2\nmetrics_port = 0\n"
-                "poll_interval = 0.05\nworkers = 1\n[glance]\napi_servers = http://127.0.0.1:9292\n")
+                "poll_interval = 0.05\nworkers = 1\n[glance]\napi_servers = http://127.0.0.1:9292\n"
+                + placement_section(placement_service))
     extra = tmp_path / "controller.conf"
     extra.write_text(settings)
     # The VM is created, but starting it keeps failing: the create row stays pending mid-way.
@@ -290,7 +284,7 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
     apiserver.clear_faults()
 
     restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"},
-                          glance={"api_servers": "http://127.0.0.1:9292"})
+                          glance={"api_servers": "http://127.0.0.1:9292"}, placement=placement_overrides(placement_service))
     deadline = time.monotonic() + 60
     while not _active(_row(db, uuid)) and time.monotonic() < deadline:
         service.run(restarted, kubeconfig=str(kubeconfig), once=True)  # waits out the dead holder's lease

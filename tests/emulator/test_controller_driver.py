@@ -19,11 +19,11 @@ def test_default_driver_is_emulated(conf):  # noqa: F811
     assert conf.controller.driver == "emulated"
 
 
-def test_the_controller_writes_into_the_built_in_cluster(conf, cat):  # noqa: F811
+def test_the_controller_writes_into_the_built_in_cluster(conf, cat, placement_service):  # noqa: F811
     cat.create("42", vcpus=2, ram=1024)
     conf.set_override("emulator_delay_scale", 0, group="controller")
     with emulated_cluster(conf) as kubeconfig:
-        assert service.run(conf, kubeconfig=kubeconfig, once=True) == 0
+        assert service.run(conf, kubeconfig=kubeconfig, once=True, placement_url=placement_service) == 0
         config = yaml.safe_load(pathlib.Path(kubeconfig).read_text())
         client = Client(KubeConfig.from_dict(config), trust_env=False)
         names = {o.metadata.name: o.spec for o in client.list(CIT)}
@@ -36,6 +36,9 @@ def test_controller_command_starts_the_emulator_without_a_kubeconfig(conf, cat, 
     caplog.set_level(logging.INFO)
     assert main(["controller", "--config-file", conf.config_file[0], "--once"]) == 0
     assert any("built-in KubeVirt cluster listening on http://127.0.0.1:" in r.getMessage() for r in caplog.records)
+    # no [placement]: the embedded Placement comes with the built-in cluster, its database under state_path
+    assert any(r.getMessage().startswith("embedded Placement on http://127.0.0.1:") for r in caplog.records)
+    assert (pathlib.Path(conf.state_path) / "placement" / "placement.sqlite").exists()
     assert not pathlib.Path(conf.controller.emulator_kubeconfig).exists()  # removed when the cluster stops
 
 

@@ -93,6 +93,24 @@ def test_controller_kubeconfig_missing(tmp_path) -> None:
     assert line == f"error: kubeconfig {tmp_path / 'kc'} not found (check --kubeconfig or [controller] kubeconfig)"
 
 
+def test_controller_on_a_cluster_without_placement_is_refused(tmp_path) -> None:
+    from openkeel_compute.emulator import Emulator
+
+    cluster = Emulator().start()
+    try:
+        kubeconfig = tmp_path / "kc.yaml"
+        kubeconfig.write_text(yaml.safe_dump(cluster.kubeconfig()))
+        conf = write_conf(tmp_path, NOAUTH)
+        run("db", "sync", "--config-file", conf)
+        done = run("controller", "--config-file", conf, "--kubeconfig", str(kubeconfig), "--once")
+    finally:
+        cluster.stop()
+    assert error_line(done, status=2) == (
+        "error: [placement] is not configured: the controller claims every server's resources in Placement; "
+        "set [placement] auth_type and its credentials (auth_url, username, password, project_name, "
+        "user_domain_name, project_domain_name), or [placement_service] embedded = true for development")
+
+
 @pytest.mark.parametrize(("text", "reason"), [
     ("not: [yaml\n", "invalid YAML: expected ',' or ']', but got '<stream end>' at line 2, column 1"),
     ("apiVersion: v1\nkind: Config\n", "KeyError: 'clusters'"),

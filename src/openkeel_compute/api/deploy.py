@@ -294,6 +294,17 @@ def _catalog_image_url(conf) -> str | None:
     return servers[0] if servers else conf.glance.endpoint_override
 
 
+def _catalog_placement_url(conf) -> str | None:
+    """Placement in the noauth2 identity answer's catalog: the embedded one (its token is ``user:project``
+    too), which ``[placement]`` reaches with ``auth_type = admin_token``."""
+    from openkeel_compute.placement import client
+
+    client.register_opts(conf)
+    if conf.placement.auth_type != "admin_token":
+        return None
+    return conf.placement.endpoint_override
+
+
 def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     """Build the WSGI application for ``conf``."""
     logsafe.install()  # whoever configured logging: no log line a client can forge
@@ -315,7 +326,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         from openkeel_compute.api.noauth_identity import NoAuthIdentity
 
         # /identity: tokens with a catalog, and what the openstack CLI reads before flavor create/set
-        app = NoAuthIdentity(app, _catalog_image_url(conf))
+        app = NoAuthIdentity(app, _catalog_image_url(conf), _catalog_placement_url(conf))
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)

@@ -13,7 +13,8 @@ read and nothing more:
                                   "password" method (any password), scoped to the project asked for;
                                   the token is ``user:project`` (X-Subject-Token) and its catalog
                                   lists compute, identity and, when ``[glance] api_servers`` names
-                                  one, the image service
+                                  one, the image service, and Placement when ``[placement]`` points at the
+                                  embedded one (``auth_type = admin_token``)
   GET  /identity/v3/projects/ID   project ID, for any ID (its name is its id, domain "default")
   GET  /identity/v3/projects      ?name=N gives project N; without a name, an empty list
 
@@ -75,17 +76,20 @@ def _entry(service_type: str, name: str, url: str) -> dict:
         for interface in ("public", "internal")]}
 
 
-def catalog(environ, image_url: str | None) -> list[dict]:
-    """The service catalog of every token: this endpoint's compute and identity, the image service if known."""
+def catalog(environ, image_url: str | None, placement_url: str | None = None) -> list[dict]:
+    """The service catalog of every token: this endpoint's compute and identity, the image service and
+    Placement if known."""
     base = _base(environ)
     root = base[: -len(PREFIX)]
     services = [_entry("compute", "nova", root + "/v2.1"), _entry("identity", "keystone", base)]
     if image_url:
         services.append(_entry("image", "glance", image_url.rstrip("/")))
+    if placement_url:
+        services.append(_entry("placement", "placement", placement_url.rstrip("/")))
     return services
 
 
-def _token(environ, image_url: str | None) -> tuple[str, dict, str | None]:
+def _token(environ, image_url: str | None, placement_url: str | None = None) -> tuple[str, dict, str | None]:
     """POST /v3/auth/tokens: (status, body, subject token)."""
     body = _read_json(environ)
     auth = body.get("auth") if isinstance(body, dict) else None
@@ -121,11 +125,11 @@ def _token(environ, image_url: str | None) -> tuple[str, dict, str | None]:
         "audit_ids": [hashlib.sha1(subject.encode(), usedforsecurity=False).hexdigest()[:22]],
         "issued_at": now.strftime(stamp),
         "expires_at": (now + datetime.timedelta(days=1)).strftime(stamp),
-        "catalog": catalog(environ, image_url),
+        "catalog": catalog(environ, image_url, placement_url),
     }}, subject
 
 
-def answer(environ, image_url: str | None = None) -> tuple[str, dict, str | None]:
+def answer(environ, image_url: str | None = None, placement_url: str | None = None) -> tuple[str, dict, str | None]:
     """Status line, JSON body and subject token (or None) for one request under /identity.
 
     PATH_INFO includes the prefix; ``image_url`` is the image service the catalog names, if any.
@@ -133,7 +137,7 @@ def answer(environ, image_url: str | None = None) -> tuple[str, dict, str | None
     path = environ.get("PATH_INFO", "")[len(PREFIX):].rstrip("/")
     base = _base(environ)
     if path == "/v3/auth/tokens" and environ.get("REQUEST_METHOD") == "POST":
-        return _token(environ, image_url)
+        return _token(environ, image_url, placement_url)
     if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
         return (*_error(405, "Method Not Allowed",
                         "The identity answer of noauth2 only issues tokens; everything else is read-only."), None)
@@ -154,15 +158,16 @@ def answer(environ, image_url: str | None = None) -> tuple[str, dict, str | None
 class NoAuthIdentity:
     """Answer /identity… here (see the module docstring); pass everything else to ``app``."""
 
-    def __init__(self, app, image_url: str | None = None):
+    def __init__(self, app, image_url: str | None = None, placement_url: str | None = None):
         self.app = app
         self.image_url = image_url
+        self.placement_url = placement_url
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         if path != PREFIX and not path.startswith(PREFIX + "/"):
             return self.app(environ, start_response)
-        status, body, subject = answer(environ, self.image_url)
+        status, body, subject = answer(environ, self.image_url, self.placement_url)
         data = json.dumps(body).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
         if subject is not None:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -64,20 +65,54 @@ def _setup_status(parser: argparse.ArgumentParser) -> None:
 
 def _run(args) -> int:
     from openkeel_compute.controller import service
+    from openkeel_compute.placement import client as placement_client
 
     conf = load_conf(args)
+    has_placement = placement_client.configured(conf)
     if args.kubeconfig or args.render or conf.controller.kubeconfig:
         _check_target(conf, args, retries=conf.controller.max_retries)
         open_database(conf)  # says which database, refuses a missing SQLite file
-        return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+        if not args.render and not has_placement and not conf.placement_service.embedded:
+            raise OperatorError(PLACEMENT_MISSING, status=2)
+        if args.render or has_placement:
+            return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+        with _embedded_placement(conf) as url:
+            return service.run(conf, kubeconfig=args.kubeconfig, once=args.once, placement_url=url)
     if conf.controller.driver == "kubernetes":
         raise OperatorError("[controller] driver = kubernetes needs a kubeconfig ([controller] kubeconfig or "
                             "--kubeconfig)", status=2)
     open_database(conf)
     from openkeel_compute.emulator.service import emulated_cluster
 
+    # The built-in cluster is for development: without [placement], the embedded Placement comes with it.
     with emulated_cluster(conf) as kubeconfig:
-        return service.run(conf, kubeconfig=kubeconfig, once=args.once)
+        if has_placement:
+            return service.run(conf, kubeconfig=kubeconfig, once=args.once)
+        with _embedded_placement(conf) as url:
+            return service.run(conf, kubeconfig=kubeconfig, once=args.once, placement_url=url)
+
+
+PLACEMENT_MISSING = ("[placement] is not configured: the controller claims every server's resources in Placement; "
+                     "set [placement] auth_type and its credentials (auth_url, username, password, project_name, "
+                     "user_domain_name, project_domain_name), or [placement_service] embedded = true for "
+                     "development")
+
+
+@contextlib.contextmanager
+def _embedded_placement(conf):
+    """Placement's own service on a loopback port, its database under $state_path/placement."""
+    from openkeel_compute.placement import embedded
+
+    try:
+        running = embedded.start(os.path.join(conf.state_path, "placement"))
+    except RuntimeError as exc:
+        raise OperatorError(str(exc)) from None
+    LOG.info("embedded Placement on %s (database in %s)", running.url,
+             os.path.join(conf.state_path, "placement"))
+    try:
+        yield running.url
+    finally:
+        running.stop()
 
 
 def _check_target(conf, args, retries: int) -> None:

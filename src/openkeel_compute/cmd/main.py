@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "openkeel_compute.cmd.extra_specs",
     "openkeel_compute.cmd.controller",
     "openkeel_compute.cmd.status",
+    "openkeel_compute.cmd.placement",
 )
 
 # The modules a command needs ("flavor status" comes from the controller's module). Importing
@@ -35,6 +36,7 @@ MODULES_BY_COMMAND = {
     "extra-specs": ("openkeel_compute.cmd.extra_specs",),
     "controller": ("openkeel_compute.cmd.controller",),
     "status": ("openkeel_compute.cmd.status",),
+    "placement": ("openkeel_compute.cmd.placement",),
 }
 
 

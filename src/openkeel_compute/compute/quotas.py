@@ -77,6 +77,33 @@ def user_rows(conn, project_id: str, user_id: str) -> dict[str, int]:
     return _rows(conn, USER_QUOTAS, and_(USER_QUOTAS.c.project_id == project_id, USER_QUOTAS.c.user_id == user_id))
 
 
+def _placement_usages(conf, project_id: str, user_id: str | None) -> dict[str, int]:
+    """cores (VCPU + PCPU) and ram (MEMORY_MB) the project (or its user) holds in Placement, as Nova counts
+    them with ``count_usage_from_placement``."""
+    usages = _placement_client(conf).usages(project_id, user_id)
+    return {"cores": usages.get("VCPU", 0) + usages.get("PCPU", 0), "ram": usages.get("MEMORY_MB", 0)}
+
+
+_CLIENTS: dict[int, object] = {}
+
+
+def _placement_client(conf):
+    """One Placement client per configuration (built on first use: the API imports keystoneauth only then)."""
+    client = _CLIENTS.get(id(conf))
+    if client is None:
+        from openkeel_compute.placement.client import PlacementClient
+
+        client = _CLIENTS[id(conf)] = PlacementClient.from_conf(conf)
+    return client
+
+
+def placement_usages(conf, project_id: str, user_id: str | None = None) -> dict[str, int] | None:
+    """Placement's counts when ``[placement]`` is configured, else None (the database counts instead)."""
+    from openkeel_compute.placement.client import configured
+
+    return _placement_usages(conf, project_id, user_id) if configured(conf) else None
+
+
 def counts(conn, conf, project_id: str, user_id: str | None = None) -> dict[str, int]:
     """In-use counts of the countable resources (project-wide, or the user's when ``user_id``)."""
     live = and_(INSTANCES.c.project_id == project_id, INSTANCES.c.deleted == 0,
@@ -86,8 +113,12 @@ def counts(conn, conf, project_id: str, user_id: str | None = None) -> dict[str,
     row = conn.execute(select(func.count(), func.coalesce(func.sum(INSTANCES.c.vcpus), 0),
                               func.coalesce(func.sum(INSTANCES.c.memory_mb), 0)).where(live)).one()
     used = {"instances": int(row[0]), "cores": int(row[1]), "ram": int(row[2])}
-    if conf.quota.count_usage_from_placement:
-        # What holds an allocation: not offloaded, and not a server that failed before it got a node.
+    from_placement = placement_usages(conf, project_id, user_id) if conf.quota.count_usage_from_placement else None
+    if from_placement is not None:
+        used.update(from_placement)
+    elif conf.quota.count_usage_from_placement:
+        # No [placement]: what would hold an allocation, from the database (not offloaded, and not a server
+        # that failed before it got a node).
         held = and_(live, INSTANCES.c.vm_state != "shelved_offloaded",
                     ~and_(INSTANCES.c.vm_state == "error", INSTANCES.c.node.is_(None)))
         row = conn.execute(select(func.coalesce(func.sum(INSTANCES.c.vcpus), 0),

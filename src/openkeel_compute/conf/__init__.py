@@ -20,6 +20,7 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.notifications",
     "openkeel_compute.controller.options",
     "openkeel_compute.conf.quota",
+    "openkeel_compute.conf.scheduling",
 )
 
 DEFAULT_OPTS = [

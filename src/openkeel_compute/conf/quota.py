@@ -33,8 +33,9 @@ QUOTA_OPTS = [
                 help="Count again after the resources were created and undo the request if a concurrent "
                 "one went over the limit in between."),
     cfg.BoolOpt("count_usage_from_placement", default=False,
-                help="Count cores and ram of a project from its allocations instead of its instances' "
-                "flavors. The allocations are the instances' flavors here, so both counts agree."),
+                help="Count cores (VCPU + PCPU) and ram (MEMORY_MB) of a project, or of a user in it, from "
+                "Placement's usages instead of its instances' flavors, as Nova does. Without [placement] the "
+                "database stands in: the flavors of the servers that hold resources."),
 ]
 
 AZ_OPTS = [

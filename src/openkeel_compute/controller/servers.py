@@ -50,6 +50,7 @@ from openkeel_compute.kubevirt.server import (
     rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
+from openkeel_compute.placement.errors import PlacementError
 
 LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
@@ -65,6 +66,7 @@ BUILD_TIMEOUT = 3600.0
 # replaces (the task is done only once another VMI runs).
 SYSMETA_EVENT = "openkeel_task_event"
 SYSMETA_OLD_VMI = "openkeel_replaced_vmi"
+SYSMETA_TRIED = "openkeel_tried_nodes"  # the nodes a build was tried on (Placement's alternates)
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
@@ -408,8 +410,9 @@ class ServerLoop:
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
                  batch_size: int = 100, now: Callable[[], dt.datetime] = _now, images: ImageAccess | None = None,
                  orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic,
-                 watch: bool = False, reclaim_interval: float = 0) -> None:
+                 watch: bool = False, reclaim_interval: float = 0, claims: Any = None) -> None:
         self.engine = engine
+        self.claims = claims  # controller.claims.Claims: resources claimed in Placement (None: not claimed)
         self.cluster = cluster
         self.options = options
         self.build_timeout = build_timeout
@@ -566,6 +569,8 @@ class ServerLoop:
         if row.operation == "create":
             if server["vm_state"] != states.BUILDING:
                 return  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
+            if self.claims is not None and not self._claim(server):
+                return  # no node has room: the build failed, nothing was made
             objects = self._compose(server)
             if namespace not in self._namespaces:
                 self.cluster.ensure_namespace(namespace, str(server["project_id"]))
@@ -600,6 +605,49 @@ class ServerLoop:
             self.cluster.verb(namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
+
+    def _claim(self, server: dict[str, Any]) -> bool:
+        """Claim the server's resources (controller/claims.py): its node is then its host and node, and
+        the VM is pinned there. False when no node has room: the build ended in ERROR with Nova's fault."""
+        from openkeel_compute.controller.claims import NoValidHost
+
+        try:
+            node, _alternates = self.claims.claim(server)
+        except NoValidHost as exc:
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, server["uuid"], expected_task_state=[server.get("task_state")],
+                                        vm_state=states.ERROR, task_state=None):
+                    instances.add_fault(conn, server["uuid"], code=exc.fault.code, message=exc.fault.message,
+                                        details=exc.fault.details)
+                    self._finish_event(conn, server, exc.fault)
+            return False
+        if server.get("node") != node:
+            with transaction(self.engine) as conn:
+                instances.save_state(conn, server["uuid"], host=node, node=node)
+        server["host"] = server["node"] = node
+        return True
+
+    def _try_alternate(self, server: dict[str, Any], namespace: str) -> bool:
+        """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
+        until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
+        node and restarted. False when no attempt is left or no other node has room."""
+        tried = [n for n in (server["system_metadata"].get(SYSMETA_TRIED) or "").split(",") if n]
+        if server.get("node") and server["node"] not in tried:
+            tried.append(server["node"])
+        if len(tried) >= self.claims.max_attempts:
+            return False
+        node = self.claims.move(server, set(tried))
+        if node is None:
+            return False
+        LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],
+                 server.get("node"), node, len(tried) + 1, self.claims.max_attempts)
+        with transaction(self.engine) as conn:
+            instances.save_state(conn, server["uuid"], host=node, node=node)
+            _set_sysmeta(conn, server["uuid"], SYSMETA_TRIED, ",".join([*tried, node]))
+        server["host"] = server["node"] = node
+        self.cluster.apply(self._compose(server).vm)
+        self.cluster.verb(namespace, server_vm_name(server["uuid"]), "reboot-hard")  # KubeVirt's restart
+        return True
 
     def _compose(self, server: dict[str, Any], **kwargs: Any) -> Any:
         """The server's objects from its row, with the image service's URL and the service token (every
@@ -767,7 +815,7 @@ class ServerLoop:
             for server in servers:
                 try:
                     self.observe_one(server["uuid"], snapshot, server=server, writes=writes)
-                except (ApiError, httpx2.HTTPError) as exc:
+                except (ApiError, httpx2.HTTPError, PlacementError) as exc:
                     problems.setdefault(server["uuid"], f"observe: {exc}")
                 if len(writes) >= self.batch_size:
                     self._write(writes)
@@ -837,12 +885,19 @@ class ServerLoop:
             vm, vmi, dvs = self._look_fresh(namespace, uuid)
             seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                            self.network_name, self.unschedulable_grace)
+        if (self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR
+                and vm is not None and seen.fault is not None
+                and (seen.fault.details or "").startswith("KubeVirt: Unschedulable")
+                and self._try_alternate(server, namespace)):
+            return seen  # building again, on another node
         if seen.deleted:
             left = self.cluster.leftovers(namespace, uuid)
             if left:  # observe only sees the VM and disks; Secrets and the preference must be gone too
                 # whatever is left (a Secret written while the delete ran, say) is asked to go again
                 self.cluster.delete_server(namespace, uuid)
                 return seen
+            if self.claims is not None:  # given back first: a failure leaves the server for the next pass
+                self.claims.release(uuid)
 
             def gone(conn: Any) -> None:
                 self._finish_event(conn, server, None, server.get("host"))
@@ -888,6 +943,10 @@ class ServerLoop:
                     _set_sysmeta(conn, uuid, SYSMETA_OLD_VMI, None)
 
         self._queue(writes, save)
+        if self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR:
+            # a failed build holds nothing and is on no node, as Nova leaves it
+            self.claims.release(uuid)
+            self._queue(writes, lambda conn: instances.save_state(conn, uuid, host=None, node=None))
         return seen
 
     def _queue(self, writes: list[Callable[[Any], None]] | None, write: Callable[[Any], None]) -> None:

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import nodes
+from openkeel_compute.controller import audit, nodes, providers
+from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller, Settings
 from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
@@ -33,7 +34,7 @@ def settings_from(conf: Any) -> Settings:
                     resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
 
 
-def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False) -> ServerLoop:
+def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False, claims: Any = None) -> ServerLoop:
     """The server loop with the site's options ([DEFAULT] instance_build_timeout and force_config_drive,
     [controller] server options, [service_user] for the image token)."""
     c = conf.controller
@@ -44,9 +45,11 @@ def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False)
                       unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
                       batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
                       orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
-                      reclaim_interval=float(conf.reclaim_instance_interval))
+                      reclaim_interval=float(conf.reclaim_instance_interval), claims=claims)
     loop.resize_confirm_window = float(conf.resize_confirm_window)
-    if placement_client.configured(conf):
+    if claims is not None:
+        loop.placement = claims.placement
+    elif placement_client.configured(conf):
         loop.placement = placement_client.PlacementClient.from_conf(conf)
     return loop
 
@@ -75,21 +78,37 @@ def _acquire_within(elector: LeaderElector, seconds: float) -> bool:
         time.sleep(min(0.5, elector.renew_interval))
 
 
-def _node_publisher(engine, client, stop: threading.Event, interval: float, is_leader) -> threading.Thread:
-    """Publish the nodes' zones every ``interval`` seconds while leading (availability zones)."""
+def _node_publisher(engine, client, stop: threading.Event, interval: float, is_leader,
+                    publish_providers=None) -> threading.Thread:
+    """Publish the nodes' zones (availability zones) and their resource providers every ``interval``
+    seconds while leading."""
 
     def loop() -> None:
         while not stop.wait(max(interval, 1.0)):
             if is_leader():
                 nodes.sync(engine, client)
+                if publish_providers is not None:
+                    publish_providers()
 
     thread = threading.Thread(target=loop, name="node-zones", daemon=True)
     thread.start()
     return thread
 
 
+def placement_from(conf: Any, embedded_url: str | None = None):
+    """The controller's Placement client: ``[placement]``, or the embedded Placement at ``embedded_url``."""
+    from openkeel_compute.placement import embedded
+    from openkeel_compute.placement.client import PlacementClient
+
+    if embedded_url is not None:
+        return PlacementClient.for_endpoint(embedded_url, embedded.TOKEN)
+    return PlacementClient.from_conf(conf)
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
-        stop: threading.Event | None = None) -> int:
+        stop: threading.Event | None = None, placement_url: str | None = None) -> int:
+    """Run the controller. With a cluster, servers' resources are claimed in the Placement of
+    ``[placement]`` (or the embedded one at ``placement_url``) and the nodes are its providers."""
     metrics = Metrics()
     engine = get_engine(conf)
     migration.sync(engine)
@@ -101,9 +120,21 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 c.lease_duration, c.lease_renew_interval,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
+    publish_providers = None
     if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
-        servers = server_loop_from(conf, engine, client, once=once)  # one pass: lists, no watches
+        placement = placement_from(conf, placement_url)
+        claims = Claims.from_conf(placement, conf)
+        servers = server_loop_from(conf, engine, client, once=once, claims=claims)  # one pass: lists, no watches
         nodes.sync(engine, client)
+
+        def publish_providers():
+            if providers.sync_from_conf(placement, client, conf) is not None:
+                try:
+                    audit.audit(engine, placement)
+                except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
+                    LOG.warning("allocations not audited: %s", exc)
+
+        publish_providers()
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
     try:
@@ -130,7 +161,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
             elector.start()
         if client is not None:
             _node_publisher(engine, client, stop, float(conf.controller.resync_interval),
-                            (lambda: elector.is_leader) if elector else (lambda: True))
+                            (lambda: elector.is_leader) if elector else (lambda: True), publish_providers)
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if client
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)

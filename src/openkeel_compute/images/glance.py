@@ -30,13 +30,13 @@ from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import plugin as ks_plugin
 from oslo_config import cfg
 
+from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
 from openkeel_compute.images import errors
 
 LOG = logging.getLogger(__name__)
 GROUP = "glance"
 SERVICE_TYPE = "image"
 DEFAULT_VALID_INTERFACES = ["internal", "public"]
-_VERSION_OPTS = frozenset({"version", "min_version", "max_version"})
 
 GLANCE_OPTS = [
     cfg.ListOpt(
@@ -66,25 +66,17 @@ BASE_PROPERTIES = frozenset({
 _OMITTED = frozenset({"self", "schema", "protected", "file", "tags", "direct_url", "locations"})
 
 
-def _adapter_opts() -> list[cfg.Opt]:
-    opts = [o for o in ks_loading.get_adapter_conf_options(include_deprecated=False) if o.dest not in _VERSION_OPTS]
-    cfg.set_defaults(opts, valid_interfaces=DEFAULT_VALID_INTERFACES, service_type=SERVICE_TYPE)
-    return opts
-
-
 def register_opts(conf: cfg.ConfigOpts) -> None:
     if GROUP in conf and "api_servers" in conf[GROUP]:
         return  # already registered (one client per process, but tests build several)
     conf.register_opts(GLANCE_OPTS, group=GROUP)
     ks_loading.register_session_conf_options(conf, GROUP)
-    conf.register_opts(_adapter_opts(), group=GROUP)
-    # The API versions are the code's business, not the operator's: options nobody can set.
-    for name in sorted(_VERSION_OPTS):
-        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=GROUP)
+    register_adapter_opts(conf, GROUP, SERVICE_TYPE, DEFAULT_VALID_INTERFACES)
 
 
 def list_opts():
-    return [(GROUP, GLANCE_OPTS + ks_loading.get_session_conf_options() + _adapter_opts())]
+    return [(GROUP, GLANCE_OPTS + ks_loading.get_session_conf_options()
+             + adapter_opts(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))]
 
 
 def image_from_glance(raw: Mapping[str, Any]) -> dict[str, Any]:

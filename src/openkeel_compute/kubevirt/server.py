@@ -329,8 +329,10 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     if server.get("availability_zone"):
         require_zone(tspec, str(server["availability_zone"]), options.default_availability_zone)
     nodes = requested_nodes(server.get("system_metadata"))
-    if nodes:
+    if nodes:  # a forced or requested host
         require_nodes(tspec, nodes)
+    if server.get("node"):  # the node Placement gave the server its resources on
+        require_node(tspec, str(server["node"]))
 
     # Disks: the fragment's, the root volume renamed, cloud-init from a Secret.
     disks = [d for d in devices["disks"] if d["name"] != CLOUD_INIT_DISK]
@@ -391,7 +393,8 @@ def require_nodes(tspec: dict[str, Any], nodes: tuple[str, ...]) -> None:
 
 
 def _require(tspec: dict[str, Any], wanted: list[list[dict[str, Any]]]) -> None:
-    """Join one of the ``wanted`` alternatives (lists of match expressions) to every required term."""
+    """Add the alternatives ``wanted`` (lists of expressions) to the required node affinity: every term
+    already there is combined with each of them."""
     node_affinity = tspec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
     required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []})
     terms = required.get("nodeSelectorTerms") or [{}]
@@ -399,6 +402,12 @@ def _require(tspec: dict[str, Any], wanted: list[list[dict[str, Any]]]) -> None:
         dict(term, matchExpressions=list(term.get("matchExpressions", [])) + extra)
         for term in terms for extra in wanted
     ]
+
+
+def require_node(tspec: dict[str, Any], node: str) -> None:
+    """Keep the server on node ``node`` (required node affinity on ``kubernetes.io/hostname``), joined to
+    every node selector term already there (zone, forbidden traits)."""
+    _require(tspec, [[{"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]])
 
 
 def rebuild_root_volume(server_uuid: str, request_id: str) -> str:

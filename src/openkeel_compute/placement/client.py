@@ -41,6 +41,7 @@ from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
 from openkeel_compute.placement import errors
 
 LOG = logging.getLogger(__name__)
@@ -54,13 +55,6 @@ USAGES_VERSION = "1.9"
 PROVIDER_VERSION = "1.26"  # error codes (1.23+), reserved may equal total (1.26)
 AGGREGATES_VERSION = "1.26"
 TRAITS_VERSION = "1.26"
-_VERSION_OPTS = frozenset({"version", "min_version", "max_version"})
-
-
-def _adapter_opts() -> list[cfg.Opt]:
-    opts = [o for o in ks_loading.get_adapter_conf_options(include_deprecated=False) if o.dest not in _VERSION_OPTS]
-    cfg.set_defaults(opts, valid_interfaces=DEFAULT_VALID_INTERFACES, service_type=SERVICE_TYPE)
-    return opts
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
@@ -68,15 +62,13 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
         return  # already registered
     ks_loading.register_session_conf_options(conf, GROUP)
     ks_loading.register_auth_conf_options(conf, GROUP)
-    conf.register_opts(_adapter_opts(), group=GROUP)
-    # The microversions are the code's business (per call), not the operator's: options nobody can set.
-    for name in sorted(_VERSION_OPTS):
-        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=GROUP)
+    register_adapter_opts(conf, GROUP, SERVICE_TYPE, DEFAULT_VALID_INTERFACES)  # microversions: per call
 
 
 def list_opts():
     return [(GROUP, ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
-             + ks_loading.get_auth_plugin_conf_options("password") + _adapter_opts())]
+             + ks_loading.get_auth_plugin_conf_options("password")
+             + adapter_opts(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))]
 
 
 def configured(conf: cfg.ConfigOpts) -> bool:
@@ -156,6 +148,15 @@ class PlacementClient:
         adapter = ks_loading.load_adapter_from_conf_options(conf, GROUP, session=session, auth=auth,
                                                             raise_exc=False)
         return cls(adapter)
+
+    @classmethod
+    def for_endpoint(cls, url: str, token: str, timeout: float | None = 30.0) -> PlacementClient:
+        """A client of the Placement at ``url`` that sends ``token`` (the embedded Placement's noauth2)."""
+        from keystoneauth1 import adapter, session, token_endpoint
+
+        auth = token_endpoint.Token(url, token)
+        return cls(adapter.Adapter(session.Session(auth=auth, timeout=timeout), service_type=SERVICE_TYPE,
+                                   endpoint_override=url, raise_exc=False))
 
     # -- the HTTP layer ------------------------------------------------------------------------------
     def _request(self, method: str, path: str, version: str, body: Any = None, params: Any = None):

@@ -1,0 +1,22 @@
+"""keystoneauth's adapter options for a client's group ([glance], [placement]), as Nova registers them."""
+
+from __future__ import annotations
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+VERSION_OPTS = frozenset({"version", "min_version", "max_version"})
+
+
+def adapter_opts(service_type: str, valid_interfaces: list[str]) -> list[cfg.Opt]:
+    """The adapter options with the service's defaults, without the API version ones."""
+    opts = [o for o in ks_loading.get_adapter_conf_options(include_deprecated=False) if o.dest not in VERSION_OPTS]
+    cfg.set_defaults(opts, valid_interfaces=valid_interfaces, service_type=service_type)
+    return opts
+
+
+def register_adapter_opts(conf: cfg.ConfigOpts, group: str, service_type: str, valid_interfaces: list[str]) -> None:
+    conf.register_opts(adapter_opts(service_type, valid_interfaces), group=group)
+    # The API versions are the code's business, not the operator's: options nobody can set.
+    for name in sorted(VERSION_OPTS):
+        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=group)

@@ -1,0 +1,63 @@
+"""What nodes offer Placement and how claims are tried: Nova's allocation ratio and reserved-resource
+options of [DEFAULT], [scheduler] max_attempts, and [placement_service] (the embedded Placement)."""
+
+from oslo_config import cfg
+
+RATIO_OPTS = [
+    cfg.FloatOpt("cpu_allocation_ratio", min=0.0,
+                 help="Virtual CPUs per physical CPU a node offers (VCPU allocation ratio). Unset: a new node's "
+                 "provider starts with initial_cpu_allocation_ratio, and a ratio changed in Placement is kept."),
+    cfg.FloatOpt("ram_allocation_ratio", min=0.0,
+                 help="Virtual RAM per physical RAM a node offers (MEMORY_MB allocation ratio). Unset: "
+                 "initial_ram_allocation_ratio for a new node, then whatever Placement holds."),
+    cfg.FloatOpt("disk_allocation_ratio", min=0.0,
+                 help="Virtual disk per physical disk a node offers (DISK_GB allocation ratio). Unset: "
+                 "initial_disk_allocation_ratio for a new node, then whatever Placement holds."),
+    cfg.FloatOpt("initial_cpu_allocation_ratio", default=4.0, min=0.0,
+                 help="VCPU allocation ratio of a node's new provider when cpu_allocation_ratio is unset."),
+    cfg.FloatOpt("initial_ram_allocation_ratio", default=1.0, min=0.0,
+                 help="MEMORY_MB allocation ratio of a node's new provider when ram_allocation_ratio is unset."),
+    cfg.FloatOpt("initial_disk_allocation_ratio", default=1.0, min=0.0,
+                 help="DISK_GB allocation ratio of a node's new provider when disk_allocation_ratio is unset."),
+    cfg.IntOpt("reserved_host_cpus", default=0, min=0,
+               help="CPUs of each node kept from servers, on top of what Kubernetes already keeps out of the "
+               "node's allocatable (VCPU reserved)."),
+    cfg.IntOpt("reserved_host_memory_mb", default=512, min=0,
+               help="Megabytes of each node's memory kept from servers, on top of the node's allocatable "
+               "(MEMORY_MB reserved)."),
+    cfg.IntOpt("reserved_host_disk_mb", default=0, min=0,
+               help="Megabytes of each node's ephemeral storage kept from servers, on top of the node's "
+               "allocatable (DISK_GB reserved, rounded up to whole gigabytes)."),
+]
+
+scheduler_group = cfg.OptGroup("scheduler", title="Scheduler options")
+SCHEDULER_OPTS = [
+    cfg.IntOpt("max_attempts", default=3, min=1,
+               help="How many nodes a server's build tries: the claimed node, then the alternates Placement "
+               "offered, each after the previous one could not run the server (its pod unschedulable). "
+               "Then the build fails with 'No valid host was found'."),
+    cfg.IntOpt("max_placement_results", default=1000, min=1,
+               help="The most allocation candidates asked of Placement for one server."),
+]
+
+service_group = cfg.OptGroup("placement_service", title="Embedded Placement",
+                             help="A Placement the controller may rely on when [placement] names none.")
+SERVICE_OPTS = [
+    cfg.BoolOpt("embedded", default=False,
+                help="With a real cluster and [placement] unset, the controller runs Placement's own service "
+                "(openstack-placement, its SQLite database under $state_path/placement) on a loopback port "
+                "instead of refusing to start. For development only: that Placement lets anyone in. With the "
+                "built-in cluster ([controller] driver = emulated) this happens whenever [placement] is unset."),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(RATIO_OPTS)
+    conf.register_group(scheduler_group)
+    conf.register_opts(SCHEDULER_OPTS, group=scheduler_group)
+    conf.register_group(service_group)
+    conf.register_opts(SERVICE_OPTS, group=service_group)
+
+
+def list_opts():
+    return [("DEFAULT", RATIO_OPTS), (scheduler_group, SCHEDULER_OPTS), (service_group, SERVICE_OPTS)]

@@ -1,0 +1,166 @@
+"""A server's resources claimed in Placement before its VM exists, and given back when it is gone.
+
+``Claims.claim(server)`` (the create path of the server loop, before any object is applied):
+
+1. the server's own allocations, when it has some, are its claim (a controller restarted between the
+   claim and the VM uses the claim it made);
+2. otherwise GET /allocation_candidates with the request its flavor and image make
+   (``placement.request``), in its availability zone's aggregate when it has a zone, at most
+   ``[scheduler] max_placement_results``;
+3. PUT /allocations/{server uuid} with consumer generation null (a new consumer) for each candidate in
+   Placement's order until one is taken; a conflict (capacity taken meanwhile) goes on to the next;
+4. the node of the taken candidate (the provider holding its MEMORY_MB, else its first) is the server's
+   host and node, and the VM is pinned there (required node affinity on kubernetes.io/hostname);
+   when the node cannot run it (its pod stays unschedulable past ``[controller] unschedulable_grace``),
+   ``move`` claims on another node Placement offers, up to ``[scheduler] max_attempts`` nodes in all.
+
+None left, no candidate at all, or Placement unreachable: NoValidHost, whose fault is Nova's
+(500, "No valid host was found. "); the build ends in ERROR with nothing claimed and no VM.
+
+``release(uuid)`` gives everything back (a deleted server, a build that failed).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from openkeel_compute.compute import flavor_copy
+from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.compute.names import requested_nodes
+from openkeel_compute.controller.providers import provider_uuid, zone_aggregate
+from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.placement import errors
+from openkeel_compute.placement.client import Candidate, PlacementClient
+from openkeel_compute.placement.request import resource_request
+
+LOG = logging.getLogger(__name__)
+NO_VALID_HOST = "No valid host was found. "
+SYSMETA_ALTERNATES = "openkeel_alternates"
+
+
+class NoValidHost(Exception):
+    def __init__(self, details: str) -> None:
+        super().__init__(NO_VALID_HOST + details)
+        self.fault = Fault(500, NO_VALID_HOST, details)
+
+
+def _node_provider(allocations: Mapping[str, Mapping[str, int]]) -> str:
+    for rp, resources in allocations.items():
+        if "MEMORY_MB" in resources:
+            return rp
+    return next(iter(allocations))
+
+
+class Claims:
+    def __init__(self, placement: PlacementClient, *, max_attempts: int = 3, max_results: int = 1000) -> None:
+        self.placement = placement
+        self.max_attempts = max_attempts
+        self.max_results = max_results
+        self._names: dict[str, str] = {}  # provider uuid -> name (a provider's name never changes)
+
+    @classmethod
+    def from_conf(cls, placement: PlacementClient, conf: Any) -> Claims:
+        return cls(placement, max_attempts=conf.scheduler.max_attempts,
+                   max_results=conf.scheduler.max_placement_results)
+
+    def node_of(self, provider: str) -> str:
+        if provider not in self._names:
+            found = self.placement.provider(provider)
+            if found is None:
+                raise errors.PlacementError(f"resource provider {provider} is gone")
+            self._names[provider] = found["name"]
+        return self._names[provider]
+
+    def request_of(self, server: Mapping[str, Any]):
+        flavor = flavor_copy.FlavorCopy.loads(server["flavor"]).cur
+        image = image_from_system_metadata({k: v for k, v in (server.get("system_metadata") or {}).items()
+                                            if k.startswith("image_")})
+        return resource_request(flavor, image.get("properties"))
+
+    def query_of(self, server: Mapping[str, Any]) -> list[tuple[str, str]]:
+        """GET /allocation_candidates' query for the server: its resources and traits, its zone's aggregate,
+        and the provider of the node it was forced or asked to go to (Nova's ``in_tree``), if any."""
+        zone = server.get("availability_zone")
+        query = self.request_of(server).query([zone_aggregate(str(zone))] if zone else None)
+        nodes = requested_nodes(server.get("system_metadata"))
+        if len(nodes) > 1:
+            raise NoValidHost(f"The requested host and node differ: {', '.join(nodes)}")
+        if nodes:
+            query.append(("in_tree", provider_uuid(nodes[0])))
+        return query
+
+    def claim(self, server: Mapping[str, Any]) -> tuple[str, list[Candidate]]:
+        """(node name, alternates) of the server's claim, made now or found; NoValidHost when none can be."""
+        uuid = str(server["uuid"])
+        try:
+            existing = self.placement.get_allocations(uuid)
+            if existing.allocations:
+                return self.node_of(_node_provider(existing.allocations)), []
+            query = self.query_of(server)
+            found = self.placement.allocation_candidates(query, self.max_results)
+        except errors.PlacementError as exc:
+            LOG.warning("server %s: no claim, Placement failed: %s", uuid, exc.message)
+            raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
+        asked = "&".join(f"{k}={v}" for k, v in query)
+        if not found.candidates:
+            LOG.info("server %s: Placement has no allocation candidates for %s", uuid, asked)
+            raise NoValidHost(f"No allocation candidates for {asked}")
+        for index, candidate in enumerate(found.candidates):
+            try:
+                self.placement.put_allocations(uuid, candidate.allocations, project_id=str(server["project_id"]),
+                                               user_id=str(server["user_id"]), consumer_generation=None)
+            except errors.PlacementConflict as exc:
+                LOG.info("server %s: candidate %s taken meanwhile (%s), trying the next", uuid,
+                         candidate.providers, exc.message)
+                continue
+            except errors.PlacementError as exc:
+                LOG.warning("server %s: claim failed: %s", uuid, exc.message)
+                raise NoValidHost(f"Placement could not claim the resources: {exc.message}") from None
+            alternates = found.candidates[index + 1:index + self.max_attempts]
+            return self.node_of(_node_provider(candidate.allocations)), alternates
+        raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
+
+    def move(self, server: Mapping[str, Any], exclude: set[str]) -> str | None:
+        """Claim the server's resources on another node than those in ``exclude`` (the alternates of a
+        build whose node could not run it): the first candidate on such a node replaces the server's
+        allocations in one PUT at its consumer generation. The new node, or None when no other has room
+        (the old claim is then left as it was)."""
+        uuid = str(server["uuid"])
+        try:
+            current = self.placement.get_allocations(uuid)
+            query = self.query_of(server)
+            found = self.placement.allocation_candidates(query, self.max_results)
+            for candidate in found.candidates:
+                node = self.node_of(_node_provider(candidate.allocations))
+                if node in exclude:
+                    continue
+                try:
+                    self.placement.put_allocations(uuid, candidate.allocations, project_id=str(server["project_id"]),
+                                                   user_id=str(server["user_id"]),
+                                                   consumer_generation=current.generation)
+                except errors.PlacementConflict as exc:
+                    if exc.concurrent_update:
+                        return None  # the server's allocations changed meanwhile: its build ends as it is
+                    continue
+                return node
+        except errors.PlacementError as exc:
+            LOG.warning("server %s: no alternate node, Placement failed: %s", uuid, exc.message)
+        return None
+
+    def release(self, uuid: str) -> bool:
+        """Give back what the server holds (False: it held nothing). Errors propagate: the caller tries
+        again on its next pass."""
+        released = self.placement.delete_allocations(uuid)
+        if released:
+            LOG.info("server %s: allocations given back", uuid)
+        return released
+
+
+def alternates_json(alternates: list[Candidate]) -> str | None:
+    """The alternates as the server's system metadata keeps them (None: none)."""
+    if not alternates:
+        return None
+    return json.dumps([c.allocations for c in alternates], sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,201 @@
+"""Claims before the VM, against the built-in cluster and a real Placement: the node with room and the
+right traits is claimed and the VM pinned there; no room is Nova's "No valid host was found."; Placement
+unreachable fails the build with nothing half-written; a controller that died between the claim and the
+VM uses its claim; a node that leaves keeps its provider while servers hold resources on it."""
+
+from __future__ import annotations
+
+import socket
+import uuid as uuidlib
+
+import pytest
+
+from openkeel_compute.catalog import flavors as catalog
+from openkeel_compute.compute import instances, states
+from openkeel_compute.controller import providers
+from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
+from openkeel_compute.controller.servers import make_loop
+from openkeel_compute.db import api as db_api
+from openkeel_compute.emulator.lifecycle import NODE
+from openkeel_compute.emulator.server import node
+from openkeel_compute.placement.client import PlacementClient
+from tests.controller.test_server_loop import IMAGE, OWNER, Both, _action, _active, _row, _until
+from tests.server_world import with_placement
+
+
+@pytest.fixture
+def world(apiserver, kube, db, ctl, placement_service):
+    """(loop, placement); the cluster has its node and ``ssd-1`` (trait CUSTOM_SSD), both providers."""
+    apiserver.seed(node("ssd-1", labels={"openkeel.io/trait.CUSTOM_SSD": "true"}))
+    servers = make_loop(kube, db)
+    placement = with_placement(placement_service, apiserver, servers)
+    return Both(ctl, servers), placement
+
+
+def _boot(engine, *, vcpus=1, ram=512, disk=1, specs=None) -> str:
+    flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name=flavorid, memory_mb=ram, vcpus=vcpus, root_gb=disk, flavorid=flavorid)
+        flavor = catalog.get(conn, flavorid)
+        if specs:
+            catalog.set_extra_specs(conn, flavor, specs)
+            flavor = catalog.get(conn, flavorid)
+        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs=specs or {}, display_name="web 1",
+                               image_ref=IMAGE, system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+        instances.outbox(conn, row["uuid"], "create", OWNER)
+    return row["uuid"]
+
+
+def _faults(engine, uuid):
+    with db_api.reader(engine) as conn:
+        return instances.latest_faults(conn, [uuid])
+
+
+def _failed(row) -> bool:
+    return row["vm_state"] == states.ERROR
+
+
+def test_the_claim_follows_the_flavors_traits_and_pins_the_vm(world, db, apiserver):
+    loop, placement = world
+    uuid = _boot(db, vcpus=2, ram=1024, specs={"trait:CUSTOM_SSD": "required"})
+    row = _until(loop, db, uuid, _active)
+    assert _active(row), row
+    assert (row["host"], row["node"]) == ("ssd-1", "ssd-1")
+    rp = providers.provider_uuid("ssd-1")
+    assert placement.get_allocations(uuid).allocations == {rp: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1}}
+    got = placement.get_allocations(uuid)
+    assert (got.project_id, got.user_id) == (OWNER.project_id, OWNER.user_id)
+    vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
+    terms = vm["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert all({"key": "kubernetes.io/hostname", "operator": "In", "values": ["ssd-1"]} in t["matchExpressions"]
+               for t in terms)
+    vmi = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])
+    assert vmi["status"]["nodeName"] == "ssd-1"
+    assert placement.usages(OWNER.project_id) == {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1}
+    # delete gives it back
+    _action(db, uuid, "delete", "delete")
+    assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
+    assert placement.get_allocations(uuid).allocations == {}
+
+
+def test_no_room_is_no_valid_host_with_nothing_made(world, db, apiserver):
+    loop, placement = world
+    uuid = _boot(db, vcpus=200)  # 2 nodes x 16 CPUs x ratio 4 = at most 64 each
+    row = _until(loop, db, uuid, _failed)
+    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST)
+    assert "VCPU:200" in fault["details"]
+    assert placement.get_allocations(uuid).allocations == {}
+    assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
+    assert row["host"] is None
+    # a trait Placement does not know (no node has it): Placement refuses the query, no valid host either
+    other = _boot(db, specs={"trait:CUSTOM_NOWHERE": "required"})
+    assert _until(loop, db, other, _failed)["vm_state"] == states.ERROR
+    fault = _faults(db, other)[other]
+    assert fault["message"] == NO_VALID_HOST and "No such trait(s): CUSTOM_NOWHERE" in fault["details"]
+
+
+def test_a_disabled_node_is_not_claimed(world, db, apiserver):
+    loop, placement = world
+    cordoned = apiserver.get("Node", "ssd-1")
+    cordoned["spec"]["unschedulable"] = True
+    apiserver.seed(cordoned)
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
+    assert _until(loop, db, uuid, _failed)["vm_state"] == states.ERROR
+    plain = _boot(db)
+    assert _until(loop, db, plain, _active)["host"] == NODE
+
+
+def test_placement_unreachable_fails_the_build_with_nothing_half_written(world, db, apiserver):
+    loop, placement = world
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    loop.servers.claims = Claims(PlacementClient.for_endpoint(dead, "admin:admin", timeout=2))
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _failed)
+    assert row["vm_state"] == states.ERROR
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST)
+    assert "unreachable" in fault["details"]
+    assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
+    assert placement.get_allocations(uuid).allocations == {}
+
+
+def test_a_controller_killed_between_claim_and_vm_uses_its_claim_or_gives_it_back(world, db, apiserver):
+    loop, placement = world
+    claims = loop.servers.claims
+    # the claim was made, then the controller died before it wrote anything else
+    uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
+    node_name, _alternates = claims.claim(_row(db, uuid) | {"system_metadata": {}})
+    assert node_name == "ssd-1"
+    before = placement.get_allocations(uuid)
+    row = _until(loop, db, uuid, _active)  # a new pass: the create row is still pending
+    assert row["host"] == "ssd-1"
+    after = placement.get_allocations(uuid)
+    assert after.allocations == before.allocations and after.generation == before.generation  # not claimed twice
+    # the same, but the server was deleted before the controller came back: the claim is given back
+    gone = _boot(db)
+    claims.claim(_row(db, gone) | {"system_metadata": {}})
+    assert placement.get_allocations(gone).allocations
+    _action(db, gone, "delete", "delete")
+    assert _until(loop, db, gone, lambda r: r["deleted"])["deleted"]
+    assert placement.get_allocations(gone).allocations == {}
+    assert [k for k in apiserver.objects("VirtualMachine") if k[1] == gone] == []
+
+
+def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_it(world, db, apiserver):
+    loop, placement = world
+    uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
+    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    held = placement.get_allocations(uuid).allocations
+    apiserver.remove("Node", "ssd-1")
+    report = providers.sync(placement, list(apiserver.objects("Node").values()))
+    assert report.kept == ["ssd-1"]
+    rp = providers.provider_uuid("ssd-1")
+    assert providers.DISABLED_TRAIT in placement.traits(rp)[1]
+    assert placement.get_allocations(uuid).allocations == held
+    _action(db, uuid, "delete", "delete")
+    assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
+    assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
+    assert placement.provider(rp) is None
+
+
+def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apiserver, kube, db, ctl,
+                                                                           placement_service):
+    """The claim lands on a node whose pods stay unschedulable: the build moves to the next node Placement
+    offers (the claim with it), up to [scheduler] max_attempts nodes."""
+    gold = {"openkeel.io/trait.CUSTOM_GOLD": "true"}
+    apiserver.seed(node("ghost-1", labels=gold))
+    servers = make_loop(kube, db)
+    placement = with_placement(placement_service, apiserver, servers)  # ghost-1: the only gold node
+    # ghost-1 stops taking pods after its provider was published (the next provider pass would disable it)
+    apiserver.seed(node("ghost-1", ready=False, labels=gold))
+    loop = Both(ctl, servers)
+    uuid = _boot(db, specs={"trait:CUSTOM_GOLD": "required"})
+    loop.run_once()
+    assert _row(db, uuid)["host"] == "ghost-1"
+    apiserver.seed(node("gold-1", labels=gold))  # a gold node that works joins
+    providers.sync(placement, [n for n in apiserver.objects("Node").values() if n["metadata"]["name"] != "ghost-1"]
+                   + [node("ghost-1", labels=gold)])
+    row = _until(loop, db, uuid, lambda r: _active(r) or _failed(r))
+    assert _active(row), _faults(db, uuid)
+    assert row["host"] == "gold-1"
+    assert placement.get_allocations(uuid).allocations == {
+        providers.provider_uuid("gold-1"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
+    with db_api.reader(db) as conn:
+        assert instances.metadata_of(conn, uuid, system=True)["openkeel_tried_nodes"] == "ghost-1,gold-1"
+    vmi = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])
+    assert vmi["status"]["nodeName"] == "gold-1"
+
+    # with one attempt only, a node that cannot run it fails the build, and the claim is given back
+    servers.claims.max_attempts = 1
+    apiserver.seed(node("gold-1", ready=False, labels=gold))
+    other = _boot(db, specs={"trait:CUSTOM_GOLD": "required"})
+    row = _until(loop, db, other, _failed)
+    assert row["vm_state"] == states.ERROR and row["host"] is None
+    assert _faults(db, other)[other]["message"].startswith("No valid host was found. ")
+    assert placement.get_allocations(other).allocations == {}
