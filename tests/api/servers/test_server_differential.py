@@ -49,7 +49,7 @@ def test_200_generated_requests_answer_as_nova(capsys):
     try:
         oracle.start()
         ours.start(tool.oracle_flavors(oracle.url))
-        result = tool.run(oracle.url, ours.url, count=200, seed=20261202)
+        result = tool.run(oracle.url, ours.url, count=200, seed=20261203)
     finally:
         ours.stop()
         oracle.stop()
