@@ -243,3 +243,22 @@ def test_policy_file_edits_apply_without_a_restart(tmp_path, monkeypatch):
         stat = policy_file.stat()
         os.utime(policy_file, (stat.st_atime + 10, stat.st_mtime + 10))
         assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 200
+
+
+def test_options_registered_in_one_configuration_stay_out_of_the_next():
+    """A credential loaded from one configuration (keystoneauth registers its plugin's options, auth_url
+    required among them) must not make the next configuration built in the process refuse to start."""
+    from keystoneauth1 import exceptions, loading
+
+    from openkeel_compute.conf import build_conf
+
+    first = build_conf([])
+    first.set_override("auth_type", "password", group="service_user")
+    try:
+        loading.load_auth_from_conf_options(first, "service_user")
+    except exceptions.MissingRequiredOptions:
+        pass  # no auth_url: what matters is that the plugin's options were registered
+    assert "auth_url" in first.service_user
+    second = build_conf([])  # raised RequiredOptError for [service_user] auth_url before
+    assert second.service_user.auth_type is None
+    assert "auth_url" not in second.service_user

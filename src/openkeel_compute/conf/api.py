@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 api_group = cfg.OptGroup("api", title="API options")
 
 API_OPTS = [
@@ -40,7 +42,7 @@ API_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(api_group)
+    conf.register_group(groups.own(api_group))
     conf.register_opts(API_OPTS, group=api_group)
     # oslo.middleware owns [oslo_middleware] (max_request_body_size = 114688, as Nova has it)
     # and [healthcheck]; registering its own option objects keeps one definition of each.

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 database_group = cfg.OptGroup("database", title="Database options")
 
 DATABASE_OPTS = [
@@ -20,7 +22,7 @@ DATABASE_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(database_group)
+    conf.register_group(groups.own(database_group))
     conf.register_opts(DATABASE_OPTS, group=database_group)
 
 

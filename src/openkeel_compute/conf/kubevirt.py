@@ -10,6 +10,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
 from openkeel_compute.kubevirt.options import MappingOptions
 
 GROUP = cfg.OptGroup("kubevirt", title="KubeVirt mapping", help="How flavors become KubeVirt objects.")
@@ -43,7 +44,7 @@ OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(GROUP)
+    conf.register_group(groups.own(GROUP))
     conf.register_opts(OPTS, group=GROUP)
 
 

@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 quota_group = cfg.OptGroup("quota", title="Quota options",
                            help="Limits on what a project (or a user in it) may hold.")
 
@@ -50,7 +52,7 @@ AZ_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(quota_group)
+    conf.register_group(groups.own(quota_group))
     conf.register_opts(QUOTA_OPTS, group=quota_group)
     conf.register_opts(AZ_OPTS)
 

@@ -3,6 +3,8 @@ options of [DEFAULT], [scheduler] max_attempts, and [placement_service] (the emb
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 RATIO_OPTS = [
     cfg.FloatOpt("cpu_allocation_ratio", min=0.0,
                  help="Virtual CPUs per physical CPU a node offers (VCPU allocation ratio). Unset: a new node's "
@@ -53,9 +55,9 @@ SERVICE_OPTS = [
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(RATIO_OPTS)
-    conf.register_group(scheduler_group)
+    conf.register_group(groups.own(scheduler_group))
     conf.register_opts(SCHEDULER_OPTS, group=scheduler_group)
-    conf.register_group(service_group)
+    conf.register_group(groups.own(service_group))
     conf.register_opts(SERVICE_OPTS, group=service_group)
 
 

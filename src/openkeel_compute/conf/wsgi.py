@@ -2,6 +2,8 @@
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 wsgi_group = cfg.OptGroup("wsgi", title="WSGI server options")
 
 WSGI_OPTS = [
@@ -27,7 +29,7 @@ WSGI_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    conf.register_group(wsgi_group)
+    conf.register_group(groups.own(wsgi_group))
     conf.register_opts(WSGI_OPTS, group=wsgi_group)
 
 

@@ -18,6 +18,8 @@ from typing import Any
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 LOG = logging.getLogger(__name__)
 SERVICE_USER = "service_user"
 SERVICE_USER_GROUP = cfg.OptGroup(
@@ -30,7 +32,7 @@ SERVICE_USER_GROUP = cfg.OptGroup(
 def register_opts(conf: cfg.ConfigOpts) -> None:
     if SERVICE_USER in conf and "auth_type" in conf[SERVICE_USER]:
         return
-    conf.register_group(SERVICE_USER_GROUP)
+    conf.register_group(groups.own(SERVICE_USER_GROUP))
     ks_loading.register_session_conf_options(conf, SERVICE_USER)
     ks_loading.register_auth_conf_options(conf, SERVICE_USER)
 

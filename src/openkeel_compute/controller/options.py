@@ -8,6 +8,8 @@ from typing import Any
 
 from oslo_config import cfg
 
+from openkeel_compute.conf import groups
+
 GROUP = cfg.OptGroup("controller", title="Controller",
                      help="The process that keeps KubeVirt instancetypes and preferences in step with the catalogue.")
 
@@ -106,7 +108,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     from openkeel_compute.controller import images
 
     conf.register_opts(DEFAULT_OPTS)
-    conf.register_group(GROUP)
+    conf.register_group(groups.own(GROUP))
     conf.register_opts(OPTS, group=GROUP)
     images.register_opts(conf)
 
