@@ -143,6 +143,9 @@ def test_readme_commands_work_as_written(served):
     assert "web-1" in output_of("server list") and "ACTIVE" in output_of("server list")
     assert "pod-network=10.244." in output_of("server show web-1")
     assert "SHUTOFF" in output_of("server show web-2 -c status")
+    console = output_of("console log show")
+    assert re.fullmatch(r"web-1 login: ", console.rstrip("\n").split("\n")[-1]), console  # renamed, same hostname
+    assert "emulated-node-1" in output_of("resource provider list")
     # the server went through every command (its instance actions) and the last one deleted it
     [server_id] = re.findall(r"\|\s*id\s*\|\s*([0-9a-f-]{36})\s*\|", created)
     assert _get(f"http://127.0.0.1:{port}/v2.1/servers/{server_id}")[0] == 404
@@ -150,7 +153,8 @@ def test_readme_commands_work_as_written(served):
     status, body = _get(f"http://127.0.0.1:{port}/v2.1/servers/{server_id}/os-instance-actions")
     assert status == 200, body
     actions = sorted(a["action"] for a in body["instanceActions"])
-    assert {"create", "stop", "start", "reboot", "pause", "unpause", "delete"} <= set(actions), actions
+    assert {"create", "stop", "start", "reboot", "pause", "unpause", "resize", "confirmResize",
+            "delete"} <= set(actions), actions
     assert actions.count("reboot") == 2, actions
 
 
