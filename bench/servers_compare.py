@@ -47,6 +47,9 @@ if Path(sys.prefix).resolve() != VENV.resolve() and not os.environ.get("OPENKEEL
     os.environ["OPENKEEL_BENCH_REEXEC"] = "1"
     os.execv(str(VENV / "bin/python"), [str(VENV / "bin/python"), str(Path(__file__).resolve()), *sys.argv[1:]])
 
+sys.path.insert(0, str(HERE))
+from proctree import tree_cpu  # noqa: E402
+
 ORACLE = Path(os.environ.get("NOVA_SERVERS_ORACLE_SCRIPT",
                              ROOT.parent / "shared/nova-oracle/run-servers-oracle.sh"))
 ADMIN = "admin:admin"
@@ -59,7 +62,6 @@ OPS = {  # name: (title, method script, path, microversion)
     "create": ("POST /servers @2.96 (one server each)", "boot.lua", "/v2.1/servers", "2.96"),
 }
 TARGETS = {"detail": 20, "detail21": 20, "index": 20, "create": 10}
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def log(msg: str) -> None:
@@ -71,37 +73,6 @@ def load() -> str:
 
 
 # ---------------------------------------------------------------- processes
-
-def tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
-def cpu_of(pids: list[int]) -> float:
-    total = 0.0
-    for root in pids:
-        for pid in tree(root):
-            try:
-                with open(f"/proc/{pid}/stat") as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            total += (int(fields[11]) + int(fields[12])) / CLK_TCK
-    return total
-
 
 def pin(core: str | None) -> list[str]:
     return ["taskset", "-c", core] if core is not None else []
@@ -316,14 +287,14 @@ def wrk(system, op: str, seconds: float, conns: int, core: str | None, run: str)
     argv = pin(core) + ["wrk", "-t", str(conns), "-c", str(conns), "-d", f"{seconds}s", "--timeout", "60s",
                         "-s", str(HERE / script), f"http://127.0.0.1:{system.port}{path}"]
     pids = system.pids()
-    cpu0 = cpu_of(pids)
+    cpu0 = tree_cpu(*pids)
     proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=seconds + 120, check=False)
-    cpu1 = cpu_of(pids)
+    cpu1 = tree_cpu(*pids)
     if op != "create":  # a request cut off by wrk's deadline may still run: let it finish
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             time.sleep(0.3)
-            now = cpu_of(pids)
+            now = tree_cpu(*pids)
             if now - cpu1 < 0.02:
                 break
             cpu1 = now
@@ -432,11 +403,11 @@ def main() -> int:
             fresh.start()
             api = Api(fresh.port)
             log(f"fresh openkeel: booting {args.boot} servers (load {load()})")
-            cpu0 = {p.name: cpu_of([p.pid]) for p in fresh.procs}
+            cpu0 = {p.name: tree_cpu(p.pid) for p in fresh.procs}
             posted = api.boot(args.boot, args.boot_batch, "bench-boot")
             got = api.wait_active(args.boot, "bench-boot", args.boot_timeout)
             got.update(posts_s=posted, load=load(), rate=got["active"] / got["seconds"],
-                       cpu_s={p.name: round(cpu_of([p.pid]) - cpu0[p.name], 1) for p in fresh.procs})
+                       cpu_s={p.name: round(tree_cpu(p.pid) - cpu0[p.name], 1) for p in fresh.procs})
             result["boot"] = got
             log(f"openkeel: {args.boot} servers posted in {posted:.1f} s, {got['active']} ACTIVE "
                 f"({got['errors']} ERROR) {got['seconds']:.1f} s after the first POST (load {got['load']}; "

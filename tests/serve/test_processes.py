@@ -8,27 +8,19 @@ import subprocess
 import sys
 import time
 
+import psutil
+
 from tests.serve.test_serve import _conf, _expected_root, _root, free_port, running
 
 CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
 
 
 def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except OSError:
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
+    """``root`` and its descendants."""
+    try:
+        return [root] + [child.pid for child in psutil.Process(root).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        return [root]
 
 
 def _cmdline(pid: int) -> str:
