@@ -37,6 +37,20 @@ TAG = "fz-tag"
 META = "fz-meta"
 
 
+
+def _dbapi_errors() -> tuple[type[BaseException], ...]:
+    """The database drivers' own error base classes (those installed)."""
+    errors: list[type[BaseException]] = []
+    for module, name in (("pymysql", "Error"), ("MySQLdb", "Error"), ("psycopg", "Error"), ("psycopg2", "Error")):
+        try:
+            errors.append(getattr(__import__(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(errors)
+
+
+_DBAPI_ERRORS = _dbapi_errors()
+
 class Answer:
     __slots__ = ("body", "headers", "status")
 
@@ -126,8 +140,12 @@ class World:
                     if request is not None:
                         with db_api.transaction(self.engine) as conn:
                             console.answer(conn, request, output=console.as_text(console.tail(text, request.length)))
-                except sa.exc.SQLAlchemyError:
-                    continue  # a database stopped under a restart run: answered once it is back
+                except (sa.exc.SQLAlchemyError, OSError, *_DBAPI_ERRORS):
+                    # A database stopped under a restart run: answered once it is back. A connection
+                    # that died while it was returned to the pool raises the driver's own error
+                    # (pymysql's OperationalError from the isolation-level reset), not SQLAlchemy's;
+                    # it ended this thread, and every console request after it waited in vain.
+                    continue
 
     def restock(self) -> None:
         """Create what a run may have deleted; what exists already answers 409 and stays."""
