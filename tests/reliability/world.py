@@ -119,6 +119,7 @@ class World:
 
     def __init__(self, database_url: str, state: pathlib.Path, **sections):
         policies.reset()
+        self.database_url, self.state = database_url, state
         self.conf = make_conf(state, database={"connection": database_url}, **sections)
         self.engine = db_api.get_engine(self.conf)
         migration.sync(self.engine)
@@ -204,3 +205,62 @@ def world_on(engine: str) -> Iterator[World]:
                 yield world
             finally:
                 world.close()
+
+
+def _children(pid: int) -> list[int]:
+
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(child) for child in f.read().split()]
+    except OSError:
+        return []
+
+
+@contextlib.contextmanager
+def served(world: World, port: int, workers: int = 2) -> Iterator[tuple[str, int]]:
+    """``openkeel-compute serve`` with ``workers`` workers on the world's database; yields (host, port).
+
+    The world's objects are the server's (one database); ``world.restock()`` restocks both.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    conf = world.state / f"serve-{port}.conf"
+    conf.write_text(f"[DEFAULT]\nstate_path = {world.state}\n[api]\nauth_strategy = noauth2\n"
+                    f"[database]\nconnection = {world.database_url}\n")
+    log = world.state / f"serve-{port}.log"
+    command = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf),
+               "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"serve did not answer on {port}") from None
+                time.sleep(0.2)
+        if workers > 1:  # the supervisor and its workers, all up (each answers on the one port)
+            deadline = time.monotonic() + 60
+            while len(_children(proc.pid)) < workers:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"serve started {len(_children(proc.pid))} of {workers} workers")
+                time.sleep(0.1)
+        yield "127.0.0.1", port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
