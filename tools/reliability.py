@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import logging
 import pathlib
+import signal
 import sys
 import time
 
@@ -144,6 +145,10 @@ RUNNERS = {"fuzz": _fuzz, "fuzz-workers": _fuzz_workers, "policy": _policy, "rac
            "soak": _soak}
 
 
+def _interrupted(signum, _frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n", 1)[0])
     parser.add_argument("--areas", default=",".join(ALL_AREAS))
@@ -164,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown area or engine: {', '.join(unknown)}")
     logging.disable(logging.CRITICAL)  # the API logs every refused request; the summary lines say it all
+    # SIGTERM (a `timeout`, a CI cancel) ends the run like Ctrl-C: the areas' own database servers and
+    # RabbitMQ node are stopped and removed on the way out. Without it they outlived the run, and the
+    # next run with the same --port-base met them on its ports.
+    signal.signal(signal.SIGTERM, _interrupted)
     failed = []
     for area in args.areas:
         for engine in args.engines:

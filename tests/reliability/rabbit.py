@@ -98,6 +98,8 @@ class OwnRabbit:
         return f"rabbit://guest:guest@127.0.0.1:{self.port}/"
 
     def start(self, timeout: float = 90) -> None:
+        if _reachable("127.0.0.1", self.port):
+            raise RuntimeError(f"127.0.0.1:{self.port} is already taken (a node left running by an earlier run?)")
         self.process = subprocess.Popen(["rabbitmq-server"], env=self.env, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
         deadline = time.monotonic() + timeout
