@@ -718,13 +718,14 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, max_print: in
         want = send(oracle_url, req, oracle_ids)
         got = send(openkeel_url, req, our_ids)
         diff = differences(want, got)
-        stats = per_kind.setdefault(req.kind, [0, 0])
+        stats = per_kind.setdefault(req.kind, [0, 0, 0])
         stats[0] += 1
         if diff and _generated_id_order_only(diff):
             reordered += 1
             diff = {}
         reason = explain(req, want, got, our_ids) if diff else None
         if reason is not None:
+            stats[2] += 1
             explained.append({"index": i, "kind": req.kind, "request": req.describe(), "reason": reason})
         elif diff:
             mismatches.append({"index": i, "kind": req.kind, "request": req.describe(), "diff": diff})
@@ -739,8 +740,8 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, max_print: in
           + (f"; {reordered} of the identical differ only in where randomly generated flavor ids sort"
              if reordered else ""))
     for kind in kinds:
-        total, same = per_kind[kind]
-        print(f"  {kind:45s} {same:5d}/{total:<5d} identical")
+        total, same, reasoned = per_kind[kind]
+        print(f"  {kind:45s} {same:5d}/{total:<5d} identical" + (f", {reasoned} explained" if reasoned else ""))
     reasons: dict[str, int] = {}
     for e in explained:
         reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
