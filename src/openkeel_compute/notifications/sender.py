@@ -28,6 +28,7 @@ same thread.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import dataclasses
 import datetime as dt
@@ -135,6 +136,7 @@ class BackgroundSender:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="notification-sender", daemon=True)
                 self._thread.start()
+                _flush_at_exit()
             self._cond.notify()
         return True
 
@@ -224,7 +226,11 @@ class BackgroundSender:
                 self.attempting = False
                 now = time.monotonic()
                 if error is None:
-                    self._queue.popleft()
+                    if self._queue and self._queue[0] is item:
+                        self._queue.popleft()
+                    else:  # close() gave up on it while it was going out: it went out after all
+                        self._stats.dropped -= 1
+                        self._stats.dropped_expired -= 1
                     self._stats.delivered += 1
                     self._cond.notify_all()
                     pause = RETRY_PAUSE_MIN
@@ -261,6 +267,17 @@ class BackgroundSender:
                         break
                     self._cond.wait(remaining)
                 pause = min(pause * 2, RETRY_PAUSE_MAX)
+
+
+_AT_EXIT: set[int] = set()
+
+
+def _flush_at_exit() -> None:
+    """Flush at interpreter exit too (servers other than ``openkeel-compute serve``, e.g. gunicorn's
+    workers); a process that ends with ``os._exit`` is flushed by serving.py instead."""
+    if os.getpid() not in _AT_EXIT:
+        _AT_EXIT.add(os.getpid())
+        atexit.register(close_all)
 
 
 def senders_stats() -> list[Stats]:
