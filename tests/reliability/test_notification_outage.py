@@ -17,7 +17,7 @@ import pytest
 
 from openkeel_compute.notifications import sender as senders
 from tests.databases import free_port
-from tests.reliability import rabbit
+from tests.reliability import fuzz, rabbit
 from tests.reliability import world as w
 
 
@@ -103,6 +103,27 @@ def test_a_full_queue_drops_and_counts_without_waiting(caplog):
         finally:
             sender.close(0)
     assert sum(r.getMessage().startswith("The notification queue is full") for r in caplog.records) == 1
+
+
+def test_a_worker_stopped_by_sigterm_flushes_its_queue_and_says_what_it_dropped():
+    """serve with two workers, the broker away: SIGTERM makes each worker spend its flush time on
+    its queue, then log what it could not send (the last line of a worker that dropped some)."""
+    closed = _closed_port()
+    extra = ("[notifications]\nnotification_format = versioned\nsend_flush_seconds = 1\n"
+             f"[oslo_messaging_notifications]\ndriver = messagingv2\n"
+             f"transport_url = rabbit://guest:guest@127.0.0.1:{closed}/\nretry = 0\n")
+    with w.world_on_sqlite() as world:
+        with w.served(world, free_port(), workers=2, extra=extra) as server:
+            for n in range(4):  # the kernel spreads the connections over the workers
+                answer = fuzz.http_call(server, "POST", "/v2.1/flavors", headers={
+                    "X-Auth-Token": w.ADMIN, "Content-Type": "application/json"}, body=(
+                        b'{"flavor": {"name": "stop-%d", "ram": 64, "vcpus": 1, "disk": 0}}' % n))
+                assert answer.status == 200, answer.body
+        log = next(world.state.glob("serve-*.log")).read_text(errors="replace")
+    stopped = [line for line in log.splitlines() if "Notification sender stopped" in line]
+    assert stopped, log[-3000:]
+    dropped = sum(int(line.split("dropped=")[1].split()[0]) for line in stopped)
+    assert dropped == 4, stopped
 
 
 @pytest.mark.skipif(shutil.which("rabbitmq-server") is None, reason="rabbitmq-server is not installed")

@@ -217,7 +217,7 @@ def _children(pid: int) -> list[int]:
 
 
 @contextlib.contextmanager
-def served(world: World, port: int, workers: int = 2) -> Iterator[tuple[str, int]]:
+def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterator[tuple[str, int]]:
     """``openkeel-compute serve`` with ``workers`` workers on the world's database; yields (host, port).
 
     The world's objects are the server's (one database); ``world.restock()`` restocks both.
@@ -230,7 +230,7 @@ def served(world: World, port: int, workers: int = 2) -> Iterator[tuple[str, int
 
     conf = world.state / f"serve-{port}.conf"
     conf.write_text(f"[DEFAULT]\nstate_path = {world.state}\n[api]\nauth_strategy = noauth2\n"
-                    f"[database]\nconnection = {world.database_url}\n")
+                    f"[database]\nconnection = {world.database_url}\n{extra}")
     log = world.state / f"serve-{port}.log"
     command = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf),
                "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
