@@ -160,6 +160,12 @@ class OwnServer:
         import subprocess
         import time
 
+        if _reachable("127.0.0.1", self.port):
+            # A server left by an earlier run (one stopped by SIGTERM or SIGKILL before its cleanup)
+            # or anyone else: starting on top of it would talk to that one, or wait for an answer
+            # it never gives.
+            raise RuntimeError(f"127.0.0.1:{self.port} is already taken (a server left running by an earlier "
+                               "run?): stop it or choose another port")
         first = not self.data.exists()
         if first:
             self._init()
@@ -188,7 +194,8 @@ class OwnServer:
         if first:
             admin = sa.create_engine(SERVERS[self.engine][2].split("127.0.0.1:")[0]
                                      + f"127.0.0.1:{self.port}/" + ("postgres" if self.engine == "postgresql"
-                                                                    else "mysql"), isolation_level="AUTOCOMMIT")
+                                                                    else "mysql"), isolation_level="AUTOCOMMIT",
+                                  connect_args={"connect_timeout": 30})
             with admin.connect() as conn:
                 if self.engine == "postgresql":
                     conn.exec_driver_sql("CREATE DATABASE openkeel")

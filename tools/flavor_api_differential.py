@@ -11,7 +11,11 @@ order. A response pair is identical when status, ``OpenStack-API-Version``,
 ``X-OpenStack-Nova-API-Version``, the ``Vary`` lines, the content type and the body agree, after
 normalising UUIDs (generated flavor ids, request ids) and the host:port in links. A list answer
 whose only difference is where flavors with server-generated (random) ids sort counts as
-identical, and the result line says how many there were.
+identical, and the result line says how many there were. Answers that differ where
+docs/differential.md documents a deliberate difference count as "explained", each with its
+reason: a NUL or an invalid Unicode character in the URL, the query string, the body or the token
+is a 400 in OpenKeel on every engine and before the policy (Nova: 404, 403 or 500 by route and
+database).
 
     .venv/bin/python tools/flavor_api_differential.py                 # starts both, 2,000 requests
     .venv/bin/python tools/flavor_api_differential.py --count 5000 --seed 7
@@ -22,7 +26,7 @@ Without --oracle it runs ``../shared/nova-oracle/run-oracle.sh start PORT`` (--o
 default 18776) and stops it at the end; without --openkeel it starts ``openkeel-compute serve``
 on a temp SQLite state dir (noauth2) and stops it. Prints the result line, then each mismatch
 (``--max-print`` caps the detail; ``--json FILE`` writes all of them). Not part of the test suite.
-Exit status 0 only when every response pair is identical.
+Exit status 0 only when every response pair is identical or explained.
 """
 
 from __future__ import annotations
@@ -546,6 +550,46 @@ def differences(oracle: Answer, ours: Answer) -> dict:
     return {k: (want[k], got[k]) for k in want if want[k] != got[k]}
 
 
+UNSTORABLE_MESSAGE = re.compile(r"Invalid input received: (the URL|the query string|the request body|the token's user "
+                                r"or project) contains a NUL character or an invalid Unicode character\.")
+UNSTORABLE_REASON = ("a NUL or an invalid Unicode character in {place}: OpenKeel answers 400 on every engine "
+                     "(Nova: 404 or 403 by route on SQLite, 500 on PostgreSQL); docs/differential.md, hostile input")
+
+
+def _unstorable(text: str) -> bool:
+    return "\x00" in text or any(0xD800 <= ord(c) <= 0xDFFF for c in text) or "\ufffd" in text
+
+
+def _carries_unstorable(req: Request, place: str, ids: dict[int, str]) -> bool:
+    """Whether ``req`` really carries a NUL or text that is not Unicode in ``place``."""
+    path, _, query = req.render(ids).partition("?")
+    if place == "the URL":
+        return _unstorable(urllib.parse.unquote(path, errors="replace"))
+    if place == "the query string":
+        return _unstorable(urllib.parse.unquote(query, errors="replace"))
+    if place == "the request body":
+        text = (req.body or b"").decode("utf-8", "replace")
+        return _unstorable(text) or "\\u0000" in text.lower() or re.search(r"\\ud[89a-f]", text.lower()) is not None
+    token = req.headers.get("X-Auth-Token", "")
+    return _unstorable(token)
+
+
+def explain(req: Request, oracle: Answer, ours: Answer, ids: dict[int, str]) -> str | None:
+    """The reason a difference is one docs/differential.md documents, or None.
+
+    Text no database can hold or compare alike (a NUL, a lone surrogate) is a 400 in OpenKeel
+    whatever the route, checked before the policy; Nova answers by route and database (a 404 on
+    SQLite for an id, a 403 to a caller without the right, a 500 on PostgreSQL).
+    """
+    body = ours.body
+    if ours.status != 400 or oracle.status == 400 or not isinstance(body, dict) or set(body) != {"badRequest"}:
+        return None
+    match = UNSTORABLE_MESSAGE.fullmatch(str((body["badRequest"] or {}).get("message", "")))
+    if match is None or not _carries_unstorable(req, match.group(1), ids):
+        return None
+    return UNSTORABLE_REASON.format(place=match.group(1))
+
+
 def _generated_id_order_only(diff: dict) -> bool:
     """Two lists that differ only in where flavors with server-generated (random) ids sort.
 
@@ -603,9 +647,9 @@ def _wait(url: str, proc: subprocess.Popen | None, seconds: float) -> None:
 
 
 class OpenKeelServer:
-    def __init__(self):
+    def __init__(self, port: int | None = None):
         self.dir = pathlib.Path(tempfile.mkdtemp(prefix="okc-differential-"))
-        self.port = _free_port()
+        self.port = port or _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen | None = None
 
@@ -665,6 +709,7 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, max_print: in
     identical = 0
     reordered = 0
     mismatches = []
+    explained = []
     per_kind: dict[str, list[int]] = {}
     oracle_ids: dict[int, str] = {}
     our_ids: dict[int, str] = {}
@@ -673,12 +718,16 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, max_print: in
         want = send(oracle_url, req, oracle_ids)
         got = send(openkeel_url, req, our_ids)
         diff = differences(want, got)
-        stats = per_kind.setdefault(req.kind, [0, 0])
+        stats = per_kind.setdefault(req.kind, [0, 0, 0])
         stats[0] += 1
         if diff and _generated_id_order_only(diff):
             reordered += 1
             diff = {}
-        if diff:
+        reason = explain(req, want, got, our_ids) if diff else None
+        if reason is not None:
+            stats[2] += 1
+            explained.append({"index": i, "kind": req.kind, "request": req.describe(), "reason": reason})
+        elif diff:
             mismatches.append({"index": i, "kind": req.kind, "request": req.describe(), "diff": diff})
         else:
             identical += 1
@@ -687,12 +736,19 @@ def run(oracle_url: str, openkeel_url: str, count: int, seed: int, max_print: in
             print(f"  … {i + 1}/{count} sent, {len(mismatches)} mismatches", file=sys.stderr)
     elapsed = time.monotonic() - started
     print(f"flavor API differential (seed {seed}): {count} requests over {len(kinds)} route+verb pairs, "
-          f"{identical} identical, {len(mismatches)} mismatched ({elapsed:.0f} s)"
+          f"{identical} identical, {len(explained)} explained, {len(mismatches)} unexplained ({elapsed:.0f} s)"
           + (f"; {reordered} of the identical differ only in where randomly generated flavor ids sort"
              if reordered else ""))
     for kind in kinds:
-        total, same = per_kind[kind]
-        print(f"  {kind:45s} {same:5d}/{total:<5d} identical")
+        total, same, reasoned = per_kind[kind]
+        print(f"  {kind:45s} {same:5d}/{total:<5d} identical" + (f", {reasoned} explained" if reasoned else ""))
+    reasons: dict[str, int] = {}
+    for e in explained:
+        reasons[e["reason"]] = reasons.get(e["reason"], 0) + 1
+    for reason, n in sorted(reasons.items(), key=lambda item: -item[1]):
+        print(f"  explained {n:4d}×: {reason}")
+    for e in explained[:max_print]:
+        print(f"    #{e['index']} {e['request'][:200]}")
     for m in mismatches[:max_print]:
         print(f"\n#{m['index']} {m['request']}")
         for field, (want, got) in m["diff"].items():
@@ -710,6 +766,7 @@ def main(argv=None) -> int:
     parser.add_argument("--oracle", help="base URL of a FRESH Nova oracle (default: start one)")
     parser.add_argument("--oracle-port", type=int, default=18776, help="port for the oracle this starts")
     parser.add_argument("--openkeel", help="base URL of a FRESH OpenKeel (default: start one)")
+    parser.add_argument("--openkeel-port", type=int, help="port for the OpenKeel this starts (default: a free one)")
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=20261129)
     parser.add_argument("--max-print", type=int, default=200)
@@ -726,7 +783,7 @@ def main(argv=None) -> int:
             oracle_url = oracle.url
         openkeel_url = args.openkeel
         if not openkeel_url:
-            ours = OpenKeelServer()
+            ours = OpenKeelServer(args.openkeel_port)
             started.append(ours)
             ours.start()
             openkeel_url = ours.url

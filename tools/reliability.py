@@ -2,13 +2,18 @@
 """The long reliability runs, by hand: one summary line per area, to read at a glance and compare
 between runs (docs/reliability.md keeps the figures of one run).
 
-  tools/reliability.py [--areas fuzz,policy,races,restarts,rabbitmq,soak] [--engines sqlite,postgresql,mariadb]
+  tools/reliability.py [--areas fuzz,fuzz-workers,policy,races,restarts,rabbitmq,soak]
+                       [--engines sqlite,postgresql,mariadb]
                        [--requests N] [--seed S] [--race-trials N] [--copies N] [--soak-seconds S]
                        [--port-base P]
 
 Areas:
   fuzz      hostile requests over every route, method, microversion and query parameter (derived
             from the router, so later routes are covered): 5xx and non-Nova faults are failures;
+  fuzz-workers  the same fuzzer over HTTP against `openkeel-compute serve` with --workers (2)
+            workers, on --port-base+30: 5xx and non-Nova faults are failures; requests the HTTP
+            server refuses itself (a control character in a header, a URL beyond its limit)
+            are counted apart;
   policy    the persona × operation matrix over every microversion boundary the suite knows: leaks;
   races     N parallel copies of every write on one object, repeated: more than one winner, or
             outbox rows beyond one, are failures;
@@ -16,7 +21,9 @@ Areas:
             stopped and started under write load: lost acknowledged writes, 5xx after the
             restart, recovery time;
   rabbitmq  a RabbitMQ node of the run's own stopped and started under writes with notifications
-            on: notifications delivered or dropped, slowest answer (the API must not block);
+            on: notifications delivered, dropped (counted by the API's sender) or lost by the
+            broker, answers given while the sender could not reach it, recovery (broker back ->
+            nothing waiting), slowest answer;
   soak      mixed load for --soak-seconds (600 for the 10-minute soak): process memory after the
             warm-up and at the end.
 
@@ -30,6 +37,7 @@ from __future__ import annotations
 import argparse
 import logging
 import pathlib
+import signal
 import sys
 import time
 
@@ -37,7 +45,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-ALL_AREAS = ("fuzz", "policy", "races", "restarts", "rabbitmq", "soak")
+ALL_AREAS = ("fuzz", "fuzz-workers", "policy", "races", "restarts", "rabbitmq", "soak")
 ENGINES = ("sqlite", "postgresql", "mariadb")
 SOAK_GROWTH_LIMIT_MIB = 20.0
 
@@ -49,6 +57,18 @@ def _fuzz(engine: str, args) -> bool:
     with w.world_on(engine) as world:
         report = fuzz.run(world.app, seed=args.seed, count=args.requests, restock=world.restock)
     print(report.line(engine), flush=True)
+    for probe, status, body in (report.errors + report.bad_faults)[:20]:
+        print(f"  {status} {probe.describe()[:300]} -> {body[:200]!r}")
+    return not report.errors and not report.bad_faults
+
+
+def _fuzz_workers(engine: str, args) -> bool:
+    from tests.reliability import fuzz
+    from tests.reliability import world as w
+
+    with w.world_on(engine) as world, w.served(world, args.port_base + 30, workers=args.workers) as server:
+        report = fuzz.run(world.app, seed=args.seed, count=args.requests, restock=world.restock, server=server)
+    print(report.line(f"{engine}, {args.workers} workers over HTTP"), flush=True)
     for probe, status, body in (report.errors + report.bad_faults)[:20]:
         print(f"  {status} {probe.describe()[:300]} -> {body[:200]!r}")
     return not report.errors and not report.bad_faults
@@ -121,8 +141,12 @@ def _soak(engine: str, args) -> bool:
     return report.errors == 0 and report.growth_mib <= SOAK_GROWTH_LIMIT_MIB
 
 
-RUNNERS = {"fuzz": _fuzz, "policy": _policy, "races": _races, "restarts": _restarts, "rabbitmq": _rabbitmq,
+RUNNERS = {"fuzz": _fuzz, "fuzz-workers": _fuzz_workers, "policy": _policy, "races": _races, "restarts": _restarts, "rabbitmq": _rabbitmq,
            "soak": _soak}
+
+
+def _interrupted(signum, _frame) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -131,11 +155,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--requests", type=int, default=20000, help="fuzzed requests per engine")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--workers", type=int, default=2, help="server workers of the fuzz-workers area")
     parser.add_argument("--race-trials", type=int, default=20)
     parser.add_argument("--copies", type=int, default=8)
     parser.add_argument("--soak-seconds", type=float, default=600.0)
     parser.add_argument("--port-base", type=int, default=35100,
-                        help="own database servers on BASE+10 and BASE+11, the own broker on BASE+20")
+                        help="own database servers on BASE+10 and BASE+11, the own broker on BASE+20, "
+                             "the served API of fuzz-workers on BASE+30")
     args = parser.parse_args(argv)
     args.areas = [a for a in args.areas.split(",") if a]
     args.engines = [e for e in args.engines.split(",") if e]
@@ -143,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown area or engine: {', '.join(unknown)}")
     logging.disable(logging.CRITICAL)  # the API logs every refused request; the summary lines say it all
+    # SIGTERM (a `timeout`, a CI cancel) ends the run like Ctrl-C: the areas' own database servers and
+    # RabbitMQ node are stopped and removed on the way out. Without it they outlived the run, and the
+    # next run with the same --port-base met them on its ports.
+    signal.signal(signal.SIGTERM, _interrupted)
     failed = []
     for area in args.areas:
         for engine in args.engines:

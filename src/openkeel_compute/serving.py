@@ -76,7 +76,15 @@ def serve_in_process(host: str, port: int, threads: int, application) -> None:
     server = OneProcess("openkeel_compute.wsgi:application", address=host, port=port, interface=Interfaces.WSGI,
                         workers=1, blocking_threads=threads, log_access=False)
     # AbstractServer's serve: MTServer's own only adds a warning about free-threaded builds.
-    AbstractServer.serve(server, target_loader=lambda: application, wrap_loader=False)
+    try:
+        AbstractServer.serve(server, target_loader=lambda: application, wrap_loader=False)
+    finally:
+        # A clean stop: the notifications still queued go out (within [notifications]
+        # send_flush_seconds) before the process ends; a forked worker ends with os._exit, which
+        # runs no atexit handler.
+        from openkeel_compute.notifications import sender
+
+        sender.close_all()
 
 
 def _worker(host: str, port: int, threads: int) -> None:

@@ -17,7 +17,7 @@ from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
-from openkeel_compute.notifications import KeypairAction, Phase, build_keypair_payload
+from openkeel_compute.notifications import KeypairAction, Phase, build_keypair_payload, sender
 from tests.api.keypairs_quotas.test_oracle_differential import ED25519
 from tests.conftest import admin, make_conf
 from tests.notifications.test_rabbitmq_delivery import api_publishing, broker, receive  # noqa: F401
@@ -66,10 +66,32 @@ def api(tmp_path) -> Iterator[tuple[Client, list]]:
     )
     migration.sync(db_api.get_engine(conf))
     in_memory_driver.reset()
-    yield Client(deploy(conf)), in_memory_driver.NOTIFICATIONS
+    client = Client(deploy(conf))
+    yield client, Delivered(in_memory_driver.NOTIFICATIONS)
+    sender.close_all(0)
     in_memory_driver.reset()
     policies.reset()
     db_api.dispose_all()
+
+
+class Delivered:
+    """The in-memory driver's messages, read once the background sender has handed over what it holds."""
+
+    def __init__(self, box: list) -> None:
+        self.box = box
+
+    def _now(self) -> list:
+        assert sender.drain_all(30), "the notification sender did not become idle"
+        return self.box
+
+    def __iter__(self):
+        return iter(self._now())
+
+    def __eq__(self, other) -> bool:
+        return self._now() == other
+
+    def clear(self) -> None:
+        self._now().clear()
 
 
 def _sent(messages: list) -> list[tuple[str, dict]]:

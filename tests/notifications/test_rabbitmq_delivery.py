@@ -58,6 +58,10 @@ def broker() -> Iterator[kombu.Connection]:
 
 def receive(broker: kombu.Connection, queue_name: str, count: int) -> list[kombu.Message]:
     """Pull ``count`` messages from the queue oslo.messaging declared while publishing."""
+    from openkeel_compute.notifications import sender
+
+    # The API answers before its background sender publishes (and so declares the queue).
+    assert sender.drain_all(DELIVERY_TIMEOUT_S), "the notification sender did not become idle"
     queue = kombu.Queue(queue_name, channel=broker.default_channel, no_declare=True)
     received: list[kombu.Message] = []
     deadline = time.monotonic() + DELIVERY_TIMEOUT_S

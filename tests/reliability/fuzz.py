@@ -11,8 +11,10 @@ fails when its status is 500 or more (Nova's own 501 "not implemented" fault asi
 from __future__ import annotations
 
 import dataclasses
+import http.client
 import json
 import random
+import socket
 from urllib.parse import quote
 
 from openkeel_compute.api import router
@@ -70,10 +72,12 @@ class Report:
     errors: list[tuple[Probe, int, bytes]] = dataclasses.field(default_factory=list)
     bad_faults: list[tuple[Probe, int, bytes]] = dataclasses.field(default_factory=list)
     statuses: dict[int, int] = dataclasses.field(default_factory=dict)
+    http_refusals: int = 0  # over HTTP: requests the HTTP server itself refused (not valid HTTP, URL too long)
 
     def line(self, engine: str) -> str:
+        refused = f" refused-by-http-server={self.http_refusals}" if self.http_refusals else ""
         return (f"fuzz[{engine}]: requests={self.requests} 5xx={len(self.errors)} "
-                f"bad-faults={len(self.bad_faults)} statuses={dict(sorted(self.statuses.items()))}")
+                f"bad-faults={len(self.bad_faults)}{refused} statuses={dict(sorted(self.statuses.items()))}")
 
 
 def is_nova_fault(status: int, headers, body: bytes) -> bool:
@@ -221,18 +225,85 @@ def probes(rng: random.Random, count: int):
         yield Probe(method, prefix + path, query, headers, body, chunked=bool(body) and rng.random() < 0.1)
 
 
-def run(app, *, seed: int, count: int, restock=None, restock_every: int = 300) -> Report:
-    """Send ``count`` probes; every answer is checked."""
+_PATH_SAFE = "/:@!$&'()*+,;=-._~"
+# What may stand in a request line's query as it is (the fuzzer's own %-escapes stay as they are).
+_QUERY_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) not in "#")
+
+
+# The request line granian reads at most; a longer one is its own 414, before any application.
+_HTTP_LINE_LIMIT = 8192
+_HTTP_SERVER_REFUSALS = {400, 414, 431}
+
+
+def _http_server_refusal(probe: Probe, answer: w.Answer) -> bool:
+    """An answer of the HTTP server itself to a request that is not one it takes: a header value
+    with a control character (NUL, CR, LF) or a request line beyond its limit. The application
+    never saw it (no request id), so Nova's fault format cannot apply; Nova behind any HTTP server
+    gets that server's refusal too."""
+    if answer.status not in _HTTP_SERVER_REFUSALS:
+        return False
+    if any(k.lower() in ("x-openstack-request-id", "x-compute-request-id") for k, _ in answer.headers):
+        return False
+    bad_header = any(any(ord(c) < 0x20 and c != "\t" for c in value) for value in probe.headers.values())
+    target = quote(probe.path.encode("utf-8", "surrogatepass"), safe=_PATH_SAFE) + "?" + probe.query
+    return bad_header or len(target) > _HTTP_LINE_LIMIT
+
+
+def http_call(base: tuple[str, int], method: str, path: str, *, query: str = "", headers: dict | None = None,
+              body: bytes = b"", chunked: bool = False, timeout: float = 120.0) -> w.Answer:
+    """The probe as one HTTP/1.1 request on its own connection to a real server at ``base`` (host, port).
+
+    The decoded path goes out %-encoded (UTF-8, lone surrogates as they are), so the server hands
+    the application the same path ``w.call`` does; the query goes out as the fuzzer built it.
+    Header values go out as UTF-8 bytes, hostile ones included: what the HTTP server does with them
+    is part of the answer.
+    """
+    target = quote(path.encode("utf-8", "surrogatepass"), safe=_PATH_SAFE)
+    if query:
+        target += "?" + quote(query.encode("utf-8", "surrogatepass"), safe=_QUERY_SAFE)
+    lines = [f"{method} {target} HTTP/1.1".encode("latin-1"), f"Host: {base[0]}:{base[1]}".encode("latin-1"),
+             b"Connection: close"]
+    for name, value in (headers or {}).items():
+        lines.append(name.encode("latin-1") + b": " + value.encode("utf-8", "surrogatepass"))
+    if chunked:
+        lines.append(b"Transfer-Encoding: chunked")
+        half = len(body) // 2
+        payload = b"".join(b"%x\r\n%s\r\n" % (len(part), part) for part in (body[:half], body[half:]) if part)
+        payload += b"0\r\n\r\n"
+    else:
+        if body or method in ("POST", "PUT"):
+            lines.append(f"Content-Length: {len(body)}".encode("latin-1"))
+        payload = body
+    with socket.create_connection(base, timeout=timeout) as sock:
+        sock.sendall(b"\r\n".join(lines) + b"\r\n\r\n" + payload)
+        response = http.client.HTTPResponse(sock, method=method)
+        response.begin()
+        content = response.read()
+        return w.Answer(response.status, list(response.getheaders()), content)
+
+
+def run(app, *, seed: int, count: int, restock=None, restock_every: int = 300, server=None) -> Report:
+    """Send ``count`` probes; every answer is checked.
+
+    ``server`` (host, port): send them over HTTP to a server (e.g. ``openkeel-compute serve`` with
+    several workers) instead of calling ``app`` in this process.
+    """
     rng = random.Random(seed)
     report = Report()
     for n, probe in enumerate(probes(rng, count)):
         if restock is not None and n and n % restock_every == 0:
             restock()
-        answer = w.call(app, probe.method, probe.path, query=probe.query, headers=probe.headers,
-                        body=probe.body, chunked=probe.chunked)
+        if server is not None:
+            answer = http_call(server, probe.method, probe.path, query=probe.query, headers=probe.headers,
+                               body=probe.body, chunked=probe.chunked)
+        else:
+            answer = w.call(app, probe.method, probe.path, query=probe.query, headers=probe.headers,
+                            body=probe.body, chunked=probe.chunked)
         report.requests += 1
         report.statuses[answer.status] = report.statuses.get(answer.status, 0) + 1
-        if answer.status >= 500 and not _not_implemented(answer):
+        if server is not None and _http_server_refusal(probe, answer):
+            report.http_refusals += 1
+        elif answer.status >= 500 and not _not_implemented(answer):
             report.errors.append((probe, answer.status, answer.body[:300]))
         elif answer.status >= 400 and not is_nova_fault(answer.status, answer.headers, answer.body):
             report.bad_faults.append((probe, answer.status, answer.body[:300]))

@@ -3,9 +3,15 @@
 A RabbitMQ node of the run's own (its own node name, ports and directories; the machine's broker
 is never touched) receives the notifications of flavor creates made through the API without pause.
 A consumer drains the notification queue as they come. The node is stopped for a while and started
-again. Every acknowledged create must be notified or counted as dropped (acknowledged − received);
-the API must keep answering (no 5xx, and its slowest answer is reported: a broker outage may
-cost a request the notifier's one retry, never a hang).
+again. The API hands its notifications to its background sender and answers at once; the run
+checks that:
+
+- no request failed, and requests were answered while the sender was failing to reach the broker
+  (``answered-during-outage``: the requests did not wait for the sender's retries);
+- every notification the API emitted was sent or counted as dropped, and none is still waiting
+  once the broker is back (``recovery``: broker listening again -> queue empty);
+- what was sent reached the consumer in the order each writer emitted it; the run reports those
+  the broker lost (sent, then gone with the node's non-durable queue when it stopped).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ import contextlib
 import dataclasses
 import os
 import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -22,6 +29,7 @@ import threading
 import time
 import uuid
 
+from openkeel_compute.notifications import sender as senders
 from tests.databases import _reachable
 from tests.reliability import world as w
 
@@ -30,24 +38,35 @@ HANG_SECONDS = 30.0
 
 @dataclasses.dataclass
 class Report(w.WriteLoad):
-    delivered: int = 0
+    emitted: int = 0  # notifications the API handed to its sender
+    sent: int = 0  # accepted by the broker
+    dropped: int = 0  # counted as dropped by the sender
+    waiting: int = 0  # still queued at the end (0 once recovered)
+    received: int = 0  # of the acknowledged creates, notifications the consumer got
     errors: int = 0
+    answered_during_outage: int = 0  # 200s answered while the sender was failing
+    in_order: bool = True
     broker_down_seconds: float = 0.0
+    recovery_seconds: float | None = None
 
     @property
-    def dropped(self) -> int:
-        return max(0, self.acknowledged - self.delivered)
+    def lost_by_broker(self) -> int:
+        return max(0, self.sent - self.received)
 
     @property
     def ok(self) -> bool:
-        # delivered before and after the outage, no 5xx, and no answer held for as long as a hang
-        return (self.errors == 0 and 0 < self.delivered <= self.acknowledged
+        # one notification per acknowledged create, each sent or counted as dropped, none left waiting
+        return (self.errors == 0 and self.emitted == self.acknowledged and self.waiting == 0 and self.recovery_seconds is not None and self.answered_during_outage > 0
+                and 0 < self.received <= self.sent and self.in_order
                 and self.slowest_answer_seconds < HANG_SECONDS)
 
     def line(self) -> str:
-        return (f"rabbitmq: requests={self.requests} acknowledged={self.acknowledged} delivered={self.delivered} "
-                f"dropped={self.dropped} 5xx={self.errors} broker-down={self.broker_down_seconds:.1f}s "
-                f"slowest-answer={self.slowest_answer_seconds:.2f}s")
+        recovery = f"{self.recovery_seconds:.1f}s" if self.recovery_seconds is not None else "never"
+        return (f"rabbitmq: requests={self.requests} acknowledged={self.acknowledged} 5xx={self.errors} "
+                f"notifications={self.emitted} delivered={self.sent} dropped={self.dropped} "
+                f"lost-by-broker={self.lost_by_broker} in-order={'yes' if self.in_order else 'NO'} "
+                f"answered-during-outage={self.answered_during_outage} broker-down={self.broker_down_seconds:.1f}s "
+                f"recovery={recovery} slowest-answer={self.slowest_answer_seconds:.2f}s")
 
 
 class OwnRabbit:
@@ -79,12 +98,18 @@ class OwnRabbit:
         return f"rabbit://guest:guest@127.0.0.1:{self.port}/"
 
     def start(self, timeout: float = 90) -> None:
+        if _reachable("127.0.0.1", self.port):
+            raise RuntimeError(f"127.0.0.1:{self.port} is already taken (a node left running by an earlier run?)")
         self.process = subprocess.Popen(["rabbitmq-server"], env=self.env, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
         deadline = time.monotonic() + timeout
         while not _reachable("127.0.0.1", self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"the own RabbitMQ node did not listen on {self.port}; see {self.dir}/log")
+                # the directory goes with the run: the node's last words go into the error
+                tails = [f"{log.name}: …{log.read_text(errors='replace')[-800:]}"
+                         for log in sorted((self.dir / "log").glob("*.log"))]
+                raise RuntimeError(f"the own RabbitMQ node did not listen on {self.port} (exit status "
+                                   f"{self.process.poll()}); {' | '.join(tails)}")
             time.sleep(0.2)
 
     def stop(self) -> None:
@@ -105,7 +130,7 @@ class OwnRabbit:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def _consume(url: str, queue_name: str, received: set, stop: threading.Event) -> None:
+def _consume(url: str, queue_name: str, received: list, stop: threading.Event) -> None:
     """Drain the queue as messages come, reconnecting while the broker is away."""
     import json
 
@@ -124,9 +149,23 @@ def _consume(url: str, queue_name: str, received: set, stop: threading.Event) ->
                     payload = json.loads(body["oslo.message"]) if "oslo.message" in body else body
                     data = payload.get("payload", {}).get("nova_object.data", {})
                     if payload.get("event_type") == "flavor.create":
-                        received.add(data.get("flavorid"))
+                        received.append(data.get("flavorid"))
         except Exception:  # noqa: BLE001 - broker away or queue not declared yet: try again
             time.sleep(0.2)
+
+
+def _in_order(received: list[str]) -> bool:
+    """Each writer's flavors (``rq-W-N``) arrived in the order of N (a redelivered one may repeat)."""
+    last: dict[str, int] = {}
+    for flavorid in received:
+        match = re.fullmatch(r"(rq-\d+)-(\d+)", flavorid or "")
+        if match is None:
+            continue
+        writer, n = match.group(1), int(match.group(2))
+        if n < last.get(writer, -1):
+            return False
+        last[writer] = n
+    return True
 
 
 def run(port: int, *, writers: int = 2, before: float = 3.0, outage: float = 4.0, after: float = 6.0,
@@ -134,28 +173,35 @@ def run(port: int, *, writers: int = 2, before: float = 3.0, outage: float = 4.0
     report = Report()
     broker = OwnRabbit(port)
     stop_writers, stop_consumer = threading.Event(), threading.Event()
-    received: set = set()
+    received: list = []
     lock = threading.Lock()
     run_id = uuid.uuid4().hex[:8]
     topic = f"versioned_notifications-{run_id}"
+    sender = None
     try:
         broker.start()
+        existing = set(senders._SENDERS)
         with w.world_on_sqlite(DEFAULT={"control_exchange": f"openkeel-reliability-{run_id}"},
                                notifications={"notification_format": "versioned",
                                               "versioned_notifications_topics": topic},
                                oslo_messaging_notifications={"driver": "messagingv2",
                                                              "transport_url": broker.url}) as world:
+            (sender,) = set(senders._SENDERS) - existing
             # The first create declares the queue; the consumer starts on it.
             w.api(world.app, "POST", "/flavors", body={"flavor": {"name": "rq-first", "id": "rq-first", "ram": 64,
                                                                   "vcpus": 1, "disk": 0}})
+            assert sender.drain(60), "the first notifications did not leave"
+            baseline = sender.stats()  # the world's own objects and the first create
             consumer = threading.Thread(target=_consume, args=(broker.url, f"{topic}.info", received, stop_consumer),
                                         daemon=True)
             consumer.start()
 
             def record(flavorid: str, status: int, sent_at: float, seconds: float) -> None:
+                failing = sender.stats().failing_for is not None
                 with lock:
                     report.heard(flavorid, status, seconds)
                     report.errors += status >= 500
+                    report.answered_during_outage += status == 200 and failing
 
             threads = [threading.Thread(target=w.create_flavors, args=(world, f"rq-{i}", stop_writers, record, 0.02),
                                         daemon=True) for i in range(writers)]
@@ -166,15 +212,38 @@ def run(port: int, *, writers: int = 2, before: float = 3.0, outage: float = 4.0
             broker.stop()
             time.sleep(outage)
             broker.start()
-            report.broker_down_seconds = time.monotonic() - down
-            time.sleep(after)
+            up = time.monotonic()
+            report.broker_down_seconds = up - down
+
+            def recovered() -> bool:
+                stats = sender.stats()
+                if report.recovery_seconds is None and stats.failing_for is None and stats.queued == 0:
+                    report.recovery_seconds = time.monotonic() - up
+                return report.recovery_seconds is not None
+
+            deadline = up + after
+            while time.monotonic() < deadline:
+                recovered()
+                time.sleep(0.05)
             stop_writers.set()
             for thread in threads:
                 thread.join(120)
+            # the backlog of the outage may still be going out
+            deadline = time.monotonic() + HANG_SECONDS * 4
+            while not recovered() and time.monotonic() < deadline:
+                time.sleep(0.05)
             time.sleep(settle)
-            report.delivered = len(received & set(report.acknowledged_ids))
+            stats = sender.stats()
+            report.sent = stats.delivered - baseline.delivered
+            report.dropped, report.waiting = stats.dropped - baseline.dropped, stats.queued
+            report.emitted = report.sent + report.dropped + report.waiting
+            acknowledged = set(report.acknowledged_ids)
+            report.received = len(acknowledged.intersection(received))
+            report.in_order = _in_order(received)
     finally:
         stop_writers.set()
         stop_consumer.set()
+        if sender is not None:
+            sender.close(0)
         broker.destroy()
     return report

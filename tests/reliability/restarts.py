@@ -45,7 +45,7 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
     lock = threading.Lock()
     phase = {"name": "before", "up_at": None}
     stop = threading.Event()
-    with tempfile.TemporaryDirectory(prefix="openkeel-reliability-") as tmp, \
+    with tempfile.TemporaryDirectory(prefix="openkeel-reliability-", ignore_cleanup_errors=True) as tmp, \
             own_database_server(kind, pathlib.Path(tmp) / kind, port) as db:
         try:
             world = w.World(db.url, pathlib.Path(tmp))

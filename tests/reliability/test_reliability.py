@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from tests.databases import free_port
 from tests.reliability import fuzz, policy_matrix, races
+from tests.reliability import world as w
 
 # Requests per engine: a database server answers slower than SQLite's file.
 FUZZ_REQUESTS = {"sqlite": 700, "postgresql": 350, "mariadb": 350}
@@ -19,6 +21,18 @@ def test_fuzzer_finds_no_server_error_and_only_nova_faults(world):
     assert [(p.describe(), s, b) for p, s, b in report.bad_faults] == []
     # the run reached handlers, not only the routing layer's refusals
     assert report.statuses.get(200, 0) > 0 and report.statuses.get(400, 0) > 0
+
+
+def test_fuzzer_over_http_to_two_workers_finds_no_server_error():
+    """The supervisor mode of ``openkeel-compute serve`` ([wsgi] workers = 2), over real HTTP."""
+    with w.world_on("postgresql") as world, w.served(world, free_port(), workers=2) as server:
+        report = fuzz.run(world.app, seed=20261202, count=300, restock=world.restock, server=server)
+    print(report.line("postgresql, 2 workers over HTTP"))
+    assert [(p.describe(), s, b) for p, s, b in report.errors] == []
+    assert [(p.describe(), s, b) for p, s, b in report.bad_faults] == []
+    assert report.statuses.get(200, 0) > 0 and report.statuses.get(400, 0) > 0
+    # the HTTP server's own refusals are only ever of requests that are not valid HTTP for it
+    assert report.http_refusals < report.requests // 5
 
 
 def test_every_route_is_fuzzed():

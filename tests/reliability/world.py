@@ -37,6 +37,20 @@ TAG = "fz-tag"
 META = "fz-meta"
 
 
+
+def _dbapi_errors() -> tuple[type[BaseException], ...]:
+    """The database drivers' own error base classes (those installed)."""
+    errors: list[type[BaseException]] = []
+    for module, name in (("pymysql", "Error"), ("MySQLdb", "Error"), ("psycopg", "Error"), ("psycopg2", "Error")):
+        try:
+            errors.append(getattr(__import__(module), name))
+        except (ImportError, AttributeError):
+            continue
+    return tuple(errors)
+
+
+_DBAPI_ERRORS = _dbapi_errors()
+
 class Answer:
     __slots__ = ("body", "headers", "status")
 
@@ -105,6 +119,7 @@ class World:
 
     def __init__(self, database_url: str, state: pathlib.Path, **sections):
         policies.reset()
+        self.database_url, self.state = database_url, state
         self.conf = make_conf(state, database={"connection": database_url}, **sections)
         self.engine = db_api.get_engine(self.conf)
         migration.sync(self.engine)
@@ -126,8 +141,12 @@ class World:
                     if request is not None:
                         with db_api.transaction(self.engine) as conn:
                             console.answer(conn, request, output=console.as_text(console.tail(text, request.length)))
-                except sa.exc.SQLAlchemyError:
-                    continue  # a database stopped under a restart run: answered once it is back
+                except (sa.exc.SQLAlchemyError, OSError, *_DBAPI_ERRORS):
+                    # A database stopped under a restart run: answered once it is back. A connection
+                    # that died while it was returned to the pool raises the driver's own error
+                    # (pymysql's OperationalError from the isolation-level reset), not SQLAlchemy's;
+                    # it ended this thread, and every console request after it waited in vain.
+                    continue
 
     def restock(self) -> None:
         """Create what a run may have deleted; what exists already answers 409 and stays."""
@@ -186,3 +205,62 @@ def world_on(engine: str) -> Iterator[World]:
                 yield world
             finally:
                 world.close()
+
+
+def _children(pid: int) -> list[int]:
+
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(child) for child in f.read().split()]
+    except OSError:
+        return []
+
+
+@contextlib.contextmanager
+def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterator[tuple[str, int]]:
+    """``openkeel-compute serve`` with ``workers`` workers on the world's database; yields (host, port).
+
+    The world's objects are the server's (one database); ``world.restock()`` restocks both.
+    """
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    conf = world.state / f"serve-{port}.conf"
+    conf.write_text(f"[DEFAULT]\nstate_path = {world.state}\n[api]\nauth_strategy = noauth2\n"
+                    f"[database]\nconnection = {world.database_url}\n{extra}")
+    log = world.state / f"serve-{port}.log"
+    command = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf),
+               "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
+    with open(log, "wb") as out:
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"serve exited with {proc.returncode}: {log.read_text(errors='replace')[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as answer:
+                    if answer.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"serve did not answer on {port}") from None
+                time.sleep(0.2)
+        if workers > 1:  # the supervisor and its workers, all up (each answers on the one port)
+            deadline = time.monotonic() + 60
+            while len(_children(proc.pid)) < workers:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"serve started {len(_children(proc.pid))} of {workers} workers")
+                time.sleep(0.1)
+        yield "127.0.0.1", port
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -3,6 +3,10 @@
 Registered as the ``openkeel_database`` entry point of ``oslo.middleware.healthcheck`` and always
 added to [healthcheck] backends by api/deploy.py: an API whose database does not answer cannot
 serve a single request, so the check answers 503 with the reason instead of 200.
+
+Its details (``[healthcheck] detailed = true``) also carry the figures of the process's
+notification sender when notifications are on: delivered, waiting, dropped (a broker outage never
+makes the check fail: the API serves without its notifications, and counts what it drops).
 """
 
 from __future__ import annotations
@@ -33,5 +37,13 @@ class DatabaseHealthcheck(pluginbase.HealthcheckBaseExtension):
             reason = (str(orig).strip().splitlines() or [type(orig).__name__])[0]
             LOG.warning("healthcheck: the database does not answer: %s", reason)
             return pluginbase.HealthcheckResult(available=False, reason="DB NOT OK",
-                                                details=f"the database does not answer: {reason}")
-        return pluginbase.HealthcheckResult(available=True, reason="OK", details="the database answers")
+                                                details=_with_notifications(f"the database does not answer: {reason}"))
+        return pluginbase.HealthcheckResult(available=True, reason="OK",
+                                            details=_with_notifications("the database answers"))
+
+
+def _with_notifications(details: str) -> str:
+    """``details`` followed by this process's notification figures, when it sends notifications."""
+    from openkeel_compute.notifications import sender
+
+    return "; ".join([details, *(stats.line() for stats in sender.senders_stats())])

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from openkeel_compute.notifications import options
+from openkeel_compute.notifications.sender import TRANSPORT_DRIVERS, BackgroundSender
 
 if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really sends
     import oslo_messaging
@@ -92,45 +93,75 @@ def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
 
 
 class VersionedNotifier:
-    """Publishes Nova-compatible versioned notifications through oslo.messaging.
+    """Publishes Nova-compatible versioned notifications through oslo.messaging, in the background.
 
     When notifications are disabled no transport is created and every send returns after one
-    attribute check. When they are enabled, a failure to publish is logged and swallowed: a
-    notification must never fail the API request that caused it.
+    attribute check. When they are enabled, the request builds the payload and hands it to the
+    process's background sender (``sender.BackgroundSender``), which publishes it from its own
+    thread: a broker outage never makes a request wait, and a notification that cannot be sent
+    is counted as dropped, never turned into an error of the request that caused it.
     """
 
     def __init__(self, conf: cfg.ConfigOpts, host: str | None = None) -> None:
         self.publisher_id = f"{PUBLISHER_SOURCE}:{host or socket.gethostname()}"
         self.enabled = notifications_enabled(conf)
         self._transport: oslo_messaging.Transport | None = None
-        self._notifier: oslo_messaging.Notifier | None = None
+        self._serializer: oslo_messaging.Serializer | None = None
+        self.sender: BackgroundSender | None = None
         if self.enabled:
             import oslo_messaging
 
             self._transport = oslo_messaging.get_notification_transport(conf)
-            self._notifier = oslo_messaging.Notifier(
+            self._serializer = _request_context_serializer()
+            topics = list(conf.notifications.versioned_notifications_topics)
+            drivers = [d for d in conf.oslo_messaging_notifications.driver if d != "noop"]
+            on_transport = [d for d in drivers if d in TRANSPORT_DRIVERS]
+            others = [d for d in drivers if d not in TRANSPORT_DRIVERS]
+            retry = conf.oslo_messaging_notifications.retry
+            other_notifiers = [oslo_messaging.Notifier(self._transport, publisher_id=self.publisher_id, driver=name,
+                                                       serializer=self._serializer, topics=topics, retry=retry)
+                               for name in others]
+            # "messaging" and "messagingv2" both listed would send every notification twice, as
+            # oslo.messaging does; the version of the last one listed is used for both copies.
+            self.sender = BackgroundSender(
                 self._transport,
-                publisher_id=self.publisher_id,
-                serializer=_request_context_serializer(),
-                topics=conf.notifications.versioned_notifications_topics,
+                transport_topics=topics * len(on_transport),
+                transport_version=TRANSPORT_DRIVERS[on_transport[-1]] if on_transport else 2.0,
+                other_notifiers=other_notifiers,
+                retry=retry,
+                queue_size=conf.notifications.send_queue_size,
+                max_wait=conf.notifications.send_max_wait,
+                flush_seconds=conf.notifications.send_flush_seconds,
             )
 
-    def close(self) -> None:
-        """Release the broker connections; the notifier sends nothing afterwards."""
+    def close(self, flush_seconds: float | None = None) -> None:
+        """Send what is queued (for up to ``flush_seconds``), then release the broker connections."""
         self.enabled = False
+        if self.sender is not None:
+            self.sender.close(flush_seconds)
         if self._transport is not None:
             self._transport.cleanup()
             self._transport = None
-            self._notifier = None
+
+    def _contexts(self, context: Any) -> tuple[Any, dict]:
+        """The request context's redacted copy (no token) and that copy as sent; ({}, {}) without one."""
+        if context is None or type(context) is dict:
+            return {}, {}
+        redacted = getattr(context, "redacted_copy", None)
+        if not callable(redacted):
+            return {}, {}
+        assert self._serializer is not None
+        copy = redacted()
+        return copy, self._serializer.serialize_context(copy)
 
     def _send(self, event_type: str, build_payload, context: Any, subject: Any) -> None:
-        """Build the payload and publish it at INFO; ``subject`` names the object in a failure's log line."""
-        if not self.enabled or self._notifier is None:
+        """Build the payload and queue it at INFO; ``subject`` names the object in a failure's log line."""
+        if not self.enabled or self.sender is None:
             return
         try:
+            # Built here, in the request: a malformed object is logged now and never becomes a 500
+            # after the commit; the payload is plain data from then on.
             payload = build_payload()
-            # oslo.messaging already logs and swallows driver errors; this also covers a malformed
-            # object, which must not turn into a 500 after the commit.
-            self._notifier.info(context, event_type, payload)
+            self.sender.submit(*self._contexts(context), event_type, payload, publisher_id=self.publisher_id)
         except Exception:
             LOG.exception("Could not send %s notification for %s", event_type, subject)

@@ -4,7 +4,8 @@ Two groups are involved:
 
 ``[notifications]``
     The subset of Nova's options whose meaning carries over unchanged:
-    ``notification_format`` and ``versioned_notifications_topics``. The others in
+    ``notification_format`` and ``versioned_notifications_topics``; and OpenKeel's own
+    ``send_queue_size``, ``send_max_wait`` and ``send_flush_seconds`` of the background sender. The others in
     Nova's group (``notify_on_state_change``, ``default_level``,
     ``bdms_in_notifications``, ``include_share_mapping``) only affect instance or
     legacy notifications, which OpenKeel does not emit.
@@ -12,9 +13,9 @@ Two groups are involved:
 ``[oslo_messaging_notifications]``
     oslo.messaging's own group (``driver``, ``transport_url``, ``topics``, ``retry``),
     re-declared here with OpenKeel's defaults: ``driver = noop`` so nothing is sent
-    unless an operator asks for it, and ``retry = 1`` so a broker outage delays an
-    API answer by about a second instead of blocking it (oslo.messaging's own default
-    of -1 retries forever).
+    unless an operator asks for it, and ``retry = 1`` so one attempt of the background
+    sender ends after a few seconds when the broker is away (oslo.messaging's own default
+    of -1 retries forever, which would hold the queue in one attempt).
 
 ``[DEFAULT] control_exchange``
     Defaults to ``nova`` (oslo.messaging says ``openstack``), because Nova publishes its
@@ -59,6 +60,36 @@ notifications_opts: list[cfg.Opt] = [
         help=(
             "Topics the versioned notifications are published on; each topic receives "
             "its own copy (routing key '<topic>.info' for flavor and key pair notifications)."
+        ),
+    ),
+    cfg.IntOpt(
+        "send_queue_size",
+        default=10000,
+        min=1,
+        help=(
+            "OpenKeel: notifications are published by a background thread of each API process, "
+            "never by the request that caused them. At most this many wait for the broker; one "
+            "emitted while the queue is full is dropped and counted (/healthcheck details)."
+        ),
+    ),
+    cfg.FloatOpt(
+        "send_max_wait",
+        default=300.0,
+        min=0,
+        help=(
+            "OpenKeel: seconds a notification may wait for an unreachable broker; after that it "
+            "is dropped and counted. Notifications that waited less go out in order once the "
+            "broker answers again."
+        ),
+    ),
+    cfg.FloatOpt(
+        "send_flush_seconds",
+        default=10.0,
+        min=0,
+        help=(
+            "OpenKeel: on a clean shutdown, seconds an API process spends sending the "
+            "notifications still queued; those it could not send are dropped and counted in its "
+            "last log line."
         ),
     ),
 ]
