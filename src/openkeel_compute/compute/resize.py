@@ -178,6 +178,21 @@ def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -
     return True
 
 
+def failed(conn: Connection, uuid: str, migration: str, *, expected_task_state: str) -> bool:
+    """A resize no node could take (no valid host): the server back in the state it had, with its flavor,
+    no task; the migration in error. Returns whether the server was still in ``expected_task_state``."""
+    row = instances.get(conn, uuid)
+    copy = _flavor_json(row)
+    copy["old"] = copy["new"] = None
+    old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE) or states.ACTIVE
+    if not instances.save_state(conn, uuid, expected_task_state=expected_task_state, vm_state=old_vm_state,
+                                task_state=None, flavor=_dump(copy)):
+        return False
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
+    move_migration(conn, migration, "error")
+    return True
+
+
 def record_failed(conn: Connection, row: dict, new_flavor: dict, actor: instances.Actor) -> str:
     """The migration of a resize the compute side refused at once (a smaller root disk): status error."""
     return _insert_migration(conn, row, new_flavor["id"], actor, "error")

@@ -50,7 +50,7 @@ from openkeel_compute.kubevirt.server import (
     rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
-from openkeel_compute.placement.errors import PlacementError
+from openkeel_compute.placement.errors import PlacementError, PlacementUnavailable
 
 LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
@@ -422,6 +422,7 @@ class ServerLoop:
         self.now = now
         self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
         self.resize_confirm_window = 0.0  # Nova's resize_confirm_window (0: resizes wait for the user)
+        self.allow_resize_to_same_host = False  # Nova's option: a resize claims on another node by default
         self.placement: Any = None  # the Placement client, when [placement] is configured
         self.images = images
         self.orphan_interval = orphan_interval
@@ -897,7 +898,12 @@ class ServerLoop:
                 self.cluster.delete_server(namespace, uuid)
                 return seen
             if self.claims is not None:  # given back first: a failure leaves the server for the next pass
-                self.claims.release(uuid)
+                try:
+                    self.claims.release(uuid)
+                except PlacementUnavailable as exc:
+                    # As Nova's compute service: the delete completes; the allocations Placement still
+                    # holds belong to no server now and the audit gives them back once it answers.
+                    LOG.warning("server %s: deleted, its allocations not given back yet: %s", uuid, exc.message)
 
             def gone(conn: Any) -> None:
                 self._finish_event(conn, server, None, server.get("host"))
