@@ -1056,7 +1056,9 @@ class OpenKeel:
                            container_format=container_format, properties=properties)
         image_port = self.image_port
         conf = self.dir / "openkeel-compute.conf"
-        conf.write_text(f"[DEFAULT]\nstate_path = {self.dir}\n[api]\nauth_strategy = noauth2\n"
+        # one node in the built-in cluster: resizes stay on it (the oracle has two fake computes)
+        conf.write_text(f"[DEFAULT]\nstate_path = {self.dir}\nallow_resize_to_same_host = true\n"
+                        "[api]\nauth_strategy = noauth2\n"
                         f"[database]\nconnection = sqlite:///{self.dir}/x.sqlite\n"
                         f"[glance]\napi_servers = http://127.0.0.1:{image_port}\n"
                         "[controller]\nemulator_delay_scale = 0.0\npoll_interval = 0.05\nmetrics_port = 0\n"

@@ -37,7 +37,8 @@ from openkeel_compute.controller.providers import zone_aggregate
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.db.models import MIGRATIONS
 from openkeel_compute.kubevirt import mapping
-from openkeel_compute.kubevirt.names import server_root_volume, server_vm_name
+from openkeel_compute.kubevirt.mapping import CLOUD_INIT_DISK, SWAP_DISK
+from openkeel_compute.kubevirt.names import server_root_volume, server_user_data_secret, server_vm_name
 from openkeel_compute.kubevirt.server import HOSTNAME_LABEL, flavor_from_copy, require_node
 from openkeel_compute.placement.errors import PlacementConflict, PlacementError, PlacementUnavailable
 from openkeel_compute.placement.request import resource_request
@@ -49,12 +50,23 @@ SYSMETA_FROM = "openkeel_resize_from"
 SYSMETA_EVENT = "openkeel_resize_event"
 #: system metadata: the nodes of a resize, {"source": node, "dest": node} (the claim chose the destination)
 SYSMETA_NODES = "openkeel_resize_nodes"
+#: the VM's disks (and volumes) a flavor's ephemeral and swap sizes make
+FLAVOR_DISKS = ("ephemeral0", SWAP_DISK)
 OPERATIONS = ("resize", "confirm-resize", "revert-resize")
 # the statuses of a resize not yet over
 _OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming", "reverting")
 _FINAL = ("Succeeded", "Failed")
 _JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 GiB = 1024**3
+
+
+def _flavor_disks(current: list[dict], wanted: list[dict]) -> list[dict]:
+    """``current`` disks (or volumes) with the flavor's ephemeral and swap entries of ``wanted`` in place of
+    their own, before the cloud-init disk as a boot places them; every other entry kept as it is."""
+    keep = [e for e in current if e.get("name") not in FLAVOR_DISKS]
+    add = [e for e in wanted if e.get("name") in FLAVOR_DISKS]
+    at = next((i for i, e in enumerate(keep) if e.get("name") == CLOUD_INIT_DISK), len(keep))
+    return keep[:at] + add + keep[at:]
 
 
 def _nodes(server: dict) -> dict[str, str]:
@@ -275,6 +287,27 @@ class ResizeSteps:
                if affinity is not None else [{"op": "add", "path": path, "value": wanted}])
         self._patch(namespace, uuid, ops)
 
+    def _set_flavor_disks(self, namespace: str, uuid: str, server: dict, vm: dict, flavor: dict) -> None:
+        """Give the stopped VM the ephemeral and swap disks of ``flavor`` (a flavor copy entry) as a boot
+        composes them: emptyDisks grown, shrunk, added or removed (each start gets them blank, so their
+        size is the VM's to change), and the user data with or without the swap lines."""
+        composed = self.loop._compose(server, flavor=flavor)
+        want_spec = composed.vm["spec"]["template"]["spec"]
+        tspec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        ops: list[dict] = []
+        for path, current, wanted in (
+                ("/spec/template/spec/domain/devices/disks", ((tspec.get("domain") or {}).get("devices") or {})
+                 .get("disks") or [], want_spec["domain"]["devices"]["disks"]),
+                ("/spec/template/spec/volumes", tspec.get("volumes") or [], want_spec["volumes"])):
+            merged = _flavor_disks(current, wanted)
+            if merged != current:
+                ops += [{"op": "test", "path": path, "value": current}, {"op": "replace", "path": path, "value": merged}]
+        secret = server_user_data_secret(uuid)
+        for body in composed.secrets:
+            if (body.get("metadata") or {}).get("name") == secret:
+                self.loop.cluster.apply(body)
+        self._patch(namespace, uuid, ops)
+
     def _no_valid_host(self, row: Any, server: dict, migration: str, exc: NoValidHost) -> None:
         """No node may take the new flavor: the resize ends as Nova's conductor ends it, the server back in
         its state with its flavor, the migration in error, the fault recorded."""
@@ -348,6 +381,8 @@ class ResizeSteps:
             self._patch(namespace, uuid, matcher_patch(vm, {k: v for k, v in wanted.items()
                                                             if (vm.get("spec") or {}).get(k) != v}))
             self._grow_root_disk(namespace, uuid, server, copy.old or copy.cur, copy.new or copy.cur)
+            self._set_flavor_disks(namespace, uuid, server, self.loop.cluster.look(namespace, uuid)[0] or vm,
+                                   copy.new or copy.cur)
             dest = _nodes(server).get("dest")
             if dest:
                 self._pin(namespace, uuid, vm, dest)
@@ -436,6 +471,10 @@ class ResizeSteps:
                 if spec.get(field) != matcher:
                     wanted[field] = matcher
             self._patch(namespace, uuid, matcher_patch(vm, wanted))
+            copy = instances.flavors_of(server)
+            if copy.old:
+                self._set_flavor_disks(namespace, uuid, server, self.loop.cluster.look(namespace, uuid)[0] or vm,
+                                       copy.old)
             source = _nodes(server).get("source")
             if source and source != _nodes(server).get("dest"):
                 self._pin(namespace, uuid, self.loop.cluster.look(namespace, uuid)[0] or vm, source)

@@ -650,9 +650,10 @@ class ServerLoop:
         self.cluster.verb(namespace, server_vm_name(server["uuid"]), "reboot-hard")  # KubeVirt's restart
         return True
 
-    def _compose(self, server: dict[str, Any], **kwargs: Any) -> Any:
-        """The server's objects from its row, with the image service's URL and the service token (every
-        root disk import, at create and at rebuild, goes through here)."""
+    def _compose(self, server: dict[str, Any], flavor: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """The server's objects from its row (on ``flavor``, a flavor copy entry, instead of its current
+        one when given), with the image service's URL and the service token (every root disk import, at
+        create and at rebuild, goes through here)."""
         image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
                                             if k.startswith("image_")})
         image["id"] = server["image_ref"]
@@ -660,7 +661,7 @@ class ServerLoop:
         if self.images is not None:
             options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
             token = self.images.token()
-        return compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+        return compose(server, flavor or flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
                        server.get("key_data"), options, image_token=token, **kwargs)
 
     # -- rebuild ----------------------------------------------------------------------------------------
