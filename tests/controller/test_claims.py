@@ -158,6 +158,17 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
     rp = providers.provider_uuid("ssd-1")
     assert providers.DISABLED_TRAIT in placement.traits(rp)[1]
     assert placement.get_allocations(uuid).allocations == held
+    # KubeVirt reports the node lost (the VMI Failed, NodeUnresponsive): the server shows what Nova shows for
+    # a compute host that went away (its vm_state, no power state, host status UNKNOWN) and keeps its
+    # allocations (it may be started again elsewhere, or deleted)
+    from openkeel_compute.emulator.faults import Fault
+
+    namespace = _row(db, uuid)["namespace"]
+    assert apiserver.inject(Fault(kind="node-loss", namespace=namespace, name=uuid)) == 1
+    row = _until(loop, db, uuid, lambda r: r["power_state"] == states.power_state.NOSTATE)
+    assert (row["vm_state"], row["power_state"]) == (states.ACTIVE, states.power_state.NOSTATE), row
+    assert placement.get_allocations(uuid).allocations == held
+    assert providers.sync(placement, list(apiserver.objects("Node").values())).kept == ["ssd-1"]
     _action(db, uuid, "delete", "delete")
     assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
     assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
