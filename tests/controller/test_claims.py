@@ -333,3 +333,31 @@ def test_a_resize_no_other_node_can_take_is_no_valid_host(world, db, apiserver):
     assert placement.get_allocations(uuid).allocations == old
     assert placement.get_allocations(migration).allocations == {}
     assert [k for k in apiserver.objects("VirtualMachineInstance") if k[1] == uuid]
+
+
+def test_a_resize_with_placement_unreachable_fails_with_nothing_half_written(world, db, apiserver):
+    """As Nova's scheduler with Placement away: no valid host; the server keeps its state, flavor and VM,
+    the migration is in error, and what Placement holds is what it held."""
+    from openkeel_compute.compute import resize
+
+    loop, placement = world
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    old = placement.get_allocations(uuid).allocations
+    vm_before = apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"]
+    claims = loop.servers.claims
+    loop.servers.claims = Claims(_dead_placement())
+    try:
+        migration = _resize(db, uuid)
+        row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    finally:
+        loop.servers.claims = claims
+    assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None), row
+    assert instances.flavors_of(row).new is None
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "unreachable" in fault["details"]
+    with db_api.reader(db) as conn:
+        assert resize.migration_of(conn, uuid, "error")["uuid"] == migration
+    assert placement.get_allocations(uuid).allocations == old
+    assert placement.get_allocations(migration).allocations == {}
+    assert apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"] == vm_before

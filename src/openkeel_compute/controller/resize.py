@@ -137,6 +137,19 @@ class Allocations:
         allocation is then the server's again, as before the resize."""
         if self.placement is None:
             return None
+        try:
+            return self._resize(server_uuid, migration, new_flavor, image_properties, zone)
+        except PlacementError as exc:  # Placement away: as Nova's scheduler, no valid host
+            LOG.warning("server %s: resize not claimed, Placement failed: %s", server_uuid, exc.message)
+            try:
+                if not self.placement.get_allocations(server_uuid).allocations:
+                    self.placement.move_allocations(migration, server_uuid)
+            except PlacementError:
+                pass  # still away: the audit gives the migration's back and claims the server's again
+            raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
+
+    def _resize(self, server_uuid: str, migration: str, new_flavor: dict, image_properties: dict | None,
+                zone: str | None) -> str | None:
         if not self.placement.get_allocations(migration).allocations:
             held = self.placement.get_allocations(server_uuid)
             if not held.allocations:
@@ -156,10 +169,7 @@ class Allocations:
     def _claim(self, server_uuid: str, moved: Any, source: str, new_flavor: dict,
                image_properties: dict | None, zone: str | None) -> str:
         query = resource_request(new_flavor, image_properties).query([zone_aggregate(zone)] if zone else None)
-        try:
-            found = self.placement.allocation_candidates(query, self.max_results)
-        except PlacementError as exc:
-            raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
+        found = self.placement.allocation_candidates(query, self.max_results)
         candidates = [c for c in found.candidates if node_provider(c.allocations) != source]
         if self.same_host:  # the server may stay where it is: its own node first (its VM need not move)
             candidates = [c for c in found.candidates if node_provider(c.allocations) == source] + candidates
@@ -174,8 +184,6 @@ class Allocations:
                                                user_id=moved.user_id, consumer_generation=generation)
             except PlacementConflict:
                 continue
-            except PlacementError as exc:
-                raise NoValidHost(f"Placement could not claim the resources: {exc.message}") from None
             return node_provider(candidate.allocations)
         raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
 
