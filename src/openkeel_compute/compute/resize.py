@@ -135,7 +135,7 @@ def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, hos
         return False
     copy["cur"] = copy["new"]
     if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
-                                task_state=None, power_state=power_state, progress=100,
+                                task_state=None, power_state=power_state,
                                 flavor=_dump(copy), **_sizes(copy["new"])):
         return False
     extra = {"dest_compute": host, "dest_node": host} if host else {}
