@@ -879,7 +879,10 @@ def _uuid_ties(a, b, uuids: tuple[dict, dict]) -> bool:
         if i > start:  # a run of two servers or more
             ids = [[uuids[side].get(str(s.get("id"))) for s in run[start:i + 1]] for side, run in ((0, sa), (1, sb))]
             if any(None in side for side in ids):
-                return False  # a server the sequence did not boot by reference (its real id is unknown)
+                # a server the sequence did not boot by reference (another of a multiple boot): its real id,
+                # hence its place in the run, is unknown on both sides; the run holds the same servers
+                start, seen_a, seen_b = i + 1, set(), set()
+                continue
             ways = [("asc" if side == sorted(side) else "desc" if side == sorted(side, reverse=True) else None)
                     for side in ids]
             if ways[0] is None or ways[0] != ways[1]:
