@@ -569,6 +569,9 @@ class Generator:
                         f"/servers/{ref}/os-instance-actions/{req_id}", self.headers(owner))
 
 
+# Sent only inside a route's sequence (the flavor deleted while a server uses it), never drawn alone.
+SEQUENCE_ONLY = ("DELETE /flavors/{id}",)
+
 # One entry per route: kind -> (weight, or a function of the generator giving it; the method making one).
 ROUTES = {
     "POST /servers": (lambda g: 40 if len(g.servers) < 4 else (8 if len(g.servers) < 12 else 1),
