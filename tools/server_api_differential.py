@@ -188,6 +188,8 @@ class Generator:
         self.no_networks: set[int] = set()  # booted before 2.37 without "networks"
         self.no_networks_names: set[str] = set()  # their unique names (web-N), for the other servers of a boot
         self.no_networks_multi: set[str] = set()  # names of such boots whose answer may not name the servers
+        self.queued: list[Request] = []  # the rest of a scenario: sent before anything else is drawn
+        self.n_flavors = 0
 
     # -- small pieces
     def pick(self, seq):
@@ -246,6 +248,8 @@ class Generator:
         return req
 
     def next(self) -> Request:
+        if self.queued:
+            return self.queued.pop(0)
         weights = {kind: w(self) if callable(w) else w for kind, (w, _) in ROUTES.items()}
         kinds = list(weights)
         kind = self.rng.choices(kinds, weights=[weights[k] for k in kinds])[0]
@@ -404,6 +408,60 @@ class Generator:
         return self.req("POST /servers/{id}/action", "POST", f"/servers/{ref}/action", headers, obj,
                         request_ref=self.n_reqs)
 
+    # -- a flavor deleted while servers use it (its requests follow one another, bodies always valid)
+    def _plain(self, kind: str, method: str, path: str, token: str, version: str, obj=None, **kw) -> Request:
+        headers = {"OpenStack-API-Version": f"compute {version}", "X-Auth-Token": token}
+        body = None
+        if obj is not None:
+            body = json.dumps(obj).encode()
+            headers["Content-Type"] = "application/json"
+        req = Request(kind, method, path, headers, body, **kw)
+        req.settle = kind in SETTLE_KINDS
+        return req
+
+    def _flavor_deleted(self):
+        """A flavor of its own, a server booted on it, the flavor deleted: the server at 2.47+ still shows
+        the flavor it was built with and a resize to the deleted flavor is refused; or the server is
+        resized away from it, the flavor deleted, and the resize reverted onto it."""
+        self.n_flavors += 1
+        flavor = f"s4-{self.n_flavors}"
+        self.n_servers += 1
+        n = self.n_servers
+        owner = self.pick(["demo:demo", "demo2:demo"])
+        ref = f"{{server-{n}}}"
+        late = lambda: f"2.{self.rng.randint(47, 104)}"
+        reverted = self.chance(0.5)
+        steps = [
+            self._plain("POST /flavors", "POST", "/flavors", "admin:admin", "2.1",
+                        {"flavor": {"name": f"scenario-{self.n_flavors}", "ram": 512, "vcpus": 1, "disk": 1,
+                                    "id": flavor}}),
+            self._plain("POST /servers", "POST", "/servers", owner, "2.37",
+                        {"server": {"name": f"web-{n}", "imageRef": IMAGE_IDS[0], "flavorRef": flavor,
+                                    "networks": "auto"}}, boots=n),
+        ]
+        if reverted:
+            self.n_reqs += 1
+            steps.append(self._plain("POST /servers/{id}/action", "POST", f"/servers/{ref}/action", owner,
+                                     "2.1", {"resize": {"flavorRef": "2"}}, request_ref=self.n_reqs))
+            self.requests_of.append((n, self.n_reqs))
+            steps.append(self._plain("GET /servers/{id}", "GET", f"/servers/{ref}", owner, late()))
+        steps.append(self._plain("DELETE /flavors/{id}", "DELETE", f"/flavors/{flavor}", "admin:admin", "2.1"))
+        steps.append(self._plain("GET /servers/{id}", "GET", f"/servers/{ref}", owner, late()))
+        if reverted:
+            self.n_reqs += 1
+            steps.append(self._plain("POST /servers/{id}/action", "POST", f"/servers/{ref}/action", owner,
+                                     "2.1", {"revertResize": None}, request_ref=self.n_reqs))
+            self.requests_of.append((n, self.n_reqs))
+            steps.append(self._plain("GET /servers/{id}", "GET", f"/servers/{ref}", owner, late()))
+        self.n_reqs += 1
+        steps.append(self._plain("POST /servers/{id}/action", "POST", f"/servers/{ref}/action", owner,
+                                 self.pick(["2.1", late()]), {"resize": {"flavorRef": flavor}},
+                                 request_ref=self.n_reqs))
+        steps.append(self._plain("GET /servers/{id}", "GET", f"/servers/{ref}", "admin:admin", late()))
+        self.servers[n] = {"owner": owner, "state": "active", "locked": False}
+        self.queued.extend(steps[1:])
+        return steps[0]
+
     # -- metadata
     def _meta_path(self, ref: str, key: str | None = None) -> str:
         path = f"/servers/{ref}/metadata"
@@ -511,6 +569,9 @@ class Generator:
                         f"/servers/{ref}/os-instance-actions/{req_id}", self.headers(owner))
 
 
+# Sent only inside a route's sequence (the flavor deleted while a server uses it), never drawn alone.
+SEQUENCE_ONLY = ("DELETE /flavors/{id}",)
+
 # One entry per route: kind -> (weight, or a function of the generator giving it; the method making one).
 ROUTES = {
     "POST /servers": (lambda g: 40 if len(g.servers) < 4 else (8 if len(g.servers) < 12 else 1),
@@ -535,6 +596,8 @@ ROUTES = {
     "DELETE /servers/{id}/tags/{tag}": (2, Generator._tag_delete),
     "GET /servers/{id}/os-instance-actions": (3, Generator._ia_list),
     "GET /servers/{id}/os-instance-actions/{request_id}": (3, Generator._ia_show),
+    # scenario 4 of the flavors: several requests in a row, the first is a flavor's creation
+    "POST /flavors": (lambda g: 1.5 if len(g.servers) < 10 else 0, Generator._flavor_deleted),
 }
 
 # ---------------------------------------------------------------- sending
@@ -819,7 +882,10 @@ def _uuid_ties(a, b, uuids: tuple[dict, dict]) -> bool:
         if i > start:  # a run of two servers or more
             ids = [[uuids[side].get(str(s.get("id"))) for s in run[start:i + 1]] for side, run in ((0, sa), (1, sb))]
             if any(None in side for side in ids):
-                return False  # a server the sequence did not boot by reference (its real id is unknown)
+                # a server the sequence did not boot by reference (another of a multiple boot): its real id,
+                # hence its place in the run, is unknown on both sides; the run holds the same servers
+                start, seen_a, seen_b = i + 1, set(), set()
+                continue
             ways = [("asc" if side == sorted(side) else "desc" if side == sorted(side, reverse=True) else None)
                     for side in ids]
             if ways[0] is None or ways[0] != ways[1]:
@@ -996,7 +1062,9 @@ class OpenKeel:
                            container_format=container_format, properties=properties)
         image_port = self.image_port
         conf = self.dir / "openkeel-compute.conf"
-        conf.write_text(f"[DEFAULT]\nstate_path = {self.dir}\n[api]\nauth_strategy = noauth2\n"
+        # one node in the built-in cluster: resizes stay on it (the oracle has two fake computes)
+        conf.write_text(f"[DEFAULT]\nstate_path = {self.dir}\nallow_resize_to_same_host = true\n"
+                        "[api]\nauth_strategy = noauth2\n"
                         f"[database]\nconnection = sqlite:///{self.dir}/x.sqlite\n"
                         f"[glance]\napi_servers = http://127.0.0.1:{image_port}\n"
                         "[controller]\nemulator_delay_scale = 0.0\npoll_interval = 0.05\nmetrics_port = 0\n"

@@ -158,6 +158,17 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
     rp = providers.provider_uuid("ssd-1")
     assert providers.DISABLED_TRAIT in placement.traits(rp)[1]
     assert placement.get_allocations(uuid).allocations == held
+    # KubeVirt reports the node lost (the VMI Failed, NodeUnresponsive): the server shows what Nova shows for
+    # a compute host that went away (its vm_state, no power state, host status UNKNOWN) and keeps its
+    # allocations (it may be started again elsewhere, or deleted)
+    from openkeel_compute.emulator.faults import Fault
+
+    namespace = _row(db, uuid)["namespace"]
+    assert apiserver.inject(Fault(kind="node-loss", namespace=namespace, name=uuid)) == 1
+    row = _until(loop, db, uuid, lambda r: r["power_state"] == states.power_state.NOSTATE)
+    assert (row["vm_state"], row["power_state"]) == (states.ACTIVE, states.power_state.NOSTATE), row
+    assert placement.get_allocations(uuid).allocations == held
+    assert providers.sync(placement, list(apiserver.objects("Node").values())).kept == ["ssd-1"]
     _action(db, uuid, "delete", "delete")
     assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
     assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
@@ -199,3 +210,154 @@ def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apise
     assert row["vm_state"] == states.ERROR and row["host"] is None
     assert _faults(db, other)[other]["message"].startswith("No valid host was found. ")
     assert placement.get_allocations(other).allocations == {}
+
+
+def _dead_placement() -> PlacementClient:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    return PlacementClient.for_endpoint(dead, "admin:admin", timeout=2)
+
+
+def test_delete_with_placement_unreachable_completes_and_the_audit_gives_the_claim_back(world, db, apiserver):
+    """As Nova's compute service: the delete does not wait for Placement; the allocations left behind
+    belong to no server and the next audit gives them back."""
+    from openkeel_compute.controller import audit
+
+    loop, placement = world
+    uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
+    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    held = placement.get_allocations(uuid).allocations
+    assert held
+    claims = loop.servers.claims
+    loop.servers.claims = Claims(_dead_placement())
+    try:
+        _action(db, uuid, "delete", "delete")
+        row = _until(loop, db, uuid, lambda r: r["deleted"])
+        assert row["deleted"], row
+        assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
+    finally:
+        loop.servers.claims = claims
+    assert placement.get_allocations(uuid).allocations == held  # not given back yet: Placement was away
+    report = audit.audit(db, placement)
+    assert report.leaked == {uuid: held} and not report.failed
+    assert placement.get_allocations(uuid).allocations == {}
+
+
+def _resize(engine, uuid, *, vcpus=2, ram=1024, disk=2) -> str:
+    from openkeel_compute.compute import resize
+
+    flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name=flavorid, memory_mb=ram, vcpus=vcpus, root_gb=disk, flavorid=flavorid)
+        return resize.start(conn, instances.get(conn, uuid), catalog.get(conn, flavorid), {}, OWNER,
+                            auto_disk_config=False)
+
+
+def _after_resize(engine, uuid, op):
+    from openkeel_compute.compute import resize
+
+    with db_api.transaction(engine) as conn:
+        return getattr(resize, op)(conn, instances.get(conn, uuid), OWNER)
+
+
+def _resized(row) -> bool:
+    return row["vm_state"] == states.RESIZED and row["task_state"] is None
+
+
+def _vmi_node(apiserver, uuid, namespace):
+    return apiserver.get("VirtualMachineInstance", uuid, namespace)["status"]["nodeName"]
+
+
+def test_a_resize_goes_to_another_node_unless_allowed_to_stay(world, db, apiserver):
+    """allow_resize_to_same_host false (Nova's default): the new flavor is claimed on another node's provider
+    and the VM is restarted pinned there; a revert brings it back. True: the server stays on its node."""
+    loop, placement = world
+    assert loop.servers.allow_resize_to_same_host is False
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    source = row["host"]
+    other = ({NODE, "ssd-1"} - {source}).pop()
+    old = placement.get_allocations(uuid).allocations
+    migration = _resize(db, uuid)
+    row = _until(loop, db, uuid, _resized)
+    assert _resized(row), row
+    assert (row["host"], row["node"]) == (other, other)
+    assert _vmi_node(apiserver, uuid, row["namespace"]) == other
+    assert placement.get_allocations(uuid).allocations == {
+        providers.provider_uuid(other): {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}}
+    assert placement.get_allocations(migration).allocations == old
+    _after_resize(db, uuid, "revert")
+    row = _until(loop, db, uuid, lambda r: _active(r) and r["task_state"] is None)
+    assert (row["host"], row["node"]) == (source, source)
+    assert _vmi_node(apiserver, uuid, row["namespace"]) == source
+    assert placement.get_allocations(uuid).allocations == old
+    assert placement.get_allocations(migration).allocations == {}
+    # allowed to stay: the server's own node first
+    loop.servers.allow_resize_to_same_host = True
+    migration = _resize(db, uuid)
+    row = _until(loop, db, uuid, _resized)
+    assert (row["host"], _vmi_node(apiserver, uuid, row["namespace"])) == (source, source)
+    assert placement.get_allocations(uuid).allocations == {
+        providers.provider_uuid(source): {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}}
+    _after_resize(db, uuid, "confirm")
+    row = _until(loop, db, uuid, lambda r: _active(r) and r["task_state"] is None)
+    assert placement.get_allocations(migration).allocations == {}
+
+
+def test_a_resize_no_other_node_can_take_is_no_valid_host(world, db, apiserver):
+    """As Nova's conductor: the server stays ACTIVE on its flavor, the migration ends in error, the fault is
+    recorded, and the allocations are as before."""
+    from openkeel_compute.compute import resize
+
+    loop, placement = world
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    other = ({NODE, "ssd-1"} - {row["host"]}).pop()
+    cordoned = apiserver.get("Node", other)
+    cordoned["spec"]["unschedulable"] = True
+    apiserver.seed(cordoned)
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    old = placement.get_allocations(uuid).allocations
+    flavor_before = row["flavor"]
+    migration = _resize(db, uuid)
+    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    assert (row["vm_state"], row["task_state"], row["host"]) == (states.ACTIVE, None, row["host"])
+    assert instances.flavors_of(row).new is None and instances.flavors_of(row).cur == \
+        instances.flavors_of({"flavor": flavor_before}).cur
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST)
+    assert "allow_resize_to_same_host is false" in fault["details"]
+    with db_api.reader(db) as conn:
+        assert resize.migration_of(conn, uuid, "error")["uuid"] == migration
+    assert placement.get_allocations(uuid).allocations == old
+    assert placement.get_allocations(migration).allocations == {}
+    assert [k for k in apiserver.objects("VirtualMachineInstance") if k[1] == uuid]
+
+
+def test_a_resize_with_placement_unreachable_fails_with_nothing_half_written(world, db, apiserver):
+    """As Nova's scheduler with Placement away: no valid host; the server keeps its state, flavor and VM,
+    the migration is in error, and what Placement holds is what it held."""
+    from openkeel_compute.compute import resize
+
+    loop, placement = world
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    old = placement.get_allocations(uuid).allocations
+    vm_before = apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"]
+    claims = loop.servers.claims
+    loop.servers.claims = Claims(_dead_placement())
+    try:
+        migration = _resize(db, uuid)
+        row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    finally:
+        loop.servers.claims = claims
+    assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None), row
+    assert instances.flavors_of(row).new is None
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "unreachable" in fault["details"]
+    with db_api.reader(db) as conn:
+        assert resize.migration_of(conn, uuid, "error")["uuid"] == migration
+    assert placement.get_allocations(uuid).allocations == old
+    assert placement.get_allocations(migration).allocations == {}
+    assert apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"] == vm_before

@@ -50,3 +50,35 @@ def test_cores_and_ram_come_from_placement(tmp_path, placement_service):
             placement.delete_provider(provider)
         db_api.dispose_all()
         policies.reset()
+
+
+def test_placement_unreachable_is_novas_500_for_a_count(tmp_path):
+    """Counting from a Placement that does not answer: Nova's API gives its generic 500 naming the
+    keystoneauth error its report client let through; nothing else is answered or written."""
+    import socket
+
+    policies.reset()
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    conf = make_conf(tmp_path, quota={"count_usage_from_placement": "true"},
+                     placement=dict(placement_overrides(dead), timeout="2"))
+    engine = db_api.get_engine(conf)
+    migration.sync(engine)
+    try:
+        client = Client(deploy(conf))
+        project = uuid.uuid4().hex
+        for path in (f"/v2.1/os-quota-sets/{project}/detail", f"/v2.1/limits?tenant_id={project}"):
+            got = client.get(path, headers=admin())
+            assert got.status_code == 500, (path, got.text)
+            assert got.json == {"computeFault": {
+                "code": 500, "message": "Unexpected API Error. Please contact the administrator\n"
+                                        "<class 'keystoneauth1.exceptions.connection.ConnectFailure'>"}}, got.text
+        # without counting from Placement the database counts: the same call answers
+        (tmp_path / "db").mkdir()
+        plain = make_conf(tmp_path / "db", placement=placement_overrides(dead))
+        migration.sync(db_api.get_engine(plain))
+        assert Client(deploy(plain)).get(f"/v2.1/os-quota-sets/{project}/detail", headers=admin()).status_code == 200
+    finally:
+        db_api.dispose_all()
+        policies.reset()

@@ -197,8 +197,10 @@ def _unexpected(req: falcon.Request, resp: falcon.Response, ex, params) -> None:
     LOG.exception("Unexpected exception in API method")
     resp.status = 500
     resp.content_type = faults.ERROR_CONTENT_TYPE
+    # an error standing for one of Nova's names the class Nova's answer names
+    named = getattr(ex, "nova_exception_class", None)
     resp.data = faults.fault_body(
-        500, f"Unexpected API Error. Please contact the administrator\n{type(ex)}"
+        500, f"Unexpected API Error. Please contact the administrator\n{f'<class {named!r}>' if named else type(ex)}"
     )
 
 

@@ -80,7 +80,15 @@ def user_rows(conn, project_id: str, user_id: str) -> dict[str, int]:
 def _placement_usages(conf, project_id: str, user_id: str | None) -> dict[str, int]:
     """cores (VCPU + PCPU) and ram (MEMORY_MB) the project (or its user) holds in Placement, as Nova counts
     them with ``count_usage_from_placement``."""
-    usages = _placement_client(conf).usages(project_id, user_id)
+    from openkeel_compute.placement.errors import PlacementError
+
+    try:
+        usages = _placement_client(conf).usages(project_id, user_id)
+    except PlacementError as exc:
+        # Nova's API answers its generic 500 naming what its report client raised: the keystoneauth
+        # error when Placement gave no answer, its own UsagesRetrievalFailed when it answered an error.
+        exc.nova_exception_class = getattr(exc, "transport", None) or "nova.exception.UsagesRetrievalFailed"
+        raise
     return {"cores": usages.get("VCPU", 0) + usages.get("PCPU", 0), "ram": usages.get("MEMORY_MB", 0)}
 
 

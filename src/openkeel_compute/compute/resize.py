@@ -135,7 +135,7 @@ def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, hos
         return False
     copy["cur"] = copy["new"]
     if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
-                                task_state=None, power_state=power_state, progress=100,
+                                task_state=None, power_state=power_state,
                                 flavor=_dump(copy), **_sizes(copy["new"])):
         return False
     extra = {"dest_compute": host, "dest_node": host} if host else {}
@@ -175,6 +175,21 @@ def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "reverted", expected="reverting")
+    return True
+
+
+def failed(conn: Connection, uuid: str, migration: str, *, expected_task_state: str) -> bool:
+    """A resize no node could take (no valid host): the server back in the state it had, with its flavor,
+    no task; the migration in error. Returns whether the server was still in ``expected_task_state``."""
+    row = instances.get(conn, uuid)
+    copy = _flavor_json(row)
+    copy["old"] = copy["new"] = None
+    old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE) or states.ACTIVE
+    if not instances.save_state(conn, uuid, expected_task_state=expected_task_state, vm_state=old_vm_state,
+                                task_state=None, flavor=_dump(copy)):
+        return False
+    set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
+    move_migration(conn, migration, "error")
     return True
 
 

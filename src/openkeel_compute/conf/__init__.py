@@ -50,6 +50,16 @@ DEFAULT_OPTS = [
         help="Seconds a resized server waits in VERIFY_RESIZE before the controller confirms the resize "
         "itself; 0 waits for the user. As Nova's option of the same name.",
     ),
+    cfg.BoolOpt(
+        "allow_resize_to_same_host",
+        default=False,
+        help="Let a resize stay on the server's current host. By default a resize goes to another host; "
+        "set this to true when there is a single host (development and test clouds) or when affinity "
+        "keeps servers together and still has to be resized. Here a host is a Kubernetes node: when "
+        "false, the resize claims the new flavor on another node's resource provider and the virtual "
+        "machine is restarted pinned to that node; when true, the current node may be chosen. As Nova's "
+        "option of the same name.",
+    ),
 ]
 
 

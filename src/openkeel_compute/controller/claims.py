@@ -47,7 +47,7 @@ class NoValidHost(Exception):
         self.fault = Fault(500, NO_VALID_HOST, details)
 
 
-def _node_provider(allocations: Mapping[str, Mapping[str, int]]) -> str:
+def node_provider(allocations: Mapping[str, Mapping[str, int]]) -> str:
     for rp, resources in allocations.items():
         if "MEMORY_MB" in resources:
             return rp
@@ -98,7 +98,7 @@ class Claims:
         try:
             existing = self.placement.get_allocations(uuid)
             if existing.allocations:
-                return self.node_of(_node_provider(existing.allocations)), []
+                return self.node_of(node_provider(existing.allocations)), []
             query = self.query_of(server)
             found = self.placement.allocation_candidates(query, self.max_results)
         except errors.PlacementError as exc:
@@ -120,7 +120,7 @@ class Claims:
                 LOG.warning("server %s: claim failed: %s", uuid, exc.message)
                 raise NoValidHost(f"Placement could not claim the resources: {exc.message}") from None
             alternates = found.candidates[index + 1:index + self.max_attempts]
-            return self.node_of(_node_provider(candidate.allocations)), alternates
+            return self.node_of(node_provider(candidate.allocations)), alternates
         raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
 
     def move(self, server: Mapping[str, Any], exclude: set[str]) -> str | None:
@@ -134,7 +134,7 @@ class Claims:
             query = self.query_of(server)
             found = self.placement.allocation_candidates(query, self.max_results)
             for candidate in found.candidates:
-                node = self.node_of(_node_provider(candidate.allocations))
+                node = self.node_of(node_provider(candidate.allocations))
                 if node in exclude:
                     continue
                 try:

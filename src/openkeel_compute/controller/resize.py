@@ -30,24 +30,48 @@ from lightkube.resources.apps_v1 import ControllerRevision as CONTROLLER_REVISIO
 from sqlalchemy import select
 
 from openkeel_compute.compute import errors, instances, resize, states
+from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.states import task_states
+from openkeel_compute.controller.claims import NoValidHost, node_provider
+from openkeel_compute.controller.providers import zone_aggregate
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.db.models import MIGRATIONS
 from openkeel_compute.kubevirt import mapping
-from openkeel_compute.kubevirt.names import server_root_volume, server_vm_name
-from openkeel_compute.kubevirt.server import flavor_from_copy
+from openkeel_compute.kubevirt.mapping import CLOUD_INIT_DISK, SWAP_DISK
+from openkeel_compute.kubevirt.names import server_root_volume, server_user_data_secret, server_vm_name
+from openkeel_compute.kubevirt.server import HOSTNAME_LABEL, flavor_from_copy, require_node
+from openkeel_compute.placement.errors import PlacementConflict, PlacementError, PlacementUnavailable
+from openkeel_compute.placement.request import resource_request
 
 LOG = logging.getLogger(__name__)
 #: system metadata: the VM's matchers and revisions before the resize ({"instancetype": {...}, ...})
 SYSMETA_FROM = "openkeel_resize_from"
 #: system metadata: the instance action event the running resize step finishes
 SYSMETA_EVENT = "openkeel_resize_event"
+#: system metadata: the nodes of a resize, {"source": node, "dest": node} (the claim chose the destination)
+SYSMETA_NODES = "openkeel_resize_nodes"
+#: the VM's disks (and volumes) a flavor's ephemeral and swap sizes make
+FLAVOR_DISKS = ("ephemeral0", SWAP_DISK)
 OPERATIONS = ("resize", "confirm-resize", "revert-resize")
 # the statuses of a resize not yet over
 _OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming", "reverting")
 _FINAL = ("Succeeded", "Failed")
 _JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 GiB = 1024**3
+
+
+def _flavor_disks(current: list[dict], wanted: list[dict]) -> list[dict]:
+    """``current`` disks (or volumes) with the flavor's ephemeral and swap entries of ``wanted`` in place of
+    their own, before the cloud-init disk as a boot places them; every other entry kept as it is."""
+    keep = [e for e in current if e.get("name") not in FLAVOR_DISKS]
+    add = [e for e in wanted if e.get("name") in FLAVOR_DISKS]
+    at = next((i for i, e in enumerate(keep) if e.get("name") == CLOUD_INIT_DISK), len(keep))
+    return keep[:at] + add + keep[at:]
+
+
+def _nodes(server: dict) -> dict[str, str]:
+    """The resize's source and destination nodes (empty: the claim chose none, no Placement)."""
+    return json.loads((server.get("system_metadata") or {}).get(SYSMETA_NODES) or "{}")
 
 
 class Pending(Exception):
@@ -93,36 +117,75 @@ def matcher_patch(vm: dict, wanted: dict[str, dict | None]) -> list[dict]:
     return ops
 
 
-def flavor_resources(flavor: dict) -> dict[str, int]:
-    """What a flavor (a flavor copy entry) claims in Placement, as Nova's scheduler asks for it."""
-    disk = int(flavor.get("root_gb") or 0) + int(flavor.get("ephemeral_gb") or 0)
-    swap = int(flavor.get("swap") or 0)
-    disk += -(-swap // 1024)  # swap MiB, rounded up to GiB
-    wanted = {"VCPU": int(flavor["vcpus"]), "MEMORY_MB": int(flavor["memory_mb"]), "DISK_GB": disk}
-    return {rc: amount for rc, amount in wanted.items() if amount}
-
-
 class Allocations:
     """Nova's resize accounting in Placement (``placement``: the Placement client, or None without one).
 
     At the start the server's allocation (the old flavor) moves to the migration's uuid and the server
-    claims the new flavor on the same providers; confirm gives the migration's allocation back; revert
-    moves it back onto the server (replacing the new flavor's)."""
+    claims the new flavor on a node Placement offers for it: another node than its own unless
+    ``same_host`` ([DEFAULT] allow_resize_to_same_host), its own first when it may stay; confirm gives
+    the migration's allocation back; revert moves it back onto the server (replacing the new flavor's)."""
 
-    def __init__(self, placement: Any) -> None:
+    def __init__(self, placement: Any, *, same_host: bool = True, max_results: int = 1000) -> None:
         self.placement = placement
+        self.same_host = same_host
+        self.max_results = max_results
 
-    def resize(self, server_uuid: str, migration: str, new_flavor: dict) -> None:
-        if self.placement is None or self.placement.get_allocations(migration).allocations:
-            return  # no Placement, or moved already (a step tried again)
-        held = self.placement.get_allocations(server_uuid)
-        if not held.allocations:
-            return  # nothing claimed for the server (a server from before Placement): nothing to move
-        self.placement.move_allocations(server_uuid, migration)
-        (provider, *_rest) = sorted(held.allocations)
-        self.placement.put_allocations(server_uuid, {provider: flavor_resources(new_flavor)},
-                                       project_id=held.project_id, user_id=held.user_id,
-                                       consumer_generation=self.placement.get_allocations(server_uuid).generation)
+    def resize(self, server_uuid: str, migration: str, new_flavor: dict, *,
+               image_properties: dict | None = None, zone: str | None = None) -> str | None:
+        """Claim ``new_flavor`` for the server; the provider holding it (None: no Placement, or nothing
+        claimed for the server before). NoValidHost when no node may take it: the old flavor's
+        allocation is then the server's again, as before the resize."""
+        if self.placement is None:
+            return None
+        try:
+            return self._resize(server_uuid, migration, new_flavor, image_properties, zone)
+        except PlacementError as exc:  # Placement away: as Nova's scheduler, no valid host
+            LOG.warning("server %s: resize not claimed, Placement failed: %s", server_uuid, exc.message)
+            try:
+                if not self.placement.get_allocations(server_uuid).allocations:
+                    self.placement.move_allocations(migration, server_uuid)
+            except PlacementError:
+                pass  # still away: the audit gives the migration's back and claims the server's again
+            raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
+
+    def _resize(self, server_uuid: str, migration: str, new_flavor: dict, image_properties: dict | None,
+                zone: str | None) -> str | None:
+        if not self.placement.get_allocations(migration).allocations:
+            held = self.placement.get_allocations(server_uuid)
+            if not held.allocations:
+                return None  # nothing claimed for the server (a server from before Placement): nothing to move
+            self.placement.move_allocations(server_uuid, migration)
+        moved = self.placement.get_allocations(migration)
+        source = node_provider(moved.allocations)
+        current = self.placement.get_allocations(server_uuid)
+        if current.allocations:
+            return node_provider(current.allocations)  # claimed already (a step tried again)
+        try:
+            return self._claim(server_uuid, moved, source, new_flavor, image_properties, zone)
+        except NoValidHost:
+            self.placement.move_allocations(migration, server_uuid)
+            raise
+
+    def _claim(self, server_uuid: str, moved: Any, source: str, new_flavor: dict,
+               image_properties: dict | None, zone: str | None) -> str:
+        query = resource_request(new_flavor, image_properties).query([zone_aggregate(zone)] if zone else None)
+        found = self.placement.allocation_candidates(query, self.max_results)
+        candidates = [c for c in found.candidates if node_provider(c.allocations) != source]
+        if self.same_host:  # the server may stay where it is: its own node first (its VM need not move)
+            candidates = [c for c in found.candidates if node_provider(c.allocations) == source] + candidates
+        asked = "&".join(f"{k}={v}" for k, v in query)
+        if not candidates:
+            raise NoValidHost(f"No allocation candidates for {asked}"
+                              + ("" if self.same_host else " on another node (allow_resize_to_same_host is false)"))
+        for candidate in candidates:
+            generation = self.placement.get_allocations(server_uuid).generation
+            try:
+                self.placement.put_allocations(server_uuid, candidate.allocations, project_id=moved.project_id,
+                                               user_id=moved.user_id, consumer_generation=generation)
+            except PlacementConflict:
+                continue
+            return node_provider(candidate.allocations)
+        raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
 
     def confirm(self, migration: str) -> None:
         if self.placement is not None:
@@ -138,7 +201,11 @@ class ResizeSteps:
 
     def __init__(self, loop: Any) -> None:
         self.loop = loop
-        self.allocations = Allocations(getattr(loop, "placement", None))
+        claims = getattr(loop, "claims", None)
+        placement = getattr(loop, "placement", None) or (claims.placement if claims is not None else None)
+        self.allocations = Allocations(placement,
+                                       same_host=bool(getattr(loop, "allow_resize_to_same_host", False)),
+                                       max_results=claims.max_results if claims is not None else 1000)
 
     # -- helpers ---------------------------------------------------------------------------------------
 
@@ -196,6 +263,72 @@ class ResizeSteps:
             return
         response.raise_for_status()
 
+    def _node_name(self, provider: str) -> str:
+        claims = getattr(self.loop, "claims", None)
+        if claims is not None:
+            return claims.node_of(provider)
+        found = self.allocations.placement.provider(provider)
+        if found is None:
+            raise PlacementError(f"resource provider {provider} is gone")
+        return found["name"]
+
+    def _pin(self, namespace: str, uuid: str, vm: dict, node: str) -> None:
+        """Point the VM's required node affinity on kubernetes.io/hostname at ``node`` (a stopped VM: its
+        next VMI is scheduled there)."""
+        tspec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        affinity = tspec.get("affinity")
+        wanted = json.loads(json.dumps(affinity or {}))
+        terms = (((wanted.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+                 .get("nodeSelectorTerms"))
+        if terms:
+            for term in terms:
+                exprs = [e for e in term.get("matchExpressions") or [] if e.get("key") != HOSTNAME_LABEL]
+                term["matchExpressions"] = [*exprs, {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]
+        else:
+            holder = {"affinity": wanted}
+            require_node(holder, node)
+            wanted = holder["affinity"]
+        if wanted == affinity:
+            return
+        path = "/spec/template/spec/affinity"
+        ops = ([{"op": "test", "path": path, "value": affinity}, {"op": "replace", "path": path, "value": wanted}]
+               if affinity is not None else [{"op": "add", "path": path, "value": wanted}])
+        self._patch(namespace, uuid, ops)
+
+    def _set_flavor_disks(self, namespace: str, uuid: str, server: dict, vm: dict, flavor: dict) -> None:
+        """Give the stopped VM the ephemeral and swap disks of ``flavor`` (a flavor copy entry) as a boot
+        composes them: emptyDisks grown, shrunk, added or removed (each start gets them blank, so their
+        size is the VM's to change), and the user data with or without the swap lines."""
+        composed = self.loop._compose(server, flavor=flavor)
+        want_spec = composed.vm["spec"]["template"]["spec"]
+        tspec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        ops: list[dict] = []
+        for path, current, wanted in (
+                ("/spec/template/spec/domain/devices/disks", ((tspec.get("domain") or {}).get("devices") or {})
+                 .get("disks") or [], want_spec["domain"]["devices"]["disks"]),
+                ("/spec/template/spec/volumes", tspec.get("volumes") or [], want_spec["volumes"])):
+            merged = _flavor_disks(current, wanted)
+            if merged != current:
+                ops += [{"op": "test", "path": path, "value": current}, {"op": "replace", "path": path, "value": merged}]
+        secret = server_user_data_secret(uuid)
+        for body in composed.secrets:
+            if (body.get("metadata") or {}).get("name") == secret:
+                self.loop.cluster.apply(body)
+        self._patch(namespace, uuid, ops)
+
+    def _no_valid_host(self, row: Any, server: dict, migration: str, exc: NoValidHost) -> None:
+        """No node may take the new flavor: the resize ends as Nova's conductor ends it, the server back in
+        its state with its flavor, the migration in error, the fault recorded."""
+        uuid = server["uuid"]
+        LOG.info("server %s: resize not possible: %s", uuid, exc)
+        with transaction(self.loop.engine) as conn:
+            if not resize.failed(conn, uuid, migration, expected_task_state=task_states.RESIZE_PREP):
+                return
+            instances.add_fault(conn, uuid, code=exc.fault.code, message=exc.fault.message,
+                                details=exc.fault.details)
+            self._event(conn, row, uuid, "conductor_migrate_server")
+            self._end_event(conn, uuid, result="Error", message=exc.fault.message)
+
     # -- resize ----------------------------------------------------------------------------------------
 
     def resize(self, row: Any, server: dict, namespace: str) -> None:
@@ -212,12 +345,24 @@ class ResizeSteps:
                               "revision": (_status_ref(vm, field).get("controllerRevisionRef") or {}).get("name")}
                       for field in ("instancetype", "preference")}
             copy = instances.flavors_of(server)
-            self.allocations.resize(uuid, migration, copy.new or copy.cur)
+            image = image_from_system_metadata({k: v for k, v in (server.get("system_metadata") or {}).items()
+                                                if k.startswith("image_")})
+            try:
+                provider = self.allocations.resize(uuid, migration, copy.new or copy.cur,
+                                                   image_properties=image.get("properties"),
+                                                   zone=server.get("availability_zone"))
+            except NoValidHost as exc:
+                self._no_valid_host(row, server, migration, exc)
+                return
+            dest = self._node_name(provider) if provider else None
             with transaction(engine) as conn:
                 if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
                                             task_state=task_states.RESIZE_MIGRATING):
                     return  # deleted or reset meanwhile
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, json.dumps(before, sort_keys=True))
+                if dest:
+                    resize.set_sysmeta(conn, uuid, SYSMETA_NODES,
+                                       json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True))
                 resize.move_migration(conn, migration, "migrating")
                 host = server.get("host")
                 self._event(conn, row, uuid, "conductor_migrate_server", done=True, host=host)
@@ -244,6 +389,11 @@ class ResizeSteps:
             self._patch(namespace, uuid, matcher_patch(vm, {k: v for k, v in wanted.items()
                                                             if (vm.get("spec") or {}).get(k) != v}))
             self._grow_root_disk(namespace, uuid, server, copy.old or copy.cur, copy.new or copy.cur)
+            self._set_flavor_disks(namespace, uuid, server, self.loop.cluster.look(namespace, uuid)[0] or vm,
+                                   copy.new or copy.cur)
+            dest = _nodes(server).get("dest")
+            if dest:
+                self._pin(namespace, uuid, vm, dest)
             with transaction(engine) as conn:
                 if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATED,
                                             task_state=task_states.RESIZE_FINISH):
@@ -262,7 +412,7 @@ class ResizeSteps:
         if running and _phase(vmi) != "Running":
             self._start_if_stopped(namespace, uuid, vm, vmi)
             raise Pending("waiting for the server's virtual machine to run")
-        node = ((vmi or {}).get("status") or {}).get("nodeName") if running else None
+        node = ((vmi or {}).get("status") or {}).get("nodeName") if running else _nodes(server).get("dest")
         power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
         with transaction(engine) as conn:
             if resize.finish(conn, uuid, migration, power_state=power, host=node):
@@ -290,6 +440,7 @@ class ResizeSteps:
             if resize.confirmed(conn, uuid, migration, power_state=power):
                 self.allocations.confirm(migration)
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)
+                resize.set_sysmeta(conn, uuid, SYSMETA_NODES, None)
                 self._event(conn, row, uuid, "compute_confirm_resize", done=True, host=server.get("host"))
 
     # -- revert ----------------------------------------------------------------------------------------
@@ -328,6 +479,13 @@ class ResizeSteps:
                 if spec.get(field) != matcher:
                     wanted[field] = matcher
             self._patch(namespace, uuid, matcher_patch(vm, wanted))
+            copy = instances.flavors_of(server)
+            if copy.old:
+                self._set_flavor_disks(namespace, uuid, server, self.loop.cluster.look(namespace, uuid)[0] or vm,
+                                       copy.old)
+            source = _nodes(server).get("source")
+            if source and source != _nodes(server).get("dest"):
+                self._pin(namespace, uuid, self.loop.cluster.look(namespace, uuid)[0] or vm, source)
             raise Pending("waiting for KubeVirt to take the old instancetype back")
         if old_it and _status_ref(vm, "instancetype").get("name") != old_it.get("name"):
             raise Pending("waiting for KubeVirt to take the old instancetype back")
@@ -337,12 +495,16 @@ class ResizeSteps:
             raise Pending("waiting for the server's virtual machine to run")
         if not running and _phase(vmi) not in (None, *_FINAL):
             self._stop(namespace, uuid, vmi)
-        node = ((vmi or {}).get("status") or {}).get("nodeName") if running else None
+        source = _nodes(server).get("source")
+        node = ((vmi or {}).get("status") or {}).get("nodeName") if running else source
         power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
         self.allocations.revert(uuid, migration)
         with transaction(engine) as conn:
             if resize.reverted(conn, uuid, migration, power_state=power):
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)
+                resize.set_sysmeta(conn, uuid, SYSMETA_NODES, None)
+                if node and node != server.get("node"):
+                    instances.save_state(conn, uuid, host=node, node=node)
                 self._end_event(conn, uuid, host=node or server.get("host"))
 
     def deleted(self, uuid: str) -> None:
@@ -354,7 +516,11 @@ class ResizeSteps:
                 return
             done = open_["status"] in ("finished", "confirming")
             resize.move_migration(conn, open_["uuid"], "confirmed" if done else "error", expected=open_["status"])
-        self.allocations.confirm(open_["uuid"])
+        try:
+            self.allocations.confirm(open_["uuid"])
+        except PlacementUnavailable as exc:  # the migration is over: the audit gives them back later
+            LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, open_["uuid"],
+                        exc.message)
 
     def act(self, row: Any, server: dict, namespace: str) -> None:
         {"resize": self.resize, "confirm-resize": self.confirm, "revert-resize": self.revert}[row.operation](

@@ -50,7 +50,7 @@ from openkeel_compute.kubevirt.server import (
     rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
-from openkeel_compute.placement.errors import PlacementError
+from openkeel_compute.placement.errors import PlacementError, PlacementUnavailable
 
 LOG = logging.getLogger(__name__)
 FIELD_MANAGER = mapping.MANAGER
@@ -422,6 +422,7 @@ class ServerLoop:
         self.now = now
         self.reclaim_interval = reclaim_interval  # Nova's reclaim_instance_interval (0: servers are never kept)
         self.resize_confirm_window = 0.0  # Nova's resize_confirm_window (0: resizes wait for the user)
+        self.allow_resize_to_same_host = False  # Nova's option: a resize claims on another node by default
         self.placement: Any = None  # the Placement client, when [placement] is configured
         self.images = images
         self.orphan_interval = orphan_interval
@@ -649,9 +650,10 @@ class ServerLoop:
         self.cluster.verb(namespace, server_vm_name(server["uuid"]), "reboot-hard")  # KubeVirt's restart
         return True
 
-    def _compose(self, server: dict[str, Any], **kwargs: Any) -> Any:
-        """The server's objects from its row, with the image service's URL and the service token (every
-        root disk import, at create and at rebuild, goes through here)."""
+    def _compose(self, server: dict[str, Any], flavor: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        """The server's objects from its row (on ``flavor``, a flavor copy entry, instead of its current
+        one when given), with the image service's URL and the service token (every root disk import, at
+        create and at rebuild, goes through here)."""
         image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
                                             if k.startswith("image_")})
         image["id"] = server["image_ref"]
@@ -659,7 +661,7 @@ class ServerLoop:
         if self.images is not None:
             options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
             token = self.images.token()
-        return compose(server, flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+        return compose(server, flavor or flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
                        server.get("key_data"), options, image_token=token, **kwargs)
 
     # -- rebuild ----------------------------------------------------------------------------------------
@@ -897,7 +899,12 @@ class ServerLoop:
                 self.cluster.delete_server(namespace, uuid)
                 return seen
             if self.claims is not None:  # given back first: a failure leaves the server for the next pass
-                self.claims.release(uuid)
+                try:
+                    self.claims.release(uuid)
+                except PlacementUnavailable as exc:
+                    # As Nova's compute service: the delete completes; the allocations Placement still
+                    # holds belong to no server now and the audit gives them back once it answers.
+                    LOG.warning("server %s: deleted, its allocations not given back yet: %s", uuid, exc.message)
 
             def gone(conn: Any) -> None:
                 self._finish_event(conn, server, None, server.get("host"))

@@ -47,6 +47,7 @@ def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False,
                       orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
                       reclaim_interval=float(conf.reclaim_instance_interval), claims=claims)
     loop.resize_confirm_window = float(conf.resize_confirm_window)
+    loop.allow_resize_to_same_host = conf.allow_resize_to_same_host
     if claims is not None:
         loop.placement = claims.placement
     elif placement_client.configured(conf):

@@ -169,12 +169,12 @@ class PlacementClient:
         try:
             resp = self.adapter.request(path, method, **kwargs)
         except ks_exc.EndpointNotFound as exc:
-            raise errors.PlacementUnavailable(f"Placement has no endpoint: {exc}") from None
+            raise errors.PlacementUnavailable(f"Placement has no endpoint: {exc}", transport=exc) from None
         except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RetriableConnectionFailure,
                 ks_exc.UnknownConnectionError, ks_exc.SSLError, ks_exc.DiscoveryFailure) as exc:
-            raise errors.PlacementUnavailable(f"Placement is unreachable: {exc}") from None
+            raise errors.PlacementUnavailable(f"Placement is unreachable: {exc}", transport=exc) from None
         except ks_exc.ClientException as exc:  # authentication failed, bad catalog, ...
-            raise errors.PlacementUnavailable(f"Placement cannot be used: {exc}") from None
+            raise errors.PlacementUnavailable(f"Placement cannot be used: {exc}", transport=exc) from None
         if resp.status_code >= 500:
             detail, code = _error_of(resp)
             raise errors.PlacementUnavailable(f"Placement answered {resp.status_code} to {method} {path}: {detail}",

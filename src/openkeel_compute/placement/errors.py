@@ -23,7 +23,15 @@ class PlacementNotConfigured(PlacementError):
 
 
 class PlacementUnavailable(PlacementError):
-    """Placement could not be reached (refused, timed out, no endpoint in the catalog, 5xx)."""
+    """Placement could not be reached (refused, timed out, no endpoint in the catalog, 5xx).
+
+    ``transport``: the keystoneauth error's class as ``module.name`` when no answer came at all."""
+
+    def __init__(self, message: str, status: int | None = None, code: str | None = None, *,
+                 transport: BaseException | None = None) -> None:
+        super().__init__(message, status, code)
+        self.transport = (f"{type(transport).__module__}.{type(transport).__qualname__}"
+                          if transport is not None else None)
 
 
 class PlacementConflict(PlacementError, errors.Conflict):

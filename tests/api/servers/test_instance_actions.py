@@ -105,3 +105,19 @@ def test_events_before_2_51_are_for_admins(client, engine):
                                                        "OpenStack-API-Version": "compute 2.50"})
     assert list(got.json["instanceAction"]["events"][0]) == ["event", "start_time", "finish_time", "result",
                                                               "traceback"]
+
+
+def test_lock_and_unlock_events_are_the_apis_on_its_host(client, engine, conf):
+    """Nova's API records api_lock / api_unlock itself, on its own host ([DEFAULT] host): the events show
+    that host (admins, 2.62+) and its hostId (everyone, 2.62+), as the servers oracle answers."""
+    admin = {"X-Auth-Token": "admin:admin", "OpenStack-API-Version": "compute 2.62"}
+    demo = {"X-Auth-Token": "demo:demo", "OpenStack-API-Version": "compute 2.62"}
+    for action in ("lock", "unlock"):
+        got = client.post(f"/v2.1/servers/{oracle.SERVER_A}/action", headers=admin, json_body={action: None})
+        assert got.status_code == 202, got.text
+        request_id = got.header("x-openstack-request-id")
+        (event,) = client.get(f"{BASE}/{request_id}", headers=admin).json["instanceAction"]["events"]
+        assert (event["event"], event["host"]) == (f"api_{action}", conf.host)
+        assert event["hostId"]
+        (event,) = client.get(f"{BASE}/{request_id}", headers=demo).json["instanceAction"]["events"]
+        assert "host" not in event and event["hostId"]

@@ -89,7 +89,7 @@ def lock(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.LOCK % "lock", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        instances.lock(conn, row["uuid"], actor, reason)
+        instances.lock(conn, row["uuid"], actor, reason, host=common.services(req).conf.host)
     return Response(None)
 
 
@@ -103,7 +103,7 @@ def unlock(req, server_id):
         common.can(req, rules.LOCK % "unlock", target)
         if not instances.is_expected_locked_by(row, actor):
             common.can(req, rules.LOCK % "unlock:unlock_override", target)
-        instances.unlock(conn, row["uuid"], actor)
+        instances.unlock(conn, row["uuid"], actor, host=common.services(req).conf.host)
     return Response(None)
 
 

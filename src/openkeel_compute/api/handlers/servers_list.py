@@ -81,9 +81,10 @@ def _time(value: str, name: str):
         raise faults.BadRequest(f"Invalid filter field: {name}.") from None
 
 
-def _sort(req, checked: bool = True):
+def _sort(req, checked: bool = True, validate: bool = True):
     """Nova's sort keys and directions in full (ties broken by uuid); ``checked``: the directions are
-    checked (not with an ip filter, as in Nova)."""
+    checked (not with an ip filter, as in Nova); ``validate`` false: never (an ip filter no server
+    matches answers before Nova's database sees the directions)."""
     q = req.query
     keys = [k.strip() for k in q.get("sort_key", [])] or ["created_at"]
     dirs = [d.strip() for d in q.get("sort_dir", [])] or ["desc"]
@@ -96,7 +97,7 @@ def _sort(req, checked: bool = True):
             keys.pop(index)
         elif key in ("host", "node") and not req.context.is_admin:
             raise faults.Forbidden(f"Only administrators can sort servers by {key}")
-    if checked or keys:
+    if validate and (checked or keys):
         # Nova checks the directions as they are now: no key left but a direction is too many directions
         # (where it lists the servers still being scheduled, which it skips with an ip filter)
         for direction in dirs:
@@ -231,7 +232,14 @@ def _list(req, collection_name: str, detail: bool) -> dict:
         all_tenants = False
     if all_tenants:
         common.can(req, rules.SERVERS % ("detail:get_all_tenants" if detail else "index:get_all_tenants"))
-    keys, dirs = _sort(req, checked=not ("ip" in search or "ip6" in search))
+    ip_filter = "ip" in search or "ip6" in search
+    nothing = False
+    if ip_filter:
+        # Nova asks the network service for the ports with such an address first: when none matches it
+        # answers an empty list before its database ever sees the sort directions
+        with compute_errors(), common.read(req) as conn:
+            nothing = _where(req, conn, search, q, all_tenants) is None
+    keys, dirs = _sort(req, checked=not ip_filter, validate=not nothing)
     max_limit = common.services(req).conf.api.max_limit
     limit = common.limit(req)
     marker = q["marker"][-1] if "marker" in q else None
