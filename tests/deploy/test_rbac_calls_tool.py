@@ -42,12 +42,12 @@ def test_the_failed_tests_of_a_report_are_node_ids_pytest_selects(tmp_path):
         '<testcase classname="tests.deploy.test_rbac" name="test_no_rule_is_unused[dev]">'
         '<failure message="boom"/></testcase>'
         '<testcase classname="tests.deploy.test_rbac" name="test_the_record_holds_verbs_and_scopes_rbac_knows"/>'
-        '<testcase classname="tests.deploy.test_rbac" name="test_announced_calls_are_not_yet_recorded">'
+        '<testcase classname="tests.deploy.test_rbac" name="test_the_lease_is_the_only_thing_in_the_controllers_namespace">'
         '<error message="setup"/></testcase>'
         '</testsuite></testsuites>')
     failed = rbac_calls.failed_tests(report)
     assert failed == ["tests/deploy/test_rbac.py::test_no_rule_is_unused[dev]",
-                      "tests/deploy/test_rbac.py::test_announced_calls_are_not_yet_recorded"]
+                      "tests/deploy/test_rbac.py::test_the_lease_is_the_only_thing_in_the_controllers_namespace"]
     collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-o", "addopts=",
                                 "-p", "no:cacheprovider", *failed], cwd=ROOT, capture_output=True, text=True,
                                check=False)
