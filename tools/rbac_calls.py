@@ -5,7 +5,7 @@
     python tools/rbac_calls.py --from LOG   # only aggregate an audit log written earlier
     python tools/rbac_calls.py --keep-log LOG   # record, and keep the audit log in LOG
 
-It takes long (about 10 minutes on two idle cores, 25 under heavy load): the last tests it runs start
+It takes long (25 to 35 minutes on two cores under heavy load): the last tests it runs start
 whole scripts/serve stacks, and pytest prints nothing while they run. A test that fails is run once
 more on its own (timing-sensitive tests fail under load); the record is written only when every
 test passed, at the first or the second try, since a test that stopped early may have missed calls.
