@@ -4,10 +4,6 @@ tests/deploy/controller-calls.json holds every distinct Kubernetes API call the 
 made while the controller's tests ran against the emulated cluster (tools/rbac_calls.py records it
 through the emulator's audit log). Each must be allowed by the rendered ClusterRole (any namespace)
 or Role (the controller's own namespace), and each rule must be used by at least one of them.
-
-tests/deploy/announced-calls.json lists calls of controller work not yet on this branch (console
-output, Placement, resize); they count as used until a new recording contains them, and then they
-must leave the announced list.
 """
 
 from __future__ import annotations
@@ -36,7 +32,6 @@ def _key(call: dict[str, Any]) -> Call:
 
 
 RECORDED = [_key(c) for c in _calls("controller-calls.json")]
-ANNOUNCED = [_key(c) for c in _calls("announced-calls.json")]
 
 
 def _grants(rules: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
@@ -76,14 +71,14 @@ def allowed(call: Call, cluster, own) -> bool:
 @pytest.mark.parametrize("render", ["production", "dev"])
 def test_every_recorded_call_is_allowed(rendered, render):
     cluster, own = _controller_rbac(rendered[render])
-    refused = [c for c in RECORDED + ANNOUNCED if not allowed(c, cluster, own)]
+    refused = [c for c in RECORDED if not allowed(c, cluster, own)]
     assert refused == [], f"the controller's RBAC refuses calls it makes: {refused}"
 
 
 def unused(cluster, own) -> set[tuple[str, str, str]]:
-    """Grants no recorded (or announced) call needs: cluster-wide ones, and the Role's outside its Lease calls."""
-    made = {c[:3] for c in RECORDED + ANNOUNCED}
-    made_own = {c[:3] for c in RECORDED + ANNOUNCED if c[3] == "own"}
+    """Grants no recorded call needs: cluster-wide ones, and the Role's outside its Lease calls."""
+    made = {c[:3] for c in RECORDED}
+    made_own = {c[:3] for c in RECORDED if c[3] == "own"}
     return (cluster - made) | (own - made_own)
 
 
@@ -101,15 +96,9 @@ def test_the_lease_is_the_only_thing_in_the_controllers_namespace():
     assert all(c[3] == "own" for c in RECORDED if c[2] == "leases")
 
 
-def test_announced_calls_are_not_yet_recorded():
-    """Once a recording contains an announced call, it leaves announced-calls.json."""
-    assert set(ANNOUNCED) & set(RECORDED) == set(), "remove these from announced-calls.json"
-    assert all(c.get("why") for c in _calls("announced-calls.json"))
-
-
 def test_the_record_holds_verbs_and_scopes_rbac_knows():
-    assert {c[0] for c in RECORDED + ANNOUNCED} <= {"get", "list", "watch", "create", "update", "patch", "delete"}
-    assert {c[3] for c in RECORDED + ANNOUNCED} <= {"cluster", "own", "project"}
+    assert {c[0] for c in RECORDED} <= {"get", "list", "watch", "create", "update", "patch", "delete"}
+    assert {c[3] for c in RECORDED} <= {"cluster", "own", "project"}
 
 
 def test_a_missing_or_an_extra_rule_is_caught(rendered):
