@@ -251,8 +251,10 @@ def test_options_registered_in_one_configuration_stay_out_of_the_next():
     from keystoneauth1 import exceptions, loading
 
     from openkeel_compute.conf import build_conf
+    from openkeel_compute.controller import images
 
     first = build_conf([])
+    images.register_opts(first)  # as the controller's image access does at its start
     first.set_override("auth_type", "password", group="service_user")
     try:
         loading.load_auth_from_conf_options(first, "service_user")
@@ -260,5 +262,6 @@ def test_options_registered_in_one_configuration_stay_out_of_the_next():
         pass  # no auth_url: what matters is that the plugin's options were registered
     assert "auth_url" in first.service_user
     second = build_conf([])  # raised RequiredOptError for [service_user] auth_url before
+    images.register_opts(second)
     assert second.service_user.auth_type is None
     assert "auth_url" not in second.service_user

@@ -81,6 +81,8 @@ def test_keystone_passwords_come_from_the_secret(rendered, tmp_path, monkeypatch
     from keystoneauth1 import loading
     from keystonemiddleware import auth_token
 
+    from openkeel_compute.controller import images
+
     objects = rendered["production"]
     args = _args(objects, "openkeel-compute-api", _files(objects, tmp_path))
     env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in find(objects, "Deployment", "openkeel-compute-api")
@@ -89,6 +91,7 @@ def test_keystone_passwords_come_from_the_secret(rendered, tmp_path, monkeypatch
         assert env[name] == {"name": "openkeel-compute-keystone", "key": "password", "optional": True}
         monkeypatch.setenv(name, f"value of {name}")
     conf = build_conf(args)
+    images.register_opts(conf)  # [service_user]: the controller registers it when it starts
     for group, opts in auth_token.list_opts():
         conf.register_opts(opts, group=group)
     for group in ("keystone_authtoken", "service_user"):

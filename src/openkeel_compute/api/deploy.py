@@ -328,7 +328,9 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         from openkeel_compute.api.noauth_identity import NoAuthIdentity
 
         # /identity: tokens with a catalog, and what the openstack CLI reads before flavor create/set
-        app = NoAuthIdentity(app, _catalog_image_url(conf), _catalog_placement_url(conf))
+        # The URLs are read at the first identity request: reading them registers [glance] and
+        # [placement], keystoneauth's options, which a worker that serves no such request never imports.
+        app = NoAuthIdentity(app, urls=lambda: (_catalog_image_url(conf), _catalog_placement_url(conf)))
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)

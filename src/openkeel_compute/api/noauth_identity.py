@@ -28,6 +28,8 @@ import datetime
 import hashlib
 import json
 import re
+import threading
+from collections.abc import Callable
 from urllib.parse import parse_qs
 
 PREFIX = "/identity"
@@ -158,15 +160,25 @@ def answer(environ, image_url: str | None = None, placement_url: str | None = No
 class NoAuthIdentity:
     """Answer /identity… here (see the module docstring); pass everything else to ``app``."""
 
-    def __init__(self, app, image_url: str | None = None, placement_url: str | None = None):
+    def __init__(self, app, image_url: str | None = None, placement_url: str | None = None, *,
+                 urls: Callable[[], tuple[str | None, str | None]] | None = None):
+        """``urls``, when given, returns (image_url, placement_url); it is called once, at the first
+        identity request, instead of passing the URLs here."""
         self.app = app
         self.image_url = image_url
         self.placement_url = placement_url
+        self._urls = urls
+        self._lock = threading.Lock()
 
     def __call__(self, environ, start_response):
         path = environ.get("PATH_INFO", "")
         if path != PREFIX and not path.startswith(PREFIX + "/"):
             return self.app(environ, start_response)
+        if self._urls is not None:
+            with self._lock:
+                if self._urls is not None:
+                    self.image_url, self.placement_url = self._urls()
+                    self._urls = None
         status, body, subject = answer(environ, self.image_url, self.placement_url)
         data = json.dumps(body).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]

@@ -105,12 +105,12 @@ DEFAULT_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    from openkeel_compute.controller import images
-
+    # [service_user] (keystoneauth's options) is registered by the controller's image access
+    # (controller/images.py ImageAccess.from_conf) when it starts: API workers never read it, and
+    # keystoneauth with requests under it would stay resident in every one of them.
     conf.register_opts(DEFAULT_OPTS)
     conf.register_group(groups.own(GROUP))
     conf.register_opts(OPTS, group=GROUP)
-    images.register_opts(conf)
 
 
 def list_opts() -> list[tuple[Any, list[cfg.Opt]]]:

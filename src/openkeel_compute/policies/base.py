@@ -2,6 +2,11 @@
 
 from oslo_policy import policy
 
+from openkeel_compute.policies import extension_checks
+
+# before the first rule below is parsed (every policy module imports this one first)
+extension_checks.defer()
+
 RULE_ADMIN_OR_OWNER = "rule:admin_or_owner"
 RULE_ADMIN_API = "rule:admin_api"
 ADMIN = "rule:context_is_admin"

@@ -17,6 +17,7 @@ import logging
 import secrets
 import urllib.parse
 import uuid as uuidlib
+from typing import TYPE_CHECKING
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import server_boot_options as options
@@ -28,8 +29,10 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import boot_checks, image_meta, instances, keypairs, names, quotas
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.images import errors as image_errors
-from openkeel_compute.images import glance
 from openkeel_compute.policies import servers as rules
+
+if TYPE_CHECKING:
+    from openkeel_compute.images import glance
 
 LOG = logging.getLogger(__name__)
 
@@ -51,6 +54,9 @@ def image_service(req) -> glance.GlanceClient:
     services = common.services(req)
     client = getattr(services, "images", None)
     if client is None:
+        # keystoneauth (and requests under it) are imported with the first client, not by every worker at start
+        from openkeel_compute.images import glance
+
         client = services.images = glance.GlanceClient(services.conf)
     return client
 
