@@ -114,7 +114,7 @@ class Lifecycle:
         """(the node the VMI's launcher pod goes to, or None with kube-scheduler's Unschedulable message):
         a Ready, schedulable node whose labels satisfy the VMI's nodeSelector and required node affinity
         (the cluster's first node when it matches, else the first by name)."""
-        nodes = [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == "nodes"]
+        nodes = list(self.store.objects.of_kind("nodes").values())
         first = [n for n in nodes if n["metadata"]["name"] == NODE]
         if first and scheduling.choose(spec, first)[0]:
             return NODE, ""
