@@ -384,10 +384,10 @@ class Emulator:
         send(initial)
         while not self._stopped.is_set() and time.monotonic() < deadline:
             with store.lock:
-                fresh = [e for e in store.events if e[0] > last]
+                fresh = store.events_after(last)
                 if not fresh:
                     store.changed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
-                    fresh = [e for e in store.events if e[0] > last]
+                    fresh = store.events_after(last)
             lines = []
             for rv, type_, plural, event_ns, data in fresh:
                 last = max(last, rv)
