@@ -3,6 +3,8 @@ timing anything (tests never assert timings: bench/emulator_boot.py measures the
 
 from __future__ import annotations
 
+import itertools
+
 from openkeel_compute.emulator import server
 
 
@@ -47,3 +49,29 @@ def test_a_watch_reads_only_the_changes_after_its_resource_version() -> None:
     with store.lock:
         store.events_after(store.rv - 2)
     assert Counting.touched == 3  # two new changes and the one that stops the reading
+
+
+def test_an_import_reports_its_progress_once_a_second_not_on_every_pass() -> None:
+    """The built-in CDI brings status.progress up to date once a second (scaled with the other
+    durations): a thousand imports do not rewrite their DataVolumes on every pass of its controllers."""
+    from openkeel_compute.emulator.lifecycle import Delays, Lifecycle
+    from openkeel_compute.emulator.store import Store
+
+    store = Store()
+    store.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "p"}})
+    store.put({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+               "metadata": {"name": "dv", "namespace": "p"},
+               "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}})
+    life = Lifecycle(store, Delays(), [])
+    clock = 100.0
+    while (store.lookup("DataVolume", "dv", "p").get("status") or {}).get("phase") != "ImportInProgress":
+        life.step(clock)
+        clock += 0.05
+    progress = []
+    for _ in range(int(3 / 0.05)):  # three seconds of passes every 50 ms
+        life.step(clock)
+        clock += 0.05
+        progress.append(store.lookup("DataVolume", "dv", "p")["status"]["progress"])
+    changes = [b for a, b in itertools.pairwise(progress) if a != b]
+    assert 2 <= len(changes) <= 3, changes  # about one a second, each larger than the last
+    assert changes == sorted(changes, key=lambda p: float(p.rstrip("%")))
