@@ -283,19 +283,27 @@ class Lifecycle:
             return
         if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
             return
+        # A pass that finds a phase not yet due changes nothing: it is left before the VMI is copied.
+        if phase == "Pending" and not self._due(vmi, self.delays.pending, clock):
+            return
+        if phase == "Scheduled" and not self._due(vmi, self.delays.scheduled, clock):
+            return
+        if phase == "Scheduling":
+            fault = self._fault("unschedulable", ns, name)
+            target, why = self._place(vmi.get("spec") or {})
+            if fault is None and target is not None and not self._due(vmi, self.delays.scheduling, clock):
+                return
         new = _own(vmi)
         st = new["status"]
         if phase is None:
             st.update(phase="Pending", phaseTransitionTimestamps=[{"phase": "Pending",
                                                                    "phaseTransitionTimestamp": now()}],
                       guestOSInfo={}, qosClass="Burstable", conditions=[])
-        elif phase == "Pending" and self._due(vmi, self.delays.pending, clock):
+        elif phase == "Pending":
             st["phase"] = "Scheduling"
             self.launchers.create(vmi)
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
         elif phase == "Scheduling":
-            fault = self._fault("unschedulable", ns, name)
-            target, why = self._place(vmi.get("spec") or {})
             if fault is not None or target is None:
                 message = (fault.message or UNSCHEDULABLE_MESSAGE) if fault is not None else why
                 cond = _condition("PodScheduled", "False", "Unschedulable", message)
@@ -305,15 +313,13 @@ class Lifecycle:
                 self._write(new)
                 self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
                 return
-            if not self._due(vmi, self.delays.scheduling, clock):
-                return
             pod_uid = self.launchers.scheduled(vmi, target) or new_uid()
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
-        elif phase == "Scheduled" and self._due(vmi, self.delays.scheduled, clock):
+        elif phase == "Scheduled":
             st["phase"] = "Running"
             st["conditions"] = [_condition("Ready", "True"), _condition("LiveMigratable", "True"),
                                 _condition("StorageLiveMigratable", "True")]
