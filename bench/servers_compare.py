@@ -228,8 +228,8 @@ class OpenKeel:
     name = "openkeel"
 
     def __init__(self, work: Path, ports: tuple[int, int, int], core: str | None, delay_scale: float,
-                 database: str | None, poll_interval: float | None):
-        self.work, self.core = work, core
+                 database: str | None, poll_interval: float | None, nodes: int = 1):
+        self.work, self.core, self.nodes = work, core, nodes
         self.port, self.image_port, self.cluster_port = ports
         self.delay_scale, self.database, self.poll_interval = delay_scale, database, poll_interval
         self.procs: list[Proc] = []
@@ -249,7 +249,7 @@ class OpenKeel:
             f"[DEFAULT]\nstate_path = {w}\n[api]\nauth_strategy = noauth2\n[database]\nconnection = {database}\n"
             f"[wsgi]\nworkers = 1\n[quota]\ninstances = -1\ncores = -1\nram = -1\n[glance]\napi_servers = http://127.0.0.1:{self.image_port}\n"
             f"[controller]\nmetrics_port = 0\nemulator_port = {self.cluster_port}\n"
-            f"emulator_delay_scale = {self.delay_scale}\n"
+            f"emulator_delay_scale = {self.delay_scale}\nemulator_nodes = {self.nodes}\n"
             + (f"poll_interval = {self.poll_interval}\n" if self.poll_interval else ""))
         subprocess.run([okc, "db", "sync", "--config-file", str(conf)], check=True, capture_output=True)
         self.procs.append(Proc("images", pin(self.core) + [py, "-m", "openkeel_compute.images.local", "serve",
@@ -336,6 +336,9 @@ def main() -> int:
     p.add_argument("--ports", default="37101,37102,37103", help="OpenKeel API, image service, built-in cluster")
     p.add_argument("--delay-scale", type=float, default=1.0,
                    help="the built-in cluster's phase durations (1.0: image import ~12 s, VM start ~5 s)")
+    p.add_argument("--cluster-nodes", type=int, default=20,
+                   help="nodes of the built-in cluster ([controller] emulator_nodes); each holds 64 of the "
+                        "benchmark's one-vCPU servers in Placement (16 CPUs at the allocation ratio 4.0)")
     p.add_argument("--poll-interval", type=float, help="[controller] poll_interval (default: its own)")
     p.add_argument("--openkeel-db", help="OpenKeel's database URL (default: a new SQLite file)")
     p.add_argument("--skip-nova", action="store_true", help="OpenKeel only (no ratios)")
@@ -356,7 +359,7 @@ def main() -> int:
     result: dict = {"ops": {}, "seed": {}, "started": dt.datetime.now(dt.UTC).isoformat(timespec="seconds")}
     try:
         ok = OpenKeel(work / "openkeel", ports, args.server_core, args.delay_scale, args.openkeel_db,
-                      args.poll_interval)
+                      args.poll_interval, args.cluster_nodes)
         systems = [ok] if args.skip_nova else [Nova(args.nova_port, args.server_core, args.nova_computes), ok]
         for s in systems:
             s.start()
@@ -398,7 +401,7 @@ def main() -> int:
         # 3. a fresh OpenKeel boots --boot servers
         if args.boot:
             fresh = OpenKeel(work / "openkeel-boot", ports, args.server_core, args.delay_scale, None,
-                             args.poll_interval)
+                             args.poll_interval, args.cluster_nodes)
             systems.append(fresh)
             fresh.start()
             api = Api(fresh.port)
@@ -449,7 +452,7 @@ def render(result: dict, args, ops: list[str]) -> str:
              (f"Each system's processes pinned to core {args.server_core}, wrk to core {args.client_core}; "
              f"{args.servers} servers per system; lists: {args.list_connections} connection(s), "
              f"{args.list_duration} s; others: {args.connections} connections, {args.duration} s; "
-             f"{args.warmup} s warm-up; built-in cluster delay scale {args.delay_scale:g}."), ""]
+             f"{args.warmup} s warm-up; built-in cluster delay scale {args.delay_scale:g}, {args.cluster_nodes} nodes."), ""]
     names = list(result["seed"])
     both = "nova" in names and "openkeel" in names
     lines.append("| operation | Nova req/s | OpenKeel req/s | ratio | target | Nova p50 / p99 ms | OpenKeel p50 / p99 ms "

@@ -63,7 +63,7 @@ def test_the_servers_report_computes_ratios_and_verdicts_and_names_no_path(serve
                                                     "--markdown", "/tmp/x/section.md", "--json=/home/u/raw.json"])
     args = types.SimpleNamespace(server_core="1", client_core="0", servers=5, list_connections=1, list_duration=4,
                                  connections=4, duration=3, warmup=1, delay_scale=1.0, batch=5, boot=10,
-                                 boot_batch=5)
+                                 boot_batch=5, cluster_nodes=20)
     result = {
         "ops": {"detail": {"nova": _run(0.5), "openkeel": _run(12.0)},   # 24x: target 20x met
                 "index": {"nova": _run(2.0), "openkeel": _run(30.0)},     # 15x: short of 20x
@@ -80,4 +80,5 @@ def test_the_servers_report_computes_ratios_and_verdicts_and_names_no_path(serve
     assert "**9.8x** | >= 10x **FAIL**" in lines["| POST /servers @2.96 (one server each)"]
     assert "build rate OpenKeel / Nova: 2.0x" in report
     assert "10 ACTIVE, 0 ERROR after 61.0 s" in report and "within 60 s: **FAIL**" in report
+    assert "built-in cluster delay scale 1, 20 nodes." in report  # the cluster the boots ran on
     assert "/tmp/x" not in report and "/home/u" not in report

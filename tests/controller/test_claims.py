@@ -361,3 +361,61 @@ def test_a_resize_with_placement_unreachable_fails_with_nothing_half_written(wor
     assert placement.get_allocations(uuid).allocations == old
     assert placement.get_allocations(migration).allocations == {}
     assert apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"] == vm_before
+def _counting(claims: Claims) -> list:
+    """The GET /allocation_candidates the claims make from now on (Placement still answers each)."""
+    calls: list = []
+    asked = claims.placement.allocation_candidates
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return asked(*args, **kwargs)
+
+    claims.placement.allocation_candidates = counted
+    return calls
+
+
+def test_the_servers_of_one_pass_share_one_answer_and_still_fill_every_node(world, db, apiserver):
+    """A multi-create asks Placement once for candidates (as Nova's scheduler does), each PUT is still
+    Placement's to accept: a full node is skipped, the next one taken, and the one server too many is
+    Nova's "No valid host was found." after a fresh answer says so."""
+    loop, placement = world
+    calls = _counting(loop.servers.claims)
+    uuids = [_boot(db, ram=30000) for _ in range(5)]  # 65,024 MiB per node: two each on the two nodes
+    loop.process_outbox()
+    rows = {u: _row(db, u) for u in uuids}
+    placed = [u for u in uuids if rows[u]["host"]]
+    assert len(placed) == 4, rows
+    assert sorted(rows[u]["host"] for u in placed) == sorted([NODE, NODE, "ssd-1", "ssd-1"])
+    for u in placed:
+        got = placement.get_allocations(u).allocations
+        assert got == {providers.provider_uuid(rows[u]["host"]): {"VCPU": 1, "MEMORY_MB": 30000, "DISK_GB": 1}}
+    (late,) = set(uuids) - set(placed)
+    assert rows[late]["vm_state"] == states.ERROR
+    assert _faults(db, late)[late]["message"] == NO_VALID_HOST
+    assert placement.get_allocations(late).allocations == {}
+    assert len(calls) == 2  # the shared answer, then the fresh one that had nothing left
+
+
+def test_a_shared_answer_that_went_stale_is_asked_again(world, db, apiserver):
+    loop, placement = world
+    claims = loop.servers.claims
+    calls = _counting(claims)
+    a, b, c, d = (_boot(db, ram=40000) for _ in range(4))  # one per node
+    claims.begin_pass()
+    first, _ = claims.claim(_row(db, a) | {"system_metadata": {}})
+    second, _ = claims.claim(_row(db, b) | {"system_metadata": {}})  # the first node is full now: skipped
+    assert {first, second} == {NODE, "ssd-1"} and len(calls) == 1
+    apiserver.seed(node("extra-1"))  # a node joins after the answer was taken
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    third, _ = claims.claim(_row(db, c) | {"system_metadata": {}})
+    assert third == "extra-1" and len(calls) == 2
+    with pytest.raises(Exception, match="No valid host was found. No allocation candidates for"):
+        claims.claim(_row(db, d) | {"system_metadata": {}})
+    assert placement.get_allocations(d).allocations == {}
+    # a server whose claim holds the last room on its node (a controller restarted after the claim):
+    # no candidate is left, and its own claim is its answer, claimed once
+    claims.begin_pass()
+    before = placement.get_allocations(a)
+    assert claims.claim(_row(db, a) | {"system_metadata": {}})[0] == first
+    after = placement.get_allocations(a)
+    assert (after.allocations, after.generation) == (before.allocations, before.generation)

@@ -5,12 +5,16 @@ from __future__ import annotations
 import logging
 import pathlib
 
+import pytest
 import yaml
 from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import Node
 
 from openkeel_compute.cmd.main import main
 from openkeel_compute.controller import service
+from openkeel_compute.controller.providers import provider_uuid
 from openkeel_compute.emulator.service import emulated_cluster
+from openkeel_compute.placement.client import PlacementClient
 from tests.controller.conftest import cat, conf, db  # noqa: F401 - fixtures
 from tests.emulator.conftest import CIT
 
@@ -48,3 +52,27 @@ def test_kubernetes_driver_without_a_kubeconfig_is_refused(conf, capsys):  # noq
     assert main(["controller", "--config-file", conf.config_file[0], "--config-file", str(extra), "--once"]) == 2
     assert capsys.readouterr().err.splitlines()[-1] == (
         "error: [controller] driver = kubernetes needs a kubeconfig ([controller] kubeconfig or --kubeconfig)")
+
+
+def test_emulator_nodes_gives_the_built_in_cluster_that_many_nodes_and_providers(
+        conf, cat, placement_service):  # noqa: F811
+    """An operator sizes the built-in cluster for the servers it should hold: each node is a provider."""
+    cat.create("43")
+    conf.set_override("emulator_delay_scale", 0, group="controller")
+    conf.set_override("emulator_nodes", 3, group="controller")
+    with emulated_cluster(conf) as kubeconfig:
+        assert service.run(conf, kubeconfig=kubeconfig, once=True, placement_url=placement_service) == 0
+        config = yaml.safe_load(pathlib.Path(kubeconfig).read_text())
+        client = Client(KubeConfig.from_dict(config), trust_env=False)
+        nodes = sorted(n.metadata.name for n in client.list(Node))
+        client.close()
+    assert nodes == ["emulated-node-1", "emulated-node-2", "emulated-node-3"]
+    placement = PlacementClient.for_endpoint(placement_service, "admin:admin")
+    for name in nodes:
+        found = placement.provider(provider_uuid(name))
+        assert found is not None and found["name"] == name
+
+
+def test_emulator_nodes_below_one_is_refused(conf):  # noqa: F811
+    with pytest.raises(ValueError):
+        conf.set_override("emulator_nodes", 0, group="controller")

@@ -3,6 +3,8 @@ timing anything (tests never assert timings: bench/emulator_boot.py measures the
 
 from __future__ import annotations
 
+import itertools
+
 from openkeel_compute.emulator import server
 
 
@@ -11,3 +13,65 @@ def test_the_api_server_keeps_connections_and_answers_without_nagles_wait() -> N
     segments, so with Nagle's algorithm on each answer would wait for the client's delayed ACK (~40 ms)."""
     assert server._Handler.protocol_version == "HTTP/1.1"
     assert server._Handler.disable_nagle_algorithm is True
+
+
+def test_a_watch_reads_only_the_changes_after_its_resource_version() -> None:
+    """A watcher woken by a change looks at the new end of the change record, not all 20,000 entries;
+    what it gets is still every change after its resource version, oldest first."""
+    from openkeel_compute.emulator.store import Store
+
+    store = Store()
+    with store.lock:
+        for i in range(30):
+            store.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"ns-{i}"}})
+        all_rvs = [e[0] for e in store.events]
+        assert all_rvs == sorted(all_rvs)
+        mark = all_rvs[10]
+        assert [e[0] for e in store.events_after(mark)] == [rv for rv in all_rvs if rv > mark]
+        assert store.events_after(store.rv) == []
+        assert [e[0] for e in store.events_after(0)] == all_rvs
+
+    class Counting(list):
+        """The record, counting how many entries a reader touches."""
+        touched = 0
+
+        def __reversed__(self):
+            for item in super().__reversed__():
+                Counting.touched += 1
+                yield item
+
+        def __iter__(self):
+            for item in super().__iter__():
+                Counting.touched += 1
+                yield item
+
+    store.events = Counting(store.events)
+    with store.lock:
+        store.events_after(store.rv - 2)
+    assert Counting.touched == 3  # two new changes and the one that stops the reading
+
+
+def test_an_import_reports_its_progress_once_a_second_not_on_every_pass() -> None:
+    """The built-in CDI brings status.progress up to date once a second (scaled with the other
+    durations): a thousand imports do not rewrite their DataVolumes on every pass of its controllers."""
+    from openkeel_compute.emulator.lifecycle import Delays, Lifecycle
+    from openkeel_compute.emulator.store import Store
+
+    store = Store()
+    store.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "p"}})
+    store.put({"apiVersion": "cdi.kubevirt.io/v1beta1", "kind": "DataVolume",
+               "metadata": {"name": "dv", "namespace": "p"},
+               "spec": {"source": {"blank": {}}, "storage": {"resources": {"requests": {"storage": "1Gi"}}}}})
+    life = Lifecycle(store, Delays(), [])
+    clock = 100.0
+    while (store.lookup("DataVolume", "dv", "p").get("status") or {}).get("phase") != "ImportInProgress":
+        life.step(clock)
+        clock += 0.05
+    progress = []
+    for _ in range(int(3 / 0.05)):  # three seconds of passes every 50 ms
+        life.step(clock)
+        clock += 0.05
+        progress.append(store.lookup("DataVolume", "dv", "p")["status"]["progress"])
+    changes = [b for a, b in itertools.pairwise(progress) if a != b]
+    assert 2 <= len(changes) <= 3, changes  # about one a second, each larger than the last
+    assert changes == sorted(changes, key=lambda p: float(p.rstrip("%")))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid as uuidlib
 from dataclasses import dataclass
 
-from sqlalchemy import and_, bindparam, func, insert, or_, select, update
+from sqlalchemy import Update, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import console, errors, flavor_copy, names, states
@@ -296,21 +296,38 @@ def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
     return True
 
 
+_SAVE_STATEMENTS: dict[tuple, Update] = {}  # (columns set, task states expected) -> UPDATE with bound values
+
+
 def save_state(conn: Connection, instance_uuid: str, *, expected_task_state=(), **changes) -> bool:
     """Set state columns (vm_state, task_state, power_state, launched_at, host, node, progress...),
     optionally only if task_state is still one of ``expected_task_state`` (the controller's side
-    of the compare-and-swap). Returns whether the row was changed."""
-    where = [I.uuid == instance_uuid, I.deleted == 0]
+    of the compare-and-swap). Returns whether the row was changed.
+
+    The controller writes hundreds of these per pass, always with the same few shapes: each shape's
+    UPDATE is built once and run with its values bound, not built and compiled again per server."""
+    guard = None
     if expected_task_state != ():
         expected = list(expected_task_state) if isinstance(expected_task_state, (list, tuple, set)) \
             else [expected_task_state]
-        named = [s for s in expected if s is not None]
-        either = [I.task_state.in_(named)] if named else []
-        if None in expected:
-            either.append(I.task_state.is_(None))
-        where.append(or_(*either))
+        guard = (tuple(sorted(s for s in expected if s is not None)), None in expected)
     changes["updated_at"] = utcnow()
-    return conn.execute(update(INSTANCES).where(and_(*where)).values(changes)).rowcount == 1
+    key = (tuple(changes), guard)
+    statement = _SAVE_STATEMENTS.get(key)
+    if statement is None:
+        where = [I.uuid == bindparam("w_uuid", type_=I.uuid.type), I.deleted == 0]
+        if guard is not None:
+            named, none = guard
+            either = [I.task_state.in_(named)] if named else []
+            if none:
+                either.append(I.task_state.is_(None))
+            where.append(or_(*either))
+        statement = update(INSTANCES).where(and_(*where)).values(
+            {column: bindparam(f"v_{column}", type_=INSTANCES.c[column].type) for column in changes})
+        if len(_SAVE_STATEMENTS) < 256:
+            _SAVE_STATEMENTS[key] = statement
+    values = {f"v_{column}": value for column, value in changes.items()}
+    return conn.execute(statement, {"w_uuid": instance_uuid, **values}).rowcount == 1
 
 
 # --- lock ---------------------------------------------------------------------------------------

@@ -2,13 +2,15 @@
 
 ``Claims.claim(server)`` (the create path of the server loop, before any object is applied):
 
-1. the server's own allocations, when it has some, are its claim (a controller restarted between the
-   claim and the VM uses the claim it made);
-2. otherwise GET /allocation_candidates with the request its flavor and image make
-   (``placement.request``), in its availability zone's aggregate when it has a zone, at most
-   ``[scheduler] max_placement_results``;
-3. PUT /allocations/{server uuid} with consumer generation null (a new consumer) for each candidate in
-   Placement's order until one is taken; a conflict (capacity taken meanwhile) goes on to the next;
+1. GET /allocation_candidates with the request its flavor and image make (``placement.request``), in
+   its availability zone's aggregate when it has a zone, at most ``[scheduler] max_placement_results``;
+   the servers of one pass with the same request share one answer (``begin_pass`` starts a pass);
+2. PUT /allocations/{server uuid} with consumer generation null (a new consumer) for each candidate in
+   Placement's order until one is taken; a conflict (capacity taken meanwhile) drops that candidate
+   from the shared answer and goes on to the next; a shared answer used up is asked for again;
+3. the server's own allocations, when it has some, are its claim (a controller restarted between the
+   claim and the VM uses the claim it made): Placement refuses the PUT for a new consumer then, and
+   they are read;
 4. the node of the taken candidate (the provider holding its MEMORY_MB, else its first) is the server's
    host and node, and the VM is pinned there (required node affinity on kubernetes.io/hostname);
    when the node cannot run it (its pod stays unschedulable past ``[controller] unschedulable_grace``),
@@ -60,6 +62,7 @@ class Claims:
         self.max_attempts = max_attempts
         self.max_results = max_results
         self._names: dict[str, str] = {}  # provider uuid -> name (a provider's name never changes)
+        self._shared: dict[tuple, list[Candidate]] = {}  # query -> candidates left, for one pass
 
     @classmethod
     def from_conf(cls, placement: PlacementClient, conf: Any) -> Claims:
@@ -92,36 +95,69 @@ class Claims:
             query.append(("in_tree", provider_uuid(nodes[0])))
         return query
 
+    def begin_pass(self) -> None:
+        """Forget the candidates shared by the claims of the last pass (see ``claim``)."""
+        self._shared.clear()
+
+    def _candidates(self, query: list[tuple[str, str]]) -> list[Candidate]:
+        found = self.placement.allocation_candidates(query, self.max_results)
+        self._shared[tuple(query)] = list(found.candidates)
+        return self._shared[tuple(query)]
+
+    def _existing(self, uuid: str) -> str | None:
+        """The node of the server's own allocations, if it has some."""
+        existing = self.placement.get_allocations(uuid)
+        return self.node_of(node_provider(existing.allocations)) if existing.allocations else None
+
     def claim(self, server: Mapping[str, Any]) -> tuple[str, list[Candidate]]:
-        """(node name, alternates) of the server's claim, made now or found; NoValidHost when none can be."""
+        """(node name, alternates) of the server's claim, made now or found; NoValidHost when none can be.
+
+        The servers of one pass asking for the same resources share one GET /allocation_candidates, as
+        Nova's scheduler serves a multi-create from one answer: each PUT is still checked by Placement,
+        a candidate found full is dropped from the shared list, and only a fresh answer with nothing left
+        is "no valid host". A consumer that exists already (a claim made before the controller restarted)
+        refuses the PUT for a new consumer; its allocations are then the claim."""
         uuid = str(server["uuid"])
+        query = self.query_of(server)
+        asked = "&".join(f"{k}={v}" for k, v in query)
         try:
-            existing = self.placement.get_allocations(uuid)
-            if existing.allocations:
-                return self.node_of(node_provider(existing.allocations)), []
-            query = self.query_of(server)
-            found = self.placement.allocation_candidates(query, self.max_results)
+            candidates = self._shared.get(tuple(query))
+            fresh = candidates is None
+            if candidates is None:
+                candidates = self._candidates(query)
+            offered = len(candidates)
+            while True:
+                for candidate in list(candidates):
+                    try:
+                        self.placement.put_allocations(uuid, candidate.allocations,
+                                                       project_id=str(server["project_id"]),
+                                                       user_id=str(server["user_id"]), consumer_generation=None)
+                    except errors.PlacementConflict as exc:
+                        if exc.concurrent_update and (found := self._existing(uuid)):
+                            return found, []
+                        LOG.info("server %s: candidate %s taken meanwhile (%s), trying the next", uuid,
+                                 candidate.providers, exc.message)
+                        candidates.remove(candidate)
+                        continue
+                    except errors.PlacementError as exc:
+                        LOG.warning("server %s: claim failed: %s", uuid, exc.message)
+                        raise NoValidHost(f"Placement could not claim the resources: {exc.message}") from None
+                    index = candidates.index(candidate)
+                    return (self.node_of(node_provider(candidate.allocations)),
+                            candidates[index + 1:index + self.max_attempts])
+                if not fresh:  # the shared answer ran out: ask again before saying no
+                    candidates, fresh = self._candidates(query), True
+                    offered = len(candidates)
+                    continue
+                if found := self._existing(uuid):  # its own earlier claim may hold the last room
+                    return found, []
+                if offered:
+                    raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
+                LOG.info("server %s: Placement has no allocation candidates for %s", uuid, asked)
+                raise NoValidHost(f"No allocation candidates for {asked}")
         except errors.PlacementError as exc:
             LOG.warning("server %s: no claim, Placement failed: %s", uuid, exc.message)
             raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
-        asked = "&".join(f"{k}={v}" for k, v in query)
-        if not found.candidates:
-            LOG.info("server %s: Placement has no allocation candidates for %s", uuid, asked)
-            raise NoValidHost(f"No allocation candidates for {asked}")
-        for index, candidate in enumerate(found.candidates):
-            try:
-                self.placement.put_allocations(uuid, candidate.allocations, project_id=str(server["project_id"]),
-                                               user_id=str(server["user_id"]), consumer_generation=None)
-            except errors.PlacementConflict as exc:
-                LOG.info("server %s: candidate %s taken meanwhile (%s), trying the next", uuid,
-                         candidate.providers, exc.message)
-                continue
-            except errors.PlacementError as exc:
-                LOG.warning("server %s: claim failed: %s", uuid, exc.message)
-                raise NoValidHost(f"Placement could not claim the resources: {exc.message}") from None
-            alternates = found.candidates[index + 1:index + self.max_attempts]
-            return self.node_of(node_provider(candidate.allocations)), alternates
-        raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
 
     def move(self, server: Mapping[str, Any], exclude: set[str]) -> str | None:
         """Claim the server's resources on another node than those in ``exclude`` (the alternates of a

@@ -32,6 +32,10 @@ OPTS = [
     cfg.FloatOpt("emulator_delay_scale", default=1.0, min=0.0,
                  help="Multiplies the built-in cluster's phase durations (image import about 12 s, VM start "
                       "about 5 s at 1.0); 0 makes every step immediate."),
+    cfg.IntOpt("emulator_nodes", default=1, min=1, max=5000,
+               help="Ready worker nodes the built-in cluster has (emulated-node-1 … emulated-node-N), each "
+                    "16 CPUs, 64 GiB of memory and 500 GiB of disk; each becomes a resource provider in "
+                    "Placement, so this is how many servers the built-in cluster can hold."),
     cfg.StrOpt("render_dir", default="$state_path/rendered",
                help="Directory that receives one YAML file per object when there is no cluster "
                     "(ready for `kubectl apply -f`)."),

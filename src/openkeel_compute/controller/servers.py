@@ -467,6 +467,8 @@ class ServerLoop:
         self._namespaces.clear()
         self.rows_done = 0
         self._placed = []
+        if self.claims is not None:
+            self.claims.begin_pass()  # candidates are shared within a pass only, never kept across
         rows = _pending_servers(self.engine, self.batch_size)
         reads = [row for row in rows if row.operation == console.OPERATION]
         for row in reads:  # a read: neither waits behind the server's other rows nor holds them

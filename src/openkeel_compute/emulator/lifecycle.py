@@ -45,11 +45,12 @@ class Delays:
     scheduling: float = 3.0  # Scheduling → Scheduled (pod scheduled and running)
     scheduled: float = 1.5  # Scheduled → Running (domain started)
     stopping: float = 2.0  # VMI asked to stop → Succeeded and gone
+    progress_every: float = 1.0  # an import's status.progress is brought up to date this often
 
     @classmethod
     def fast(cls) -> Delays:
         """Quick enough for tests, still with every phase visible for a moment."""
-        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02)
+        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01)
 
     @classmethod
     def from_scale(cls, scale: float) -> Delays:
@@ -114,7 +115,7 @@ class Lifecycle:
         """(the node the VMI's launcher pod goes to, or None with kube-scheduler's Unschedulable message):
         a Ready, schedulable node whose labels satisfy the VMI's nodeSelector and required node affinity
         (the cluster's first node when it matches, else the first by name)."""
-        nodes = [o for (p, _ns, _n), o in list(self.store.objects.items()) if p == "nodes"]
+        nodes = list(self.store.objects.of_kind("nodes").values())
         first = [n for n in nodes if n["metadata"]["name"] == NODE]
         if first and scheduling.choose(spec, first)[0]:
             return NODE, ""
@@ -246,6 +247,8 @@ class Lifecycle:
                     _condition("Ready", "True"), _condition("Running", "False", "Completed")])
             else:
                 elapsed = clock - self.since.get(dv["metadata"]["uid"], clock)
+                if self.delays.progress_every > 0:  # CDI reads the importer's progress now and then, not
+                    elapsed -= elapsed % self.delays.progress_every  # on every pass of its controller
                 share = min(99.99, 100.0 * elapsed / self.delays.import_duration) if self.delays.import_duration else 0
                 progress = f"{share:.2f}%"
                 if progress == status.get("progress"):
@@ -280,19 +283,27 @@ class Lifecycle:
             return
         if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
             return
+        # A pass that finds a phase not yet due changes nothing: it is left before the VMI is copied.
+        if phase == "Pending" and not self._due(vmi, self.delays.pending, clock):
+            return
+        if phase == "Scheduled" and not self._due(vmi, self.delays.scheduled, clock):
+            return
+        if phase == "Scheduling":
+            fault = self._fault("unschedulable", ns, name)
+            target, why = self._place(vmi.get("spec") or {})
+            if fault is None and target is not None and not self._due(vmi, self.delays.scheduling, clock):
+                return
         new = _own(vmi)
         st = new["status"]
         if phase is None:
             st.update(phase="Pending", phaseTransitionTimestamps=[{"phase": "Pending",
                                                                    "phaseTransitionTimestamp": now()}],
                       guestOSInfo={}, qosClass="Burstable", conditions=[])
-        elif phase == "Pending" and self._due(vmi, self.delays.pending, clock):
+        elif phase == "Pending":
             st["phase"] = "Scheduling"
             self.launchers.create(vmi)
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
         elif phase == "Scheduling":
-            fault = self._fault("unschedulable", ns, name)
-            target, why = self._place(vmi.get("spec") or {})
             if fault is not None or target is None:
                 message = (fault.message or UNSCHEDULABLE_MESSAGE) if fault is not None else why
                 cond = _condition("PodScheduled", "False", "Unschedulable", message)
@@ -302,15 +313,13 @@ class Lifecycle:
                 self._write(new)
                 self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
                 return
-            if not self._due(vmi, self.delays.scheduling, clock):
-                return
             pod_uid = self.launchers.scheduled(vmi, target) or new_uid()
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
-        elif phase == "Scheduled" and self._due(vmi, self.delays.scheduled, clock):
+        elif phase == "Scheduled":
             st["phase"] = "Running"
             st["conditions"] = [_condition("Ready", "True"), _condition("LiveMigratable", "True"),
                                 _condition("StorageLiveMigratable", "True")]

@@ -129,7 +129,11 @@ class Emulator:
     """A KubeVirt v1.9 cluster in this process: API server on ``host:port`` plus its controllers."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, delays: Delays | None = None,
-                 tick: float = 0.05, audit_log: str | None = None) -> None:
+                 tick: float = 0.05, audit_log: str | None = None, nodes: int = 1) -> None:
+        """``nodes``: how many Ready worker nodes the cluster starts with (``emulated-node-1`` … ``-N``,
+        each a typical worker, see ``node``)."""
+        if nodes < 1:
+            raise ValueError("the built-in cluster needs at least one node")
         self.host, self.port = host, port
         # Opt-in audit of every resource request (emulator/audit.py): the argument, else $OPENKEEL_EMULATOR_AUDIT_LOG.
         self.audit = AuditLog.from_env(audit_log)
@@ -145,6 +149,8 @@ class Emulator:
         self._server: http.server.ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self.store.put(node(NODE))
+        for i in range(2, nodes + 1):
+            self.store.put(node(f"emulated-node-{i}"))
 
     # -- running -------------------------------------------------------------------------------------
 
@@ -378,10 +384,10 @@ class Emulator:
         send(initial)
         while not self._stopped.is_set() and time.monotonic() < deadline:
             with store.lock:
-                fresh = [e for e in store.events if e[0] > last]
+                fresh = store.events_after(last)
                 if not fresh:
                     store.changed.wait(min(1.0, max(0.0, deadline - time.monotonic())))
-                    fresh = [e for e in store.events if e[0] > last]
+                    fresh = store.events_after(last)
             lines = []
             for rv, type_, plural, event_ns, data in fresh:
                 last = max(last, rv)

@@ -22,7 +22,7 @@ def emulated_cluster(conf: Any) -> Iterator[str]:
     """Start the emulator from [controller] options; yields the path of the kubeconfig that reaches it."""
     c = conf.controller
     emulator = Emulator(host=c.emulator_host, port=c.emulator_port,
-                        delays=Delays.from_scale(c.emulator_delay_scale)).start()
+                        delays=Delays.from_scale(c.emulator_delay_scale), nodes=c.emulator_nodes).start()
     path = pathlib.Path(c.emulator_kubeconfig)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

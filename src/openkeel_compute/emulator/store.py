@@ -326,6 +326,17 @@ class Store:
                             orjson.dumps(obj)))
         self.changed.notify_all()
 
+    def events_after(self, rv: int) -> list[tuple[int, str, str, str | None, bytes]]:
+        """The recorded changes newer than ``rv``, oldest first (hold the lock). The changes are kept in
+        resource-version order, so only the new ones at the end are looked at, not the whole record."""
+        fresh = []
+        for event in reversed(self.events):
+            if event[0] <= rv:
+                break
+            fresh.append(event)
+        fresh.reverse()
+        return fresh
+
     def _validate(self, res: Resource, body: dict[str, Any], params: dict[str, str]) -> list[str]:
         """Schema checks; returns the warnings of dropped unknown fields (non-strict)."""
         if not isinstance(body, dict):
