@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import pathlib
-import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +20,8 @@ import urllib.error
 import urllib.request
 
 import pytest
+
+from tests.processes import stop_group
 
 BIN = pathlib.Path(sys.executable).parent
 START_TIMEOUT = 90
@@ -103,13 +104,7 @@ class Server:
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
             return
-        pgid = self.proc.pid  # start_new_session: the server leads its own process group
-        os.killpg(pgid, signal.SIGTERM)
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(pgid, signal.SIGKILL)
-            self.proc.wait(timeout=15)
+        stop_group(self.proc)  # start_new_session: the server leads its own process group
 
 
 @pytest.fixture(scope="session")

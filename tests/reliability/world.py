@@ -22,6 +22,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.db.models import INSTANCES
 from tests.conftest import make_conf
+from tests.processes import children, stop_group
 from tests.wsgi_client import Client
 
 ADMIN = "admin:admin"
@@ -207,23 +208,12 @@ def world_on(engine: str) -> Iterator[World]:
                 world.close()
 
 
-def _children(pid: int) -> list[int]:
-
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(child) for child in f.read().split()]
-    except OSError:
-        return []
-
-
 @contextlib.contextmanager
 def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterator[tuple[str, int]]:
     """``openkeel-compute serve`` with ``workers`` workers on the world's database; yields (host, port).
 
     The world's objects are the server's (one database); ``world.restock()`` restocks both.
     """
-    import os
-    import signal
     import subprocess
     import sys
     import urllib.request
@@ -251,16 +241,10 @@ def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterat
                 time.sleep(0.2)
         if workers > 1:  # the supervisor and its workers, all up (each answers on the one port)
             deadline = time.monotonic() + 60
-            while len(_children(proc.pid)) < workers:
+            while len(children(proc.pid)) < workers:
                 if time.monotonic() > deadline:
-                    raise RuntimeError(f"serve started {len(_children(proc.pid))} of {workers} workers")
+                    raise RuntimeError(f"serve started {len(children(proc.pid))} of {workers} workers")
                 time.sleep(0.1)
         yield "127.0.0.1", port
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc, timeout=30)

@@ -15,30 +15,15 @@ import time
 import urllib.error
 import urllib.request
 
+from tests.processes import tree
 from tests.scripts.checkout import clean_env, free_port, make_checkout
 
 START_TIMEOUT = 120
 
 
 def descendants(pid: int) -> set[int]:
-    """Every live process below ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in pathlib.Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = set(), [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
+    """Every live process below ``pid``."""
+    return set(tree(pid)) - {pid}
 
 
 def alive(pid: int) -> bool:

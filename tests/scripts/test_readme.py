@@ -10,9 +10,7 @@ checked through the API.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import time
 import urllib.error
@@ -20,6 +18,7 @@ import urllib.request
 
 import pytest
 
+from tests.processes import stop_group
 from tests.scripts.checkout import ROOT, clean_env, free_port, make_checkout
 
 START_TIMEOUT = 120
@@ -81,12 +80,7 @@ def served(tmp_path_factory):
                 time.sleep(0.3)
         yield checkout, port, home
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
+        stop_group(proc)
         log.close()
 
 

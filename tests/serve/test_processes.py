@@ -8,19 +8,10 @@ import subprocess
 import sys
 import time
 
-import psutil
-
+from tests.processes import tree as process_tree
 from tests.serve.test_serve import _conf, _expected_root, _root, free_port, running
 
 CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
-
-
-def _tree(root: int) -> list[int]:
-    """``root`` and its descendants."""
-    try:
-        return [root] + [child.pid for child in psutil.Process(root).children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return [root]
 
 
 def _cmdline(pid: int) -> str:
@@ -39,7 +30,7 @@ def test_one_worker_is_one_process(tmp_path):
     port, server = _serve(tmp_path, 1)
     with server as proc:
         assert _root(port) == _expected_root(port)
-        assert _tree(proc.pid) == [proc.pid]
+        assert process_tree(proc.pid) == [proc.pid]
 
 
 def test_several_workers_run_under_a_supervisor_without_the_application(tmp_path):
@@ -47,9 +38,9 @@ def test_several_workers_run_under_a_supervisor_without_the_application(tmp_path
     with server as proc:
         assert _root(port) == _expected_root(port)
         deadline = time.monotonic() + 60
-        while len(_tree(proc.pid)) < 3 and time.monotonic() < deadline:
+        while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
             time.sleep(0.1)
-        tree = _tree(proc.pid)
+        tree = process_tree(proc.pid)
         assert len(tree) == 3, tree
         # the server's own process became the supervisor: the standard library and nothing else
         assert "-m openkeel_compute.serving" in _cmdline(proc.pid)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -15,6 +14,7 @@ import urllib.request
 import pytest
 
 from tests.conftest import ROOT
+from tests.processes import stop_group
 
 NOVA_ROOT_DOCUMENT = {"versions": [
     {"id": "v2.0", "status": "DEPRECATED", "version": "", "min_version": "", "updated": "2025-07-04T12:00:00Z",
@@ -52,13 +52,7 @@ def running(cmd, port, env=None, cwd=ROOT):
         wait_until_up(port, proc)
         yield proc
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_group(proc)
 
 
 def _root(port):
