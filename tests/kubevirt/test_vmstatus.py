@@ -302,3 +302,15 @@ def test_a_build_whose_vm_was_created_and_is_gone_is_an_error():
     gone = run(server("building", "spawning", launched=False, vm_name=UUID), None, None)
     assert (gone.vm_state, gone.task_state) == ("error", None)
     assert gone.fault.code == 500 and gone.fault.message == VM_GONE_MESSAGE
+
+
+def test_a_restart_between_its_stop_and_its_start_is_not_a_guest_that_shut_down():
+    """KubeVirt's restart stops the old VMI, then starts a new one (the start waits in the VM's
+    stateChangeRequests): an observation in between must not conclude that the guest shut down by itself,
+    or the server would be SHUTOFF and its new guest stopped."""
+    restarting = vm()
+    restarting["status"]["stateChangeRequests"] = [{"action": "Start"}]
+    assert run(server("active"), restarting, None)[:2] == ("active", None)
+    assert run(server("active"), restarting, vmi("Succeeded"))[:2] == ("active", None)
+    # without the pending start it is what it looks like
+    assert run(server("active"), vm(), None)[:2] == ("stopped", None)

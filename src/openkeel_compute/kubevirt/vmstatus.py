@@ -69,6 +69,13 @@ class Observation(NamedTuple):
     stop_guest: bool = False  # a stopped server's guest runs: stop it, as Nova's power sync does
 
 
+def _start_requested(vm: Mapping[str, Any] | None) -> bool:
+    """Whether the VM has a start request KubeVirt has not carried out yet (``status.stateChangeRequests``:
+    a restart is a stop then a start)."""
+    requests = ((vm or {}).get("status") or {}).get("stateChangeRequests") or ()
+    return any(r.get("action") == "Start" for r in requests if isinstance(r, Mapping))
+
+
 def _conditions(obj: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
     if not obj:
         return {}
@@ -268,5 +275,9 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
     if task == task_states.POWERING_OFF:
         return Observation(STOPPED, None, power, **base)
     if task is None and vm_state not in _LEFT_ALONE and vm_state != STOPPED:
+        if _start_requested(vm):
+            # a restart under way (KubeVirt stops the old VMI, then starts a new one): not a guest that shut
+            # down by itself, whatever the observation between the two sees
+            return Observation(vm_state, task, power, **base)
         return Observation(STOPPED, None, power, **base)  # the guest shut down by itself
     return Observation(vm_state, task, power, **base)
