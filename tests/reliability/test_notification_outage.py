@@ -29,6 +29,24 @@ def _closed_port() -> int:
     return port
 
 
+@contextlib.contextmanager
+def _broker_away(caplog, **notifications):
+    """A world on SQLite whose notifications go to a broker nobody answers for; yields (world, its sender),
+    the warnings of the sender captured, and the sender closed at the end."""
+    existing = set(senders._SENDERS)
+    with caplog.at_level(logging.WARNING, logger="openkeel_compute.notifications.sender"), \
+            w.world_on_sqlite(notifications={"notification_format": "versioned", **notifications},
+                              oslo_messaging_notifications={
+                                  "driver": "messagingv2",
+                                  "transport_url": f"rabbit://guest:guest@127.0.0.1:{_closed_port()}/"},
+                              healthcheck={"detailed": True}) as world:
+        (sender,) = set(senders._SENDERS) - existing
+        try:
+            yield world, sender
+        finally:
+            sender.close(0)
+
+
 def _create(world, flavorid: str) -> int:
     return w.api(world.app, "POST", "/flavors", body={"flavor": {"name": flavorid, "id": flavorid, "ram": 64,
                                                                  "vcpus": 1, "disk": 0}}).status
@@ -44,64 +62,45 @@ def _wait(condition, seconds: float = 60.0) -> bool:
 
 
 def test_writes_answer_while_the_sender_retries_and_the_drops_are_counted(caplog):
-    existing = set(senders._SENDERS)
-    with caplog.at_level(logging.WARNING, logger="openkeel_compute.notifications.sender"), \
-            w.world_on_sqlite(notifications={"notification_format": "versioned", "send_max_wait": 3.0},
-                              oslo_messaging_notifications={
-                                  "driver": "messagingv2",
-                                  "transport_url": f"rabbit://guest:guest@127.0.0.1:{_closed_port()}/"},
-                              healthcheck={"detailed": True}) as world:
-        (sender,) = set(senders._SENDERS) - existing
-        try:
-            # The world's own objects were notified too; wait until the sender has failed on them.
-            assert _wait(lambda: sender.stats().failing_for is not None), "the sender never tried the broker"
-            before = sender.stats()
-            assert before.delivered == 0
+    with _broker_away(caplog, send_max_wait=3.0) as (world, sender):
+        # The world's own objects were notified too; wait until the sender has failed on them.
+        assert _wait(lambda: sender.stats().failing_for is not None), "the sender never tried the broker"
+        before = sender.stats()
+        assert before.delivered == 0
 
-            # Writes answer while the sender is still retrying: their notifications are still queued
-            # behind the ones it keeps trying (nothing was sent, nothing has waited long enough to drop).
-            assert _create(world, "outage-1") == 200
-            assert _create(world, "outage-2") == 200
-            during = sender.stats()
-            assert during.failing_for is not None
-            assert during.delivered == 0
-            assert during.queued + during.dropped == before.queued + before.dropped + 2
-            assert during.queued >= 2
+        # Writes answer while the sender is still retrying: their notifications are still queued
+        # behind the ones it keeps trying (nothing was sent, nothing has waited long enough to drop).
+        assert _create(world, "outage-1") == 200
+        assert _create(world, "outage-2") == 200
+        during = sender.stats()
+        assert during.failing_for is not None
+        assert during.delivered == 0
+        assert during.queued + during.dropped == before.queued + before.dropped + 2
+        assert during.queued >= 2
 
-            # Past send_max_wait every one of them is dropped and counted, never sent.
-            assert _wait(lambda: sender.stats().queued == 0), "the notifications were never given up"
-            after = sender.stats()
-            assert (after.delivered, after.dropped) == (0, before.queued + before.dropped + 2)
-            assert after.dropped == after.dropped_expired
+        # Past send_max_wait every one of them is dropped and counted, never sent.
+        assert _wait(lambda: sender.stats().queued == 0), "the notifications were never given up"
+        after = sender.stats()
+        assert (after.delivered, after.dropped) == (0, before.queued + before.dropped + 2)
+        assert after.dropped == after.dropped_expired
 
-            # The count is visible to the operator, on /healthcheck's details.
-            health = w.call(world.app, "GET", "/healthcheck", headers={"Accept": "application/json"})
-            assert health.status == 200  # the API serves; notifications are not its health
-            assert f"dropped={after.dropped}" in health.body.decode()
-        finally:
-            sender.close(0)
+        # The count is visible to the operator, on /healthcheck's details.
+        health = w.call(world.app, "GET", "/healthcheck", headers={"Accept": "application/json"})
+        assert health.status == 200  # the API serves; notifications are not its health
+        assert f"dropped={after.dropped}" in health.body.decode()
     # One warning for the whole outage, not one per notification or per try.
     failing = [r for r in caplog.records if r.getMessage().startswith("Cannot send notifications")]
     assert len(failing) == 1
 
 
 def test_a_full_queue_drops_and_counts_without_waiting(caplog):
-    existing = set(senders._SENDERS)
-    with caplog.at_level(logging.WARNING, logger="openkeel_compute.notifications.sender"), \
-            w.world_on_sqlite(notifications={"notification_format": "versioned", "send_queue_size": 1},
-                              oslo_messaging_notifications={
-                                  "driver": "messagingv2",
-                                  "transport_url": f"rabbit://guest:guest@127.0.0.1:{_closed_port()}/"}) as world:
-        (sender,) = set(senders._SENDERS) - existing
-        try:
-            full_before = sender.stats().dropped_full
-            for n in range(5):
-                assert _create(world, f"full-{n}") == 200
-            stats = sender.stats()
-            assert stats.queued <= 1
-            assert stats.dropped_full >= full_before + 4  # at most one of the five found room
-        finally:
-            sender.close(0)
+    with _broker_away(caplog, send_queue_size=1) as (world, sender):
+        full_before = sender.stats().dropped_full
+        for n in range(5):
+            assert _create(world, f"full-{n}") == 200
+        stats = sender.stats()
+        assert stats.queued <= 1
+        assert stats.dropped_full >= full_before + 4  # at most one of the five found room
     assert sum(r.getMessage().startswith("The notification queue is full") for r in caplog.records) == 1
 
 
