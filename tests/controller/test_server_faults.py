@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -243,6 +244,11 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
         cluster.stop()
 
 
+def _tail(log) -> str:
+    log.seek(0)
+    return log.read().decode()[-2000:]
+
+
 def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver, tmp_path, placement_service):
     from openkeel_compute.controller import service
 
@@ -256,10 +262,11 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
     # The VM is created, but starting it keeps failing: the create row stays pending mid-way.
     apiserver.inject(Fault(503, method="PUT", plural="virtualmachines", times=10**6))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    log = tempfile.TemporaryFile()  # the controller's log: a pipe nobody reads would stop it once full
     process = subprocess.Popen(
         [sys.executable, "-m", "openkeel_compute.cmd.main", "controller", "--config-file", conf.config_file[0],
          "--config-file", str(extra), "--kubeconfig", str(kubeconfig)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
         uuid = _boot(db)
         deadline = time.monotonic() + 60
@@ -269,7 +276,7 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
                     models.OUTBOX.c.object_id == uuid)).scalar()
             if attempts and apiserver.get("VirtualMachine", uuid, _row(db, uuid)["namespace"] or "-"):
                 break
-            assert process.poll() is None, process.stderr.read().decode()[-2000:]
+            assert process.poll() is None, _tail(log)
             time.sleep(0.1)
         process.send_signal(signal.SIGKILL)
         process.wait(10)

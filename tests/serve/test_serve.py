@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -46,13 +47,17 @@ def wait_until_up(port: int, proc: subprocess.Popen, timeout: float = 60) -> flo
 
 @contextlib.contextmanager
 def running(cmd, port, env=None, cwd=ROOT):
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        wait_until_up(port, proc)
-        yield proc
-    finally:
-        stop_group(proc)
+    """The server runs with its output in a file, never a pipe: a pipe nobody drains fills up after a few
+    hundred access-log lines and stops the server in the middle of a request. ``proc.stdout`` reads the file."""
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+        proc.stdout = open(f"/proc/self/fd/{log.fileno()}")  # noqa: SIM115 - closed with the process below
+        try:
+            wait_until_up(port, proc)
+            yield proc
+        finally:
+            stop_group(proc)
 
 
 def _root(port):
@@ -105,3 +110,17 @@ def test_scripts_serve_syncs_the_database_and_passes_arguments_through(tmp_path)
         with urllib.request.urlopen(flavors) as resp:
             assert json.loads(resp.read()) == {"flavors": []}
     assert (tmp_path / "state/openkeel.sqlite").exists(), "the --config-file given to scripts/serve was used"
+
+
+def test_a_server_started_for_a_test_keeps_answering_past_a_pipe_buffer_of_log(tmp_path):
+    """Each request writes an access-log line: 1,000 of them are more than a pipe holds (64 KiB), so a
+    server whose output went to a pipe nobody reads would stop answering part-way."""
+    conf = _conf(tmp_path)
+    cli = [sys.executable, "-m", "openkeel_compute.cmd.main"]
+    subprocess.run(cli + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
+    port = free_port()
+    with running(cli + ["serve", "--config-file", conf, "--port", str(port)], port) as proc:
+        for _ in range(1000):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v2.1/", timeout=30) as resp:
+                assert resp.status == 200
+    assert proc.stdout.read().count('"GET /v2.1/"') == 1000

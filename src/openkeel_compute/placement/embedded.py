@@ -57,6 +57,9 @@ def serve(state_path: str, host: str = "127.0.0.1", port: int = 0) -> None:
     server = simple_server.make_server(host, port, app, handler_class=_QuietHandler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
     print(f"{READY}http://{host}:{server.server_port}", flush=True)
+    # Whatever might still be printed goes to stderr: the starter reads stdout only up to the line above,
+    # and a pipe nobody reads stops its writer once full.
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -112,6 +115,8 @@ def start(state_path: str | os.PathLike, host: str = "127.0.0.1", port: int = 0,
     while time.monotonic() < deadline:
         line = process.stdout.readline()
         if line.startswith(READY):
+            process.stdout.close()
+            process.stdout = None
             return Running(process, line[len(READY):].strip())
         if not line and process.poll() is not None:
             break
