@@ -78,7 +78,7 @@ def main() -> None:
     print(f"required libraries (oslo.config, oslo.middleware, oslo.policy, SQLAlchemy"
           f"{', psycopg' if args.postgresql else ''}, jsonschema): {m['required_s']:.3f} s")
     print(f"API worker imports and app (granian, Falcon, OpenKeel included): {m['worker_s']:.3f} s")
-    print("(best of %d runs each, pinned to CPU %s)" % (args.runs, args.core))
+    print(f"(best of {args.runs} runs each, pinned to CPU {args.core})")
 
 
 if __name__ == "__main__":

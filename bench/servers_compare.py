@@ -48,7 +48,7 @@ if Path(sys.prefix).resolve() != VENV.resolve() and not os.environ.get("OPENKEEL
     os.execv(str(VENV / "bin/python"), [str(VENV / "bin/python"), str(Path(__file__).resolve()), *sys.argv[1:]])
 
 sys.path.insert(0, str(HERE))
-from proctree import tree_cpu  # noqa: E402
+from proctree import tree_cpu
 
 ORACLE = Path(os.environ.get("NOVA_SERVERS_ORACLE_SCRIPT",
                              ROOT.parent / "shared/nova-oracle/run-servers-oracle.sh"))

@@ -131,7 +131,7 @@ def test_controller_killed_mid_batch_and_restarted(conf, cat, apiserver, tmp_pat
     process = subprocess.Popen(
         [sys.executable, "-m", "openkeel_compute.cmd.main", "controller", "--config-file", _config_file(conf),
          "--config-file", str(extra), "--kubeconfig", str(kubeconfig)],
-        env=env, stdout=subprocess.DEVNULL, stderr=tempfile.TemporaryFile())  # a file: a pipe fills up
+        env=env, stdout=subprocess.DEVNULL, stderr=tempfile.TemporaryFile())  # noqa: SIM115 - a file, as a pipe fills up; gone with the test
     try:
         wait_for(lambda: apiserver.handler.get("Lease", "openkeel-compute-controller", "default") is not None,
                  timeout=30, what="the controller to take the lease")

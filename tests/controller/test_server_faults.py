@@ -262,7 +262,8 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
     # The VM is created, but starting it keeps failing: the create row stays pending mid-way.
     apiserver.inject(Fault(503, method="PUT", plural="virtualmachines", times=10**6))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    log = tempfile.TemporaryFile()  # the controller's log: a pipe nobody reads would stop it once full
+    # the controller's log: a pipe nobody reads would stop it once full
+    log = tempfile.TemporaryFile()  # noqa: SIM115 - gone with the test
     process = subprocess.Popen(
         [sys.executable, "-m", "openkeel_compute.cmd.main", "controller", "--config-file", conf.config_file[0],
          "--config-file", str(extra), "--kubeconfig", str(kubeconfig)],
