@@ -27,7 +27,7 @@ from typing import Any
 import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import Namespace, Secret
+from lightkube.resources.core_v1 import Namespace, Node, Secret
 from lightkube.types import PatchType
 from sqlalchemy import Engine, and_, select, update
 
@@ -294,6 +294,16 @@ class ServerCluster:
         labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
         return obj if labels.get(mapping.MANAGED_BY) == FIELD_MANAGER else None
 
+    def node_exists(self, name: str) -> bool:
+        """Whether the cluster still has the node (False once it was deleted)."""
+        try:
+            self.client.get(Node, name)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return False
+            raise
+        return True
+
     def vmi(self, namespace: str, uuid: str) -> dict[str, Any] | None:
         """The server's VMI, if it has one (labelled managed-by openkeel)."""
         return self._ours(VMI, server_vm_name(uuid), namespace)
@@ -435,6 +445,7 @@ class ServerLoop:
         self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
         self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
         self._fresh_reads = 0  # servers read one by one during this observation pass
+        self._nodes_seen: dict[str, bool] = {}  # node name -> it exists, asked once per observation pass
 
     def close(self) -> None:
         if self.watched is not None:
@@ -826,6 +837,7 @@ class ServerLoop:
             self._write(writes)
         finally:
             self._fresh, self._fresh_reads = None, 0
+            self._nodes_seen.clear()
 
     def _look_fresh(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
         """A server's objects read from the cluster, not the watches. The first few of a pass are read
@@ -881,14 +893,14 @@ class ServerLoop:
             # a build still under way: a deleted server's token Secret is never written again
             self._refresh_image_token(namespace, uuid, str(server["project_id"]))
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
-                       self.network_name, self.unschedulable_grace)
+                       self.network_name, self.unschedulable_grace, self._node_gone(vmi))
         if snapshot is not None and snapshot.cached and (seen.deleted or (seen.vm_state, seen.task_state) != (
                 server.get("vm_state"), server.get("task_state"))):
             # a change of state is concluded only from a fresh read: the watches may still show an object
             # as it was (the VMI a hard reboot replaced, say, which would read as a guest that shut down)
             vm, vmi, dvs = self._look_fresh(namespace, uuid)
             seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
-                           self.network_name, self.unschedulable_grace)
+                           self.network_name, self.unschedulable_grace, self._node_gone(vmi))
         if (self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR
                 and vm is not None and seen.fault is not None
                 and (seen.fault.details or "").startswith("KubeVirt: Unschedulable")
@@ -957,6 +969,18 @@ class ServerLoop:
             self.claims.release(uuid)
             self._queue(writes, lambda conn: instances.save_state(conn, uuid, host=None, node=None))
         return seen
+
+    def _node_gone(self, vmi: dict[str, Any] | None) -> bool:
+        """Whether the VMI failed on a node that was deleted since. Asked only of VMIs the node controller
+        failed as NodeUnresponsive (a VMI whose pod went with its node fails without a reason and needs
+        no asking): a node that stopped answering keeps its servers as they were until it is deleted."""
+        status = (vmi or {}).get("status") or {}
+        node = status.get("nodeName")
+        if not node or status.get("phase") != "Failed" or status.get("reason") != "NodeUnresponsive":
+            return False
+        if node not in self._nodes_seen:
+            self._nodes_seen[node] = self.cluster.node_exists(node)
+        return not self._nodes_seen[node]
 
     def _queue(self, writes: list[Callable[[Any], None]] | None, write: Callable[[Any], None]) -> None:
         if writes is None:

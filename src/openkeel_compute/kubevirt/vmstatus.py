@@ -194,7 +194,8 @@ def _timestamp(value: Any) -> dt.datetime | None:
 
 def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None,
             data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, build_started_at: dt.datetime | None,
-            build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0) -> Observation:
+            build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0,
+            node_gone: bool = False) -> Observation:
     """What KubeVirt's objects say about a server.
 
     ``server``: its row (uuid, vm_state, task_state, launched_at, vm_name once its VM was created;
@@ -202,7 +203,8 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
     the objects or None when absent; ``data_volumes``: the server's DataVolumes. ``build_timeout``: Nova's instance_build_timeout in
     seconds, 0 for none; a build older than that is an ERROR, as Nova's periodic check makes it.
     ``unschedulable_grace``: seconds a launcher pod may stay unschedulable before that is a failure
-    (a cluster autoscaler may be adding a node); 0 fails at once.
+    (a cluster autoscaler may be adding a node); 0 fails at once. ``node_gone``: the VMI's node object
+    no longer exists (deleted, or its node pool scaled down).
     """
     uuid = str(server["uuid"])
     vm_state = server["vm_state"]
@@ -210,6 +212,12 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
     power, unresponsive = _vmi_power(vmi)
     vmi_status = (vmi or {}).get("status") or {}
     phase = (vmi_status.get("phase") or "") if vmi is not None else None
+    if node_gone and phase == "Failed":
+        # A node that stopped answering and was then deleted: KubeVirt's node controller had failed the VMI
+        # with reason NodeUnresponsive, and nothing will ever run it there again. Its guest is not running,
+        # so it is the guest shutdown Nova's power sync turns into a stop (SHUTOFF), as KubeVirt reports a
+        # VMI whose launcher pod went with its node (Failed, no reason) -- not "host unknown" any more.
+        power, unresponsive = power_state.SHUTDOWN, False
     host = vmi_status.get("nodeName")
     seen = addresses(vmi, network_name)
     base = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
