@@ -178,6 +178,35 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
     assert placement.provider(rp) is None
 
 
+def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_with_no_valid_host(
+        world, db, apiserver):
+    loop, placement = world
+    uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
+    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    held = placement.get_allocations(uuid).allocations
+    apiserver.remove("Node", "ssd-1")
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["task_state"], row["power_state"]) == (None, states.power_state.SHUTDOWN)
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    # no other node has the trait: the start fails as Nova's does, the server stays SHUTOFF, nothing moved
+    _action(db, uuid, "start", "start")
+    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "ssd-1 is gone" in fault["details"]
+    assert placement.get_allocations(uuid).allocations == held
+    # a node that can take it joins: the start claims there (the gone node's allocation dropped) and runs
+    apiserver.seed(node("ssd-2", labels={"openkeel.io/trait.CUSTOM_SSD": "true"}))
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    _action(db, uuid, "start", "start")
+    row = _until(loop, db, uuid, _active)
+    assert _active(row) and (row["host"], row["node"]) == ("ssd-2", "ssd-2"), row
+    assert apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["status"]["nodeName"] == "ssd-2"
+    assert placement.get_allocations(uuid).allocations == {
+        providers.provider_uuid("ssd-2"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
+    assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
+
+
 def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apiserver, kube, db, ctl,
                                                                            placement_service):
     """The claim lands on a node whose pods stay unschedulable: the build moves to the next node Placement

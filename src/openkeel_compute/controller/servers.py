@@ -605,6 +605,8 @@ class ServerLoop:
         elif row.operation in resize_steps.OPERATIONS:
             resize_steps.ResizeSteps(self).act(row, server, namespace)
         elif verb_for(row.operation) is not None:
+            if row.operation == "start" and not self._start_where_it_can_run(server):
+                return  # no node can take it: the start failed, the server stays SHUTOFF
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
                 uid = ((vmi or {}).get("metadata") or {}).get("uid")
@@ -639,6 +641,35 @@ class ServerLoop:
             with transaction(self.engine) as conn:
                 instances.save_state(conn, server["uuid"], host=node, node=node)
         server["host"] = server["node"] = node
+        return True
+
+    def _start_where_it_can_run(self, server: dict[str, Any]) -> bool:
+        """Before a start: a server whose node was deleted has its VM pinned to a node that will never take
+        it again. Its resources are claimed on a node that exists (one PUT at its consumer generation, which
+        drops the old node's allocation), and the VM is pinned there, as Nova's evacuate rebuilds the server
+        of a gone host on another one. When no node has room the start fails as a Nova start does: the task
+        goes back, the server stays SHUTOFF with "No valid host was found." as its fault, and nothing moved.
+        True when the start can go on."""
+        from openkeel_compute.controller.claims import NoValidHost
+
+        node = server.get("node")
+        if self.claims is None or not node or self.cluster.node_exists(node):
+            return True
+        moved = self.claims.move(server, {node})
+        if moved is None:
+            fault = NoValidHost(f"The server's node {node} is gone and no other node can take it").fault
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, server["uuid"], expected_task_state=[task_states.POWERING_ON],
+                                        task_state=None):
+                    instances.add_fault(conn, server["uuid"], code=fault.code, message=fault.message,
+                                        details=fault.details, host=node)
+                    self._finish_event(conn, server, fault, node)
+            return False
+        LOG.info("server %s: its node %s is gone, starting it on %s", server["uuid"], node, moved)
+        with transaction(self.engine) as conn:
+            instances.save_state(conn, server["uuid"], host=moved, node=moved)
+        server["host"] = server["node"] = moved
+        self.cluster.apply(self._compose(server).vm)
         return True
 
     def _try_alternate(self, server: dict[str, Any], namespace: str) -> bool:
