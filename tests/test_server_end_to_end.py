@@ -159,6 +159,13 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     after = as_admin(survivor)
     assert (after["status"], after["OS-EXT-STS:power_state"], after["host_status"]) == ("ACTIVE", 1, "UP")
     assert after["OS-EXT-SRV-ATTR:host"] == other and after["addresses"] == before["addresses"]
+    # as Nova's power sync stops a guest it finds off: a "stop" action of no user, its event on the host
+    (stop,) = [a for a in client.get(f"/v2.1/servers/{doomed}/os-instance-actions", headers=admin("2.16")).json[
+        "instanceActions"] if a["action"] == "stop"]
+    assert (stop["user_id"], stop["project_id"]) == (None, None)
+    events = client.get(f"/v2.1/servers/{doomed}/os-instance-actions/{stop['request_id']}",
+                        headers=admin("2.62")).json["instanceAction"]["events"]
+    assert [(e["event"], e["result"], e["host"]) for e in events] == [("compute_stop_instance", "Success", gone)]
     gone_rp = providers.provider_uuid(gone)
     assert placement.provider_usages(gone_rp) == wide
     assert placement.provider_allocations(gone_rp) == {doomed: wide}

@@ -248,6 +248,8 @@ def test_a_guest_whose_node_was_deleted_is_shut_off():
     result = run(server("active"), vm(), gone)
     assert (result.vm_state, result.task_state, result.power_state) == ("stopped", None, 4)
     assert result.host == "worker-7" and not result.host_status_unknown
+    assert result.stopped_by_sync  # Nova's power sync stops it through the stop API (a "stop" action)
+    assert not run(server("active", "powering-off"), vm(), gone).stopped_by_sync  # the user's stop
 
 
 def test_an_unresponsive_node_deleted_afterwards_shuts_its_guests_off():

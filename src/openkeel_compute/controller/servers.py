@@ -90,6 +90,8 @@ EVENTS = {"create": "compute__do_build_and_run_instance", "delete": "compute_ter
           "reboot-soft": "compute_reboot_instance", "reboot-hard": "compute_reboot_instance",
           "pause": "compute_pause_instance", "unpause": "compute_unpause_instance"}
 # 409 answers that say the verb's end state is already there: the row is done.
+#: who Nova's power sync acts as: a periodic task's admin context, with no user and no project
+POWER_SYNC = instances.Actor(None, None)  # type: ignore[arg-type]
 _ALREADY = {"start": "already running", "stop": "not running", "pause": "already paused",
             "unpause": "not paused"}
 
@@ -989,6 +991,12 @@ class ServerLoop:
             if fault is not None:
                 instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
                                     details=fault.details or None, host=seen.host)
+            if seen.stopped_by_sync:
+                # Nova's power sync stops a guest it finds off through the stop API: a "stop" action
+                # (no user, no project) whose compute_stop_instance event ran on the server's host
+                action_id = instances.start_action(conn, uuid, "stop", POWER_SYNC)
+                event_id = instances.start_event(conn, action_id, EVENTS["stop"], seen.host or server.get("host"))
+                instances.finish_event(conn, event_id, "Success")
             if ends_task:
                 self._finish_event(conn, server, fault, seen.host or server.get("host"))
                 if old_vmi:

@@ -67,6 +67,7 @@ class Observation(NamedTuple):
     host_status_unknown: bool = False  # the node stopped answering (2.16 host_status UNKNOWN)
     deleted: bool = False  # a delete finished: the VM object is gone
     stop_guest: bool = False  # a stopped server's guest runs: stop it, as Nova's power sync does
+    stopped_by_sync: bool = False  # a guest found off without a task: Nova's power sync calls its stop API
 
 
 def _start_requested(vm: Mapping[str, Any] | None) -> bool:
@@ -287,5 +288,6 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
             # a restart under way (KubeVirt stops the old VMI, then starts a new one): not a guest that shut
             # down by itself, whatever the observation between the two sees
             return Observation(vm_state, task, power, **base)
-        return Observation(STOPPED, None, power, **base)  # the guest shut down by itself
+        # the guest shut down by itself (or went with its node): Nova's power sync calls the stop API
+        return Observation(STOPPED, None, power, stopped_by_sync=True, **base)
     return Observation(vm_state, task, power, **base)
