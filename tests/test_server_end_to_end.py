@@ -123,7 +123,7 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
         return providers.sync(placement, [n for n in cluster.objects("Node").values()])
 
     publish()
-    # 40,000 MB: a node (64 GiB, 512 MB reserved, ratio 1) has room for one such server only
+    # 40,000 MB: a node (64 GiB, 512 MB reserved, ratio 1) can hold one such server only
     quota = client.put("/v2.1/os-quota-sets/demo-project", headers=admin(), json_body={"quota_set": {"ram": 100000}})
     assert quota.status_code == 200, quota.text
     assert client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": {
@@ -170,7 +170,7 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     assert placement.provider_usages(gone_rp) == wide
     assert placement.provider_allocations(gone_rp) == {doomed: wide}
 
-    # the other node has no room: the start fails with Nova's fault, the server stays SHUTOFF, nothing moved
+    # the other node is full: the start fails with Nova's fault, the server stays SHUTOFF, nothing moved
     start = client.post(f"/v2.1/servers/{doomed}/action", headers=DEMO, json_body={"os-start": None})
     assert start.status_code == 202, start.text
     shown = until(client, controller, doomed, lambda g: g.json["server"]["OS-EXT-STS:task_state"] is None)
@@ -182,7 +182,7 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     assert [(e["event"], e["result"]) for e in events] == [("compute_start_instance", "Error")]
     assert placement.provider_allocations(gone_rp) == {doomed: wide}
 
-    # once the survivor is deleted there is room: the start claims there and the gone node's provider goes
+    # once the survivor is deleted the other node has space: the start claims there and the gone node's provider goes
     assert client.delete(f"/v2.1/servers/{survivor}", headers=DEMO).status_code == 204
     assert until(client, controller, survivor, lambda g: g.status_code == 404).status_code == 404
     start = client.post(f"/v2.1/servers/{doomed}/action", headers=DEMO, json_body={"os-start": None})

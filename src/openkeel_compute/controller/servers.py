@@ -649,7 +649,7 @@ class ServerLoop:
         """Before a start: a server whose node was deleted has its VM pinned to a node that will never take
         it again. Its resources are claimed on a node that exists (one PUT at its consumer generation, which
         drops the old node's allocation), and the VM is pinned there, as Nova's evacuate rebuilds the server
-        of a gone host on another one. When no node has room the start fails as a Nova start does: the task
+        of a gone host on another one. When no node can take it the start fails as a Nova start does: the task
         goes back, the server stays SHUTOFF with "No valid host was found." as its fault, and nothing moved.
         True when the start can go on."""
         from openkeel_compute.controller.claims import NoValidHost
