@@ -11,7 +11,7 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import actions, instances, states
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
 from openkeel_compute.controller.servers import make_loop
@@ -194,6 +194,13 @@ def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_w
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
     fault = _faults(db, uuid)[uuid]
     assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "ssd-1 is gone" in fault["details"]
+    assert placement.get_allocations(uuid).allocations == held
+    # a hard reboot of the stopped server starts it the same way, and fails the same way
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
     assert placement.get_allocations(uuid).allocations == held
     # a node that can take it joins: the start claims there (the gone node's allocation dropped) and runs
     apiserver.seed(node("ssd-2", labels={"openkeel.io/trait.CUSTOM_SSD": "true"}))

@@ -616,6 +616,8 @@ class ServerLoop:
                 if not uid or phase in ("Succeeded", "Failed"):
                     # a hard reboot of a stopped server starts it, as Nova's does; KubeVirt
                     # restarts only a running VM
+                    if not self._start_where_it_can_run(server):
+                        return
                     self.cluster.verb(namespace, name, "start")
                     return
                 with transaction(self.engine) as conn:
@@ -646,12 +648,12 @@ class ServerLoop:
         return True
 
     def _start_where_it_can_run(self, server: dict[str, Any]) -> bool:
-        """Before a start: a server whose node was deleted has its VM pinned to a node that will never take
-        it again. Its resources are claimed on a node that exists (one PUT at its consumer generation, which
-        drops the old node's allocation), and the VM is pinned there, as Nova's evacuate rebuilds the server
-        of a gone host on another one. When no node can take it the start fails as a Nova start does: the task
-        goes back, the server stays SHUTOFF with "No valid host was found." as its fault, and nothing moved.
-        True when the start can go on."""
+        """Before a start (os-start, or a hard reboot of a stopped server): a server whose node was deleted
+        has its VM pinned to a node that will never take it again. Its resources are claimed on a node that
+        exists (one PUT at its consumer generation, which drops the old node's allocation), and the VM is
+        pinned there, as Nova's evacuate rebuilds the server of a gone host on another one. When no node can
+        take it the start fails as a Nova start does: the task goes back, the server stays SHUTOFF with
+        "No valid host was found." as its fault, and nothing moved. True when the start can go on."""
         from openkeel_compute.controller.claims import NoValidHost
 
         node = server.get("node")
@@ -661,7 +663,7 @@ class ServerLoop:
         if moved is None:
             fault = NoValidHost(f"The server's node {node} is gone and no other node can take it").fault
             with transaction(self.engine) as conn:
-                if instances.save_state(conn, server["uuid"], expected_task_state=[task_states.POWERING_ON],
+                if instances.save_state(conn, server["uuid"], expected_task_state=[server.get("task_state")],
                                         task_state=None):
                     instances.add_fault(conn, server["uuid"], code=fault.code, message=fault.message,
                                         details=fault.details, host=node)
