@@ -91,7 +91,6 @@ class Lifecycle:
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last namespace pass
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
-        self._nodes: frozenset[str] = frozenset()  # the node names the last pass saw
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -149,10 +148,11 @@ class Lifecycle:
                 with store.lock:
                     if objects.get(key) is obj:
                         one(obj, clock)
-        with store.lock:
-            names = frozenset(key[2] for key in objects.of_kind("nodes"))
-            if names != self._nodes:
-                gone, self._nodes = self._nodes - names, names
+        if objects.nodes_removed:
+            with store.lock:
+                # a node removed and registered again since is a node that exists
+                gone = {name for name in objects.nodes_removed if ("nodes", None, name) not in objects}
+                objects.nodes_removed.clear()
                 if gone:
                     self._nodes_removed(gone, clock)
         with store.lock:
@@ -386,7 +386,7 @@ class Lifecycle:
                     count += 1
         return count
 
-    def _nodes_removed(self, gone: frozenset[str], clock: float) -> None:
+    def _nodes_removed(self, gone: set[str], clock: float) -> None:
         """Node objects deleted (``kubectl delete node``, a node pool scaled down). Kubernetes' pod garbage
         collector force-deletes the pods still bound to a node that no longer exists; KubeVirt's VMI
         controller then finds a Scheduled or Running VMI without its launcher pod and fails it: phase
