@@ -57,6 +57,8 @@ FIELD_MANAGER = mapping.MANAGER
 OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
 _READ_CHUNK = 500  # servers whose metadata one statement reads
+#: seconds a node found deleted is taken as deleted before it is asked about again (it may be registered anew)
+_GONE_NODE_RECHECK = 60.0
 _FRESH_ONE_BY_ONE = 10  # servers of a pass read from the cluster one by one before it is listed instead
 #: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
 #: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
@@ -448,6 +450,7 @@ class ServerLoop:
         self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
         self._fresh_reads = 0  # servers read one by one during this observation pass
         self._nodes_seen: dict[str, bool] = {}  # node name -> it exists, asked once per observation pass
+        self._nodes_gone: dict[str, float] = {}  # node name -> when it was found deleted (not asked again soon)
 
     def close(self) -> None:
         if self.watched is not None:
@@ -1019,8 +1022,15 @@ class ServerLoop:
         node = status.get("nodeName")
         if not node or status.get("phase") != "Failed" or status.get("reason") != "NodeUnresponsive":
             return False
+        found_gone = self._nodes_gone.get(node)
+        if found_gone is not None and self.clock() - found_gone < _GONE_NODE_RECHECK:
+            return True  # the servers of a deleted node stay there until started or deleted: not asked each pass
         if node not in self._nodes_seen:
             self._nodes_seen[node] = self.cluster.node_exists(node)
+            if self._nodes_seen[node]:
+                self._nodes_gone.pop(node, None)
+            else:
+                self._nodes_gone[node] = self.clock()
         return not self._nodes_seen[node]
 
     def _queue(self, writes: list[Callable[[Any], None]] | None, write: Callable[[Any], None]) -> None:
