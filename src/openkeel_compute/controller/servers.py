@@ -673,10 +673,12 @@ class ServerLoop:
                     self._finish_event(conn, server, fault, node)
             return False
         LOG.info("server %s: its node %s is gone, starting it on %s", server["uuid"], node, moved)
+        # the VM is pinned before the row names the new node: a failure in between leaves the row on the
+        # gone node, and the next attempt moves again (to the node the claim now holds, or another)
+        self.cluster.apply(self._compose({**server, "host": moved, "node": moved}).vm)
         with transaction(self.engine) as conn:
             instances.save_state(conn, server["uuid"], host=moved, node=moved)
         server["host"] = server["node"] = moved
-        self.cluster.apply(self._compose(server).vm)
         return True
 
     def _try_alternate(self, server: dict[str, Any], namespace: str) -> bool:
