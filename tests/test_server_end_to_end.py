@@ -100,3 +100,101 @@ def test_console_output_is_the_guests_boot_log_and_goes_with_a_stop(world):
     with controller_running(controller):
         stopped = client.post(path, headers=DEMO, json_body={"os-getConsoleOutput": {"length": 10}})
     assert (stopped.status_code, stopped.json) == (200, {"output": ""})  # the log went with the pod
+
+
+def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_them(world):
+    """Two servers on two nodes; one node is deleted (``kubectl delete node``): its server ends SHUTOFF
+    with no host status, its allocation stays on the gone node's provider until it leaves; the other
+    server is untouched. A start claims on a node that exists, or fails with No valid host."""
+    from lightkube.resources.core_v1 import Node
+
+    from openkeel_compute.controller import nodes
+    from openkeel_compute.controller.kube import make_client
+    from openkeel_compute.emulator.server import node
+
+    client, controller, cluster = world
+    engine = controller.servers.engine
+    placement = controller.servers.claims.placement
+    kube = make_client(cluster.kubeconfig())
+    cluster.seed(node("emulated-node-2"))
+
+    def publish():  # what the controller's node publisher does every resync_interval
+        nodes.sync(engine, kube)
+        return providers.sync(placement, [n for n in cluster.objects("Node").values()])
+
+    publish()
+    # 40,000 MB: a node (64 GiB, 512 MB reserved, ratio 1) can hold one such server only
+    quota = client.put("/v2.1/os-quota-sets/demo-project", headers=admin(), json_body={"quota_set": {"ram": 100000}})
+    assert quota.status_code == 200, quota.text
+    assert client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": {
+        "name": "m1.wide", "ram": 40000, "vcpus": 1, "disk": 1, "id": "wide"}}).status_code == 200
+    uuids = []
+    for name in ("doomed", "survivor"):
+        got = client.post("/v2.1/servers", headers=DEMO, json_body={
+            "server": {"name": name, "imageRef": IMAGE, "flavorRef": "wide", "networks": "auto"}})
+        assert got.status_code == 202, got.text
+        uuids.append(got.json["server"]["id"])
+    doomed, survivor = uuids
+    for uuid in uuids:
+        booted = until(client, controller, uuid, lambda g: g.json["server"]["status"] in ("ACTIVE", "ERROR"))
+        assert booted.json["server"]["status"] == "ACTIVE", booted.json["server"].get("fault")
+
+    def as_admin(uuid):
+        return client.get(f"/v2.1/servers/{uuid}", headers=admin("2.16")).json["server"]
+
+    gone, other = as_admin(doomed)["OS-EXT-SRV-ATTR:host"], as_admin(survivor)["OS-EXT-SRV-ATTR:host"]
+    assert {gone, other} == {NODE, "emulated-node-2"}
+    wide = {"VCPU": 1, "MEMORY_MB": 40000, "DISK_GB": 1}
+    before = as_admin(survivor)
+
+    kube.delete(Node, gone)
+    shown = until(client, controller, doomed, _status("SHUTOFF")).json["server"]
+    assert shown["status"] == "SHUTOFF", shown
+    report = publish()
+    assert report.kept == [gone]
+    server = as_admin(doomed)
+    assert (server["OS-EXT-STS:vm_state"], server["OS-EXT-STS:task_state"], server["OS-EXT-STS:power_state"]) == (
+        "stopped", None, 4)
+    assert (server["OS-EXT-SRV-ATTR:host"], server["host_status"]) == (gone, "")  # Nova: the service is gone
+    after = as_admin(survivor)
+    assert (after["status"], after["OS-EXT-STS:power_state"], after["host_status"]) == ("ACTIVE", 1, "UP")
+    assert after["OS-EXT-SRV-ATTR:host"] == other and after["addresses"] == before["addresses"]
+    # as Nova's power sync stops a guest it finds off: a "stop" action of no user, its event on the host
+    (stop,) = [a for a in client.get(f"/v2.1/servers/{doomed}/os-instance-actions", headers=admin("2.16")).json[
+        "instanceActions"] if a["action"] == "stop"]
+    assert (stop["user_id"], stop["project_id"]) == (None, None)
+    events = client.get(f"/v2.1/servers/{doomed}/os-instance-actions/{stop['request_id']}",
+                        headers=admin("2.62")).json["instanceAction"]["events"]
+    assert [(e["event"], e["result"], e["host"]) for e in events] == [("compute_stop_instance", "Success", gone)]
+    gone_rp = providers.provider_uuid(gone)
+    assert placement.provider_usages(gone_rp) == wide
+    assert placement.provider_allocations(gone_rp) == {doomed: wide}
+
+    # the other node is full: the start fails with Nova's fault, the server stays SHUTOFF, nothing moved
+    start = client.post(f"/v2.1/servers/{doomed}/action", headers=DEMO, json_body={"os-start": None})
+    assert start.status_code == 202, start.text
+    shown = until(client, controller, doomed, lambda g: g.json["server"]["OS-EXT-STS:task_state"] is None)
+    assert shown.json["server"]["status"] == "SHUTOFF"
+    actions = client.get(f"/v2.1/servers/{doomed}/os-instance-actions", headers=admin("2.16")).json
+    start_id = next(a["request_id"] for a in actions["instanceActions"] if a["action"] == "start")
+    events = client.get(f"/v2.1/servers/{doomed}/os-instance-actions/{start_id}", headers=admin("2.16")).json[
+        "instanceAction"]["events"]
+    assert [(e["event"], e["result"]) for e in events] == [("compute_start_instance", "Error")]
+    assert placement.provider_allocations(gone_rp) == {doomed: wide}
+
+    # once the survivor is deleted the other node has space: the start claims there and the gone node's provider goes
+    assert client.delete(f"/v2.1/servers/{survivor}", headers=DEMO).status_code == 204
+    assert until(client, controller, survivor, lambda g: g.status_code == 404).status_code == 404
+    start = client.post(f"/v2.1/servers/{doomed}/action", headers=DEMO, json_body={"os-start": None})
+    assert start.status_code == 202, start.text
+    assert until(client, controller, doomed, _status("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    server = as_admin(doomed)
+    assert (server["OS-EXT-SRV-ATTR:host"], server["host_status"], server["OS-EXT-STS:power_state"]) == (
+        other, "UP", 1)
+    assert placement.get_allocations(doomed).allocations == {providers.provider_uuid(other): wide}
+    assert publish().deleted == [gone]
+    assert placement.provider(gone_rp) is None
+    assert client.delete(f"/v2.1/servers/{doomed}", headers=DEMO).status_code == 204
+    assert until(client, controller, doomed, lambda g: g.status_code == 404).status_code == 404
+    assert placement.get_allocations(doomed).allocations == {}
+    kube.close()

@@ -11,7 +11,7 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import actions, instances, states
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
 from openkeel_compute.controller.servers import make_loop
@@ -148,31 +148,79 @@ def test_a_controller_killed_between_claim_and_vm_uses_its_claim_or_gives_it_bac
 
 
 def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_it(world, db, apiserver):
+    from openkeel_compute.emulator.faults import Fault
+
     loop, placement = world
     uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
     assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
     held = placement.get_allocations(uuid).allocations
+    # the node stops answering first (the VMI Failed, NodeUnresponsive): the server shows what Nova shows
+    # for a compute host that is down (its vm_state, no power state) and keeps its allocations
+    namespace = _row(db, uuid)["namespace"]
+    assert apiserver.inject(Fault(kind="node-loss", namespace=namespace, name=uuid)) == 1
+    row = _until(loop, db, uuid, lambda r: r["power_state"] == states.power_state.NOSTATE)
+    assert (row["vm_state"], row["power_state"]) == (states.ACTIVE, states.power_state.NOSTATE), row
+    # then the operator deletes the node: its guests will never run there again, the servers are shut off
+    cluster = loop.servers.cluster
+    asked = []
+    real_node_exists = cluster.node_exists
+    cluster.node_exists = lambda name: asked.append(name) or real_node_exists(name)
     apiserver.remove("Node", "ssd-1")
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (
+        states.STOPPED, None, states.power_state.SHUTDOWN), row
+    assert row["host"] == "ssd-1"
+    # its VMI stays failed on the gone node: the cluster is not asked about that node on every pass
+    before = len(asked)
+    for _ in range(5):
+        loop.run_once()
+    assert len(asked) == before and _row(db, uuid)["power_state"] == states.power_state.SHUTDOWN
     report = providers.sync(placement, list(apiserver.objects("Node").values()))
     assert report.kept == ["ssd-1"]
     rp = providers.provider_uuid("ssd-1")
     assert providers.DISABLED_TRAIT in placement.traits(rp)[1]
     assert placement.get_allocations(uuid).allocations == held
-    # KubeVirt reports the node lost (the VMI Failed, NodeUnresponsive): the server shows what Nova shows for
-    # a compute host that went away (its vm_state, no power state, host status UNKNOWN) and keeps its
-    # allocations (it may be started again elsewhere, or deleted)
-    from openkeel_compute.emulator.faults import Fault
-
-    namespace = _row(db, uuid)["namespace"]
-    assert apiserver.inject(Fault(kind="node-loss", namespace=namespace, name=uuid)) == 1
-    row = _until(loop, db, uuid, lambda r: r["power_state"] == states.power_state.NOSTATE)
-    assert (row["vm_state"], row["power_state"]) == (states.ACTIVE, states.power_state.NOSTATE), row
-    assert placement.get_allocations(uuid).allocations == held
-    assert providers.sync(placement, list(apiserver.objects("Node").values())).kept == ["ssd-1"]
+    assert providers.sync(placement, list(apiserver.objects("Node").values())).kept == ["ssd-1"]  # no loop, no error
     _action(db, uuid, "delete", "delete")
     assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
     assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
     assert placement.provider(rp) is None
+
+
+def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_with_no_valid_host(
+        world, db, apiserver):
+    loop, placement = world
+    uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
+    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    held = placement.get_allocations(uuid).allocations
+    apiserver.remove("Node", "ssd-1")
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["task_state"], row["power_state"]) == (None, states.power_state.SHUTDOWN)
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    # no other node has the trait: the start fails as Nova's does, the server stays SHUTOFF, nothing moved
+    _action(db, uuid, "start", "start")
+    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
+    fault = _faults(db, uuid)[uuid]
+    assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "ssd-1 is gone" in fault["details"]
+    assert placement.get_allocations(uuid).allocations == held
+    # a hard reboot of the stopped server starts it the same way, and fails the same way
+    with db_api.transaction(db) as conn:
+        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
+    assert placement.get_allocations(uuid).allocations == held
+    # a node that can take it joins: the start claims there (the gone node's allocation dropped) and runs
+    apiserver.seed(node("ssd-2", labels={"openkeel.io/trait.CUSTOM_SSD": "true"}))
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    _action(db, uuid, "start", "start")
+    row = _until(loop, db, uuid, _active)
+    assert _active(row) and (row["host"], row["node"]) == ("ssd-2", "ssd-2"), row
+    assert apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["status"]["nodeName"] == "ssd-2"
+    assert placement.get_allocations(uuid).allocations == {
+        providers.provider_uuid("ssd-2"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
+    assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
 
 
 def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apiserver, kube, db, ctl,

@@ -75,3 +75,51 @@ def test_a_vmi_pinned_to_a_missing_node_waits_unschedulable_then_lands_when_the_
     running = cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: phase(o) == "Running")
     assert running["status"]["nodeName"] == "n-late"
     assert running["metadata"]["labels"]["kubevirt.io/nodeName"] == "n-late"
+
+
+def test_deleting_a_node_fails_its_vmis_as_kubevirt_does_and_manual_restarts_nothing(cluster, client):
+    from lightkube.resources.core_v1 import Node, Pod
+
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    cluster.seed(node("n-doomed"))
+    vm = server_vm()
+    vm["spec"]["template"]["spec"].update(_affinity({"matchExpressions": [_on("kubernetes.io/hostname", "In",
+                                                                               "n-doomed")]}))
+    client.create(VM.from_dict(vm), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    running = cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: phase(o) == "Running")
+    assert running["status"]["nodeName"] == "n-doomed"
+    assert [p.spec.nodeName for p in client.list(Pod, namespace=NS)] == ["n-doomed"]
+
+    client.delete(Node, "n-doomed")  # DELETE /api/v1/nodes/n-doomed
+
+    assert cluster.get("Node", "n-doomed") is None
+    failed = cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: phase(o) == "Failed")
+    # the pod garbage collector removed the launcher pod; KubeVirt's VMI controller failed the VMI
+    # without a reason (that is the node controller's NodeUnresponsive, for a node that stops answering)
+    assert list(client.list(Pod, namespace=NS)) == []
+    assert "reason" not in failed["status"] and failed["status"]["nodeName"] == "n-doomed"
+    ready = next(c for c in failed["status"]["conditions"] if c["type"] == "Ready")
+    assert (ready["status"], ready["reason"]) == ("False", "PodNotExists")
+    stopped = cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Stopped")
+    assert next(c for c in stopped["status"]["conditions"] if c["type"] == "Ready")["reason"] == "PodNotExists"
+    cluster.lifecycle.step()
+    again = cluster.get("VirtualMachineInstance", VM_NAME, NS)
+    assert again["metadata"]["uid"] == failed["metadata"]["uid"] and phase(again) == "Failed"  # Manual: no restart
+
+
+def test_deleting_a_node_leaves_the_vmis_of_other_nodes_running(cluster, client):
+    from lightkube.resources.core_v1 import Node
+
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    cluster.seed(node("n-other"))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    before = cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: phase(o) == "Running")
+    assert before["status"]["nodeName"] != "n-other"
+    client.delete(Node, "n-other")
+    cluster.lifecycle.step()
+    after = cluster.get("VirtualMachineInstance", VM_NAME, NS)
+    assert phase(after) == "Running" and after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]

@@ -242,6 +242,29 @@ def test_node_unresponsive_reports_host_status_unknown():
     assert result.host_status_unknown and result.power_state == 0
 
 
+def test_a_guest_whose_node_was_deleted_is_shut_off():
+    # the launcher pod went with its node: KubeVirt fails the VMI without a reason
+    gone = vmi("Failed", cond("Ready", "False", "PodNotExists"), node="worker-7")
+    result = run(server("active"), vm(), gone)
+    assert (result.vm_state, result.task_state, result.power_state) == ("stopped", None, 4)
+    assert result.host == "worker-7" and not result.host_status_unknown
+    assert result.stopped_by_sync  # Nova's power sync stops it through the stop API (a "stop" action)
+    assert not run(server("active", "powering-off"), vm(), gone).stopped_by_sync  # the user's stop
+
+
+def test_an_unresponsive_node_deleted_afterwards_shuts_its_guests_off():
+    lost = vmi("Failed", reason="NodeUnresponsive")
+    still_there = run(server("active"), vm(), lost)
+    assert (still_there.vm_state, still_there.power_state, still_there.host_status_unknown) == ("active", 0, True)
+    deleted = observe(server("active"), vm(), lost, [], NOW, None, 0, node_gone=True)
+    assert (deleted.vm_state, deleted.task_state, deleted.power_state) == ("stopped", None, 4)
+    assert not deleted.host_status_unknown
+    # a node gone never concludes anything about a VMI still on its way up, nor about a stop under way
+    assert observe(server("active"), vm(), vmi("Unknown"), [], NOW, None, 0, node_gone=True).vm_state == "active"
+    stopping = observe(server("active", "powering-off"), vm(), lost, [], NOW, None, 0, node_gone=True)
+    assert (stopping.vm_state, stopping.task_state) == ("stopped", None)
+
+
 def test_host_is_the_node():
     assert run(server("active"), vm(), vmi("Running", node="worker-7")).host == "worker-7"
 

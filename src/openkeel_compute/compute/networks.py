@@ -179,6 +179,21 @@ def node_zone(conn: Connection, node: str | None, default: str) -> str | None:
     return None if found is None else (found.zone or default)
 
 
+def host_states(conn: Connection, hosts) -> dict[str, str]:
+    """The 2.16 ``host_status`` of each host as its node shows it, as Nova derives it from the host's
+    compute service: "UP" for a Ready node, "UNKNOWN" for one that stopped reporting Ready (a service
+    that is down), "" for a node that was deleted (a service that no longer exists). Empty when the
+    controller has published no node at all: nothing is known then, and the hosts read as up."""
+    wanted = {host for host in hosts if host}
+    if not wanted:
+        return {}
+    found = {r.node: r.available for r in conn.execute(
+        select(NODE_ZONES.c.node, NODE_ZONES.c.available).where(NODE_ZONES.c.node.in_(wanted)))}
+    if not found and conn.execute(select(NODE_ZONES.c.node).limit(1)).first() is None:
+        return {}
+    return {host: ("UP" if found[host] else "UNKNOWN") if host in found else "" for host in wanted}
+
+
 def known_nodes(conn: Connection, names) -> set[str]:
     """Which of ``names`` are nodes of the cluster (as the controller published them)."""
     wanted = {name for name in names if name}

@@ -27,7 +27,7 @@ from typing import Any
 import httpx2
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import Namespace, Secret
+from lightkube.resources.core_v1 import Namespace, Node, Secret
 from lightkube.types import PatchType
 from sqlalchemy import Engine, and_, select, update
 
@@ -57,6 +57,8 @@ FIELD_MANAGER = mapping.MANAGER
 OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
 _READ_CHUNK = 500  # servers whose metadata one statement reads
+#: seconds a node found deleted is taken as deleted before it is asked about again (it may be registered anew)
+_GONE_NODE_RECHECK = 60.0
 _FRESH_ONE_BY_ONE = 10  # servers of a pass read from the cluster one by one before it is listed instead
 #: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
 #: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
@@ -90,6 +92,8 @@ EVENTS = {"create": "compute__do_build_and_run_instance", "delete": "compute_ter
           "reboot-soft": "compute_reboot_instance", "reboot-hard": "compute_reboot_instance",
           "pause": "compute_pause_instance", "unpause": "compute_unpause_instance"}
 # 409 answers that say the verb's end state is already there: the row is done.
+#: who Nova's power sync acts as: a periodic task's admin context, with no user and no project
+POWER_SYNC = instances.Actor(None, None)  # type: ignore[arg-type]
 _ALREADY = {"start": "already running", "stop": "not running", "pause": "already paused",
             "unpause": "not paused"}
 
@@ -294,6 +298,16 @@ class ServerCluster:
         labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
         return obj if labels.get(mapping.MANAGED_BY) == FIELD_MANAGER else None
 
+    def node_exists(self, name: str) -> bool:
+        """Whether the cluster still has the node (False once it was deleted)."""
+        try:
+            self.client.get(Node, name)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return False
+            raise
+        return True
+
     def vmi(self, namespace: str, uuid: str) -> dict[str, Any] | None:
         """The server's VMI, if it has one (labelled managed-by openkeel)."""
         return self._ours(VMI, server_vm_name(uuid), namespace)
@@ -435,6 +449,8 @@ class ServerLoop:
         self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
         self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
         self._fresh_reads = 0  # servers read one by one during this observation pass
+        self._nodes_seen: dict[str, bool] = {}  # node name -> it exists, asked once per observation pass
+        self._nodes_gone: dict[str, float] = {}  # node name -> when it was found deleted (not asked again soon)
 
     def close(self) -> None:
         if self.watched is not None:
@@ -594,6 +610,8 @@ class ServerLoop:
         elif row.operation in resize_steps.OPERATIONS:
             resize_steps.ResizeSteps(self).act(row, server, namespace)
         elif verb_for(row.operation) is not None:
+            if row.operation == "start" and not self._start_where_it_can_run(server):
+                return  # no node can take it: the start failed, the server stays SHUTOFF
             if row.operation == "reboot-hard":  # done only once a new VMI runs, not while the old one does
                 _vm, vmi, _dvs = self.cluster.look(namespace, row.server_uuid)
                 uid = ((vmi or {}).get("metadata") or {}).get("uid")
@@ -601,6 +619,8 @@ class ServerLoop:
                 if not uid or phase in ("Succeeded", "Failed"):
                     # a hard reboot of a stopped server starts it, as Nova's does; KubeVirt
                     # restarts only a running VM
+                    if not self._start_where_it_can_run(server):
+                        return
                     self.cluster.verb(namespace, name, "start")
                     return
                 with transaction(self.engine) as conn:
@@ -628,6 +648,37 @@ class ServerLoop:
             with transaction(self.engine) as conn:
                 instances.save_state(conn, server["uuid"], host=node, node=node)
         server["host"] = server["node"] = node
+        return True
+
+    def _start_where_it_can_run(self, server: dict[str, Any]) -> bool:
+        """Before a start (os-start, or a hard reboot of a stopped server): a server whose node was deleted
+        has its VM pinned to a node that will never take it again. Its resources are claimed on a node that
+        exists (one PUT at its consumer generation, which drops the old node's allocation), and the VM is
+        pinned there, as Nova's evacuate rebuilds the server of a gone host on another one. When no node can
+        take it the start fails as a Nova start does: the task goes back, the server stays SHUTOFF with
+        "No valid host was found." as its fault, and nothing moved. True when the start can go on."""
+        from openkeel_compute.controller.claims import NoValidHost
+
+        node = server.get("node")
+        if self.claims is None or not node or self.cluster.node_exists(node):
+            return True
+        moved = self.claims.move(server, {node})
+        if moved is None:
+            fault = NoValidHost(f"The server's node {node} is gone and no other node can take it").fault
+            with transaction(self.engine) as conn:
+                if instances.save_state(conn, server["uuid"], expected_task_state=[server.get("task_state")],
+                                        task_state=None):
+                    instances.add_fault(conn, server["uuid"], code=fault.code, message=fault.message,
+                                        details=fault.details, host=node)
+                    self._finish_event(conn, server, fault, node)
+            return False
+        LOG.info("server %s: its node %s is gone, starting it on %s", server["uuid"], node, moved)
+        # the VM is pinned before the row names the new node: a failure in between leaves the row on the
+        # gone node, and the next attempt moves again (to the node the claim now holds, or another)
+        self.cluster.apply(self._compose({**server, "host": moved, "node": moved}).vm)
+        with transaction(self.engine) as conn:
+            instances.save_state(conn, server["uuid"], host=moved, node=moved)
+        server["host"] = server["node"] = moved
         return True
 
     def _try_alternate(self, server: dict[str, Any], namespace: str) -> bool:
@@ -826,6 +877,7 @@ class ServerLoop:
             self._write(writes)
         finally:
             self._fresh, self._fresh_reads = None, 0
+            self._nodes_seen.clear()
 
     def _look_fresh(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
         """A server's objects read from the cluster, not the watches. The first few of a pass are read
@@ -881,14 +933,14 @@ class ServerLoop:
             # a build still under way: a deleted server's token Secret is never written again
             self._refresh_image_token(namespace, uuid, str(server["project_id"]))
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
-                       self.network_name, self.unschedulable_grace)
+                       self.network_name, self.unschedulable_grace, self._node_gone(vmi))
         if snapshot is not None and snapshot.cached and (seen.deleted or (seen.vm_state, seen.task_state) != (
                 server.get("vm_state"), server.get("task_state"))):
             # a change of state is concluded only from a fresh read: the watches may still show an object
             # as it was (the VMI a hard reboot replaced, say, which would read as a guest that shut down)
             vm, vmi, dvs = self._look_fresh(namespace, uuid)
             seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
-                           self.network_name, self.unschedulable_grace)
+                           self.network_name, self.unschedulable_grace, self._node_gone(vmi))
         if (self.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR
                 and vm is not None and seen.fault is not None
                 and (seen.fault.details or "").startswith("KubeVirt: Unschedulable")
@@ -946,6 +998,12 @@ class ServerLoop:
             if fault is not None:
                 instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
                                     details=fault.details or None, host=seen.host)
+            if seen.stopped_by_sync:
+                # Nova's power sync stops a guest it finds off through the stop API: a "stop" action
+                # (no user, no project) whose compute_stop_instance event ran on the server's host
+                action_id = instances.start_action(conn, uuid, "stop", POWER_SYNC)
+                event_id = instances.start_event(conn, action_id, EVENTS["stop"], seen.host or server.get("host"))
+                instances.finish_event(conn, event_id, "Success")
             if ends_task:
                 self._finish_event(conn, server, fault, seen.host or server.get("host"))
                 if old_vmi:
@@ -957,6 +1015,25 @@ class ServerLoop:
             self.claims.release(uuid)
             self._queue(writes, lambda conn: instances.save_state(conn, uuid, host=None, node=None))
         return seen
+
+    def _node_gone(self, vmi: dict[str, Any] | None) -> bool:
+        """Whether the VMI failed on a node that was deleted since. Asked only of VMIs the node controller
+        failed as NodeUnresponsive (a VMI whose pod went with its node fails without a reason and needs
+        no asking): a node that stopped answering keeps its servers as they were until it is deleted."""
+        status = (vmi or {}).get("status") or {}
+        node = status.get("nodeName")
+        if not node or status.get("phase") != "Failed" or status.get("reason") != "NodeUnresponsive":
+            return False
+        found_gone = self._nodes_gone.get(node)
+        if found_gone is not None and self.clock() - found_gone < _GONE_NODE_RECHECK:
+            return True  # the servers of a deleted node stay there until started or deleted: not asked each pass
+        if node not in self._nodes_seen:
+            self._nodes_seen[node] = self.cluster.node_exists(node)
+            if self._nodes_seen[node]:
+                self._nodes_gone.pop(node, None)
+            else:
+                self._nodes_gone[node] = self.clock()
+        return not self._nodes_seen[node]
 
     def _queue(self, writes: list[Callable[[Any], None]] | None, write: Callable[[Any], None]) -> None:
         if writes is None:

@@ -148,6 +148,13 @@ class Lifecycle:
                 with store.lock:
                     if objects.get(key) is obj:
                         one(obj, clock)
+        if objects.nodes_removed:
+            with store.lock:
+                # a node removed and registered again since is a node that exists
+                gone = {name for name in objects.nodes_removed if ("nodes", None, name) not in objects}
+                objects.nodes_removed.clear()
+                if gone:
+                    self._nodes_removed(gone, clock)
         with store.lock:
             # Garbage can only be an object written with owners or one whose owner was removed (the
             # store keeps those aside); terminating namespaces only appear through a change of the store,
@@ -378,6 +385,34 @@ class Lifecycle:
                     self._lose_node(obj, time.monotonic())
                     count += 1
         return count
+
+    def _nodes_removed(self, gone: set[str], clock: float) -> None:
+        """Node objects deleted (``kubectl delete node``, a node pool scaled down). Kubernetes' pod garbage
+        collector force-deletes the pods still bound to a node that no longer exists; KubeVirt's VMI
+        controller then finds a Scheduled or Running VMI without its launcher pod and fails it: phase
+        Failed with no ``status.reason``, Ready False ``PodNotExists``, ``nodeName`` kept. Nothing restarts
+        it under runStrategy Manual: the VM reads Stopped."""
+        objects = self.store.objects
+        for key, pod in list(objects.of_kind("pods").items()):
+            if (pod.get("spec") or {}).get("nodeName") in gone:
+                self.launchers.forget(pod)
+                self.store._remove(key)
+        for vmi in list(objects.of_kind("virtualmachineinstances").values()):
+            status = vmi.get("status") or {}
+            if status.get("nodeName") not in gone or status.get("phase") not in ("Scheduled", "Running"):
+                continue
+            if vmi["metadata"].get("deletionTimestamp"):
+                continue  # being deleted: it goes on its next pass, its pod is gone already
+            new = _own(vmi)
+            st = new["status"]
+            st["phase"] = "Failed"
+            st["conditions"] = [_condition("Ready", "False", "PodNotExists",
+                                           "virt-launcher pod has not yet been scheduled"),
+                                *(c for c in st.get("conditions") or () if c.get("type") != "Ready")]
+            st.setdefault("phaseTransitionTimestamps", []).append(
+                {"phase": "Failed", "phaseTransitionTimestamp": now()})
+            self._moved(vmi, clock)
+            self._write(new)
 
     # -- VirtualMachines -----------------------------------------------------------------------------
 

@@ -230,6 +230,7 @@ class Objects(dict):
         self.uids: dict[str, Key] = {}
         self._dependents: dict[str, set[Key]] = {}  # owner uid -> keys of the objects naming it
         self.suspects: set[Key] = set()
+        self.nodes_removed: set[str] = set()  # names of Nodes removed since the lifecycle last looked
 
     @staticmethod
     def _owners(obj: dict[str, Any] | None) -> list[str]:
@@ -273,6 +274,8 @@ class Objects(dict):
         self._forget(key, old)
         uid = (old.get("metadata") or {}).get("uid")
         self.suspects.update(self._dependents.get(uid, ()))
+        if key[0] == "nodes":
+            self.nodes_removed.add(key[2])
         return old
 
     def of_kind(self, plural: str) -> dict[Key, dict[str, Any]]:

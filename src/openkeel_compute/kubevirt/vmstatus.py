@@ -67,6 +67,7 @@ class Observation(NamedTuple):
     host_status_unknown: bool = False  # the node stopped answering (2.16 host_status UNKNOWN)
     deleted: bool = False  # a delete finished: the VM object is gone
     stop_guest: bool = False  # a stopped server's guest runs: stop it, as Nova's power sync does
+    stopped_by_sync: bool = False  # a guest found off without a task: Nova's power sync calls its stop API
 
 
 def _start_requested(vm: Mapping[str, Any] | None) -> bool:
@@ -194,7 +195,8 @@ def _timestamp(value: Any) -> dt.datetime | None:
 
 def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None,
             data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, build_started_at: dt.datetime | None,
-            build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0) -> Observation:
+            build_timeout: float, network_name: str = "pod-network", unschedulable_grace: float = 0,
+            node_gone: bool = False) -> Observation:
     """What KubeVirt's objects say about a server.
 
     ``server``: its row (uuid, vm_state, task_state, launched_at, vm_name once its VM was created;
@@ -202,7 +204,8 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
     the objects or None when absent; ``data_volumes``: the server's DataVolumes. ``build_timeout``: Nova's instance_build_timeout in
     seconds, 0 for none; a build older than that is an ERROR, as Nova's periodic check makes it.
     ``unschedulable_grace``: seconds a launcher pod may stay unschedulable before that is a failure
-    (a cluster autoscaler may be adding a node); 0 fails at once.
+    (a cluster autoscaler may be adding a node); 0 fails at once. ``node_gone``: the VMI's node object
+    no longer exists (deleted, or its node pool scaled down).
     """
     uuid = str(server["uuid"])
     vm_state = server["vm_state"]
@@ -210,6 +213,12 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
     power, unresponsive = _vmi_power(vmi)
     vmi_status = (vmi or {}).get("status") or {}
     phase = (vmi_status.get("phase") or "") if vmi is not None else None
+    if node_gone and phase == "Failed":
+        # A node that stopped answering and was then deleted: KubeVirt's node controller had failed the VMI
+        # with reason NodeUnresponsive, and nothing will ever run it there again. Its guest is not running,
+        # so it is the guest shutdown Nova's power sync turns into a stop (SHUTOFF), as KubeVirt reports a
+        # VMI whose launcher pod went with its node (Failed, no reason) -- not "host unknown" any more.
+        power, unresponsive = power_state.SHUTDOWN, False
     host = vmi_status.get("nodeName")
     seen = addresses(vmi, network_name)
     base = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
@@ -279,5 +288,6 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
             # a restart under way (KubeVirt stops the old VMI, then starts a new one): not a guest that shut
             # down by itself, whatever the observation between the two sees
             return Observation(vm_state, task, power, **base)
-        return Observation(STOPPED, None, power, **base)  # the guest shut down by itself
+        # the guest shut down by itself (or went with its node): Nova's power sync calls the stop API
+        return Observation(STOPPED, None, power, stopped_by_sync=True, **base)
     return Observation(vm_state, task, power, **base)

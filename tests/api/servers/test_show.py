@@ -73,3 +73,32 @@ def test_reader_may_show_and_sees_no_extended_attributes(client, engine):
     assert not [k for k in got.json["server"] if k.startswith("OS-EXT-SRV-ATTR")]
     got = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.16"))
     assert got.json["server"]["host_status"] == "UP"
+
+
+def test_host_status_follows_the_servers_node_as_the_controller_published_it(client, engine):
+    # Nova derives host_status from the host's compute service: "" once the service is gone (the node was
+    # deleted), UNKNOWN while it is down (the node stopped reporting Ready), UP otherwise
+    import sqlalchemy as sa
+
+    from openkeel_compute.db import models
+
+    oracle.boot_server_a(engine)
+    host = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.16")).json["server"][
+        "OS-EXT-SRV-ATTR:host"]
+
+    def seen():
+        one = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=admin("2.16")).json["server"]
+        listed = client.get("/v2.1/servers/detail?all_tenants=1", headers=admin("2.16")).json["servers"]
+        by_user = client.get(f"/v2.1/servers/{oracle.SERVER_A}", headers=user("demo", version="2.16")).json
+        return one["host_status"], [s["host_status"] for s in listed if s["id"] == oracle.SERVER_A], \
+            by_user["server"].get("host_status")
+
+    with db_api.transaction(engine) as conn:  # the cluster has another node: this server's is gone
+        conn.execute(sa.insert(models.NODE_ZONES).values(node="other-node", zone=None, available=True))
+    assert seen() == ("", [""], None)
+    with db_api.transaction(engine) as conn:
+        conn.execute(sa.insert(models.NODE_ZONES).values(node=host, zone=None, available=False))
+    assert seen()[:2] == ("UNKNOWN", ["UNKNOWN"])
+    with db_api.transaction(engine) as conn:
+        conn.execute(sa.update(models.NODE_ZONES).where(models.NODE_ZONES.c.node == host).values(available=True))
+    assert seen() == ("UP", ["UP"], None)

@@ -55,6 +55,8 @@ def server_data(conn, req, row: dict) -> view.ServerData:
                                 else networks.groups_of(conn, uuid))
     if instances.status(row) in ("ERROR", "DELETED"):
         data.fault = instances.latest_faults(conn, [uuid]).get(uuid)
+    if req.version >= (2, 16) and row["host"]:
+        data.host_status = networks.host_states(conn, [row["host"]]).get(row["host"])
     return data
 
 

@@ -267,12 +267,14 @@ def _details(req, conn, rows: list[dict]) -> list[dict]:
               else networks.groups_by_instance(conn, placed))
     faulty = [r["uuid"] for r in rows if instances.status(r) in ("ERROR", "DELETED")]
     faults_by_uuid = instances.latest_faults(conn, faulty)
+    hosts = networks.host_states(conn, [r["host"] for r in rows]) if decisions.host_status is not None else {}
     links = common.links(req)
     return [view.full(req, links, view.ServerData(row=row, metadata=metadata.get(row["uuid"], {}),
                                                   system_metadata=system.get(row["uuid"], {}),
                                                   tags=tags.get(row["uuid"], []),
                                                   fault=faults_by_uuid.get(row["uuid"]),
-                                                  security_groups=groups.get(row["uuid"], [])),
+                                                  security_groups=groups.get(row["uuid"], []),
+                                                  host_status=hosts.get(row["host"])),
                       decisions, in_list=True)
             for row in rows]
 

@@ -57,6 +57,7 @@ class ServerData:
     tags: list[str] = dataclasses.field(default_factory=list)
     fault: dict | None = None
     security_groups: list[str] = dataclasses.field(default_factory=list)  # names, [] hides the key
+    host_status: str | None = None  # its host's state as its node shows it (None: from the row alone)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,7 +193,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     if version >= (2, 9):
         body["locked"] = bool(row["locked_by"])
     if version >= (2, 16) and not in_list and shown.host_status is not None:
-        _add_host_status(body, row, shown.host_status)
+        _add_host_status(body, data, shown.host_status)
     if version >= (2, 19):
         body["description"] = row["display_description"]
     if version >= (2, 26):
@@ -211,7 +212,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
         body["scheduler_hints"] = _json(row["scheduler_hints"], {})
     if version >= (2, 16) and in_list and shown.host_status is not None:
         # Lists add host_status after the rest of the body.
-        _add_host_status(body, row, shown.host_status)
+        _add_host_status(body, data, shown.host_status)
     if data.security_groups and in_list:
         # Lists add the groups of all their servers last.
         body["security_groups"] = [{"name": name} for name in data.security_groups]
@@ -237,8 +238,10 @@ def _update_tail(version, body: dict, data: ServerData, shown: Shown) -> dict:
     return body
 
 
-def _add_host_status(body: dict, row: dict, any_status: bool) -> None:
-    value = host_status(row)
+def _add_host_status(body: dict, data: ServerData, any_status: bool) -> None:
+    value = host_status(data.row)
+    if value and data.host_status is not None:
+        value = data.host_status
     if any_status or value == "UNKNOWN":
         body["host_status"] = value
 
