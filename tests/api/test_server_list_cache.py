@@ -6,9 +6,14 @@ before its COMMIT (db/generations.py), whoever writes: API handlers and the cont
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
+import sys
+import threading
 import types
+import urllib.request
 
 import pytest
 import sqlalchemy as sa
@@ -17,9 +22,13 @@ from openkeel_compute.api.page_cache import PageCache
 from openkeel_compute.api.views import servers as server_view
 from openkeel_compute.compute import instances, states
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db import generations, models
+from openkeel_compute.db import generations, migration, models
+from openkeel_compute.images import local
 from tests.api.servers import oracle_state as oracle
 from tests.conftest import admin, user
+from tests.databases import throwaway_database
+from tests.serve.test_serve import free_port, running
+from tests.server_world import IMAGE
 
 DEMO = "demo"
 
@@ -216,3 +225,140 @@ def test_a_page_showing_the_current_time_is_never_kept(client, cloud, monkeypatc
     assert updated() == "2027-01-01T10:00:00Z"
     clock[0] = dt.datetime(2027, 1, 1, 10, 0, 5, tzinfo=dt.UTC)
     assert updated() == "2027-01-01T10:00:05Z"
+
+
+# -- two replicas of the API, one with two workers, on one database -----------------------------------
+
+_PORTS = iter(range(int(os.environ.get("OPENKEEL_TEST_PORT_BASE", "0")) or 1, 65536))
+
+
+def _port() -> int:
+    """A port for a server this test starts: from OPENKEEL_TEST_PORT_BASE on when set, else a free one."""
+    return next(_PORTS) if os.environ.get("OPENKEEL_TEST_PORT_BASE") else free_port()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_replicas_and_workers_never_answer_a_server_page_older_than_the_last_answered_write(tmp_path, backend):
+    with throwaway_database(backend, tmp_path) as url, _images(tmp_path) as images_url:
+        engine = db_api.make_engine(url)
+        migration.sync(engine)
+        conf = tmp_path / "api.conf"
+        conf.write_text(f"[DEFAULT]\nstate_path = {tmp_path}\n[api]\nauth_strategy = noauth2\n"
+                        f"[database]\nconnection = {url}\n[glance]\napi_servers = {images_url}\n")
+        cli = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf)]
+        ports = [_port(), _port()]
+        try:
+            with contextlib.ExitStack() as stack:
+                stack.enter_context(running(cli + ["--port", str(ports[0]), "--workers", "2"], ports[0]))
+                stack.enter_context(running(cli + ["--port", str(ports[1]), "--workers", "1"], ports[1]))
+                _call(ports[0], "POST", "/v2.1/flavors", {"flavor": {"name": "m1", "ram": 64, "vcpus": 1,
+                                                                     "disk": 1, "id": "m1"}}, version="2.1")
+                _interleave(ports, engine)
+        finally:
+            engine.dispose()
+
+
+@contextlib.contextmanager
+def _images(tmp_path):
+    directory = tmp_path / "images"
+    disk = tmp_path / "disk.raw"
+    disk.write_bytes(b"\0" * 4096)
+    local.register(directory, disk, name="cirros", image_id=IMAGE, copy=True)
+    images = local.serve(str(directory), "127.0.0.1", _port())
+    threading.Thread(target=images.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{images.server_port}"
+    finally:
+        images.shutdown()
+        images.server_close()
+
+
+def _call(port, method, path, body=None, version="2.26"):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
+                                 data=json.dumps(body).encode() if body is not None else None,
+                                 headers={"X-Auth-Token": "admin:admin", "Content-Type": "application/json",
+                                          "OpenStack-API-Version": f"compute {version}"})
+    with urllib.request.urlopen(req, timeout=60) as resp:
+        return json.loads(resp.read() or b"null")
+
+
+def _controller_starts(engine, uuid: str) -> None:
+    """What the controller writes once the server runs."""
+    with db_api.transaction(engine) as conn:
+        instances.save_state(conn, uuid, vm_state=states.ACTIVE, task_state=None, host="node-1", node="node-1",
+                             power_state=states.power_state.RUNNING, launched_at=models.utcnow())
+
+
+def _controller_deletes(engine, uuid: str) -> None:
+    with db_api.transaction(engine) as conn:
+        instances.soft_delete(conn, uuid)
+
+
+def _interleave(ports, engine, steps: int = 10, readers: int = 3):
+    """Step k goes through the replicas in turn: it creates server k, the controller (this process) starts
+    it, its metadata is set and it is renamed; server k-3 is deleted (API, then controller). Readers ask
+    both replicas for the detail and the brief list all the while and check them against the last step
+    answered before their request began."""
+    answered, deleting = [0], [0]
+    ids: dict[int, str] = {}
+    failures: list[str] = []
+    stop = threading.Event()
+
+    def check(page, done, port, deleting=None, detail=True):
+        shown = {s["name"]: s for s in page["servers"]}
+        for k in range(1, done + 1):
+            name = f"fresh-{k:03d}-renamed"
+            if k <= done - 3:
+                if name in shown and not (deleting is not None and k <= deleting - 3):
+                    failures.append(f"port {port}: {name} deleted at step {k + 3} <= {done} still listed")
+                continue
+            if deleting is not None and k <= deleting - 3:
+                continue  # deleted while this read ran: either way
+            server = shown.get(name)
+            if server is None:
+                failures.append(f"port {port}: after step {done}, {name} is not listed: {sorted(shown)}")
+            elif detail and (server["metadata"], server["status"]) != ({"step": str(k)}, "ACTIVE"):
+                failures.append(f"port {port}: after step {done}, {name} shows {server['metadata']} "
+                                f"{server['status']}")
+
+    def reader(i):
+        n = 0
+        while not stop.is_set():
+            port = ports[(i + n) % len(ports)]
+            detail = n % 3 != 2
+            n += 1
+            done = answered[0]
+            try:
+                page = _call(port, "GET", "/v2.1/servers/detail" if detail else "/v2.1/servers")
+                check(page, done, port, deleting[0], detail)
+            except Exception as exc:  # noqa: BLE001 - reported by the test below
+                failures.append(f"port {port}: {exc!r}")
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(readers)]
+    for t in threads:
+        t.start()
+    try:
+        for k in range(1, steps + 1):
+            a, b = ports[k % len(ports)], ports[(k + 1) % len(ports)]
+            created = _call(a, "POST", "/v2.1/servers", {"server": {
+                "name": f"fresh-{k:03d}", "imageRef": IMAGE, "flavorRef": "m1", "networks": "none"}}, version="2.37")
+            ids[k] = created["server"]["id"]
+            _controller_starts(engine, ids[k])
+            _call(b, "PUT", f"/v2.1/servers/{ids[k]}/metadata", {"metadata": {"step": str(k)}})
+            _call(a, "PUT", f"/v2.1/servers/{ids[k]}", {"server": {"name": f"fresh-{k:03d}-renamed"}})
+            if k > 3:
+                deleting[0] = k
+                urllib.request.urlopen(urllib.request.Request(
+                    f"http://127.0.0.1:{b}/v2.1/servers/{ids[k - 3]}", method="DELETE",
+                    headers={"X-Auth-Token": "admin:admin"}), timeout=60).close()
+                _controller_deletes(engine, ids[k - 3])
+            answered[0] = k
+            for p in ports:  # every replica, right after the write: no waiting for anything
+                check(_call(p, "GET", "/v2.1/servers/detail"), k, f"{p} (writer)")
+                check(_call(p, "GET", "/v2.1/servers"), k, f"{p} (writer)", detail=False)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join()
+    assert not failures, failures[:5]
+    assert answered[0] == steps
