@@ -50,7 +50,7 @@ _RAISE = {name: raise_statement(name) for name in WATCHED}
 
 def written_generation(statement: str) -> str | None:
     """The generation a statement changes the rows of, or None."""
-    if not statement.lstrip()[:7].upper().startswith(_WRITE_WORDS):
+    if not statement[:24].lstrip()[:7].upper().startswith(_WRITE_WORDS):  # every SELECT passes here: cheap
         return None
     match = _WRITE.match(statement)
     return _TABLE_GENERATIONS.get(match.group(1).lower()) if match else None
