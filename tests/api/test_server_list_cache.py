@@ -229,7 +229,9 @@ def test_a_page_showing_the_current_time_is_never_kept(client, cloud, monkeypatc
 
 # -- two replicas of the API, one with two workers, on one database -----------------------------------
 
-_PORTS = iter(range(int(os.environ.get("OPENKEEL_TEST_PORT_BASE", "0")) or 1, 65536))
+# a range of 50 ports per pytest-xdist worker
+_PORTS = iter(range((int(os.environ.get("OPENKEEL_TEST_PORT_BASE", "0")) or 1)
+                    + 50 * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0), 65536))
 
 
 def _port() -> int:

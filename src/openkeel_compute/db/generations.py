@@ -77,19 +77,25 @@ def watch(engine: Engine) -> None:
 
     @event.listens_for(engine, "commit")
     def _before_commit(conn):
+        if conn.invalidated:  # its DB-API connection is gone, and the transaction with it
+            return
         pending = conn.info.pop(_PENDING, None)
         if pending and not _autocommits(conn):
             # the last statement of the transaction: nothing but COMMIT comes after its row lock
             for name in sorted(pending):
                 conn.exec_driver_sql(_RAISE[name])
 
+    # Reading conn.info of an invalidated connection raises, which would hide the error that
+    # invalidated it; its notes went with its DB-API connection anyway.
     @event.listens_for(engine, "rollback")
     def _after_rollback(conn):
-        conn.info.pop(_PENDING, None)
+        if not conn.invalidated:
+            conn.info.pop(_PENDING, None)
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn):
-        conn.info.pop(_PENDING, None)
+        if not conn.invalidated:
+            conn.info.pop(_PENDING, None)
 
 
 _READS: dict[tuple[str, ...], str] = {}
