@@ -17,6 +17,8 @@ from openkeel_compute.api.page_cache import PageCache
 from openkeel_compute.catalog.flavors import Caller
 from openkeel_compute.db import api as db_api
 
+SERVER_PAGES_MAX_BYTES = 32 * 1024 * 1024
+
 
 @dataclasses.dataclass
 class Services:
@@ -28,6 +30,8 @@ class Services:
     verify_project: Callable[[object, str], None] | None = None
     images: object | None = None  # the image service's client, made on first use (POST /servers)
     pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
+    # Server lists apart: their pages are larger and must not push the flavor lists out.
+    server_pages: PageCache = dataclasses.field(default_factory=lambda: PageCache(SERVER_PAGES_MAX_BYTES))
 
 
 def limit(req) -> int:

@@ -3,7 +3,8 @@
 One engine per process and URL. SQLite gets foreign keys, WAL and a busy timeout so that several
 threads (and the controller process) can share the file; server databases get a pool sized by
 [database] options. ``transaction()`` is the only way the catalogue writes: one transaction per
-API write, committed or rolled back as a whole.
+API write, committed or rolled back as a whole. Every engine raises the generations of what its
+transactions wrote right before they commit (db/generations.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from collections.abc import Iterator
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import StaticPool
+
+from openkeel_compute.db import generations
 
 _ENGINES: dict[str, Engine] = {}
 _LOCK = threading.Lock()
@@ -126,6 +129,7 @@ def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20, pool_t
             kwargs["poolclass"] = StaticPool
         engine = create_engine(url, echo=echo, **kwargs)
         _configure_sqlite(engine)
+        generations.watch(engine)
         return engine
     engine = create_engine(
         url,
@@ -136,6 +140,7 @@ def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20, pool_t
         pool_recycle=3600,
     )
     _ping_idle_connections(engine, ping_after_idle)
+    generations.watch(engine)
     return engine
 
 

@@ -433,9 +433,10 @@ CONSOLE_LOGS = Table(
     UniqueConstraint("instance_uuid"),
 )
 
-# One counter per collection whose rendered pages the API keeps (api/page_cache.py): the database's
-# triggers (migration 0005) raise it in the transaction of every change to the collection's tables,
-# so a page is reused only while the counter it was rendered at is still the committed one.
+# One counter per collection whose rendered pages the API keeps (api/page_cache.py), raised in the
+# transaction of every change to the collection's tables, so a page is reused only while the
+# counter it was rendered at is still the committed one: ``flavors`` by the database's triggers
+# (migration 0005), ``servers`` by every writing connection right before COMMIT (db/generations.py).
 GENERATIONS = Table(
     "generations",
     metadata,

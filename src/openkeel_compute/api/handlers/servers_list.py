@@ -13,11 +13,11 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers.servers import compute_errors, shown
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
-from openkeel_compute.api.wsgi import operation
+from openkeel_compute.api.wsgi import Response, dumps, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import instances, networks
-from openkeel_compute.db import regex
+from openkeel_compute.db import generations, regex
 from openkeel_compute.db.models import INSTANCES, TAGS
 from openkeel_compute.policies import servers as rules
 
@@ -46,6 +46,9 @@ def _boolean_text_matches(test, value) -> bool:
 
 
 _BRIEF_COLUMNS = (I.uuid, I.display_name)  # all GET /servers shows of a server
+# What a page of servers is made of: the server tables (db/generations.py) and, for the ``flavor``
+# filter, the flavors.
+_GENERATIONS = ("servers", "flavors")
 
 
 def _allowed_filters(version) -> tuple[str, ...]:
@@ -212,11 +215,12 @@ def _ip_matches(pattern, version: int, network_info: str | None) -> bool:
     return any(pattern.search(a["addr"]) for net in addresses.values() for a in net if a.get("version") == version)
 
 
-def _list(req, collection_name: str, detail: bool) -> dict:
+def _list(req, collection_name: str, detail: bool) -> Response:
     common.can(req, rules.SERVERS % ("detail" if detail else "index"))
     q = req.query
     search = {k: v[-1] for k, v in q.items()}
-    if common.can(req, rules.SERVERS % "allow_all_filters", fatal=False):
+    all_filters = common.can(req, rules.SERVERS % "allow_all_filters", fatal=False)
+    if all_filters:
         for key in _PAGING_SORTING:
             search.pop(key, None)
     else:
@@ -232,6 +236,18 @@ def _list(req, collection_name: str, detail: bool) -> dict:
         all_tenants = False
     if all_tenants:
         common.can(req, rules.SERVERS % ("detail:get_all_tenants" if detail else "index:get_all_tenants"))
+    decisions = shown(req, None) if detail else None
+    # Everything the page depends on besides the rows (api/page_cache.py): the query, the caller's
+    # project (the default scope) and admin flag (sorting by host, deleted servers, fault details),
+    # the policy decisions that filter or change bodies, the microversion and the URL (links).
+    ctx = req.context
+    key = (collection_name, req.version, req.url, ctx.project_id, bool(ctx.is_admin), all_filters, decisions)
+    pages = common.services(req).server_pages
+    with common.read_one(req) as raw:
+        before = generations.current(raw, _GENERATIONS)
+    page = pages.get(key, before)
+    if page is not None:
+        return Response(page)
     ip_filter = "ip" in search or "ip6" in search
     nothing = False
     if ip_filter:
@@ -248,16 +264,21 @@ def _list(req, collection_name: str, detail: bool) -> dict:
         rows = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
                                    columns=None if detail else _BRIEF_COLUMNS)
         if detail:
-            items = _details(req, conn, rows)
+            items = _details(req, conn, rows, decisions)
+        after = generations.current(conn, _GENERATIONS)
     links = common.links(req)
     if not detail:
         items = [view.brief(links, row) for row in rows]
     params = {k: v[-1] for k, v in q.items()}
-    return view.collection(req, links, rows, items, collection_name, limit, max_limit, params)
+    page = dumps(view.collection(req, links, rows, items, collection_name, limit, max_limit, params))
+    # Kept only when the rows came from the one committed state the generation names, and when the
+    # page shows no time of its own: a server never updated shows the current time as "updated".
+    if before == after and not (detail and any(r["updated_at"] is None or r["created_at"] is None for r in rows)):
+        pages.put(key, before, page)
+    return Response(page)
 
 
-def _details(req, conn, rows: list[dict]) -> list[dict]:
-    decisions = shown(req, None)
+def _details(req, conn, rows: list[dict], decisions: view.Shown) -> list[dict]:
     uuids = [r["uuid"] for r in rows]
     metadata = instances.metadata_by_instance(conn, uuids)
     system = instances.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
