@@ -184,6 +184,27 @@ def test_writes_through_the_api_and_the_controller_show_at_once(client, cloud, m
     assert set(_names(client, path="/v2.1/servers")) == {"srv-a2"}
 
 
+def test_the_state_of_a_servers_node_shows_at_once(client, cloud, monkeypatch):
+    from openkeel_compute.controller import nodes
+
+    hits = _counting_hits(monkeypatch)
+    path = "/v2.1/servers/detail?all_tenants=1"
+    with db_api.reader(cloud) as conn:
+        host = conn.execute(sa.select(models.INSTANCES.c.host).where(
+            models.INSTANCES.c.uuid == oracle.SERVER_A)).scalar_one()
+
+    def status() -> str:
+        shown = client.get(path, headers=admin("2.16")).json["servers"]
+        return {s["id"]: s["host_status"] for s in shown}[oracle.SERVER_A]
+
+    nodes.publish(cloud, {host: (None, True), "other": (None, True)})
+    assert status() == status() == "UP" and hits, "kept"
+    nodes.publish(cloud, {host: (None, False), "other": (None, True)})  # stopped reporting Ready
+    assert status() == "UNKNOWN"
+    nodes.publish(cloud, {"other": (None, True)})  # deleted from the cluster
+    assert status() == ""
+
+
 def test_a_flavor_change_shows_in_a_list_filtered_by_flavor(client, cloud):
     path = "/v2.1/servers?flavor=priv-small"
     assert {s["name"] for s in client.get(path, headers=_demo()).json["servers"]} == {"srv-a"}

@@ -24,13 +24,14 @@ from sqlalchemy import Engine, event
 
 # generation -> the tables whose rows the API's kept pages of it are made of. The server lists
 # (GET /servers and /servers/detail, every microversion) read the instances row (states, names,
-# frozen flavor copy, addresses, lock, host and node for host_status, the scheduler hints,
+# frozen flavor copy, addresses, lock, host and node, the scheduler hints,
 # trusted certificates), user metadata, system metadata (image properties from 2.98, security
 # groups), tags (2.26 and the tag filters) and the newest fault of a server in ERROR or DELETED.
+# From 2.16 host_status reads the cluster's nodes as the controller publishes them (node_zones).
 # The ``flavor`` filter reads the flavors, whose own generation the triggers of migration 0005 raise.
 WATCHED = {
     "servers": frozenset({"instances", "instance_metadata", "instance_system_metadata", "tags",
-                          "instance_faults"}),
+                          "instance_faults", "node_zones"}),
 }
 
 # The table an INSERT, UPDATE or DELETE writes, whatever the dialect's spelling and quoting.
