@@ -134,6 +134,10 @@ def make_engine(url: str, *, pool_size: int = 10, max_overflow: int = 20, pool_t
     engine = create_engine(
         url,
         echo=echo,
+        # PostgreSQL's default everywhere. At MariaDB's own default (REPEATABLE READ) a delete also
+        # locks the gaps beside the rows it finds, and two transactions replacing the rows of two
+        # neighbouring servers (all tags, all metadata) deadlock inserting into each other's gaps.
+        isolation_level="READ COMMITTED",
         pool_size=pool_size,
         max_overflow=max_overflow,
         pool_timeout=pool_timeout,
