@@ -492,6 +492,8 @@ class ServerLoop:
         with transaction(self.engine) as conn:
             for row in rows:
                 self._start_event(conn, row)
+        if self.claims is not None:
+            self._claim_creates(rows)
         done: list[int] = []
         for row in rows:
             if row.server_uuid in problems:
@@ -512,6 +514,23 @@ class ServerLoop:
                 _finish_rows(conn, done, None)
         self.rows_done = len(reads) + len(done)
         return problems
+
+    def _claim_creates(self, rows: list[ServerRow]) -> None:
+        """The builds of a pass claimed together (``Claims.claim_many``: one POST /allocations), their
+        host and node written in one transaction; what it leaves is claimed one by one in ``_act``. Only a
+        server's first row of the pass: a create behind another row of its server may not run now."""
+        first: dict[str, ServerRow] = {}
+        for row in rows:
+            first.setdefault(row.server_uuid, row)
+        creates = [row.server_uuid for row in first.values() if row.operation == "create"]
+        if len(creates) < 2:
+            return
+        servers = [s for s in map(self._server, creates) if s is not None and s["vm_state"] == states.BUILDING]
+        made = self.claims.claim_many(servers)
+        if made:
+            with transaction(self.engine) as conn:
+                for uuid, node in made.items():
+                    instances.save_state(conn, uuid, host=node, node=node)
 
     def _start_event(self, conn: Any, row: ServerRow) -> None:
         """The operation's event, in the instance action of the request that asked for it.
