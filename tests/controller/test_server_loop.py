@@ -330,3 +330,34 @@ def test_a_rebooted_server_stays_active(loop, db, apiserver):
     row = _row(db, uuid)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
+
+
+def test_a_settled_server_is_observed_again_only_once_something_it_depends_on_changed(loop, db, apiserver,
+                                                                                       monkeypatch):
+    """A pass skips an ACTIVE server whose row and objects are as they were when its last observation
+    changed nothing; its guest shutting down (a VMI change) is still seen on the next pass."""
+    from openkeel_compute.controller import servers as servers_module
+
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    loop.run_once()  # settled: this observation changes nothing
+    observed: list[str] = []
+    real = servers_module.observe
+
+    def counted(server, *args, **kwargs):
+        observed.append(server["uuid"])
+        return real(server, *args, **kwargs)
+
+    monkeypatch.setattr(servers_module, "observe", counted)
+    loop.run_once()
+    loop.run_once()
+    assert observed == []
+    client = make_client(apiserver.kubeconfig())
+    try:  # the guest stops by itself: KubeVirt's stop, not an action of the API
+        client._client._client.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{row['namespace']}/"
+                                   f"virtualmachines/{row['vm_name']}/stop", json={}).raise_for_status()
+    finally:
+        client.close()
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
+    assert uuid in observed

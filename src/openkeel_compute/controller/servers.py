@@ -407,6 +407,23 @@ def _finish_rows(target: Engine | Any, ids: list[int], error: str | None) -> Non
         target.execute(statement)
 
 
+def _quiet_key(server: dict[str, Any], namespace: str, snapshot: Snapshot) -> tuple | None:
+    """Everything a settled server's observation depends on: its row's state, task, update time and
+    system metadata, and the resource versions of its VM, VMI and DataVolumes. None when the observation
+    also depends on the time (a build, a start that may time out or stay unschedulable, any task under
+    way) or there is no VM: such a server is observed on every pass."""
+    if server.get("vm_state") == states.BUILDING or server.get("task_state") is not None:
+        return None
+    vm, vmi, dvs = snapshot.look(namespace, server["uuid"])
+    if vm is None:
+        return None
+    return (server.get("vm_state"), server.get("power_state"), server.get("updated_at"),
+            server.get("launched_at"), server.get("host"), server.get("progress"),
+            tuple(sorted((server.get("system_metadata") or {}).items())),
+            vm["metadata"].get("resourceVersion"), vmi and vmi["metadata"].get("resourceVersion"),
+            tuple(sorted(dv["metadata"].get("resourceVersion") or "" for dv in dvs)))
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
@@ -441,6 +458,7 @@ class ServerLoop:
         self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
         self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
         self._fresh_reads = 0  # servers read one by one during this observation pass
+        self._quiet: dict[str, tuple] = {}  # uuid -> _quiet_key of its last observation, which changed nothing
 
     def close(self) -> None:
         if self.watched is not None:
@@ -840,10 +858,15 @@ class ServerLoop:
                 problems.setdefault(server["uuid"], f"observe: {exc}")
             return
         writes: list[Callable[[Any], None]] = []
+        quiet, self._quiet = self._quiet, {}
         try:
             for server in servers:
+                key = _quiet_key(server, self.options.mapping.namespace_for(str(server["project_id"])), snapshot)
+                if key is not None and quiet.get(server["uuid"]) == key:
+                    self._quiet[server["uuid"]] = key  # nothing it depends on changed: it would change nothing
+                    continue
                 try:
-                    self.observe_one(server["uuid"], snapshot, server=server, writes=writes)
+                    self.observe_one(server["uuid"], snapshot, server=server, writes=writes, quiet_key=key)
                 except (ApiError, httpx2.HTTPError, PlacementError) as exc:
                     problems.setdefault(server["uuid"], f"observe: {exc}")
                 if len(writes) >= self.batch_size:
@@ -887,10 +910,12 @@ class ServerLoop:
             writes.clear()
 
     def observe_one(self, uuid: str, snapshot: Snapshot | None = None, *, server: dict[str, Any] | None = None,
-                    writes: list[Callable[[Any], None]] | None = None) -> Observation | None:
+                    writes: list[Callable[[Any], None]] | None = None, quiet_key: tuple | None = None
+                    ) -> Observation | None:
         """One server against the cluster. ``server``: its row as ``_server`` reads it (read now when not
         given); ``writes``: where the state change goes to be written with others (written now when not
-        given)."""
+        given); ``quiet_key``: what the observation depends on (``_quiet_key``), kept when it changes
+        nothing so that the next pass skips the server while the key stays the same."""
         server = server if server is not None else self._server(uuid)
         if server is None:
             return None
@@ -963,6 +988,8 @@ class ServerLoop:
         ends_task = seen.task_state is None and seen.vm_state != states.BUILDING
         open_event = bool(server["system_metadata"].get(SYSMETA_EVENT))
         if current == changes and not (ends_task and (open_event or old_vmi)):
+            if quiet_key is not None:
+                self._quiet[uuid] = quiet_key
             return seen  # nothing changed: only read
 
         def save(conn: Any) -> None:
