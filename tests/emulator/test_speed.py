@@ -75,3 +75,36 @@ def test_an_import_reports_its_progress_once_a_second_not_on_every_pass() -> Non
     changes = [b for a, b in itertools.pairwise(progress) if a != b]
     assert 2 <= len(changes) <= 3, changes  # about one a second, each larger than the last
     assert changes == sorted(changes, key=lambda p: float(p.rstrip("%")))
+
+
+def test_a_pass_looks_only_at_what_was_written_since_it_settled(cluster, client) -> None:
+    """Once a VM runs, the controllers' passes look at none of its objects (a thousand settled servers
+    cost nothing); writing its VMI has the VMI and its VM looked at again, and stopping it still works."""
+    import time
+
+    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+    from tests.emulator.test_lifecycle import VM_NAME, printable, put
+
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Running")
+    time.sleep(0.2)  # a few passes: everything settles
+    lifecycle = cluster.lifecycle
+    looked: list[str] = []
+    for name in ("_datavolume", "_expand", "_vmi", "_vm"):
+        real = getattr(lifecycle, name)
+        setattr(lifecycle, name, lambda obj, *args, _real=real: (looked.append(obj["kind"]), _real(obj, *args))[1])
+    time.sleep(0.2)
+    assert looked == []
+    http = client._client._client
+    patched = http.patch(f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/{VM_NAME}",
+                         json={"metadata": {"labels": {"touched": "yes"}}},
+                         headers={"Content-Type": "application/merge-patch+json"})
+    assert patched.status_code == 200, patched.text
+    time.sleep(0.2)
+    assert {"VirtualMachineInstance", "VirtualMachine"} <= set(looked)
+    assert "DataVolume" not in looked
+    put(client, "virtualmachines", VM_NAME, "stop")
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Stopped")

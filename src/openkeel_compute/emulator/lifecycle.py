@@ -90,7 +90,13 @@ class Lifecycle:
         self.ips = 0
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last namespace pass
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
-        self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
+        # Objects whose last pass changed nothing and would change nothing again until something they
+        # read is written: skipped by the passes (a thousand settled servers cost nothing). ``_settled``:
+        # keys of DataVolumes, PVCs and VMIs; ``_steady``: (namespace, name) of VMs, and ``_read_by``
+        # the VM each object a steady VM read (itself, its VMI, its DataVolumes) belongs to.
+        self._settled: set[tuple] = set()
+        self._steady: set[tuple] = set()
+        self._read_by: dict[tuple, tuple] = {}
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -143,7 +149,14 @@ class Lifecycle:
         for plural, one in (("datavolumes", self._datavolume), ("persistentvolumeclaims", self._expand),
                             ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
             with store.lock:
-                todo = list(objects.of_kind(plural).items())
+                self._forget_settled(objects.take_touched())
+                if plural == "virtualmachines":
+                    todo = [(key, obj) for key, obj in objects.of_kind(plural).items()
+                            if key[1:] not in self._steady]
+                elif plural == "virtualmachineinstances" and self.faults:  # a fault may act on any VMI
+                    todo = list(objects.of_kind(plural).items())
+                else:
+                    todo = [(key, obj) for key, obj in objects.of_kind(plural).items() if key not in self._settled]
             for key, obj in todo:
                 with store.lock:
                     if objects.get(key) is obj:
@@ -157,6 +170,25 @@ class Lifecycle:
             if version != self._collected or self._emptied:
                 self._collected = version
                 self._namespaces(clock)
+
+    def _forget_settled(self, touched: set[tuple]) -> None:
+        """What was written or removed is looked at again, and so is every VM that read it; a node that
+        came, changed or went has everything looked at again (what runs on it may have to move on)."""
+        if any(key[0] == "nodes" for key in touched):
+            self._settled.clear()
+            self._steady.clear()
+            self._read_by.clear()
+            return
+        self._settled -= touched
+        for key in touched:
+            vm = self._read_by.pop(key, None)
+            if vm is not None:
+                self._steady.discard(vm)
+
+    def _settle(self, obj: dict[str, Any]) -> None:
+        """The object's pass changed nothing, and none will until the object is written again."""
+        meta = obj["metadata"]
+        self._settled.add((BY_KIND[obj["kind"]].plural, meta.get("namespace"), meta["name"]))
 
     def _namespaces(self, clock: float) -> None:
         terminating = {name for (_plural, _ns, name), obj in self.store.objects.of_kind("namespaces").items()
@@ -199,6 +231,8 @@ class Lifecycle:
             new = _own(pvc)
             new["status"]["capacity"] = {"storage": wanted}
             self._write(new)
+        else:
+            self._settle(pvc)
 
     # -- DataVolumes (CDI) ---------------------------------------------------------------------------
 
@@ -208,6 +242,7 @@ class Lifecycle:
         ns = dv["metadata"].get("namespace")
         owners = [r.get("name") for r in dv["metadata"].get("ownerReferences") or ()]
         if phase in ("Succeeded", "Failed"):
+            self._settle(dv)
             return
         new = _own(dv)
         if phase is None:
@@ -282,6 +317,7 @@ class Lifecycle:
                 self.since.pop(meta["uid"], None)
             return
         if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
+            self._settle(vmi)  # the passes look at every VMI again while faults are injected
             return
         # A pass that finds a phase not yet due changes nothing: it is left before the VMI is copied.
         if phase == "Pending" and not self._due(vmi, self.delays.pending, clock):
@@ -470,27 +506,12 @@ class Lifecycle:
         self._write({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta,
                      "spec": spec})
 
-    def _inputs(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> tuple:
-        """The versions of everything a VM's pass reads: the VM, its VMI and its DataVolumes."""
-        ns = vm["metadata"].get("namespace")
-        found = [self.store.lookup("DataVolume", (t.get("metadata") or {}).get("name", ""), ns)
-                 for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ()]
-        dvs = tuple(dv and dv["metadata"].get("resourceVersion") for dv in found)
-        return (vm["metadata"].get("resourceVersion"), vmi and vmi["metadata"].get("resourceVersion"), dvs)
-
     def _vm(self, vm: dict[str, Any], clock: float) -> None:
         meta = vm["metadata"]
         ns, name = meta.get("namespace"), meta["name"]
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         deleting = bool(meta.get("deletionTimestamp"))
-        inputs = None
-        if not deleting:
-            # A VM whose last pass changed nothing, and whose VM, VMI and DataVolumes have not changed
-            # since, would change nothing again: skipped (1,000 steady VMs cost a pass each otherwise).
-            inputs = self._inputs(vm, vmi)
-            if self._steady.get((ns, name)) == inputs:
-                return
-            self._steady.pop((ns, name), None)
+        self._steady.discard((ns, name))
         new = _own(vm)
         status = new["status"]
         if deleting:
@@ -547,7 +568,13 @@ class Lifecycle:
         if new != vm:
             self._write(new)
         elif not failures and not requests:
-            self._steady[(ns, name)] = inputs
+            # A VM whose pass changed nothing changes nothing again until it, its VMI or one of its
+            # DataVolumes is written (1,000 steady VMs would cost a pass each otherwise).
+            self._steady.add((ns, name))
+            for key in (("virtualmachines", ns, name), ("virtualmachineinstances", ns, name),
+                        *(("datavolumes", ns, (t.get("metadata") or {}).get("name", ""))
+                          for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ())):
+                self._read_by[key] = (ns, name)
 
     def _stop(self, vmi: dict[str, Any]) -> None:
         new = copy.deepcopy(vmi)
