@@ -108,3 +108,34 @@ def test_a_pass_looks_only_at_what_was_written_since_it_settled(cluster, client)
     assert "DataVolume" not in looked
     put(client, "virtualmachines", VM_NAME, "stop")
     cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Stopped")
+
+
+def test_a_vmi_waiting_to_be_scheduled_is_placed_once_until_a_node_changes(cluster, client) -> None:
+    """kube-scheduler's choice for a VMI in Scheduling reads its spec and the nodes only: the passes
+    that find its phase not yet due do not choose again among every node, until a node joins."""
+    import time
+
+    from openkeel_compute.emulator import Delays
+    from openkeel_compute.emulator.server import node
+    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+    from tests.emulator.test_lifecycle import VM_NAME, phase, put
+
+    cluster.lifecycle.delays = Delays(0.02, 0.05, 0.01, 30.0, 0.02, 0.02, 0.01)  # Scheduling lasts 30 s
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: phase(o) == "Scheduling")
+    time.sleep(0.1)  # the next pass chooses its node
+    lifecycle = cluster.lifecycle
+    placed: list[int] = []
+    real = lifecycle._place
+    lifecycle._place = lambda spec: (placed.append(1), real(spec))[1]
+    time.sleep(0.3)  # dozens of passes
+    assert placed == []
+    cluster.seed(node("emulated-node-9"))
+    deadline = time.monotonic() + 5
+    while not placed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(placed) == 1
+    assert phase(cluster.get("VirtualMachineInstance", VM_NAME, NS)) == "Scheduling"

@@ -97,6 +97,7 @@ class Lifecycle:
         self._settled: set[tuple] = set()
         self._steady: set[tuple] = set()
         self._read_by: dict[tuple, tuple] = {}
+        self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -113,6 +114,7 @@ class Lifecycle:
 
     def _moved(self, obj: dict[str, Any], clock: float) -> None:
         self.since[obj["metadata"]["uid"]] = clock
+        self._places.pop(obj["metadata"]["uid"], None)
 
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
@@ -175,6 +177,7 @@ class Lifecycle:
         """What was written or removed is looked at again, and so is every VM that read it; a node that
         came, changed or went has everything looked at again (what runs on it may have to move on)."""
         if any(key[0] == "nodes" for key in touched):
+            self._places.clear()
             self._settled.clear()
             self._steady.clear()
             self._read_by.clear()
@@ -315,6 +318,7 @@ class Lifecycle:
                 self.store._remove(("virtualmachineinstances", ns, name))
                 self.launchers.remove(vmi)
                 self.since.pop(meta["uid"], None)
+                self._places.pop(meta["uid"], None)
             return
         if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
             self._settle(vmi)  # the passes look at every VMI again while faults are injected
@@ -326,7 +330,11 @@ class Lifecycle:
             return
         if phase == "Scheduling":
             fault = self._fault("unschedulable", ns, name)
-            target, why = self._place(vmi.get("spec") or {})
+            # the node choice reads only the VMI's spec and the nodes: asked again once a node changed
+            place = self._places.get(meta["uid"])
+            if place is None:
+                place = self._places[meta["uid"]] = self._place(vmi.get("spec") or {})
+            target, why = place
             if fault is None and target is not None and not self._due(vmi, self.delays.scheduling, clock):
                 return
         new = _own(vmi)
