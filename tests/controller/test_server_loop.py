@@ -361,3 +361,32 @@ def test_a_settled_server_is_observed_again_only_once_something_it_depends_on_ch
     row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
     assert uuid in observed
+
+
+def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cluster(loop, db, apiserver):
+    """The watches never show a step a build has not reached: a build they show ACTIVE is ACTIVE with no
+    fresh read; one they show a step behind its row (a watch lagging) is concluded from a fresh read."""
+    uuid = _boot(db)
+    loop.process_outbox()
+    servers = loop.servers
+    row = _row(db, uuid)
+    apiserver.wait_for("VirtualMachineInstance", row["vm_name"], row["namespace"],
+                       lambda o: ((o or {}).get("status") or {}).get("phase") == "Running")
+    cached = dataclasses.replace(servers.cluster.snapshot(), cached=True)
+    fresh: list[str] = []
+    look, snapshot = servers.cluster.look, servers.cluster.snapshot
+    servers.cluster.look = lambda *a: (fresh.append("look"), look(*a))[1]
+    servers.cluster.snapshot = lambda: (fresh.append("list"), snapshot())[1]
+    try:
+        servers.observe_one(uuid, cached)
+        assert _active(_row(db, uuid)) and fresh == []
+        # a second server whose row went further than the watches show (spawning; they show no VMI yet)
+        other = _boot(db)
+        loop.process_outbox()
+        with db_api.transaction(db) as conn:
+            instances.save_state(conn, other, task_state="spawning")
+        behind = dataclasses.replace(snapshot(), cached=True, vmis={})
+        servers.observe_one(other, behind)
+        assert fresh
+    finally:
+        servers.cluster.look, servers.cluster.snapshot = look, snapshot

@@ -407,6 +407,24 @@ def _finish_rows(target: Engine | Any, ids: list[int], error: str | None) -> Non
         target.execute(statement)
 
 
+def _build_moves_on(server: dict[str, Any], seen: Observation) -> bool:
+    """A build seen to reach a later step, or ACTIVE, with no fault: the watches never show a step the
+    build has not reached, so this needs no fresh read (a thousand builds under way would list the
+    whole cluster on every pass). Whatever else changes state is concluded from a fresh read."""
+    if server.get("vm_state") != states.BUILDING or seen.fault is not None or seen.deleted:
+        return False
+    steps = _BUILD_STEPS
+    now = steps.get((states.BUILDING, server.get("task_state")))
+    later = steps.get((seen.vm_state, seen.task_state))
+    return now is not None and later is not None and later > now
+
+
+# A build's steps as the cluster's objects show them, in the order it goes through them.
+_BUILD_STEPS = {(states.BUILDING, task): i for i, task in enumerate((
+    task_states.SCHEDULING, task_states.BLOCK_DEVICE_MAPPING, task_states.NETWORKING, task_states.SPAWNING))}
+_BUILD_STEPS[(states.ACTIVE, None)] = len(_BUILD_STEPS)
+
+
 def _quiet_key(server: dict[str, Any], namespace: str, snapshot: Snapshot) -> tuple | None:
     """Everything a settled server's observation depends on: its row's state, task, update time and
     system metadata, and the resource versions of its VM, VMI and DataVolumes. None when the observation
@@ -933,7 +951,7 @@ class ServerLoop:
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace)
         if snapshot is not None and snapshot.cached and (seen.deleted or (seen.vm_state, seen.task_state) != (
-                server.get("vm_state"), server.get("task_state"))):
+                server.get("vm_state"), server.get("task_state"))) and not _build_moves_on(server, seen):
             # a change of state is concluded only from a fresh read: the watches may still show an object
             # as it was (the VMI a hard reboot replaced, say, which would read as a guest that shut down)
             vm, vmi, dvs = self._look_fresh(namespace, uuid)
