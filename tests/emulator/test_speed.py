@@ -139,3 +139,35 @@ def test_a_vmi_waiting_to_be_scheduled_is_placed_once_until_a_node_changes(clust
         time.sleep(0.01)
     assert len(placed) == 1
     assert phase(cluster.get("VirtualMachineInstance", VM_NAME, NS)) == "Scheduling"
+
+
+def test_a_vm_waiting_for_its_import_costs_its_passes_nothing_until_the_import_moves_on(cluster, client,
+                                                                                       monkeypatch) -> None:
+    """While a root disk imports, the passes neither copy its DataVolume (nothing is due) nor look at the
+    VM whose start waits for it; the import's end still starts the VM."""
+    import time
+
+    from openkeel_compute.emulator import Delays
+    from openkeel_compute.emulator import lifecycle as lifecycle_module
+    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+    from tests.emulator.test_lifecycle import VM_NAME, phase, printable, put
+
+    cluster.lifecycle.delays = Delays(0.02, 30.0, 0.01, 0.02, 0.02, 0.02, 100.0)  # a 30 s import, no progress
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    dv_name = server_vm()["spec"]["dataVolumeTemplates"][0]["metadata"]["name"]
+    cluster.wait_for("DataVolume", dv_name, NS, lambda o: phase(o) == "ImportInProgress")
+    time.sleep(0.1)
+    lifecycle = cluster.lifecycle
+    copied: list[str] = []
+    looked: list[str] = []
+    real_own, real_vm = lifecycle_module._own, lifecycle._vm
+    monkeypatch.setattr(lifecycle_module, "_own", lambda obj: (copied.append(obj["kind"]), real_own(obj))[1])
+    lifecycle._vm = lambda vm, clock: (looked.append(vm["metadata"]["name"]), real_vm(vm, clock))[1]
+    time.sleep(0.3)  # dozens of passes
+    assert (copied, looked) == ([], [])
+    lifecycle.delays = Delays.fast()  # the import is due now
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Running")
+    assert VM_NAME in looked

@@ -247,6 +247,17 @@ class Lifecycle:
         if phase in ("Succeeded", "Failed"):
             self._settle(dv)
             return
+        # A pass that finds nothing due changes nothing: it leaves before the DataVolume is copied.
+        if phase == "Pending" and not self._due(dv, self.delays.import_scheduled / 2, clock):
+            return
+        if phase == "ImportScheduled" and not self._due(dv, self.delays.import_scheduled / 2, clock):
+            return
+        if phase not in (None, "Pending", "ImportScheduled", "ImportInProgress"):
+            return
+        if (phase == "ImportInProgress" and self._fault("import-failure", ns, dv["metadata"]["name"], *owners) is None
+                and not self._due(dv, self.delays.import_duration, clock)
+                and self._progress(dv, clock) == status.get("progress")):
+            return
         new = _own(dv)
         if phase is None:
             new["status"] = {"phase": "Pending", "progress": "N/A", "claimName": dv["metadata"]["name"],
@@ -284,11 +295,7 @@ class Lifecycle:
                     _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                     _condition("Ready", "True"), _condition("Running", "False", "Completed")])
             else:
-                elapsed = clock - self.since.get(dv["metadata"]["uid"], clock)
-                if self.delays.progress_every > 0:  # CDI reads the importer's progress now and then, not
-                    elapsed -= elapsed % self.delays.progress_every  # on every pass of its controller
-                share = min(99.99, 100.0 * elapsed / self.delays.import_duration) if self.delays.import_duration else 0
-                progress = f"{share:.2f}%"
+                progress = self._progress(dv, clock)
                 if progress == status.get("progress"):
                     return
                 new["status"]["progress"] = progress
@@ -298,6 +305,14 @@ class Lifecycle:
             return
         self._moved(dv, clock)
         self._write(new)
+
+    def _progress(self, dv: dict[str, Any], clock: float) -> str:
+        """An import's status.progress now."""
+        elapsed = clock - self.since.get(dv["metadata"]["uid"], clock)
+        if self.delays.progress_every > 0:  # CDI reads the importer's progress now and then, not
+            elapsed -= elapsed % self.delays.progress_every  # on every pass of its controller
+        share = min(99.99, 100.0 * elapsed / self.delays.import_duration) if self.delays.import_duration else 0
+        return f"{share:.2f}%"
 
     def _missing_secrets(self, dv: dict[str, Any]) -> list[str]:
         """The Secrets an HTTP import names (extra headers, credentials) that its namespace lacks."""
@@ -573,9 +588,11 @@ class Lifecycle:
                 status.pop("stateChangeRequests", None)
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         self._vm_status(new, status, vmi, dvs, failures, requests)
+        # a start waiting for its disks is taken up once a DataVolume is written (it succeeded)
+        waiting = bool(requests) and requests[0].get("action") == "Start" and vmi is None and not dvs_ready
         if new != vm:
             self._write(new)
-        elif not failures and not requests:
+        elif not failures and (not requests or waiting):
             # A VM whose pass changed nothing changes nothing again until it, its VMI or one of its
             # DataVolumes is written (1,000 steady VMs would cost a pass each otherwise).
             self._steady.add((ns, name))
