@@ -390,3 +390,34 @@ def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cl
         assert fresh
     finally:
         servers.cluster.look, servers.cluster.snapshot = look, snapshot
+
+
+def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next_pass(apiserver, db, ctl):
+    """A pass that creates servers' objects does not read the cluster to observe them when the watches do
+    not show them yet: the next passes observe them from the watches, and they boot."""
+    from openkeel_compute.controller.servers import Snapshot
+
+    client = make_client(apiserver.kubeconfig())
+    servers = make_loop(client, db, watch=True)
+    try:
+        loop = Both(ctl, servers)
+        deadline = time.monotonic() + 10
+        while not servers.watched.synced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        uuids = [_boot(db) for _ in range(12)]
+        ctl.run_once()  # the flavors' objects
+        servers.process_outbox()
+        assert all(_row(db, u)["vm_name"] for u in uuids)
+        fresh: list[str] = []
+        look, snapshot, watched = servers.cluster.look, servers.cluster.snapshot, servers.watched.snapshot
+        servers.cluster.look = lambda *a: (fresh.append("look"), look(*a))[1]
+        servers.cluster.snapshot = lambda: (fresh.append("list"), snapshot())[1]
+        servers.watched.snapshot = lambda: Snapshot({}, {}, {}, cached=True)  # the watches a moment behind
+        servers.observe_all()
+        assert fresh == []
+        servers.cluster.look, servers.cluster.snapshot, servers.watched.snapshot = look, snapshot, watched
+        for uuid in uuids:
+            assert _active(_until(loop, db, uuid, _active)), uuid
+    finally:
+        servers.close()
+        client.close()

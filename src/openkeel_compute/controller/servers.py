@@ -219,7 +219,7 @@ class WatchedObjects:
                     break
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 obj = event.get("object") or {}
                 kind_of_event = event.get("type")
                 if kind_of_event == "ERROR":
@@ -877,8 +877,14 @@ class ServerLoop:
             return
         writes: list[Callable[[Any], None]] = []
         quiet, self._quiet = self._quiet, {}
+        # Servers whose objects this pass created are observed next pass: the watches may not show them
+        # yet, and each would cost a read of the cluster to find what is known (their build goes on).
+        placed = {uuid for uuid, _namespace, _name in self._placed} if snapshot.cached else set()
         try:
             for server in servers:
+                if server["uuid"] in placed and snapshot.look(
+                        self.options.mapping.namespace_for(str(server["project_id"])), server["uuid"])[0] is None:
+                    continue
                 key = _quiet_key(server, self.options.mapping.namespace_for(str(server["project_id"])), snapshot)
                 if key is not None and quiet.get(server["uuid"]) == key:
                     self._quiet[server["uuid"]] = key  # nothing it depends on changed: it would change nothing
