@@ -474,6 +474,7 @@ class ServerLoop:
         self._namespaces: set[str] = set()  # namespaces seen to exist this pass (asked again after a failure)
         self.rows_done = 0  # rows the last pass did: when some were, the controller looks again without waiting
         self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
+        self._placed_before: set[str] = set()  # the servers whose objects the pass before created
         self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
         self._fresh_reads = 0  # servers read one by one during this observation pass
         self._quiet: dict[str, tuple] = {}  # uuid -> _quiet_key of its last observation, which changed nothing
@@ -508,6 +509,7 @@ class ServerLoop:
         problems: dict[str, str] = {}
         self._namespaces.clear()
         self.rows_done = 0
+        self._placed_before = {uuid for uuid, _namespace, _name in self._placed}
         self._placed = []
         if self.claims is not None:
             self.claims.begin_pass()  # candidates are shared within a pass only, never kept across
@@ -877,9 +879,11 @@ class ServerLoop:
             return
         writes: list[Callable[[Any], None]] = []
         quiet, self._quiet = self._quiet, {}
-        # Servers whose objects this pass created are observed next pass: the watches may not show them
-        # yet, and each would cost a read of the cluster to find what is known (their build goes on).
-        placed = {uuid for uuid, _namespace, _name in self._placed} if snapshot.cached else set()
+        # Servers whose objects this pass or the one before created, and which the watches do not show yet,
+        # are observed on a later pass: each would cost a read of the cluster to find what is known (their
+        # build goes on); after that a VM still missing is read from the cluster (one removed meanwhile).
+        placed = ({uuid for uuid, _namespace, _name in self._placed} | self._placed_before) if snapshot.cached \
+            else set()
         try:
             for server in servers:
                 if server["uuid"] in placed and snapshot.look(
