@@ -92,10 +92,9 @@ class Lifecycle:
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         # Objects whose last pass changed nothing and would change nothing again until something they
         # read is written: skipped by the passes (a thousand settled servers cost nothing). ``_settled``:
-        # keys of DataVolumes, PVCs and VMIs; ``_steady``: (namespace, name) of VMs, and ``_read_by``
-        # the VM each object a steady VM read (itself, its VMI, its DataVolumes) belongs to.
+        # their keys; ``_read_by``: the key of the settled VM that read each object (itself, its VMI, its
+        # DataVolumes), so that writing any of them has the VM looked at again.
         self._settled: set[tuple] = set()
-        self._steady: set[tuple] = set()
         self._read_by: dict[tuple, tuple] = {}
         self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
 
@@ -152,10 +151,7 @@ class Lifecycle:
                             ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
             with store.lock:
                 self._forget_settled(objects.take_touched())
-                if plural == "virtualmachines":
-                    todo = [(key, obj) for key, obj in objects.of_kind(plural).items()
-                            if key[1:] not in self._steady]
-                elif plural == "virtualmachineinstances" and self.faults:  # a fault may act on any VMI
+                if plural == "virtualmachineinstances" and self.faults:  # a fault may act on any VMI
                     todo = list(objects.of_kind(plural).items())
                 else:
                     todo = [(key, obj) for key, obj in objects.of_kind(plural).items() if key not in self._settled]
@@ -179,14 +175,13 @@ class Lifecycle:
         if any(key[0] == "nodes" for key in touched):
             self._places.clear()
             self._settled.clear()
-            self._steady.clear()
             self._read_by.clear()
             return
         self._settled -= touched
         for key in touched:
             vm = self._read_by.pop(key, None)
             if vm is not None:
-                self._steady.discard(vm)
+                self._settled.discard(vm)
 
     def _settle(self, obj: dict[str, Any]) -> None:
         """The object's pass changed nothing, and none will until the object is written again."""
@@ -534,7 +529,7 @@ class Lifecycle:
         ns, name = meta.get("namespace"), meta["name"]
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         deleting = bool(meta.get("deletionTimestamp"))
-        self._steady.discard((ns, name))
+        self._settled.discard(("virtualmachines", ns, name))
         new = _own(vm)
         status = new["status"]
         if deleting:
@@ -595,11 +590,12 @@ class Lifecycle:
         elif not failures and (not requests or waiting):
             # A VM whose pass changed nothing changes nothing again until it, its VMI or one of its
             # DataVolumes is written (1,000 steady VMs would cost a pass each otherwise).
-            self._steady.add((ns, name))
-            for key in (("virtualmachines", ns, name), ("virtualmachineinstances", ns, name),
+            own = ("virtualmachines", ns, name)
+            self._settled.add(own)
+            for key in (own, ("virtualmachineinstances", ns, name),
                         *(("datavolumes", ns, (t.get("metadata") or {}).get("name", ""))
                           for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ())):
-                self._read_by[key] = (ns, name)
+                self._read_by[key] = own
 
     def _stop(self, vmi: dict[str, Any]) -> None:
         new = copy.deepcopy(vmi)
