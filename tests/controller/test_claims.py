@@ -467,3 +467,67 @@ def test_a_shared_answer_that_went_stale_is_asked_again(world, db, apiserver):
     assert claims.claim(_row(db, a) | {"system_metadata": {}})[0] == first
     after = placement.get_allocations(a)
     assert (after.allocations, after.generation) == (before.allocations, before.generation)
+
+
+def _counting_writes(claims):
+    """The claim requests the loop sends: ("claim_new", consumers) and ("put", consumer)."""
+    calls: list[tuple] = []
+    placement = claims.placement
+    claim_new, put = placement.claim_new, placement.put_allocations
+
+    def counted_claim_new(consumers, *args, **kwargs):
+        calls.append(("claim_new", sorted(consumers)))
+        return claim_new(consumers, *args, **kwargs)
+
+    def counted_put(consumer, *args, **kwargs):
+        calls.append(("put", consumer))
+        return put(consumer, *args, **kwargs)
+
+    placement.claim_new, placement.put_allocations = counted_claim_new, counted_put
+    return calls
+
+
+def test_the_builds_of_one_pass_are_claimed_in_one_request_node_by_node(world, db, apiserver):
+    """Five builds of one pass, two per node: one POST /allocations claims the four that fit (each on
+    the node its own claim would take), and the fifth is Nova's "No valid host was found."."""
+    loop, placement = world
+    writes = _counting_writes(loop.servers.claims)
+    uuids = [_boot(db, ram=30000) for _ in range(5)]
+    loop.process_outbox()
+    rows = {u: _row(db, u) for u in uuids}
+    assert [rows[u]["host"] for u in uuids[:4]] == [NODE, NODE, "ssd-1", "ssd-1"] or \
+        [rows[u]["host"] for u in uuids[:4]] == ["ssd-1", "ssd-1", NODE, NODE], rows
+    assert writes[0] == ("claim_new", sorted(uuids[:4]))
+    assert [w for w in writes[1:] if w[0] == "claim_new"] == []
+    for u in uuids[:4]:
+        got = placement.get_allocations(u)
+        assert got.allocations == {providers.provider_uuid(rows[u]["host"]): {"VCPU": 1, "MEMORY_MB": 30000,
+                                                                              "DISK_GB": 1}}
+        assert (got.project_id, got.user_id) == (OWNER.project_id, OWNER.user_id)
+    assert rows[uuids[4]]["vm_state"] == states.ERROR
+    assert _faults(db, uuids[4])[uuids[4]]["message"] == NO_VALID_HOST
+    assert placement.get_allocations(uuids[4]).allocations == {}
+
+
+def test_claims_together_refused_are_made_one_by_one(world, db, apiserver):
+    """Placement refuses the whole request when one consumer exists already (a controller that died
+    after its claim, before it wrote the node): nothing of it is claimed, each server is claimed alone,
+    and the one that had a claim keeps it unchanged."""
+    loop, placement = world
+    claims = loop.servers.claims
+    earlier, *others = [_boot(db) for _ in range(3)]
+    claims.begin_pass()
+    node_name, _ = claims.claim(_row(db, earlier) | {"system_metadata": {}})
+    before = placement.get_allocations(earlier)
+    writes = _counting_writes(claims)
+    loop.process_outbox()
+    assert writes[0] == ("claim_new", sorted([earlier, *others]))
+    assert sorted(w[1] for w in writes[1:] if w[0] == "put") == sorted([earlier, *others])
+    rows = {u: _row(db, u) for u in (earlier, *others)}
+    assert rows[earlier]["host"] == node_name
+    after = placement.get_allocations(earlier)
+    assert (after.allocations, after.generation) == (before.allocations, before.generation)
+    for u in others:
+        assert rows[u]["host"] in (NODE, "ssd-1")
+        assert placement.get_allocations(u).allocations == {
+            providers.provider_uuid(rows[u]["host"]): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}

@@ -330,3 +330,101 @@ def test_a_rebooted_server_stays_active(loop, db, apiserver):
     row = _row(db, uuid)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
+
+
+def test_a_settled_server_is_observed_again_only_once_something_it_depends_on_changed(loop, db, apiserver,
+                                                                                       monkeypatch):
+    """A pass skips an ACTIVE server whose row and objects are as they were when its last observation
+    changed nothing; its guest shutting down (a VMI change) is still seen on the next pass."""
+    from openkeel_compute.controller import servers as servers_module
+
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    loop.run_once()  # settled: this observation changes nothing
+    observed: list[str] = []
+    real = servers_module.observe
+
+    def counted(server, *args, **kwargs):
+        observed.append(server["uuid"])
+        return real(server, *args, **kwargs)
+
+    monkeypatch.setattr(servers_module, "observe", counted)
+    loop.run_once()
+    loop.run_once()
+    assert observed == []
+    client = make_client(apiserver.kubeconfig())
+    try:  # the guest stops by itself: KubeVirt's stop, not an action of the API
+        client._client._client.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{row['namespace']}/"
+                                   f"virtualmachines/{row['vm_name']}/stop", json={}).raise_for_status()
+    finally:
+        client.close()
+    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
+    assert uuid in observed
+
+
+def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cluster(loop, db, apiserver):
+    """The watches never show a step a build has not reached: a build they show ACTIVE is ACTIVE with no
+    fresh read; one they show a step behind its row (a watch lagging) is concluded from a fresh read."""
+    uuid = _boot(db)
+    loop.process_outbox()
+    servers = loop.servers
+    row = _row(db, uuid)
+    apiserver.wait_for("VirtualMachineInstance", row["vm_name"], row["namespace"],
+                       lambda o: ((o or {}).get("status") or {}).get("phase") == "Running")
+    cached = dataclasses.replace(servers.cluster.snapshot(), cached=True)
+    fresh: list[str] = []
+    look, snapshot = servers.cluster.look, servers.cluster.snapshot
+    servers.cluster.look = lambda *a: (fresh.append("look"), look(*a))[1]
+    servers.cluster.snapshot = lambda: (fresh.append("list"), snapshot())[1]
+    try:
+        servers.observe_one(uuid, cached)
+        assert _active(_row(db, uuid)) and fresh == []
+        # a second server whose row went further than the watches show (spawning; they show no VMI yet)
+        other = _boot(db)
+        loop.process_outbox()
+        with db_api.transaction(db) as conn:
+            instances.save_state(conn, other, task_state="spawning")
+        behind = dataclasses.replace(snapshot(), cached=True, vmis={})
+        servers.observe_one(other, behind)
+        assert fresh
+    finally:
+        servers.cluster.look, servers.cluster.snapshot = look, snapshot
+
+
+def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next_pass(apiserver, db, ctl):
+    """Servers whose objects the last two passes created are not read from the cluster when the watches
+    do not show them yet (later passes observe them from the watches, and they boot); a VM the watches
+    still do not show after that is read from the cluster."""
+    from openkeel_compute.controller.servers import Snapshot
+
+    client = make_client(apiserver.kubeconfig())
+    servers = make_loop(client, db, watch=True)
+    try:
+        loop = Both(ctl, servers)
+        deadline = time.monotonic() + 10
+        while not servers.watched.synced and time.monotonic() < deadline:
+            time.sleep(0.01)
+        uuids = [_boot(db) for _ in range(12)]
+        ctl.run_once()  # the flavors' objects
+        servers.process_outbox()
+        assert all(_row(db, u)["vm_name"] for u in uuids)
+        fresh: list[str] = []
+        look, snapshot, watched = servers.cluster.look, servers.cluster.snapshot, servers.watched.snapshot
+        servers.cluster.look = lambda *a: (fresh.append("look"), look(*a))[1]
+        servers.cluster.snapshot = lambda: (fresh.append("list"), snapshot())[1]
+        servers.watched.snapshot = lambda: Snapshot({}, {}, {}, cached=True)  # the watches a moment behind
+        servers.observe_all()
+        assert fresh == []
+        servers.process_outbox()  # nothing to do; the watches still behind on the next pass
+        servers.observe_all()
+        assert fresh == []
+        servers.process_outbox()  # two passes on, a VM the watches do not show is read from the cluster
+        servers.observe_all()
+        assert fresh
+        servers.cluster.look, servers.cluster.snapshot, servers.watched.snapshot = look, snapshot, watched
+        for uuid in uuids:
+            assert _active(_until(loop, db, uuid, _active)), uuid
+    finally:
+        servers.close()
+        client.close()

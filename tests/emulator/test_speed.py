@@ -75,3 +75,99 @@ def test_an_import_reports_its_progress_once_a_second_not_on_every_pass() -> Non
     changes = [b for a, b in itertools.pairwise(progress) if a != b]
     assert 2 <= len(changes) <= 3, changes  # about one a second, each larger than the last
     assert changes == sorted(changes, key=lambda p: float(p.rstrip("%")))
+
+
+def test_a_pass_looks_only_at_what_was_written_since_it_settled(cluster, client) -> None:
+    """Once a VM runs, the controllers' passes look at none of its objects (a thousand settled servers
+    cost nothing); writing its VMI has the VMI and its VM looked at again, and stopping it still works."""
+    import time
+
+    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+    from tests.emulator.test_lifecycle import VM_NAME, printable, put
+
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Running")
+    time.sleep(0.2)  # a few passes: everything settles
+    lifecycle = cluster.lifecycle
+    looked: list[str] = []
+    for name in ("_datavolume", "_expand", "_vmi", "_vm"):
+        real = getattr(lifecycle, name)
+        setattr(lifecycle, name, lambda obj, *args, _real=real: (looked.append(obj["kind"]), _real(obj, *args))[1])
+    time.sleep(0.2)
+    assert looked == []
+    http = client._client._client
+    patched = http.patch(f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/{VM_NAME}",
+                         json={"metadata": {"labels": {"touched": "yes"}}},
+                         headers={"Content-Type": "application/merge-patch+json"})
+    assert patched.status_code == 200, patched.text
+    time.sleep(0.2)
+    assert {"VirtualMachineInstance", "VirtualMachine"} <= set(looked)
+    assert "DataVolume" not in looked
+    put(client, "virtualmachines", VM_NAME, "stop")
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Stopped")
+
+
+def test_a_vmi_waiting_to_be_scheduled_is_placed_once_until_a_node_changes(cluster, client) -> None:
+    """kube-scheduler's choice for a VMI in Scheduling reads its spec and the nodes only: the passes
+    that find its phase not yet due do not choose again among every node, until a node joins."""
+    import time
+
+    from openkeel_compute.emulator import Delays
+    from openkeel_compute.emulator.server import node
+    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+    from tests.emulator.test_lifecycle import VM_NAME, phase, put
+
+    cluster.lifecycle.delays = Delays(0.02, 0.05, 0.01, 30.0, 0.02, 0.02, 0.01)  # Scheduling lasts 30 s
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: phase(o) == "Scheduling")
+    time.sleep(0.1)  # the next pass chooses its node
+    lifecycle = cluster.lifecycle
+    placed: list[int] = []
+    real = lifecycle._place
+    lifecycle._place = lambda spec: (placed.append(1), real(spec))[1]
+    time.sleep(0.3)  # dozens of passes
+    assert placed == []
+    cluster.seed(node("emulated-node-9"))
+    deadline = time.monotonic() + 5
+    while not placed and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(placed) == 1
+    assert phase(cluster.get("VirtualMachineInstance", VM_NAME, NS)) == "Scheduling"
+
+
+def test_a_vm_waiting_for_its_import_costs_its_passes_nothing_until_the_import_moves_on(cluster, client,
+                                                                                       monkeypatch) -> None:
+    """While a root disk imports, the passes neither copy its DataVolume (nothing is due) nor look at the
+    VM whose start waits for it; the import's end still starts the VM."""
+    import time
+
+    from openkeel_compute.emulator import Delays
+    from openkeel_compute.emulator import lifecycle as lifecycle_module
+    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
+    from tests.emulator.test_lifecycle import VM_NAME, phase, printable, put
+
+    cluster.lifecycle.delays = Delays(0.02, 30.0, 0.01, 0.02, 0.02, 0.02, 100.0)  # a 30 s import, no progress
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    dv_name = server_vm()["spec"]["dataVolumeTemplates"][0]["metadata"]["name"]
+    cluster.wait_for("DataVolume", dv_name, NS, lambda o: phase(o) == "ImportInProgress")
+    time.sleep(0.1)
+    lifecycle = cluster.lifecycle
+    copied: list[str] = []
+    looked: list[str] = []
+    real_own, real_vm = lifecycle_module._own, lifecycle._vm
+    monkeypatch.setattr(lifecycle_module, "_own", lambda obj: (copied.append(obj["kind"]), real_own(obj))[1])
+    lifecycle._vm = lambda vm, clock: (looked.append(vm["metadata"]["name"]), real_vm(vm, clock))[1]
+    time.sleep(0.3)  # dozens of passes
+    assert (copied, looked) == ([], [])
+    lifecycle.delays = Delays.fast()  # the import is due now
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: printable(o) == "Running")
+    assert VM_NAME in looked

@@ -121,3 +121,27 @@ def test_a_foreign_provider_of_the_same_name_is_left_alone(placement):
     providers.sync(placement, [], Ratios(), Labels())
     assert placement.provider(other) is not None  # not ours: never deleted
     placement.delete_provider(other)
+
+
+def test_a_new_nodes_provider_is_written_without_reading_back_what_it_cannot_have_yet(placement):
+    """A provider just created has no inventory, traits or aggregates: its first sync creates it and
+    writes them, with no read of them in between (a cluster's first start syncs every node at once)."""
+    name = _name()
+    sent: list[tuple[str, str]] = []
+    request = placement._request
+
+    def counted(method, path, *args, **kwargs):
+        sent.append((method, path.split("?")[0]))
+        return request(method, path, *args, **kwargs)
+
+    placement._request = counted
+    rp = provider_uuid(name)
+    report = providers.sync(placement, [node(name, zone="az-y")], Ratios(), Labels())
+    assert report.created == [name]
+    mine = [(m, p) for m, p in sent if rp in p or p == "/resource_providers"]
+    assert [m for m, p in mine if m == "GET" and p != f"/resource_providers/{rp}" and p != "/resource_providers"] \
+        == [], mine
+    placement._request = request
+    assert placement.inventories(rp)[1]["MEMORY_MB"]["total"] == 65536
+    assert placement.traits(rp)[1] == {providers.MARKER_TRAIT}
+    assert placement.aggregates(rp)[1] == {zone_aggregate("az-y")}

@@ -63,6 +63,8 @@ class Claims:
         self.max_results = max_results
         self._names: dict[str, str] = {}  # provider uuid -> name (a provider's name never changes)
         self._shared: dict[tuple, list[Candidate]] = {}  # query -> candidates left, for one pass
+        self._summaries: dict[tuple, dict[str, dict[str, Any]]] = {}  # query -> its answer's provider summaries
+        self._made: dict[str, tuple[str, list[Candidate]]] = {}  # uuid -> (node, alternates) claimed together
 
     @classmethod
     def from_conf(cls, placement: PlacementClient, conf: Any) -> Claims:
@@ -98,11 +100,72 @@ class Claims:
     def begin_pass(self) -> None:
         """Forget the candidates shared by the claims of the last pass (see ``claim``)."""
         self._shared.clear()
+        self._summaries.clear()
+        self._made.clear()
 
     def _candidates(self, query: list[tuple[str, str]]) -> list[Candidate]:
         found = self.placement.allocation_candidates(query, self.max_results)
         self._shared[tuple(query)] = list(found.candidates)
+        self._summaries[tuple(query)] = found.summaries
         return self._shared[tuple(query)]
+
+    def claim_many(self, servers: list[Mapping[str, Any]]) -> dict[str, str]:
+        """Claim for the new servers of a pass in one POST /allocations; returns {uuid: node} of those
+        claimed, whose ``claim`` then answers without asking Placement again.
+
+        Each server gets the candidate its own ``claim`` would take: the shared answer in Placement's
+        order, a candidate whose providers lack the room (by the answer's provider summaries, less what
+        the servers before it took) dropped as a refused PUT drops it. Placement checks the whole request
+        and takes it all or nothing; when it refuses, or cannot be asked, nothing is claimed here and
+        every server is claimed one by one as before (its own conflicts, next candidates and faults).
+        Servers already holding a node (a claim made before a restart), those whose request has no
+        usable summaries and those no candidate of the answer can take are left to ``claim``."""
+        plans: dict[tuple, tuple[list[Candidate], dict[str, dict[str, list[int]]]] | None] = {}
+        chosen: dict[str, tuple[Mapping[str, Any], tuple, Candidate, list[Candidate]]] = {}
+        try:
+            for server in servers:
+                if server.get("node") or str(server["uuid"]) in self._made:
+                    continue
+                try:
+                    query = tuple(self.query_of(server))
+                except NoValidHost:
+                    continue  # claim() says so with the server's fault
+                if query not in plans:
+                    candidates = self._shared.get(query)
+                    if candidates is None:
+                        candidates = self._candidates(list(query))
+                    room = {rp: {rc: [int(r["capacity"]), int(r["used"])]
+                                 for rc, r in (summary.get("resources") or {}).items()}
+                            for rp, summary in self._summaries.get(query, {}).items()}
+                    known = all(rc in room.get(rp, {}) for c in candidates
+                                for rp, resources in c.allocations.items() for rc in resources)
+                    plans[query] = (list(candidates), room) if known else None
+                if plans[query] is None:
+                    continue  # an answer whose summaries do not show every class asked for: one by one
+                left, room = plans[query]
+                while left and not _fits(left[0].allocations, room):
+                    left.pop(0)  # as a refused PUT drops it from the shared answer
+                if not left:
+                    continue
+                taken = left[0]
+                for rp, resources in taken.allocations.items():
+                    for rc, amount in resources.items():
+                        room[rp][rc][1] += amount
+                chosen[str(server["uuid"])] = (server, query, taken, left[1:self.max_attempts])
+            if len(chosen) < 2:
+                return {}
+            self.placement.claim_new({uuid: (taken.allocations, str(server["project_id"]), str(server["user_id"]))
+                                      for uuid, (server, _query, taken, _alternates) in chosen.items()})
+            made = {uuid: (self.node_of(node_provider(taken.allocations)), alternates)
+                    for uuid, (_server, _query, taken, alternates) in chosen.items()}
+        except errors.PlacementError as exc:
+            LOG.info("%d claims together refused (%s): claimed one by one", len(chosen), exc.message)
+            return {}
+        for query, plan in plans.items():
+            if plan is not None:
+                self._shared[query][:] = plan[0]  # the candidates found full are gone for the rest of the pass
+        self._made.update(made)
+        return {uuid: node for uuid, (node, _alternates) in made.items()}
 
     def _existing(self, uuid: str) -> str | None:
         """The node of the server's own allocations, if it has some."""
@@ -118,6 +181,8 @@ class Claims:
         is "no valid host". A consumer that exists already (a claim made before the controller restarted)
         refuses the PUT for a new consumer; its allocations are then the claim."""
         uuid = str(server["uuid"])
+        if uuid in self._made:
+            return self._made.pop(uuid)
         query = self.query_of(server)
         asked = "&".join(f"{k}={v}" for k, v in query)
         try:
@@ -193,6 +258,16 @@ class Claims:
         if released:
             LOG.info("server %s: allocations given back", uuid)
         return released
+
+
+def _fits(allocations: Mapping[str, Mapping[str, int]], room: Mapping[str, Mapping[str, list[int]]]) -> bool:
+    """Whether every provider of a candidate still has the room it asks for ([capacity, used] per class)."""
+    for rp, resources in allocations.items():
+        for rc, amount in resources.items():
+            capacity, used = room[rp][rc]
+            if used + amount > capacity:
+                return False
+    return True
 
 
 def alternates_json(alternates: list[Candidate]) -> str | None:

@@ -195,14 +195,17 @@ def _converge(placement: PlacementClient, node: Mapping[str, Any], ratios: Ratio
               report: Report) -> None:
     name = (node.get("metadata") or {})["name"]
     rp = provider_uuid(name)
+    created = None
     if placement.provider(rp) is None:
         try:
-            placement.create_provider(rp, name)
+            created = placement.create_provider(rp, name)
         except errors.PlacementConflict:  # a provider of that name with another uuid (not one of ours)
             LOG.warning("node %s: Placement has another provider named %s; this node is not offered", name, name)
             return
         report.created.append(name)
-    generation, inventories = placement.inventories(rp)
+    # A provider just created has no inventory, traits or aggregates: nothing to read back (a cluster's
+    # first start creates one per node, and the servers wait for them).
+    generation, inventories = (created["generation"], {}) if created else placement.inventories(rp)
     want = desired(node, ratios, labels, inventories)
     changed = False
     if not _same_inventories(inventories, want.inventories):
@@ -211,11 +214,17 @@ def _converge(placement: PlacementClient, node: Mapping[str, Any], ratios: Ratio
         except errors.ProviderInUse as exc:  # a class still allocated would go: keep the rest as it was
             LOG.warning("node %s: inventory not changed while servers use it: %s", name, exc.message)
         changed = True
-    generation, traits = placement.traits(rp)
+    if not created:
+        generation, traits = placement.traits(rp)
+    else:
+        traits = set()
     if traits != want.traits:
         generation = placement.set_traits(rp, generation, want.traits)
         changed = True
-    generation, aggregates = placement.aggregates(rp)
+    if not created:
+        generation, aggregates = placement.aggregates(rp)
+    else:
+        aggregates = set()
     if aggregates != want.aggregates:
         placement.set_aggregates(rp, generation, want.aggregates)
         changed = True

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import httpx2
+import orjson
 from lightkube import ApiError, Client
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.core_v1 import Namespace, Node, Secret
@@ -206,22 +207,11 @@ class WatchedObjects:
                 self._stop.wait(self.retry_delay)
 
     def _relist(self, kind: str, path: str, selector: str) -> str:
-        objects: dict[tuple[str, str], dict[str, Any]] = {}
-        params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
-        while True:
-            response = self.http.get(path, params=params)
-            response.raise_for_status()
-            body = response.json()
-            for obj in body.get("items") or ():
-                objects[_key(obj)] = obj
-            token = (body.get("metadata") or {}).get("continue")
-            if not token:
-                break
-            params["continue"] = token
+        items, version = list_json(self.http, path, selector)
         with self._lock:
-            self._objects[kind] = objects
+            self._objects[kind] = {_key(obj): obj for obj in items}
             self._synced[kind] = True
-        return str((body.get("metadata") or {}).get("resourceVersion") or "")
+        return version
 
     def _watch(self, kind: str, path: str, selector: str, version: str) -> str:
         params = {"watch": "true", "labelSelector": selector, "resourceVersion": version,
@@ -233,7 +223,7 @@ class WatchedObjects:
                     break
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = orjson.loads(line)
                 obj = event.get("object") or {}
                 kind_of_event = event.get("type")
                 if kind_of_event == "ERROR":
@@ -247,6 +237,22 @@ class WatchedObjects:
                     else:
                         self._objects[kind][_key(obj)] = obj
         return version
+
+
+def list_json(http: Any, path: str, selector: str) -> tuple[list[dict[str, Any]], str]:
+    """(items, resourceVersion) of a cluster-wide list, paged, as the API server's JSON: no client-side
+    model objects, which cost more than the request for a thousand VMs."""
+    items: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
+    while True:
+        response = http.get(path, params=params)
+        response.raise_for_status()
+        body = orjson.loads(response.content)
+        items.extend(body.get("items") or ())
+        token = (body.get("metadata") or {}).get("continue")
+        if not token:
+            return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
+        params["continue"] = token
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str]:
@@ -349,12 +355,12 @@ class ServerCluster:
     def snapshot(self) -> Snapshot:
         """Every server's VM, VMI and DataVolumes in three cluster-wide lists (labelled managed-by openkeel),
         instead of three requests per server."""
-        def listed(res: Any) -> list[dict[str, Any]]:
-            return [o.to_dict() if hasattr(o, "to_dict") else dict(o)
-                    for o in self.client.list(res, namespace="*", labels={mapping.MANAGED_BY: FIELD_MANAGER})]
+        def listed(kind: str) -> list[dict[str, Any]]:
+            _kind, api, plural = next(w for w in _WATCHED if w[0] == kind)
+            return list_json(self.http, f"/apis/{api}/{plural}", f"{mapping.MANAGED_BY}={FIELD_MANAGER}")[0]
 
-        snap = Snapshot({_key(o): o for o in listed(VM)}, {_key(o): o for o in listed(VMI)}, {})
-        for dv in listed(DATA_VOLUME):
+        snap = Snapshot({_key(o): o for o in listed("vms")}, {_key(o): o for o in listed("vmis")}, {})
+        for dv in listed("dvs"):
             server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
             if server:
                 snap.dvs.setdefault((dv["metadata"].get("namespace") or "", server), []).append(dv)
@@ -415,6 +421,44 @@ def _finish_rows(target: Engine | Any, ids: list[int], error: str | None) -> Non
         target.execute(statement)
 
 
+def _build_moves_on(server: dict[str, Any], seen: Observation) -> bool:
+    """A build seen to reach a later step, or ACTIVE, with no fault: the watches never show a step the
+    build has not reached, so this needs no fresh read (a thousand builds under way would list the
+    whole cluster on every pass). Whatever else changes state is concluded from a fresh read."""
+    if server.get("vm_state") != states.BUILDING or seen.fault is not None or seen.deleted:
+        return False
+    steps = _BUILD_STEPS
+    now = steps.get((states.BUILDING, server.get("task_state")))
+    later = steps.get((seen.vm_state, seen.task_state))
+    return now is not None and later is not None and later > now
+
+
+# A build's steps as the cluster's objects show them, in the order it goes through them.
+_BUILD_STEPS = {(states.BUILDING, task): i for i, task in enumerate((
+    task_states.SCHEDULING, task_states.BLOCK_DEVICE_MAPPING, task_states.NETWORKING, task_states.SPAWNING))}
+_BUILD_STEPS[(states.ACTIVE, None)] = len(_BUILD_STEPS)
+
+
+def _quiet_key(server: dict[str, Any], namespace: str, snapshot: Snapshot) -> tuple | None:
+    """Everything a settled server's observation depends on: its row's state, task, update time and
+    system metadata, and the resource versions of its VM, VMI and DataVolumes. None when the observation
+    also depends on the time (a build, a start that may time out or stay unschedulable, any task under
+    way) or there is no VM: such a server is observed on every pass."""
+    if server.get("vm_state") == states.BUILDING or server.get("task_state") is not None:
+        return None
+    vm, vmi, dvs = snapshot.look(namespace, server["uuid"])
+    if vm is None:
+        return None
+    vmi_status = (vmi or {}).get("status") or {}
+    if vmi_status.get("phase") == "Failed" and vmi_status.get("reason") == "NodeUnresponsive":
+        return None  # it also depends on whether its node still exists, which no object of its own shows
+    return (server.get("vm_state"), server.get("power_state"), server.get("updated_at"),
+            server.get("launched_at"), server.get("host"), server.get("progress"),
+            tuple(sorted((server.get("system_metadata") or {}).items())),
+            vm["metadata"].get("resourceVersion"), vmi and vmi["metadata"].get("resourceVersion"),
+            tuple(sorted(dv["metadata"].get("resourceVersion") or "" for dv in dvs)))
+
+
 def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
@@ -447,10 +491,12 @@ class ServerLoop:
         self._namespaces: set[str] = set()  # namespaces seen to exist this pass (asked again after a failure)
         self.rows_done = 0  # rows the last pass did: when some were, the controller looks again without waiting
         self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
+        self._placed_before: set[str] = set()  # the servers whose objects the pass before created
         self._fresh: Snapshot | None = None  # the cluster as listed during this observation pass, once needed
         self._fresh_reads = 0  # servers read one by one during this observation pass
         self._nodes_seen: dict[str, bool] = {}  # node name -> it exists, asked once per observation pass
         self._nodes_gone: dict[str, float] = {}  # node name -> when it was found deleted (not asked again soon)
+        self._quiet: dict[str, tuple] = {}  # uuid -> _quiet_key of its last observation, which changed nothing
 
     def close(self) -> None:
         if self.watched is not None:
@@ -482,6 +528,7 @@ class ServerLoop:
         problems: dict[str, str] = {}
         self._namespaces.clear()
         self.rows_done = 0
+        self._placed_before = {uuid for uuid, _namespace, _name in self._placed}
         self._placed = []
         if self.claims is not None:
             self.claims.begin_pass()  # candidates are shared within a pass only, never kept across
@@ -508,6 +555,8 @@ class ServerLoop:
         with transaction(self.engine) as conn:
             for row in rows:
                 self._start_event(conn, row)
+        if self.claims is not None:
+            self._claim_creates(rows)
         done: list[int] = []
         for row in rows:
             if row.server_uuid in problems:
@@ -528,6 +577,23 @@ class ServerLoop:
                 _finish_rows(conn, done, None)
         self.rows_done = len(reads) + len(done)
         return problems
+
+    def _claim_creates(self, rows: list[ServerRow]) -> None:
+        """The builds of a pass claimed together (``Claims.claim_many``: one POST /allocations), their
+        host and node written in one transaction; what it leaves is claimed one by one in ``_act``. Only a
+        server's first row of the pass: a create behind another row of its server may not run now."""
+        first: dict[str, ServerRow] = {}
+        for row in rows:
+            first.setdefault(row.server_uuid, row)
+        creates = [row.server_uuid for row in first.values() if row.operation == "create"]
+        if len(creates) < 2:
+            return
+        servers = [s for s in map(self._server, creates) if s is not None and s["vm_state"] == states.BUILDING]
+        made = self.claims.claim_many(servers)
+        if made:
+            with transaction(self.engine) as conn:
+                for uuid, node in made.items():
+                    instances.save_state(conn, uuid, host=node, node=node)
 
     def _start_event(self, conn: Any, row: ServerRow) -> None:
         """The operation's event, in the instance action of the request that asked for it.
@@ -866,10 +932,23 @@ class ServerLoop:
                 problems.setdefault(server["uuid"], f"observe: {exc}")
             return
         writes: list[Callable[[Any], None]] = []
+        quiet, self._quiet = self._quiet, {}
+        # Servers whose objects this pass or the one before created, and which the watches do not show yet,
+        # are observed on a later pass: each would cost a read of the cluster to find what is known (their
+        # build goes on); after that a VM still missing is read from the cluster (one removed meanwhile).
+        placed = ({uuid for uuid, _namespace, _name in self._placed} | self._placed_before) if snapshot.cached \
+            else set()
         try:
             for server in servers:
+                if server["uuid"] in placed and snapshot.look(
+                        self.options.mapping.namespace_for(str(server["project_id"])), server["uuid"])[0] is None:
+                    continue
+                key = _quiet_key(server, self.options.mapping.namespace_for(str(server["project_id"])), snapshot)
+                if key is not None and quiet.get(server["uuid"]) == key:
+                    self._quiet[server["uuid"]] = key  # nothing it depends on changed: it would change nothing
+                    continue
                 try:
-                    self.observe_one(server["uuid"], snapshot, server=server, writes=writes)
+                    self.observe_one(server["uuid"], snapshot, server=server, writes=writes, quiet_key=key)
                 except (ApiError, httpx2.HTTPError, PlacementError) as exc:
                     problems.setdefault(server["uuid"], f"observe: {exc}")
                 if len(writes) >= self.batch_size:
@@ -914,10 +993,12 @@ class ServerLoop:
             writes.clear()
 
     def observe_one(self, uuid: str, snapshot: Snapshot | None = None, *, server: dict[str, Any] | None = None,
-                    writes: list[Callable[[Any], None]] | None = None) -> Observation | None:
+                    writes: list[Callable[[Any], None]] | None = None, quiet_key: tuple | None = None
+                    ) -> Observation | None:
         """One server against the cluster. ``server``: its row as ``_server`` reads it (read now when not
         given); ``writes``: where the state change goes to be written with others (written now when not
-        given)."""
+        given); ``quiet_key``: what the observation depends on (``_quiet_key``), kept when it changes
+        nothing so that the next pass skips the server while the key stays the same."""
         server = server if server is not None else self._server(uuid)
         if server is None:
             return None
@@ -935,7 +1016,7 @@ class ServerLoop:
         seen = observe(server, vm, vmi, dvs, self.now(), server["created_at"], self.build_timeout,
                        self.network_name, self.unschedulable_grace, self._node_gone(vmi))
         if snapshot is not None and snapshot.cached and (seen.deleted or (seen.vm_state, seen.task_state) != (
-                server.get("vm_state"), server.get("task_state"))):
+                server.get("vm_state"), server.get("task_state"))) and not _build_moves_on(server, seen):
             # a change of state is concluded only from a fresh read: the watches may still show an object
             # as it was (the VMI a hard reboot replaced, say, which would read as a guest that shut down)
             vm, vmi, dvs = self._look_fresh(namespace, uuid)
@@ -990,6 +1071,8 @@ class ServerLoop:
         ends_task = seen.task_state is None and seen.vm_state != states.BUILDING
         open_event = bool(server["system_metadata"].get(SYSMETA_EVENT))
         if current == changes and not (ends_task and (open_event or old_vmi)):
+            if quiet_key is not None:
+                self._quiet[uuid] = quiet_key
             return seen  # nothing changed: only read
 
         def save(conn: Any) -> None:

@@ -90,7 +90,13 @@ class Lifecycle:
         self.ips = 0
         self._collected: tuple[int, int] | None = None  # the store's (rv, size) at the last namespace pass
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
-        self._steady: dict[tuple, tuple] = {}  # (namespace, VM name) -> the inputs of its last pass, when it was a no-op
+        # Objects whose last pass changed nothing and would change nothing again until something they
+        # read is written: skipped by the passes (a thousand settled servers cost nothing). ``_settled``:
+        # their keys; ``_read_by``: the key of the settled VM that read each object (itself, its VMI, its
+        # DataVolumes), so that writing any of them has the VM looked at again.
+        self._settled: set[tuple] = set()
+        self._read_by: dict[tuple, tuple] = {}
+        self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -107,6 +113,7 @@ class Lifecycle:
 
     def _moved(self, obj: dict[str, Any], clock: float) -> None:
         self.since[obj["metadata"]["uid"]] = clock
+        self._places.pop(obj["metadata"]["uid"], None)
 
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
@@ -143,7 +150,11 @@ class Lifecycle:
         for plural, one in (("datavolumes", self._datavolume), ("persistentvolumeclaims", self._expand),
                             ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
             with store.lock:
-                todo = list(objects.of_kind(plural).items())
+                self._forget_settled(objects.take_touched())
+                if plural == "virtualmachineinstances" and self.faults:  # a fault may act on any VMI
+                    todo = list(objects.of_kind(plural).items())
+                else:
+                    todo = [(key, obj) for key, obj in objects.of_kind(plural).items() if key not in self._settled]
             for key, obj in todo:
                 with store.lock:
                     if objects.get(key) is obj:
@@ -164,6 +175,25 @@ class Lifecycle:
             if version != self._collected or self._emptied:
                 self._collected = version
                 self._namespaces(clock)
+
+    def _forget_settled(self, touched: set[tuple]) -> None:
+        """What was written or removed is looked at again, and so is every VM that read it; a node that
+        came, changed or went has everything looked at again (what runs on it may have to move on)."""
+        if any(key[0] == "nodes" for key in touched):
+            self._places.clear()
+            self._settled.clear()
+            self._read_by.clear()
+            return
+        self._settled -= touched
+        for key in touched:
+            vm = self._read_by.pop(key, None)
+            if vm is not None:
+                self._settled.discard(vm)
+
+    def _settle(self, obj: dict[str, Any]) -> None:
+        """The object's pass changed nothing, and none will until the object is written again."""
+        meta = obj["metadata"]
+        self._settled.add((BY_KIND[obj["kind"]].plural, meta.get("namespace"), meta["name"]))
 
     def _namespaces(self, clock: float) -> None:
         terminating = {name for (_plural, _ns, name), obj in self.store.objects.of_kind("namespaces").items()
@@ -206,6 +236,8 @@ class Lifecycle:
             new = _own(pvc)
             new["status"]["capacity"] = {"storage": wanted}
             self._write(new)
+        else:
+            self._settle(pvc)
 
     # -- DataVolumes (CDI) ---------------------------------------------------------------------------
 
@@ -215,6 +247,18 @@ class Lifecycle:
         ns = dv["metadata"].get("namespace")
         owners = [r.get("name") for r in dv["metadata"].get("ownerReferences") or ()]
         if phase in ("Succeeded", "Failed"):
+            self._settle(dv)
+            return
+        # A pass that finds nothing due changes nothing: it leaves before the DataVolume is copied.
+        if phase == "Pending" and not self._due(dv, self.delays.import_scheduled / 2, clock):
+            return
+        if phase == "ImportScheduled" and not self._due(dv, self.delays.import_scheduled / 2, clock):
+            return
+        if phase not in (None, "Pending", "ImportScheduled", "ImportInProgress"):
+            return
+        if (phase == "ImportInProgress" and self._fault("import-failure", ns, dv["metadata"]["name"], *owners) is None
+                and not self._due(dv, self.delays.import_duration, clock)
+                and self._progress(dv, clock) == status.get("progress")):
             return
         new = _own(dv)
         if phase is None:
@@ -253,11 +297,7 @@ class Lifecycle:
                     _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                     _condition("Ready", "True"), _condition("Running", "False", "Completed")])
             else:
-                elapsed = clock - self.since.get(dv["metadata"]["uid"], clock)
-                if self.delays.progress_every > 0:  # CDI reads the importer's progress now and then, not
-                    elapsed -= elapsed % self.delays.progress_every  # on every pass of its controller
-                share = min(99.99, 100.0 * elapsed / self.delays.import_duration) if self.delays.import_duration else 0
-                progress = f"{share:.2f}%"
+                progress = self._progress(dv, clock)
                 if progress == status.get("progress"):
                     return
                 new["status"]["progress"] = progress
@@ -267,6 +307,14 @@ class Lifecycle:
             return
         self._moved(dv, clock)
         self._write(new)
+
+    def _progress(self, dv: dict[str, Any], clock: float) -> str:
+        """An import's status.progress now."""
+        elapsed = clock - self.since.get(dv["metadata"]["uid"], clock)
+        if self.delays.progress_every > 0:  # CDI reads the importer's progress now and then, not
+            elapsed -= elapsed % self.delays.progress_every  # on every pass of its controller
+        share = min(99.99, 100.0 * elapsed / self.delays.import_duration) if self.delays.import_duration else 0
+        return f"{share:.2f}%"
 
     def _missing_secrets(self, dv: dict[str, Any]) -> list[str]:
         """The Secrets an HTTP import names (extra headers, credentials) that its namespace lacks."""
@@ -287,8 +335,10 @@ class Lifecycle:
                 self.store._remove(("virtualmachineinstances", ns, name))
                 self.launchers.remove(vmi)
                 self.since.pop(meta["uid"], None)
+                self._places.pop(meta["uid"], None)
             return
         if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
+            self._settle(vmi)  # the passes look at every VMI again while faults are injected
             return
         # A pass that finds a phase not yet due changes nothing: it is left before the VMI is copied.
         if phase == "Pending" and not self._due(vmi, self.delays.pending, clock):
@@ -297,7 +347,11 @@ class Lifecycle:
             return
         if phase == "Scheduling":
             fault = self._fault("unschedulable", ns, name)
-            target, why = self._place(vmi.get("spec") or {})
+            # the node choice reads only the VMI's spec and the nodes: asked again once a node changed
+            place = self._places.get(meta["uid"])
+            if place is None:
+                place = self._places[meta["uid"]] = self._place(vmi.get("spec") or {})
+            target, why = place
             if fault is None and target is not None and not self._due(vmi, self.delays.scheduling, clock):
                 return
         new = _own(vmi)
@@ -505,27 +559,12 @@ class Lifecycle:
         self._write({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta,
                      "spec": spec})
 
-    def _inputs(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> tuple:
-        """The versions of everything a VM's pass reads: the VM, its VMI and its DataVolumes."""
-        ns = vm["metadata"].get("namespace")
-        found = [self.store.lookup("DataVolume", (t.get("metadata") or {}).get("name", ""), ns)
-                 for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ()]
-        dvs = tuple(dv and dv["metadata"].get("resourceVersion") for dv in found)
-        return (vm["metadata"].get("resourceVersion"), vmi and vmi["metadata"].get("resourceVersion"), dvs)
-
     def _vm(self, vm: dict[str, Any], clock: float) -> None:
         meta = vm["metadata"]
         ns, name = meta.get("namespace"), meta["name"]
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         deleting = bool(meta.get("deletionTimestamp"))
-        inputs = None
-        if not deleting:
-            # A VM whose last pass changed nothing, and whose VM, VMI and DataVolumes have not changed
-            # since, would change nothing again: skipped (1,000 steady VMs cost a pass each otherwise).
-            inputs = self._inputs(vm, vmi)
-            if self._steady.get((ns, name)) == inputs:
-                return
-            self._steady.pop((ns, name), None)
+        self._settled.discard(("virtualmachines", ns, name))
         new = _own(vm)
         status = new["status"]
         if deleting:
@@ -579,10 +618,19 @@ class Lifecycle:
                 status.pop("stateChangeRequests", None)
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         self._vm_status(new, status, vmi, dvs, failures, requests)
+        # a start waiting for its disks is taken up once a DataVolume is written (it succeeded)
+        waiting = bool(requests) and requests[0].get("action") == "Start" and vmi is None and not dvs_ready
         if new != vm:
             self._write(new)
-        elif not failures and not requests:
-            self._steady[(ns, name)] = inputs
+        elif not failures and (not requests or waiting):
+            # A VM whose pass changed nothing changes nothing again until it, its VMI or one of its
+            # DataVolumes is written (1,000 steady VMs would cost a pass each otherwise).
+            own = ("virtualmachines", ns, name)
+            self._settled.add(own)
+            for key in (own, ("virtualmachineinstances", ns, name),
+                        *(("datavolumes", ns, (t.get("metadata") or {}).get("name", ""))
+                          for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ())):
+                self._read_by[key] = own
 
     def _stop(self, vmi: dict[str, Any]) -> None:
         new = copy.deepcopy(vmi)

@@ -231,6 +231,7 @@ class Objects(dict):
         self._dependents: dict[str, set[Key]] = {}  # owner uid -> keys of the objects naming it
         self.suspects: set[Key] = set()
         self.nodes_removed: set[str] = set()  # names of Nodes removed since the lifecycle last looked
+        self.touched: set[Key] = set()  # written or removed since the controllers last looked (take_touched)
 
     @staticmethod
     def _owners(obj: dict[str, Any] | None) -> list[str]:
@@ -253,6 +254,7 @@ class Objects(dict):
         if old is not None:
             self._forget(key, old)
         super().__setitem__(key, value)
+        self.touched.add(key)
         self._kinds.setdefault(key[0], {})[key] = value
         uid = (value.get("metadata") or {}).get("uid")
         if uid is not None:
@@ -270,6 +272,7 @@ class Objects(dict):
         if key not in self:
             return super().pop(key, *default)
         old = super().pop(key)
+        self.touched.add(key)
         self._kinds[key[0]].pop(key, None)
         self._forget(key, old)
         uid = (old.get("metadata") or {}).get("uid")
@@ -277,6 +280,11 @@ class Objects(dict):
         if key[0] == "nodes":
             self.nodes_removed.add(key[2])
         return old
+
+    def take_touched(self) -> set[Key]:
+        """The keys written or removed since the last call (hold the store's lock)."""
+        touched, self.touched = self.touched, set()
+        return touched
 
     def of_kind(self, plural: str) -> dict[Key, dict[str, Any]]:
         """The objects of one kind (the live mapping: copy it before changing the store)."""

@@ -14,6 +14,7 @@ call                                            version  Placement request
 ==============================================  ======  ==================================================
 ``get_allocations(consumer)``                   1.28    GET /allocations/{consumer}
 ``put_allocations(consumer, ...)``              1.28    PUT /allocations/{consumer} (consumer generation)
+``claim_new(claims)``                           1.28    POST /allocations (new consumers, all or nothing)
 ``delete_allocations(consumer)``                1.28    GET, then PUT with no allocations (generation
                                                         checked) or, with ``force``, DELETE
 ``move_allocations(source, target)``            1.28    POST /allocations (both consumers, one request)
@@ -213,6 +214,17 @@ class PlacementClient:
         resp = self._request("PUT", f"/allocations/{consumer}", CONSUMER_GENERATION_VERSION, body=body)
         if resp.status_code != 204:
             self._fail(resp, "PUT", f"/allocations/{consumer}")
+
+    def claim_new(self, claims: Mapping[str, tuple[Mapping[str, Mapping[str, int]], str, str]]) -> None:
+        """Claim for several new consumers in one POST /allocations: {consumer: (allocations, project_id,
+        user_id)}, each with consumer generation null. All or nothing: PlacementConflict when one
+        consumer exists already or a provider lacks the capacity, and then none is claimed."""
+        body = {consumer: {"allocations": _payload(allocations), "project_id": project_id, "user_id": user_id,
+                           "consumer_generation": None}
+                for consumer, (allocations, project_id, user_id) in claims.items()}
+        resp = self._request("POST", "/allocations", CONSUMER_GENERATION_VERSION, body=body)
+        if resp.status_code != 204:
+            self._fail(resp, "POST", "/allocations")
 
     def delete_allocations(self, consumer: str, *, force: bool = False) -> bool:
         """Give back everything the consumer holds; False when it held nothing.
