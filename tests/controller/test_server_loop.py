@@ -428,3 +428,23 @@ def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next
     finally:
         servers.close()
         client.close()
+
+
+def test_a_server_whose_node_stopped_answering_is_never_skipped_as_settled():
+    """Its VMI stays as the node controller left it (Failed, NodeUnresponsive) when the node is then
+    deleted: only asking about the node tells, so such a server is observed on every pass."""
+    from openkeel_compute.controller.servers import Snapshot, _quiet_key, server_vm_name
+
+    U1 = "6f1c9a3e-2b4d-4c8e-9f0a-1b2c3d4e5f60"
+
+    server = {"uuid": U1, "vm_state": states.ACTIVE, "task_state": None, "system_metadata": {}}
+    key = ("ns", server_vm_name(U1))
+    vm = {"metadata": {"resourceVersion": "1"}}
+
+    def vmi(**status):
+        return {"metadata": {"resourceVersion": "2"}, "status": status}
+
+    running = Snapshot(vms={key: vm}, vmis={key: vmi(phase="Running", nodeName="n1")}, dvs={})
+    assert _quiet_key(server, "ns", running) is not None
+    lost = Snapshot(vms={key: vm}, vmis={key: vmi(phase="Failed", reason="NodeUnresponsive", nodeName="n1")}, dvs={})
+    assert _quiet_key(server, "ns", lost) is None
