@@ -106,8 +106,6 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     """Two servers on two nodes; one node is deleted (``kubectl delete node``): its server ends SHUTOFF
     with no host status, its allocation stays on the gone node's provider until it leaves; the other
     server is untouched. A start claims on a node that exists, or fails with No valid host."""
-    from lightkube.resources.core_v1 import Node
-
     from openkeel_compute.controller import nodes
     from openkeel_compute.controller.kube import make_client
     from openkeel_compute.emulator.server import node
@@ -147,7 +145,7 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     wide = {"VCPU": 1, "MEMORY_MB": 40000, "DISK_GB": 1}
     before = as_admin(survivor)
 
-    kube.delete(Node, gone)
+    cluster.remove("Node", gone)  # the operator's `kubectl delete node` (not a call of the controller's)
     shown = until(client, controller, doomed, _status("SHUTOFF")).json["server"]
     assert shown["status"] == "SHUTOFF", shown
     report = publish()
