@@ -104,7 +104,7 @@ def rebuild(req, server_id):
     with compute_errors(), common.write(req) as conn:
         rebuilding.begin_rebuild(conn, row, actor, image=image, flavor=flavor, changes=changes, metadata=metadata)
         row = instances.get(conn, row["uuid"])
-        data = server_data(conn, req, row)
+        data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show
     return _answer(req, row, data, password)
 
 

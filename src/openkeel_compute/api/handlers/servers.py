@@ -43,7 +43,9 @@ def read_server(conn, req, server_id: str, *, for_update: bool = False) -> dict:
     return row
 
 
-def server_data(conn, req, row: dict) -> view.ServerData:
+def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
+    """What a server's body shows besides its row; ``host_status``: whether the body may show it (the
+    caller's policy allows it at this microversion), which costs a read of the nodes."""
     uuid = row["uuid"]
     data = view.ServerData(row=row, metadata=instances.metadata_of(conn, uuid))
     if req.version >= (2, 98):
@@ -55,7 +57,7 @@ def server_data(conn, req, row: dict) -> view.ServerData:
                                 else networks.groups_of(conn, uuid))
     if instances.status(row) in ("ERROR", "DELETED"):
         data.fault = instances.latest_faults(conn, [uuid]).get(uuid)
-    if req.version >= (2, 16) and row["host"]:
+    if host_status and req.version >= (2, 16) and row["host"]:
         data.host_status = networks.host_states(conn, [row["host"]]).get(row["host"])
     return data
 
@@ -66,8 +68,8 @@ def show(req, server_id):
     with compute_errors(), common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "show", {"project_id": row["project_id"]})
-        data = server_data(conn, req, row)
-    decisions = shown(req, {"project_id": row["project_id"]}, server_groups=req.version >= (2, 71))
+        decisions = shown(req, {"project_id": row["project_id"]}, server_groups=req.version >= (2, 71))
+        data = server_data(conn, req, row, host_status=decisions.host_status is not None)
     return {"server": view.full(req, common.links(req), data, decisions)}
 
 
@@ -105,7 +107,7 @@ def update(req, server_id):
         if changes and not instances.update_fields(conn, row["uuid"], changes):
             raise faults.NotFound("Instance could not be found")
         row = instances.get(conn, row["uuid"])
-        data = server_data(conn, req, row)
+        data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show
     target = {"project_id": row["project_id"]}
     every = req.version >= (2, 75)
     if every:
