@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import json
-import os
 import sys
 import threading
 import types
@@ -23,12 +23,12 @@ from openkeel_compute.api.views import servers as server_view
 from openkeel_compute.compute import instances, states
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
-from openkeel_compute.images import local
 from tests.api.servers import oracle_state as oracle
+from tests.api.test_list_cache import _call as list_call
 from tests.conftest import admin, user
 from tests.databases import throwaway_database
 from tests.serve.test_serve import free_port, running
-from tests.server_world import IMAGE
+from tests.server_world import IMAGE, image_service
 
 DEMO = "demo"
 
@@ -251,25 +251,16 @@ def test_a_page_showing_the_current_time_is_never_kept(client, cloud, monkeypatc
 # -- two replicas of the API, one with two workers, on one database -----------------------------------
 
 # a range of 50 ports per pytest-xdist worker
-_PORTS = iter(range((int(os.environ.get("OPENKEEL_TEST_PORT_BASE", "0")) or 1)
-                    + 50 * int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0), 65536))
-
-
-def _port() -> int:
-    """A port for a server this test starts: from OPENKEEL_TEST_PORT_BASE on when set, else a free one."""
-    return next(_PORTS) if os.environ.get("OPENKEEL_TEST_PORT_BASE") else free_port()
-
-
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_replicas_and_workers_never_answer_a_server_page_older_than_the_last_answered_write(tmp_path, backend):
-    with throwaway_database(backend, tmp_path) as url, _images(tmp_path) as images_url:
+    with throwaway_database(backend, tmp_path) as url, image_service(tmp_path) as images_url:
         engine = db_api.make_engine(url)
         migration.sync(engine)
         conf = tmp_path / "api.conf"
         conf.write_text(f"[DEFAULT]\nstate_path = {tmp_path}\n[api]\nauth_strategy = noauth2\n"
                         f"[database]\nconnection = {url}\n[glance]\napi_servers = {images_url}\n")
         cli = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf)]
-        ports = [_port(), _port()]
+        ports = [free_port(), free_port()]
         try:
             with contextlib.ExitStack() as stack:
                 stack.enter_context(running(cli + ["--port", str(ports[0]), "--workers", "2"], ports[0]))
@@ -281,28 +272,8 @@ def test_replicas_and_workers_never_answer_a_server_page_older_than_the_last_ans
             engine.dispose()
 
 
-@contextlib.contextmanager
-def _images(tmp_path):
-    directory = tmp_path / "images"
-    disk = tmp_path / "disk.raw"
-    disk.write_bytes(b"\0" * 4096)
-    local.register(directory, disk, name="cirros", image_id=IMAGE, copy=True)
-    images = local.serve(str(directory), "127.0.0.1", _port())
-    threading.Thread(target=images.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{images.server_port}"
-    finally:
-        images.shutdown()
-        images.server_close()
-
-
-def _call(port, method, path, body=None, version="2.26"):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"X-Auth-Token": "admin:admin", "Content-Type": "application/json",
-                                          "OpenStack-API-Version": f"compute {version}"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read() or b"null")
+# The list freshness test's request, at the microversion of the server tags.
+_call = functools.partial(list_call, version="2.26")
 
 
 def _controller_starts(engine, uuid: str) -> None:

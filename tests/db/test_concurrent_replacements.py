@@ -13,16 +13,14 @@ import threading
 import time
 
 import pytest
-import sqlalchemy as sa
 
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
-from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db import migration, models
+from openkeel_compute.db import migration
 from tests.conftest import make_conf, user
 from tests.databases import throwaway_database
+from tests.db.test_servers_generation import running_servers
 from tests.wsgi_client import Client
 
 SERVERS = 12
@@ -35,14 +33,7 @@ def test_replacing_the_tags_and_metadata_of_different_servers_at_once_never_dead
         conf = make_conf(tmp_path, database={"connection": url})
         engine = db_api.get_engine(conf)
         migration.sync(engine)
-        owner = instances.Actor("u", "p")
-        with db_api.transaction(engine) as conn:
-            catalog.create(conn, name="m1", memory_mb=64, vcpus=1, root_gb=1, flavorid="m1")
-            flavor = catalog.get(conn, "m1")
-            uuids = [instances.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
-                                      image_ref="img", system_metadata={})["uuid"] for i in range(SERVERS)]
-            conn.execute(sa.update(models.INSTANCES).values(vm_state=states.ACTIVE, task_state=None,
-                                                            launched_at=models.utcnow()))
+        uuids = running_servers(engine, SERVERS)
         with db_api.reader(engine) as conn:
             level = conn.exec_driver_sql(
                 "SHOW TRANSACTION ISOLATION LEVEL" if backend == "postgresql" else "SELECT @@tx_isolation").scalar()

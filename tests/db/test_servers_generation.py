@@ -71,6 +71,19 @@ def test_other_statements_raise_nothing(statement):
 SERVERS = 100
 
 
+def running_servers(engine, count: int) -> list[str]:
+    """``count`` ACTIVE servers of user ``u`` in project ``p`` (flavor m1); their uuids."""
+    owner = instances.Actor("u", "p")
+    with db_api.transaction(engine) as conn:
+        catalog.create(conn, name="m1", memory_mb=64, vcpus=1, root_gb=1, flavorid="m1")
+        flavor = catalog.get(conn, "m1")
+        uuids = [instances.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
+                                  image_ref="img", system_metadata={})["uuid"] for i in range(count)]
+        conn.execute(sa.update(models.INSTANCES).values(vm_state=states.ACTIVE, task_state=None,
+                                                        launched_at=models.utcnow()))
+    return uuids
+
+
 def _controller_batch_against_api_actions(backend, tmp_path, *, raise_mid_transaction: bool = False):
     """A controller-style transaction writes every server row, again and again, while API actions change
     single servers for a few seconds. (errors, committed transactions, counter before, counter after).
@@ -87,14 +100,7 @@ def _controller_batch_against_api_actions(backend, tmp_path, *, raise_mid_transa
             def _like_a_trigger(conn, _cursor, statement, *_):
                 if generations.written_generation(statement):
                     conn.exec_driver_sql(generations.raise_statement("servers"))
-        owner = instances.Actor("u", "p")
-        with db_api.transaction(engine) as conn:
-            catalog.create(conn, name="m1", memory_mb=64, vcpus=1, root_gb=1, flavorid="m1")
-            flavor = catalog.get(conn, "m1")
-            uuids = [instances.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
-                                      image_ref="img", system_metadata={})["uuid"] for i in range(SERVERS)]
-            conn.execute(sa.update(models.INSTANCES).values(vm_state=states.ACTIVE, task_state=None,
-                                                            launched_at=models.utcnow()))
+        uuids = running_servers(engine, SERVERS)
         client = Client(deploy(conf))
         start = _servers_generation(engine)
         committed = [0]
