@@ -52,12 +52,17 @@ def say(text: str) -> None:
     print(f"serve: {text}", file=sys.stderr, flush=True)
 
 
+_SUPERVISOR = os.getpid()
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: SIGTERM when the supervisor dies, whatever kills it."""
     try:
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
     except (OSError, AttributeError):
-        pass
+        return
+    if os.getppid() != _SUPERVISOR:  # it died between the fork and the line above: no signal will come
+        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _bind_images(directory: pathlib.Path):

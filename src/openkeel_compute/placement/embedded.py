@@ -3,7 +3,7 @@
 ``python -m openkeel_compute.placement.embedded --state-path DIR [--host H] [--port P]`` keeps Placement's
 database in ``DIR/placement.sqlite`` (created and upgraded by Placement's own migrations at start), lets
 anyone in with Placement's ``noauth2`` strategy (the token ``admin:admin`` is an admin; never expose it
-beyond loopback), prints ``PLACEMENT READY http://H:P`` on stdout once it serves, and serves until SIGTERM.
+beyond loopback), prints ``PLACEMENT READY http://H:P`` on stdout once it serves, and serves until SIGTERM or SIGINT.
 
 Placement configures its database engine once per process, hence a process of its own. Requests are
 served one at a time: SQLite has one writer anyway, and Placement's answers take milliseconds.
@@ -23,11 +23,13 @@ import pathlib
 import signal
 import subprocess
 import sys
+import threading
 import time
 from wsgiref import simple_server
 
 READY = "PLACEMENT READY "
 TOKEN = "admin:admin"
+_POLL_S = 0.2  # how long a stop may wait for the next look at the signal flag
 
 
 def _app(state_path: pathlib.Path):
@@ -55,15 +57,20 @@ def serve(state_path: str, host: str = "127.0.0.1", port: int = 0) -> None:
     path.mkdir(parents=True, exist_ok=True)
     app = _app(path)
     server = simple_server.make_server(host, port, app, handler_class=_QuietHandler)
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt))
+    # A signal only asks the loop below to end. An exception raised from the handler would not do: when
+    # it lands while a request is being answered, wsgiref's handler takes it for the application's error,
+    # answers 500 and serves on.
+    stopping = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stopping.set())
+    server.timeout = _POLL_S
     print(f"{READY}http://{host}:{server.server_port}", flush=True)
     # Whatever might still be printed goes to stderr: the starter reads stdout only up to the line above,
     # and a pipe nobody reads stops its writer once full.
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     try:
-        server.serve_forever()
-    except KeyboardInterrupt:
-        pass
+        while not stopping.is_set():
+            server.handle_request()
     finally:
         server.server_close()
 
