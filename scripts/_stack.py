@@ -37,6 +37,7 @@ sys.path.insert(0, str(SCRIPTS))
 
 import _clouds_yaml
 
+from openkeel_compute import signals
 from openkeel_compute.conf import build_conf
 from openkeel_compute.images import glance, local
 from openkeel_compute.placement import client as placement_client
@@ -135,11 +136,8 @@ def main(argv: list[str]) -> int:
     exe = str(pathlib.Path(sys.executable).parent / "openkeel-compute")
     stopping = threading.Event()
 
-    def on_signal(signum, _frame):
-        stopping.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, signals.setter(stopping))
+    signal.signal(signal.SIGTERM, signals.setter(stopping))
     children: list[subprocess.Popen] = []
     serving = None
     try:

@@ -59,22 +59,42 @@ def bound_malloc_retention(environ) -> dict[str, int]:
     return applied
 
 
-def serve_in_process(host: str, port: int, threads: int, application) -> None:
-    """Serve ``application`` from this process until SIGTERM/SIGINT (granian's worker as a thread).
+def in_process_server(host: str, port: int, threads: int):
+    """granian's server for one process: its worker runs as a thread of this process.
 
     granian's thread-worker server is made for free-threaded Python and refuses a build with the
     GIL; with a single worker the GIL is no obstacle (the main thread only waits for signals).
+    Its signal handlers set the main loop's event; here a second signal arriving while the first
+    one sets it no longer waits forever for the event's lock (openkeel_compute.signals).
     """
     from granian.constants import Interfaces
     from granian.server import MTServer
-    from granian.server.common import AbstractServer
+
+    from openkeel_compute.signals import guarded
 
     class OneProcess(MTServer):
         def _check_gil(self) -> None:
             return None
 
+        def signal_handler_interrupt(self, *args, **kwargs):
+            self.interrupt_signal = True
+            self._wake()
+
+        def signal_handler_reload(self, *args, **kwargs):
+            self.reload_signal = True
+            self._wake()
+
     server = OneProcess("openkeel_compute.wsgi:application", address=host, port=port, interface=Interfaces.WSGI,
                         workers=1, blocking_threads=threads, log_access=False)
+    server._wake = guarded(lambda: server.main_loop_interrupt.set())
+    return server
+
+
+def serve_in_process(host: str, port: int, threads: int, application) -> None:
+    """Serve ``application`` from this process until SIGTERM/SIGINT (granian's worker as a thread)."""
+    from granian.server.common import AbstractServer
+
+    server = in_process_server(host, port, threads)
     # AbstractServer's serve: MTServer's own only adds a warning about free-threaded builds.
     try:
         AbstractServer.serve(server, target_loader=lambda: application, wrap_loader=False)

@@ -105,3 +105,23 @@ def test_the_supervisor_stops_when_a_worker_dies_while_starting():
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_several_workers_stop_when_every_process_gets_the_signal_twice(tmp_path):
+    """systemd signals every process of a unit, Ctrl-C every process of the terminal's group, and the
+    supervisor forwards the signal too: each worker gets it twice in a row, and still stops."""
+    port, server = _serve(tmp_path, 2)
+    with server as proc:
+        deadline = time.monotonic() + 60
+        while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _root(port) == _expected_root(port)
+        tree = process_tree(proc.pid)
+        for _ in range(3):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            code = proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            raise AssertionError("still running 20 s after SIGTERM to every process") from None
+    assert code == 0
+    assert all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in tree)

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+from openkeel_compute import signals
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import audit, nodes, providers
 from openkeel_compute.controller.claims import Claims
@@ -153,7 +154,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         stop = stop or threading.Event()
         for sig in (signal.SIGTERM, signal.SIGINT):
             try:
-                signal.signal(sig, lambda *_: stop.set())
+                signal.signal(sig, signals.setter(stop))
             except ValueError:  # not the main thread (tests)
                 pass
         if conf.controller.metrics_port:

@@ -27,6 +27,8 @@ import threading
 import time
 from wsgiref import simple_server
 
+from openkeel_compute import signals
+
 READY = "PLACEMENT READY "
 TOKEN = "admin:admin"
 _POLL_S = 0.2  # how long a stop may wait for the next look at the signal flag
@@ -62,7 +64,7 @@ def serve(state_path: str, host: str = "127.0.0.1", port: int = 0) -> None:
     # answers 500 and serves on.
     stopping = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stopping.set())
+        signal.signal(sig, signals.setter(stopping))
     server.timeout = _POLL_S
     print(f"{READY}http://{host}:{server.server_port}", flush=True)
     # Whatever might still be printed goes to stderr: the starter reads stdout only up to the line above,
