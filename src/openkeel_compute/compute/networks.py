@@ -181,17 +181,18 @@ def node_zone(conn: Connection, node: str | None, default: str) -> str | None:
 
 def host_states(conn: Connection, hosts) -> dict[str, str]:
     """The 2.16 ``host_status`` of each host as its node shows it, as Nova derives it from the host's
-    compute service: "UP" for a Ready node, "UNKNOWN" for one that stopped reporting Ready (a service
-    that is down), "" for a node that was deleted (a service that no longer exists). Empty when the
-    controller has published no node at all: nothing is known then, and the hosts read as up."""
+    compute service: "MAINTENANCE" for a cordoned node (a disabled service), else "UP" for a Ready
+    node and "UNKNOWN" for one that stopped reporting Ready (a service that is down); "" for a node
+    that was deleted (a service that no longer exists). Empty when the controller has published no
+    node at all: nothing is known then, and the hosts read as up."""
     wanted = {host for host in hosts if host}
     if not wanted:
         return {}
-    found = {r.node: r.available for r in conn.execute(
-        select(NODE_ZONES.c.node, NODE_ZONES.c.available).where(NODE_ZONES.c.node.in_(wanted)))}
+    found = {r.node: "MAINTENANCE" if r.cordoned else "UP" if r.available else "UNKNOWN" for r in conn.execute(
+        select(NODE_ZONES.c.node, NODE_ZONES.c.available, NODE_ZONES.c.cordoned).where(NODE_ZONES.c.node.in_(wanted)))}
     if not found and conn.execute(select(NODE_ZONES.c.node).limit(1)).first() is None:
         return {}
-    return {host: ("UP" if found[host] else "UNKNOWN") if host in found else "" for host in wanted}
+    return {host: found.get(host, "") for host in wanted}
 
 
 def known_nodes(conn: Connection, names) -> set[str]:

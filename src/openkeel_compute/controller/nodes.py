@@ -1,8 +1,9 @@
 """The cluster's nodes and their availability zones, published into the database for the API.
 
 The API never calls the cluster, so the controller writes each node's ``topology.kubernetes.io/zone``
-label and readiness into ``node_zones`` (one row per node; nodes that left are removed). The API's
-os-availability-zone reads them, and boots into a zone are checked against them.
+label, its readiness and whether it is cordoned into ``node_zones`` (one row per node; nodes that left
+are removed). The API's os-availability-zone and host_status read them, and boots into a zone are
+checked against them.
 """
 
 from __future__ import annotations
@@ -25,32 +26,35 @@ def _ready(node: dict[str, Any]) -> bool:
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
-def observed(nodes: list[dict[str, Any]]) -> dict[str, tuple[str | None, bool]]:
-    """{node name: (zone label or None, ready)} of the cluster's nodes."""
+def observed(nodes: list[dict[str, Any]]) -> dict[str, tuple[str | None, bool, bool]]:
+    """{node name: (zone label or None, ready, cordoned)} of the cluster's nodes."""
     result = {}
     for node in nodes:
         meta = node.get("metadata") or {}
         labels = meta.get("labels") or {}
-        result[meta["name"]] = (labels.get(ZONE_LABEL) or None, _ready(node))
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        result[meta["name"]] = (labels.get(ZONE_LABEL) or None, _ready(node), cordoned)
     return result
 
 
-def publish(engine, seen: dict[str, tuple[str | None, bool]]) -> int:
-    """Make node_zones what the cluster shows; returns the number of rows changed."""
+def publish(engine, seen: dict[str, tuple]) -> int:
+    """Make node_zones what the cluster shows ({name: (zone, ready[, cordoned])}); returns the number
+    of rows changed."""
     changed = 0
     with db_api.transaction(engine) as conn:
-        stored = {r.node: (r.zone, r.available) for r in conn.execute(select(TABLE))}
+        stored = {r.node: (r.zone, r.available, r.cordoned) for r in conn.execute(select(TABLE))}
         gone = [name for name in stored if name not in seen]
         if gone:
             changed += conn.execute(delete(TABLE).where(TABLE.c.node.in_(gone))).rowcount
         now = models.utcnow()
-        for name, (zone, ready) in seen.items():
+        for name, (zone, ready, *rest) in seen.items():
+            cordoned = bool(rest and rest[0])
+            values = {"zone": zone, "available": ready, "cordoned": cordoned, "updated_at": now}
             if name not in stored:
-                conn.execute(insert(TABLE).values(node=name, zone=zone, available=ready, updated_at=now))
+                conn.execute(insert(TABLE).values(node=name, **values))
                 changed += 1
-            elif stored[name] != (zone, ready):
-                conn.execute(update(TABLE).where(TABLE.c.node == name)
-                             .values(zone=zone, available=ready, updated_at=now))
+            elif stored[name] != (zone, ready, cordoned):
+                conn.execute(update(TABLE).where(TABLE.c.node == name).values(**values))
                 changed += 1
     return changed
 

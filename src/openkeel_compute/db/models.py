@@ -25,6 +25,7 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 
 # Core tables only: the API and the controller run Core statements, so sqlalchemy.orm (several
@@ -370,13 +371,15 @@ QUOTA_CLASSES = Table(
 )
 
 # The cluster's nodes and their topology.kubernetes.io/zone label, published by the controller
-# (the API never calls the cluster); availability zones are read from here.
+# (the API never calls the cluster); availability zones are read from here. available: the node
+# reports Ready (a compute service that is up); cordoned: spec.unschedulable (a disabled service).
 NODE_ZONES = Table(
     "node_zones",
     metadata,
     Column("node", ExactString(255), primary_key=True),
     Column("zone", ExactString(255), nullable=True),
     Column("available", Boolean, nullable=False, default=True),
+    Column("cordoned", Boolean, nullable=False, default=False, server_default=false()),
     Column("updated_at", DateTime, nullable=False, default=utcnow),
 )
 

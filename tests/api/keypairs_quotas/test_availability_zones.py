@@ -6,6 +6,8 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 from lightkube import Client, KubeConfig
+from lightkube.resources.core_v1 import Node
+from lightkube.types import PatchType
 
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.controller import nodes
@@ -51,6 +53,33 @@ def test_the_controller_publishes_node_zones_from_the_cluster(client, conf):
         nodes.sync(engine, kube)
     with db_api.reader(engine) as conn:
         assert sorted(conn.execute(sa.select(models.NODE_ZONES.c.node)).scalars()) == ["emulated-node-1", "n-a1"]
+
+
+def test_a_cordoned_node_is_a_disabled_compute_service(client, conf):
+    """kubectl cordon sets spec.unschedulable: the node counts for no zone and is not listed, as a
+    disabled nova-compute; uncordoned, it is back."""
+    engine = db_api.get_engine(conf)
+    with Emulator() as cluster:
+        cordoned = node("n-c1", zone="az-c")
+        cordoned["spec"] = {"unschedulable": True}
+        for obj in (node("n-a1", zone="az-a"), cordoned, node("n-a2", zone="az-a")):
+            cluster.seed(obj)
+        kube = Client(KubeConfig.from_dict(cluster.kubeconfig()))
+        kube.patch(Node, "n-a2", {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE)  # kubectl cordon
+        nodes.sync(engine, kube)
+        with db_api.reader(engine) as conn:
+            assert dict(conn.execute(sa.select(models.NODE_ZONES.c.node, models.NODE_ZONES.c.cordoned)).all()) == {
+                "emulated-node-1": False, "n-a1": False, "n-a2": True, "n-c1": True}
+        listed = client.get("/v2.1/os-availability-zone", headers=MEMBER).json["availabilityZoneInfo"]
+        assert [(z["zoneName"], z["zoneState"]["available"]) for z in listed] == [
+            ("az-a", True), ("nova", True), ("az-c", False)]
+        detail = client.get("/v2.1/os-availability-zone/detail", headers=ADMIN).json["availabilityZoneInfo"]
+        assert [(z["zoneName"], sorted(z["hosts"] or {})) for z in detail] == [
+            ("az-a", ["n-a1"]), ("nova", ["emulated-node-1"]), ("az-c", [])]
+        kube.patch(Node, "n-c1", {"spec": {"unschedulable": False}}, patch_type=PatchType.MERGE)
+        assert nodes.sync(engine, kube) == 1
+        listed = client.get("/v2.1/os-availability-zone", headers=MEMBER).json["availabilityZoneInfo"]
+        assert ("az-c", True) in [(z["zoneName"], z["zoneState"]["available"]) for z in listed]
 
 
 @pytest.fixture

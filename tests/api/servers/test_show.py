@@ -102,3 +102,9 @@ def test_host_status_follows_the_servers_node_as_the_controller_published_it(cli
     with db_api.transaction(engine) as conn:
         conn.execute(sa.update(models.NODE_ZONES).where(models.NODE_ZONES.c.node == host).values(available=True))
     assert seen() == ("UP", ["UP"], None)
+    with db_api.transaction(engine) as conn:  # cordoned: a disabled compute service, whether Ready or not
+        conn.execute(sa.update(models.NODE_ZONES).where(models.NODE_ZONES.c.node == host).values(cordoned=True))
+    assert seen() == ("MAINTENANCE", ["MAINTENANCE"], None)
+    with db_api.transaction(engine) as conn:
+        conn.execute(sa.update(models.NODE_ZONES).where(models.NODE_ZONES.c.node == host).values(available=False))
+    assert seen() == ("MAINTENANCE", ["MAINTENANCE"], None)

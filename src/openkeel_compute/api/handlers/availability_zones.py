@@ -1,9 +1,11 @@
 """/os-availability-zone (and /detail): the zones of the cluster's nodes.
 
 The controller publishes every node with its ``topology.kubernetes.io/zone`` label (nodes
-without one are in ``[DEFAULT] default_availability_zone``) and whether it is Ready. A zone with
-a ready node is available; a zone whose nodes are all unready is listed as not available. The
-detail lists each zone's nodes as hosts running ``nova-compute``.
+without one are in ``[DEFAULT] default_availability_zone``), whether it is Ready and whether it
+is cordoned. A cordoned node is a disabled compute service: it counts for no zone and is not
+listed. A zone with a ready node is available; a zone whose nodes are all unready or cordoned is
+listed as not available. The detail lists each available zone's nodes as hosts running
+``nova-compute``.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def zones(conn, conf) -> tuple[dict[str, list], list[str]]:
     for row in rows:
         by_zone.setdefault(row.zone or conf.default_availability_zone, []).append(row)
     internal = conf.internal_service_availability_zone
-    available = {z: rows for z, rows in sorted(by_zone.items()) if z != internal and any(r.available for r in rows)}
+    available = {z: [r for r in rows if not r.cordoned] for z, rows in sorted(by_zone.items())
+                 if z != internal and any(r.available and not r.cordoned for r in rows)}
     unavailable = [z for z in sorted(by_zone) if z != internal and z not in available]
     return available, unavailable
 
