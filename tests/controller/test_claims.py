@@ -353,6 +353,41 @@ def test_a_resize_goes_to_another_node_unless_allowed_to_stay(world, db, apiserv
     assert placement.get_allocations(migration).allocations == {}
 
 
+@pytest.mark.parametrize("stopped", [False, True])
+def test_a_revert_whose_old_node_was_deleted_reverts_where_the_server_is(world, db, apiserver, stopped):
+    """The resize moved the server and its old node was deleted before the revert: the old flavor comes
+    back on the node the server is on (its allocation there, the migration's given back), never pinned to
+    a node that will not run it again."""
+    loop, placement = world
+    uuid = _boot(db)
+    row = _until(loop, db, uuid, _active)
+    source = row["host"]
+    other = ({NODE, "ssd-1"} - {source}).pop()
+    old = next(iter(placement.get_allocations(uuid).allocations.values()))
+    if stopped:
+        _action(db, uuid, "stop", "stop")
+        row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
+    migration = _resize(db, uuid)
+    row = _until(loop, db, uuid, _resized)
+    assert row["host"] == other, row
+    apiserver.remove("Node", source)
+    providers.sync(placement, list(apiserver.objects("Node").values()))
+    _after_resize(db, uuid, "revert")
+    done = _until(loop, db, uuid, lambda r: r["task_state"] is None and r["vm_state"] != states.RESIZED)
+    assert (done["vm_state"], done["host"], done["node"]) == (
+        states.STOPPED if stopped else states.ACTIVE, other, other), done
+    assert instances.flavors_of(done).cur["memory_mb"] == old["MEMORY_MB"]
+    assert placement.get_allocations(uuid).allocations == {providers.provider_uuid(other): old}
+    assert placement.get_allocations(migration).allocations == {}
+    vm = apiserver.get("VirtualMachine", uuid, done["namespace"])
+    terms = vm["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert all({"key": "kubernetes.io/hostname", "operator": "In", "values": [other]} in t["matchExpressions"]
+               for t in terms)
+    if not stopped:
+        assert _vmi_node(apiserver, uuid, done["namespace"]) == other
+
+
 def test_a_resize_no_other_node_can_take_is_no_valid_host(world, db, apiserver):
     """As Nova's conductor: the server stays ACTIVE on its flavor, the migration ends in error, the fault is
     recorded, and the allocations are as before."""

@@ -191,9 +191,18 @@ class Allocations:
         if self.placement is not None:
             self.placement.delete_allocations(migration)
 
-    def revert(self, server_uuid: str, migration: str) -> None:
-        if self.placement is not None:
-            self.placement.move_allocations(migration, server_uuid)
+    def revert(self, server_uuid: str, migration: str, *, in_place: bool = False) -> None:
+        """The migration's allocation (the old flavor) back onto the server, replacing the new flavor's;
+        ``in_place``: onto the node the server holds now (its old node is gone)."""
+        if self.placement is None:
+            return
+        relocate = None
+        if in_place:
+            held = self.placement.get_allocations(server_uuid).allocations
+            moved = self.placement.get_allocations(migration).allocations
+            if held and moved:
+                relocate = {node_provider(moved): node_provider(held)}
+        self.placement.move_allocations(migration, server_uuid, relocate)
 
 
 class ResizeSteps:
@@ -462,6 +471,11 @@ class ResizeSteps:
         vm, vmi, _dvs = self.loop.cluster.look(namespace, uuid)
         if vm is None:
             raise Pending("the server has no VirtualMachine")
+        source, dest = _nodes(server).get("source"), _nodes(server).get("dest")
+        moved = bool(source and source != dest)
+        # The resize moved the server and its old node was deleted since: it reverts where it runs, as a
+        # resize allowed to stay on its node would have (pinned to the gone node it would never run again).
+        home = dest if moved and not self.loop.cluster.node_exists(source) else source
         old_it = (before.get("instancetype") or {}).get("matcher")
         spec = vm.get("spec") or {}
         if old_it and (spec.get("instancetype") or {}).get("name") != old_it.get("name"):
@@ -483,22 +497,23 @@ class ResizeSteps:
             if copy.old:
                 self._set_flavor_disks(namespace, uuid, server, self.loop.cluster.look(namespace, uuid)[0] or vm,
                                        copy.old)
-            source = _nodes(server).get("source")
-            if source and source != _nodes(server).get("dest"):
-                self._pin(namespace, uuid, self.loop.cluster.look(namespace, uuid)[0] or vm, source)
+            if moved:
+                self._pin(namespace, uuid, self.loop.cluster.look(namespace, uuid)[0] or vm, home)
             raise Pending("waiting for KubeVirt to take the old instancetype back")
         if old_it and _status_ref(vm, "instancetype").get("name") != old_it.get("name"):
             raise Pending("waiting for KubeVirt to take the old instancetype back")
         running = old_vm_state != states.STOPPED
+        if moved and home != source and vmi is None:  # the old node went after the VM was pinned to it
+            self._pin(namespace, uuid, vm, home)
+            vm = self.loop.cluster.look(namespace, uuid)[0] or vm
         if running and _phase(vmi) != "Running":
             self._start_if_stopped(namespace, uuid, vm, vmi)
             raise Pending("waiting for the server's virtual machine to run")
         if not running and _phase(vmi) not in (None, *_FINAL):
             self._stop(namespace, uuid, vmi)
-        source = _nodes(server).get("source")
-        node = ((vmi or {}).get("status") or {}).get("nodeName") if running else source
+        node = ((vmi or {}).get("status") or {}).get("nodeName") if running else home
         power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
-        self.allocations.revert(uuid, migration)
+        self.allocations.revert(uuid, migration, in_place=home != source)
         with transaction(engine) as conn:
             if resize.reverted(conn, uuid, migration, power_state=power):
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)

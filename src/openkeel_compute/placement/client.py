@@ -126,6 +126,16 @@ def _error_of(resp) -> tuple[str, str | None]:
     return str(first.get("detail") or first.get("title") or resp.text[:300]).strip(), first.get("code")
 
 
+def _relocated(allocations: Mapping[str, Mapping[str, int]], relocate: Mapping[str, str]) -> dict:
+    """``allocations`` with each provider in ``relocate`` replaced by its counterpart (amounts added up)."""
+    out: dict[str, dict[str, int]] = {}
+    for rp, resources in allocations.items():
+        into = out.setdefault(relocate.get(rp, rp), {})
+        for rc, amount in resources.items():
+            into[rc] = into.get(rc, 0) + amount
+    return out
+
+
 def _payload(allocations: Mapping[str, Mapping[str, int]]) -> dict[str, Any]:
     return {rp: {"resources": dict(resources)} for rp, resources in allocations.items()}
 
@@ -246,10 +256,12 @@ class PlacementClient:
                              consumer_generation=current.generation)
         return True
 
-    def move_allocations(self, source_consumer: str, target_consumer: str) -> bool:
+    def move_allocations(self, source_consumer: str, target_consumer: str,
+                         relocate: Mapping[str, str] | None = None) -> bool:
         """Move every allocation of ``source_consumer`` to ``target_consumer`` in one POST /allocations
         (both consumers' generations checked; the target's own allocations are replaced, as Nova does
-        when a resize hands the server's allocation to its migration). False when the source held
+        when a resize hands the server's allocation to its migration). ``relocate`` ({provider: another})
+        puts what the source held against a provider onto another one. False when the source held
         nothing (nothing moved). PlacementConflict when either consumer changed meanwhile."""
         source = self.get_allocations(source_consumer)
         if not source.allocations:
@@ -262,7 +274,8 @@ class PlacementClient:
         body = {
             source_consumer: {"allocations": {}, "project_id": source.project_id, "user_id": source.user_id,
                               "consumer_generation": source.generation},
-            target_consumer: {"allocations": _payload(source.allocations), "project_id": source.project_id,
+            target_consumer: {"allocations": _payload(_relocated(source.allocations, relocate or {})),
+                              "project_id": source.project_id,
                               "user_id": source.user_id, "consumer_generation": target.generation},
         }
         resp = self._request("POST", "/allocations", CONSUMER_GENERATION_VERSION, body=body)
