@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 
 from openkeel_compute import policies
-from openkeel_compute.api.deploy import deploy
+from openkeel_compute.api.deploy import build_services, deploy
 from openkeel_compute.compute import console
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
@@ -124,7 +124,8 @@ class World:
         self.conf = make_conf(state, database={"connection": database_url}, **sections)
         self.engine = db_api.get_engine(self.conf)
         migration.sync(self.engine)
-        self.app = deploy(self.conf)
+        self.services = build_services(self.conf)
+        self.app = deploy(self.conf, self.services)
         self.restock()
         # The controller's half of os-getConsoleOutput (the API waits for it): the console log read from
         # the cluster, here a fixed text answered as compute/console.py answers it.
@@ -177,6 +178,8 @@ class World:
     def close(self) -> None:
         self._stop.set()
         self._console.join(2)
+        if self.services.notifier is not None:  # its broker connections and their heartbeat thread
+            self.services.notifier.close(0)
         db_api.dispose_all()
         policies.reset()
 
