@@ -23,6 +23,7 @@ import pathlib
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -69,6 +70,22 @@ class Report(w.WriteLoad):
                 f"recovery={recovery} slowest-answer={self.slowest_answer_seconds:.2f}s")
 
 
+def free_port_pair() -> int:
+    """A loopback port that is free together with the next one (an own node's AMQP and distribution
+    ports): a free port's neighbour may be any connection's local port on a busy machine."""
+    for _ in range(50):
+        with contextlib.closing(socket.socket()) as first:
+            first.bind(("127.0.0.1", 0))
+            port = first.getsockname()[1]
+            with contextlib.closing(socket.socket()) as second:
+                try:
+                    second.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        return port
+    raise RuntimeError("no two neighbouring free ports on 127.0.0.1")
+
+
 class OwnRabbit:
     """A RabbitMQ node named ``openkeel-reliability-PORT`` on ``port`` (distribution on port + 1)."""
 
@@ -100,14 +117,16 @@ class OwnRabbit:
     def start(self, timeout: float = 90) -> None:
         if _reachable("127.0.0.1", self.port):
             raise RuntimeError(f"127.0.0.1:{self.port} is already taken (a node left running by an earlier run?)")
-        self.process = subprocess.Popen(["rabbitmq-server"], env=self.env, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True, cwd=self.dir)
+        with (self.dir / "server.out").open("wb") as out:  # what the start script says, before any log exists
+            self.process = subprocess.Popen(["rabbitmq-server"], env=self.env, stdout=out,
+                                            stderr=subprocess.STDOUT, start_new_session=True, cwd=self.dir)
         deadline = time.monotonic() + timeout
         while not _reachable("127.0.0.1", self.port):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 # the directory goes with the run: the node's last words go into the error
                 tails = [f"{log.name}: …{log.read_text(errors='replace')[-800:]}"
-                         for log in sorted((self.dir / "log").glob("*.log"))]
+                         for log in [self.dir / "server.out", *sorted((self.dir / "log").glob("*.log"))]
+                         if log.exists()]
                 raise RuntimeError(f"the own RabbitMQ node did not listen on {self.port} (exit status "
                                    f"{self.process.poll()}); {' | '.join(tails)}")
             time.sleep(0.2)

@@ -127,6 +127,6 @@ def test_a_worker_stopped_by_sigterm_flushes_its_queue_and_says_what_it_dropped(
 
 @pytest.mark.skipif(shutil.which("rabbitmq-server") is None, reason="rabbitmq-server is not installed")
 def test_a_rabbitmq_stopped_and_started_gets_the_notifications_in_order():
-    report = rabbit.run(free_port(), before=1.0, outage=1.0, after=2.0, settle=1.0)
+    report = rabbit.run(rabbit.free_port_pair(), before=1.0, outage=1.0, after=2.0, settle=1.0)
     assert report.ok, report.line()
     assert report.answered_during_outage > 0
