@@ -197,11 +197,11 @@ def test_the_state_of_a_servers_node_shows_at_once(client, cloud, monkeypatch):
         shown = client.get(path, headers=admin("2.16")).json["servers"]
         return {s["id"]: s["host_status"] for s in shown}[oracle.SERVER_A]
 
-    nodes.publish(cloud, {host: (None, True), "other": (None, True)})
+    nodes.publish(cloud, {host: (None, True, False), "other": (None, True, False)})
     assert status() == status() == "UP" and hits, "kept"
-    nodes.publish(cloud, {host: (None, False), "other": (None, True)})  # stopped reporting Ready
+    nodes.publish(cloud, {host: (None, False, False), "other": (None, True, False)})  # stopped reporting Ready
     assert status() == "UNKNOWN"
-    nodes.publish(cloud, {"other": (None, True)})  # deleted from the cluster
+    nodes.publish(cloud, {"other": (None, True, False)})  # deleted from the cluster
     assert status() == ""
 
 

@@ -8,6 +8,7 @@ could swallow, would leave a Placement running with nobody to stop it.
 from __future__ import annotations
 
 import signal
+import subprocess
 import threading
 import time
 import urllib.request
@@ -42,7 +43,7 @@ def test_a_signal_stops_it_while_it_answers_requests(tmp_path, sig):
         running.process.send_signal(sig)
         try:
             code = running.process.wait(timeout=5)
-        except Exception:
+        except subprocess.TimeoutExpired:
             running.process.kill()
             running.process.wait()
             raise AssertionError(f"still serving 5 s after signal {sig.name} (attempt {attempt + 1})") from None

@@ -37,9 +37,9 @@ def observed(nodes: list[dict[str, Any]]) -> dict[str, tuple[str | None, bool, b
     return result
 
 
-def publish(engine, seen: dict[str, tuple]) -> int:
-    """Make node_zones what the cluster shows ({name: (zone, ready[, cordoned])}); returns the number
-    of rows changed."""
+def publish(engine, seen: dict[str, tuple[str | None, bool, bool]]) -> int:
+    """Make node_zones what the cluster shows ({name: (zone, ready, cordoned)}, as ``observed`` reads
+    it); returns the number of rows changed."""
     changed = 0
     with db_api.transaction(engine) as conn:
         stored = {r.node: (r.zone, r.available, r.cordoned) for r in conn.execute(select(TABLE))}
@@ -47,8 +47,7 @@ def publish(engine, seen: dict[str, tuple]) -> int:
         if gone:
             changed += conn.execute(delete(TABLE).where(TABLE.c.node.in_(gone))).rowcount
         now = models.utcnow()
-        for name, (zone, ready, *rest) in seen.items():
-            cordoned = bool(rest and rest[0])
+        for name, (zone, ready, cordoned) in seen.items():
             values = {"zone": zone, "available": ready, "cordoned": cordoned, "updated_at": now}
             if name not in stored:
                 conn.execute(insert(TABLE).values(node=name, **values))

@@ -85,7 +85,7 @@ def test_a_cordoned_node_is_a_disabled_compute_service(client, conf):
 @pytest.fixture
 def zoned(client, conf, tmp_path):
     engine = db_api.get_engine(conf)
-    nodes.publish(engine, {"n-a1": ("az-a", True), "n-b1": ("az-b", False)})
+    nodes.publish(engine, {"n-a1": ("az-a", True, False), "n-b1": ("az-b", False, False)})
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
     with _image_service(conf, tmp_path):

@@ -25,7 +25,7 @@ ADMIN, MEMBER = "admin:admin", "demo:demo"
 @pytest.fixture
 def cloud(client, conf, tmp_path):
     engine = db_api.get_engine(conf)
-    nodes.publish(engine, {"n-a1": ("az-a", True), "n-plain": (None, True)})
+    nodes.publish(engine, {"n-a1": ("az-a", True, False), "n-plain": (None, True, False)})
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
     with _image_service(conf, tmp_path):
@@ -172,7 +172,7 @@ def test_end_to_end_a_forced_server_runs_on_its_node_and_an_unknown_node_is_no_v
         with server_world(conf, lambda kube: make_loop(kube, db_api.get_engine(conf))) as (client, controller,
                                                                                           cluster):
             cluster.seed(node("n-a1", zone="az-a"))
-            nodes.publish(db_api.get_engine(conf), {"n-a1": ("az-a", True), "emulated-node-1": (None, True)})
+            nodes.publish(db_api.get_engine(conf), {"n-a1": ("az-a", True, False), "emulated-node-1": (None, True, False)})
             assert client.post("/v2.1/flavors", headers=admin(), json_body={
                 "flavor": {"name": "m1.f", "ram": 512, "vcpus": 1, "disk": 1, "id": "f"}}).status_code == 200
             booted = {}
