@@ -265,3 +265,39 @@ def test_options_registered_in_one_configuration_stay_out_of_the_next():
     images.register_opts(second)
     assert second.service_user.auth_type is None
     assert "auth_url" not in second.service_user
+
+
+def test_a_rule_with_an_http_check_asks_the_remote_server(tmp_path):
+    """oslo.policy's extension checks are listed at start without being imported; a rule of their kind
+    loads its check on first use and the decision is the remote server's."""
+    import http.server
+    import threading
+
+    answers = []
+
+    class Decide(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = answers.pop(0).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    remote = http.server.HTTPServer(("127.0.0.1", 0), Decide)
+    threading.Thread(target=remote.serve_forever, daemon=True).start()
+    rule = f'"os_compute_api:os-flavor-manage:create": "http://127.0.0.1:{remote.server_port}/decide"\n'
+    try:
+        with _client_with_policy(tmp_path, rule) as (client, _):
+            body = {"flavor": {"name": "remote", "ram": 1, "vcpus": 1, "disk": 1}}
+            answers[:] = ["False", "True"]
+            assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 403
+            assert client.post("/v2.1/flavors", headers=user(), json_body=body).status_code == 200
+            assert answers == []
+    finally:
+        remote.shutdown()
+        remote.server_close()
+    assert not policies.extension_checks.any_used()  # a new enforcer parses its own rules

@@ -16,6 +16,7 @@ from oslo_policy import policy
 
 from openkeel_compute.policies import (
     base,
+    extension_checks,
     flavors,
     keypairs_quotas,
     server_actions,
@@ -29,7 +30,8 @@ _ENFORCER_CONF: cfg.ConfigOpts | None = None
 # oslo.policy re-reads the policy file's mtime and inspects every check's signature on each
 # call (hundreds of microseconds). A decision is a pure function of (rule, target, credentials)
 # and the rules, so decisions are remembered, and forgotten every few seconds so that edits to
-# policy.yaml still apply.
+# policy.yaml still apply. Not once a rule uses an extension check (http://, https://): a remote
+# server's answer is its own, asked for each time as oslo.policy asks it.
 DECISION_TTL = 5.0
 _decisions: dict = {}
 _decisions_born = 0.0
@@ -93,6 +95,7 @@ def reset() -> None:
     global _ENFORCER, _ENFORCER_CONF
     _ENFORCER = _ENFORCER_CONF = None
     _decisions.clear()
+    extension_checks.forget_use()  # the next enforcer parses its rules afresh
 
 
 _SCALARS = frozenset({str, bool, int, float})
@@ -133,13 +136,14 @@ def authorize(context, rule: str, target: dict | None = None, *, fatal: bool = T
             _decisions.clear()
             _decisions_born = now
     key = (rule, _freeze(target), _credentials_key(context))
-    allowed = _decisions.get(key)
+    allowed = None if extension_checks.any_used() else _decisions.get(key)
     if allowed is None:
         try:
             allowed = enforcer.authorize(rule, target, context, do_raise=True)
         except (policy.PolicyNotAuthorized, policy.InvalidScope):
             allowed = False
-        _decisions[key] = allowed
+        if not extension_checks.any_used():  # parsing the rules may just have met one
+            _decisions[key] = allowed
     if not allowed and fatal:
         raise policy.PolicyNotAuthorized(rule, target, context.to_policy_values())
     return bool(allowed)
