@@ -18,7 +18,8 @@ CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
 
 # Top-level packages no API worker may hold after start-up and the reads below (noauth2).
 NOT_AT_START = ("keystoneauth1", "keystonemiddleware", "requests", "urllib3", "charset_normalizer", "kubernetes",
-                "lightkube", "httpx", "placement", "alembic", "mako", "oslo_messaging", "kombu")
+                "lightkube", "httpx", "placement", "alembic", "mako", "oslo_messaging", "kombu",
+                "re2")  # RE2: loaded by the first regular-expression filter (see below)
 # What the controller and the clients of other services are made of, inside OpenKeel.
 OWN_NOT_AT_START = ("openkeel_compute.emulator", "openkeel_compute.controller.service",
                     "openkeel_compute.controller.images", "openkeel_compute.images.glance",
@@ -79,6 +80,19 @@ def test_a_started_worker_holds_no_client_of_other_services(tmp_path):
     assert "openkeel_compute.api.deploy" in modules and "falcon" in modules  # the probe saw a real worker
     assert _held(modules, NOT_AT_START) == []
     assert _held(modules, OWN_NOT_AT_START) == []
+
+
+def test_the_first_pattern_filter_loads_re2(tmp_path):
+    conf = _conf(tmp_path)
+    subprocess.run(CLI + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
+    out = tmp_path / "modules.json"
+    reads = ["/v2.1/flavors", "/v2.1/servers/detail?name=web-.*"]
+    proc = subprocess.run([sys.executable, "-c", PROBE, str(free_port()), str(out), conf, *reads],
+                          check=False, capture_output=True, text=True, timeout=120)
+    assert out.exists(), f"the worker did not answer the reads: {proc.stdout}{proc.stderr}"
+    seen = json.loads(out.read_text())
+    assert seen["statuses"] == {path: 200 for path in reads}
+    assert "re2" in seen["modules"]
 
 
 def test_the_wsgi_module_alone_holds_none_either(tmp_path):
