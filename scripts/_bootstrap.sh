@@ -25,6 +25,12 @@ bootstrap() {
     list=$(IFS=,; echo "$*")
     echo "bootstrap: installing openkeel-compute${list:+[$list]} and its dependencies into $VENV" >&2
     "$VENV/bin/pip" install --progress-bar off -e "$ROOT${list:+[$list]}" >&2
+    # Bytecode for the checkout (pip compiles only what it installs, and not where
+    # PYTHONDONTWRITEBYTECODE is set), and Python's -OO bytecode of everything, which the workers
+    # of a multi-worker API use (openkeel_compute/serving.py). A file that does not compile (a
+    # dependency's test data) is no reason to stop.
+    echo "bootstrap: compiling bytecode" >&2
+    "$VENV/bin/python" -m compileall -q -j 0 -o 0 -o 2 "$ROOT/src" "$VENV/lib" >/dev/null 2>&1 || true
     for extra in base "$@"; do
         echo "$want" > "$VENV/.openkeel-installed-$extra"
     done
