@@ -57,9 +57,14 @@ def test_the_first_install_shows_its_progress(tmp_path):
         f"bootstrap: creating the virtual environment {project}/.venv (first run; about a minute in all)",
         "bootstrap: upgrading pip",
         f"bootstrap: installing openkeel-compute[cli] and its dependencies into {project}/.venv",
+        "bootstrap: compiling bytecode",
         "bootstrap: installed",
     ]
     assert "Successfully installed openkeel-compute-0.0.1" in first.stderr  # pip's own progress is shown
+    # the checkout's bytecode, plain and -OO (multi-worker API), whatever PYTHONDONTWRITEBYTECODE says
+    cached = sorted(p.name for p in (project / "src/openkeel_compute/__pycache__").iterdir())
+    assert [name.split(".", 1)[1] for name in cached] == [f"{sys.implementation.cache_tag}.opt-2.pyc",
+                                                           f"{sys.implementation.cache_tag}.pyc"]
     again = subprocess.run(["bash", "-c", script], check=False, cwd=project, env=env, capture_output=True,
                            text=True, timeout=120)
     assert (again.returncode, again.stderr) == (0, "")  # installed: nothing to do, nothing said
