@@ -67,6 +67,12 @@ def measure(runs: int = 7, core: str | None = "1", postgresql: bool = False) -> 
         }
 
 
+def required_once(core: str | None = "1", postgresql: bool = False) -> float:
+    """One import of the required libraries, in seconds: bench/compare takes one beside each start-up
+    it times, so that both see the machine as it is at that moment (a shared machine drifts)."""
+    return best_of(REQUIRED + (POSTGRESQL if postgresql else ""), 1, core, dict(os.environ))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
