@@ -217,9 +217,9 @@ def supervisor_argv(host: str, port: int, workers: int, threads: int, optimized:
             str(workers), str(threads)]
 
 
-def exec_supervisor(host: str, port: int, workers: int, threads: int) -> None:
+def exec_supervisor(host: str, port: int, workers: int, threads: int, optimized: bool) -> None:
     """Replace this process by the supervisor (same pid: a service manager keeps tracking it)."""
-    argv = supervisor_argv(host, port, workers, threads, optimized_bytecode())
+    argv = supervisor_argv(host, port, workers, threads, optimized)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, argv)

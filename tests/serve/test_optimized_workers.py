@@ -111,4 +111,9 @@ def test_two_workers_run_with_OO_where_the_bytecode_is_there_and_answer_as_one(t
                 ("oo", {"hw:cpu_policy": "dedicated"})]
             status, body = _call(port, "GET", "/v2.1/flavors/nope")
             assert (status, body) == (404, {"itemNotFound": {"code": 404, "message": "Flavor nope could not be found."}})
+        said = proc.stdout.read()
+        if expected_oo:
+            assert "the workers run with Python's -OO (no docstrings: less memory per worker)" in said
+        else:
+            assert "the workers keep their docstrings: this installation has no -OO bytecode" in said
     assert proc.returncode == 0

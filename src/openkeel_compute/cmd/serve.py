@@ -13,9 +13,15 @@ import logging
 import os
 import socket
 import sys
+import sysconfig
 
 from openkeel_compute.cmd.common import OperatorError, add_config_args, load_conf, port_number, positive_int
-from openkeel_compute.serving import bound_malloc_retention, exec_supervisor, serve_in_process
+from openkeel_compute.serving import (
+    bound_malloc_retention,
+    exec_supervisor,
+    optimized_bytecode,
+    serve_in_process,
+)
 
 LOG = logging.getLogger(__name__)
 
@@ -104,7 +110,13 @@ def check_port_free(host: str, port: int) -> None:
 
 def _granian(host: str, port: int, workers: int, threads: int) -> int:
     if workers > 1:
-        exec_supervisor(host, port, workers, threads)  # does not return
+        optimized = optimized_bytecode()
+        if optimized:
+            LOG.info("the workers run with Python's -OO (no docstrings: less memory per worker)")
+        else:
+            LOG.info("the workers keep their docstrings: this installation has no -OO bytecode (to compile it "
+                     "once: %s -OO -m compileall -q %s)", sys.executable, sysconfig.get_path("purelib"))
+        exec_supervisor(host, port, workers, threads, optimized)  # does not return
     from openkeel_compute.wsgi import granian_application  # built here, with the collector paused
 
     serve_in_process(host, port, threads, granian_application)
