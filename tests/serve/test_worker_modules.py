@@ -23,7 +23,10 @@ NOT_AT_START = ("keystoneauth1", "keystonemiddleware", "requests", "urllib3", "c
 # What the controller and the clients of other services are made of, inside OpenKeel.
 OWN_NOT_AT_START = ("openkeel_compute.emulator", "openkeel_compute.controller.service",
                     "openkeel_compute.controller.images", "openkeel_compute.images.glance",
-                    "openkeel_compute.placement", "openkeel_compute.db.migration")
+                    "openkeel_compute.placement", "openkeel_compute.db.migration",
+                    # the KubeVirt mapping's tables: the first boot or resize imports them
+                    "openkeel_compute.kubevirt.mapping", "openkeel_compute.kubevirt.image",
+                    "openkeel_compute.kubevirt.rules", "openkeel_compute.kubevirt.guard")
 
 # Runs `openkeel-compute serve` (one worker: it serves from this very process) in the main thread; a
 # thread waits for it to answer, sends the reads, writes sys.modules to a file, then stops the server.

@@ -30,10 +30,12 @@ checks: Nova accepts the request, so they are reported when the VM's preference 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from openkeel_compute.kubevirt import image as image_rules
 from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
+
+if TYPE_CHECKING:
+    from openkeel_compute.kubevirt.image import ImageRefused
 
 ZERO_DISK_FLAVOR_RULE = "os_compute_api:servers:create:zero_disk_flavor"
 GiB = 1024**3
@@ -79,7 +81,7 @@ def _rules_flavor(flavor: Mapping[str, Any]) -> Flavor:
     return parse_flavor(body)
 
 
-def _refused(exc: image_rules.ImageRefused) -> BootRefused:
+def _refused(exc: ImageRefused) -> BootRefused:
     # At boot every flavor/image conflict is a 400, whatever the exception's own code.
     return BootRefused(exc.nova_exception, exc.message, 400)
 
@@ -106,6 +108,9 @@ def check_image(flavor: Mapping[str, Any], image: Mapping[str, Any], *,
     config_drive = props.get("img_config_drive", "optional")
     if config_drive not in _CONFIG_DRIVE_VALUES:
         raise BootRefused("InvalidRequest", f"Invalid image metadata. Error: Field value {config_drive} is invalid")
+    # The image rules bring the KubeVirt mapping's tables: imported by the first boot, not at start.
+    from openkeel_compute.kubevirt import image as image_rules
+
     rules_props = image_rules._image_properties(image)
     try:
         image_rules._check_cpu_policies(rules_flavor, rules_props)
