@@ -6,6 +6,7 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 
 import psutil
 
@@ -16,6 +17,14 @@ def tree(root: int) -> list[int]:
         return [root] + [child.pid for child in psutil.Process(root).children(recursive=True)]
     except psutil.NoSuchProcess:
         return [root]
+
+
+def tree_of(root: int, count: int, timeout: float = 60) -> list[int]:
+    """``root`` and its descendants once there are ``count`` of them (or whatever there is at ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while len(tree(root)) < count and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return tree(root)
 
 
 def children(pid: int) -> list[int]:

@@ -11,17 +11,14 @@ import importlib
 import importlib.util
 import json
 import py_compile
-import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 
 from openkeel_compute import serving
-from tests.processes import tree as process_tree
-from tests.serve.test_serve import _conf, _expected_root, _root, free_port, running
-
-CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
+from tests.processes import tree_of
+from tests.serve.test_processes import _cmdline, _serve
+from tests.serve.test_serve import _expected_root, _root
 
 
 def _package(tmp_path, monkeypatch, name: str) -> str:
@@ -59,11 +56,6 @@ def test_the_supervisor_command_line_carries_OO_only_when_asked():
     assert plain == [sys.executable, "-m", "openkeel_compute.serving", "127.0.0.1", "8774", "4", "2"]
 
 
-def _cmdline(pid: int) -> list[str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().decode().split("\0")[:-1]
-
-
 def _call(port: int, method: str, path: str, body=None, mv: str = "2.61"):
     request = urllib.request.Request(
         f"http://127.0.0.1:{port}{path}", method=method,
@@ -78,19 +70,14 @@ def _call(port: int, method: str, path: str, body=None, mv: str = "2.61"):
 
 
 def test_two_workers_run_with_OO_where_the_bytecode_is_there_and_answer_as_one(tmp_path):
-    conf = _conf(tmp_path)
-    subprocess.run(CLI + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
-    port = free_port()
     expected_oo = serving.optimized_bytecode()  # what this installation holds decides
-    with running(CLI + ["serve", "--config-file", conf, "--port", str(port), "--workers", "2"], port) as proc:
+    port, server = _serve(tmp_path, 2)
+    with server as proc:
         assert _root(port) == _expected_root(port)
-        deadline = time.monotonic() + 60
-        while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        tree = process_tree(proc.pid)
+        tree = tree_of(proc.pid, 3)
         assert len(tree) == 3, tree
         for pid in tree:  # a forked worker shows its supervisor's command line, and runs with its flags
-            assert ("-OO" in _cmdline(pid)) is expected_oo, (pid, _cmdline(pid))
+            assert ("-OO" in _cmdline(pid).split()) is expected_oo, (pid, _cmdline(pid))
         # what a worker runs: validation and its messages, the extra-spec validators, views, faults
         status, body = _call(port, "POST", "/v2.1/flavors",
                              {"flavor": {"name": "oo", "ram": 512, "vcpus": 2, "disk": 1, "id": "oo"}})

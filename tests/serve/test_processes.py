@@ -6,9 +6,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from tests.processes import tree as process_tree
+from tests.processes import tree_of
 from tests.serve.test_serve import _conf, _expected_root, _root, free_port, running
 
 CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
@@ -37,10 +37,7 @@ def test_several_workers_run_under_a_supervisor_without_the_application(tmp_path
     port, server = _serve(tmp_path, 2)
     with server as proc:
         assert _root(port) == _expected_root(port)
-        deadline = time.monotonic() + 60
-        while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        tree = process_tree(proc.pid)
+        tree = tree_of(proc.pid, 3)
         assert len(tree) == 3, tree
         # the server's own process became the supervisor: the standard library and nothing else
         assert "-m openkeel_compute.serving" in _cmdline(proc.pid)
@@ -112,11 +109,8 @@ def test_several_workers_stop_when_every_process_gets_the_signal_twice(tmp_path)
     supervisor forwards the signal too: each worker gets it twice in a row, and still stops."""
     port, server = _serve(tmp_path, 2)
     with server as proc:
-        deadline = time.monotonic() + 60
-        while len(process_tree(proc.pid)) < 3 and time.monotonic() < deadline:
-            time.sleep(0.1)
+        tree = tree_of(proc.pid, 3)
         assert _root(port) == _expected_root(port)
-        tree = process_tree(proc.pid)
         for _ in range(3):
             os.killpg(proc.pid, signal.SIGTERM)
         try:
