@@ -16,6 +16,7 @@ import base64
 import os
 import pathlib
 import re
+import sys
 from typing import Any
 
 import certifi
@@ -43,11 +44,16 @@ def rendered_secrets(objects: list[dict[str, Any]]) -> dict[tuple[str, str], str
 
 class Pod:
     def __init__(self, objects: list[dict[str, Any]], kind: str, name: str, scratch: pathlib.Path,
-                 secrets: dict[tuple[str, str], str], pod_name: str | None = None) -> None:
+                 secrets: dict[tuple[str, str], str], pod_name: str | None = None, container: str | None = None) -> None:
+        """``container``: one of the pod's containers or init containers by name (default: its only container)."""
         self.name = pod_name or f"{name}-5d8f9c7b6-x2x4q"
         self.scratch = scratch
         spec = find(objects, kind, name)["spec"]["template"]["spec"]
-        (self.container,) = spec["containers"]
+        if container is None:
+            (self.container,) = spec["containers"]
+        else:
+            (self.container,) = [c for c in spec.get("initContainers", []) + spec["containers"]
+                                 if c["name"] == container]
         self.secrets = {**rendered_secrets(objects), **secrets}
         volumes = {v["name"]: v for v in spec.get("volumes", [])}
         self.mounts: dict[str, pathlib.Path] = {}
@@ -90,13 +96,22 @@ class Pod:
         path.write_text(text.replace(old, new))
 
     def argv(self) -> list[str]:
-        assert "command" not in self.container, "the image's entry point runs the container"
+        """The container's command, or the image's entry point with its arguments."""
+        if "command" in self.container:
+            return [self.local(arg) for arg in self.container["command"] + self.container.get("args", [])]
         return [*command(), *(self.local(arg) for arg in self.container["args"])]
+
+    def port(self, name: str) -> int:
+        """The container port called ``name`` (a probe's or a Service's target)."""
+        (number,) = [p["containerPort"] for p in self.container.get("ports", []) if p["name"] == name]
+        return number
 
     def environ(self, **extra: str) -> dict[str, str]:
         """This process's environment without OS_* variables, then the container's, then ``extra``."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("OS_")}
         env["PYTHONWARNINGS"] = "ignore"
+        # The image has openkeel-compute on its PATH (a container's command may call it by name).
+        env["PATH"] = os.pathsep.join([os.path.dirname(sys.executable), env.get("PATH", "")])
         fields = {"metadata.name": self.name, "metadata.namespace": NAMESPACE}
         for item in self.container.get("env", []):
             source = item.get("valueFrom", {})

@@ -15,6 +15,7 @@ from __future__ import annotations
 import configparser
 import contextlib
 import json
+import socket
 import subprocess
 import time
 import urllib.error
@@ -42,7 +43,8 @@ def _get(url: str, token: str | None = None) -> tuple[int, dict]:
     headers["OpenStack-API-Version"] = "placement latest" if "/resource_providers" in url else "compute 2.1"
     try:
         with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=10) as resp:
-            return resp.status, json.loads(resp.read() or b"{}")
+            body = resp.read()
+            return resp.status, json.loads(body) if resp.headers.get_content_type() == "application/json" else {}
     except urllib.error.HTTPError as exc:
         return exc.code, {}
 
@@ -69,6 +71,14 @@ def _apply(cluster: str, obj: dict) -> None:
         assert resp.status == 201
 
 
+def _probe(probe: dict, ports: dict[str, int]) -> bool:
+    """An httpGet or tcpSocket probe against the named port's local stand-in."""
+    if "httpGet" in probe:
+        return _get(f"http://127.0.0.1:{ports[probe['httpGet']['port']]}{probe['httpGet']['path']}")[0] == 200
+    with socket.create_connection(("127.0.0.1", ports[probe["tcpSocket"]["port"]]), timeout=5):
+        return True
+
+
 def _keystone_base(pod: Pod) -> str | None:
     """Scheme and host of the Keystone the overlay's site.conf names (None: it names none)."""
     site = configparser.ConfigParser(interpolation=None)
@@ -89,6 +99,7 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
     api = Pod(objects, "Deployment", "openkeel-compute-api", tmp_path / "api", secrets)
     controller = Pod(objects, "Deployment", "openkeel-compute-controller", tmp_path / "controller", secrets)
     sync = Pod(objects, "Job", "openkeel-compute-db-sync", tmp_path / "db-sync", secrets)
+    wait = Pod(objects, "Deployment", "openkeel-compute-api", tmp_path / "wait", secrets, container="wait-for-schema")
     keystone_base = _keystone_base(api)
     procs: dict[str, subprocess.Popen] = {}
     log_paths = {name: tmp_path / f"{name}.log" for name in ("api", "controller")}
@@ -102,23 +113,31 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
         with Keystone() as keystone, Emulator() as cluster, contextlib.ExitStack() as running:
             keystone.add_user("openkeel-compute", password)
             keystone.add_service("placement", placement.url)
-            for pod in (api, controller, sync) if keystone_base else ():
+            for pod in (api, controller, sync, wait) if keystone_base else ():
                 pod.edit(CONFIG, "site.conf", keystone_base, keystone.url)
             controller.edit(CONFIG, "in-cluster.kubeconfig", IN_CLUSTER, cluster.url)
             _apply(cluster.url, find(objects, "Namespace", NAMESPACE))  # kubectl apply -k makes it first
 
-            done = subprocess.run(sync.argv(), env=sync.environ(), capture_output=True, text=True, timeout=120,
-                                  check=False)
-            assert done.returncode == 0, done.stderr
-            port = free_port()
-            for name, pod, extra in (("api", api, {"OS_WSGI__PORT": str(port)}),
-                                     ("controller", controller, {"OS_CONTROLLER__METRICS_PORT": str(free_port())})):
+            # A pod has a network of its own; here each named port is a free one.
+            ports = {"compute-api": free_port(), "metrics": free_port()}
+
+            def start(name: str, pod: Pod, **extra: str) -> None:
                 with log_paths[name].open("wb") as log:
                     procs[name] = subprocess.Popen(pod.argv(), env=pod.environ(**extra), stdout=log,
                                                    stderr=subprocess.STDOUT, start_new_session=True)
                 running.callback(stop_group, procs[name])
 
-            url = f"http://127.0.0.1:{port}"
+            # The db-sync Job; the controller (it waits for nothing); the API's init container, then the API.
+            for job in (sync, wait):
+                done = subprocess.run(job.argv(), env=job.environ(), capture_output=True, text=True, timeout=120,
+                                      check=False)
+                assert done.returncode == 0, done.stdout + done.stderr
+                if job is sync:
+                    start("controller", controller, OS_CONTROLLER__METRICS_PORT=str(ports["metrics"]))
+            start("api", api, OS_WSGI__PORT=str(ports["compute-api"]))
+
+            assert (api.port("compute-api"), controller.port("metrics")) == (8774, 9465)  # what the probes reach
+            url = f"http://127.0.0.1:{ports['compute-api']}"
             _until("answering /", lambda: _get(url + "/")[0] == 200, procs, logs)
             user = keystone.issue("a-user", "a-project", ["member", "reader"])
             assert _get(url + "/v2.1/flavors", user) == (200, {"flavors": []}), logs()
@@ -136,5 +155,10 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
             assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= set(inventories), inventories
             # Both logged in as the service user with the Secret's password (the stand-in checks it).
             assert ("openkeel-compute", "service") in keystone.logins
+            # The probes as rendered pass: a pod failing them would never be ready, or be restarted.
+            for pod in (api, controller):
+                for kind in ("readinessProbe", "livenessProbe"):
+                    if kind in pod.container:
+                        assert _probe(pod.container[kind], ports), (pod.container["name"], kind, logs())
     finally:
         placement.stop()
