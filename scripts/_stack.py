@@ -1,50 +1,59 @@
-"""scripts/serve's supervisor: the API, the controller and the development image service as one command.
+"""scripts/serve's supervisor: the API, the controller, Placement and the image service as one command.
 
-Arguments: the --config-file options of scripts/serve (its embedded defaults first), then ``--``, then
-the user's arguments for ``openkeel-compute serve`` (--port, --host, ...).
+Arguments: scripts/serve's own (scripts/_serve_options.py; ``--help`` lists every one). A start goes:
 
-- The image service: when neither ``[glance] api_servers`` nor ``[glance] endpoint_override`` is set,
-  the local development image service (openkeel_compute.images.local) runs in this process on
-  127.0.0.1:9292 (another free port when 9292 is taken; OPENKEEL_IMAGE_PORT chooses another), serving ``$state_path/images`` with the
-  image ``openkeel-tiny`` registered on first start. Its address reaches the API and the controller in
-  ``$state_path/serve-images.conf``, the last --config-file they get. With a Glance configured, nothing
-  of this runs and that Glance is used.
-- Placement: when ``[placement]`` names no credentials, Placement's own service (openstack-placement,
-  ``openkeel_compute.placement.embedded``) runs as a child process on a free loopback port with its SQLite
-  database in ``$state_path/placement``; ``$state_path/serve-placement.conf`` points the API and the
-  controller at it.
-- The controller (``openkeel-compute controller``: its built-in KubeVirt cluster unless a kubeconfig is
-  configured) and the API (``openkeel-compute serve``) run as child processes, each leading its own
-  process group, and die with this process (PR_SET_PDEATHSIG).
-- SIGINT (Ctrl-C) or SIGTERM stops both groups (SIGTERM, then SIGKILL after 10 s) and exits 0; when one
-  child exits by itself, the other is stopped and this exits with the child's status.
+1. The configuration: the embedded defaults (etc/openkeel-compute-serve.conf), then each --config-file.
+2. The state path (``[DEFAULT] state_path``, ./var) is taken: ``serve.lock`` there is held while this
+   runs, so a second scripts/serve on the same state path stops with one line and changes nothing.
+3. Every port the start will take is checked free; a busy one stops it with one line naming the option
+   that moves it (the API's --port, --image-port, --placement-port, --emulator-port, --metrics-port).
+4. The database: scripts/_database.py brings the schema to head and writes devstack's flavors into a
+   new database of the embedded defaults.
+5. The services: the local development image service (openkeel_compute.images.local, in this process,
+   unless ``[glance] api_servers`` or ``endpoint_override`` names one; the image ``openkeel-tiny`` is
+   registered on first start), Placement's own service (``openkeel_compute.placement.embedded``, a child
+   process, unless ``[placement]`` names credentials), then the controller (``openkeel-compute
+   controller``: its built-in KubeVirt cluster unless a kubeconfig is configured) and the API
+   (``openkeel-compute serve``). ``$state_path/serve-images.conf``, ``serve-placement.conf`` and
+   ``serve-controller.conf``, rewritten at each start, are their last --config-files: where the image
+   service and Placement are, the ports of the built-in cluster and of the metrics.
+6. Once the API answers and the controller listens: one line per port taken, ``$state_path/clouds.yaml`` written (never before:
+   a start that fails leaves the previous one's file as it was), and "ready".
+
+Children lead their own process groups and die with this process (PR_SET_PDEATHSIG). SIGINT (Ctrl-C)
+or SIGTERM stops them all (SIGTERM, then SIGKILL after 10 s) and exits 0; when one child exits by
+itself, the others are stopped and this exits with the child's status.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import pathlib
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 SCRIPTS = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(SCRIPTS))
 
 import _clouds_yaml
+import _serve_options as options
 
 from openkeel_compute import signals
+from openkeel_compute.cmd.common import OperatorError, operator_message, validate_values
 from openkeel_compute.conf import build_conf
 from openkeel_compute.images import glance, local
 from openkeel_compute.placement import client as placement_client
 from openkeel_compute.placement import embedded
 
-# The local image service's port: Glance's 9292, or OPENKEEL_IMAGE_PORT (0: any free port).
-IMAGE_PORT = int(os.environ.get("OPENKEEL_IMAGE_PORT", "9292"))
 STOP_TIMEOUT = 10.0
 _PR_SET_PDEATHSIG = 1
 
@@ -66,24 +75,54 @@ def _die_with_parent() -> None:
         os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _bind_images(directory: pathlib.Path):
-    """The local image service, bound (its port known) but not serving yet: no thread runs before the forks."""
-    local.ensure_default_image(directory)
+def _shown(path: pathlib.Path | str) -> str:
+    """A path as the operator typed it: relative to the working directory when under it."""
+    path = os.path.abspath(path)
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def _take(state: pathlib.Path):
+    """Hold ``state/serve.lock`` for as long as this process lives; OperatorError when another holds it."""
+    state.mkdir(parents=True, exist_ok=True)
+    handle = open(state / "serve.lock", "a+")  # noqa: SIM115 (kept open: the lock is the open file)
     try:
-        return local.serve(str(directory), "127.0.0.1", IMAGE_PORT)
-    except OSError as exc:
-        if exc.errno != errno.EADDRINUSE:
-            raise
-        return local.serve(str(directory), "127.0.0.1", 0)
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "?"
+        handle.close()
+        raise OperatorError(f"another scripts/serve is running on the state path {_shown(state)} (process {holder}):"
+                            " stop it first, or give this one a state path of its own ([DEFAULT] state_path in a "
+                            "--config-file)") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=1) as resp:
+            return resp.status == 200
+    except OSError:
+        return False
+
+
+def _listens(port: options.Port) -> bool:
+    try:
+        with socket.create_connection((port.reach(), port.number), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _stop(children: list[subprocess.Popen]) -> None:
     for child in children:
         if child.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(child.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
     deadline = time.monotonic() + STOP_TIMEOUT
     for child in children:
         try:
@@ -91,67 +130,147 @@ def _stop(children: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             say(f"{child.args[1]} did not stop in {STOP_TIMEOUT:.0f} s: killed")
         # the whole group: workers of the API, anything a child left behind
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(child.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
         child.wait()
 
 
+class Start:
+    """What one start takes and writes: its ports, the image service, Placement, the extra --config-files."""
+
+    def __init__(self, conf, args, config: list[str]) -> None:
+        self.conf, self.args = conf, args
+        self.state = pathlib.Path(conf.state_path)
+        self.config = list(config)
+        self.controller_config: list[str] = []
+        c = conf.controller
+        self.api = options.api_port(conf, args)
+        self.images = None
+        self.image_port = None
+        if not (conf.glance.api_servers or conf.glance.endpoint_override):
+            self.image_port = options.Port("the local image service", "127.0.0.1", args.image_port, "--image-port",
+                                           "any free port")
+        self.placement = None
+        self.placement_port = None
+        if not placement_client.configured(conf):
+            self.placement_port = options.Port("the embedded Placement", "127.0.0.1", args.placement_port,
+                                               "--placement-port", "any free port")
+        self.emulator_port = None
+        if not c.kubeconfig and c.driver != "kubernetes":
+            number = c.emulator_port if args.emulator_port is None else args.emulator_port
+            self.emulator_port = options.Port("the built-in KubeVirt cluster", c.emulator_host, number,
+                                              "--emulator-port", "any free port")
+        metrics = c.metrics_port if args.metrics_port is None else args.metrics_port
+        self.metrics_port = (options.Port("the controller's metrics", c.metrics_host, metrics, "--metrics-port",
+                                          "none") if metrics else None)
+
+    def up(self) -> bool:
+        """The API answers, and the controller listens on its ports (the built-in cluster's, the metrics')."""
+        return (_answers(self.api.url() + "/")
+                and all(_listens(p) for p in (self.emulator_port, self.metrics_port) if p is not None))
+
+    def ports(self) -> list[options.Port]:
+        return [p for p in (self.api, self.image_port, self.placement_port, self.emulator_port, self.metrics_port)
+                if p is not None]
+
+    def open_services(self, stopping: threading.Event) -> None:
+        """The image service bound (serving starts later, after the forks) and Placement started."""
+        if self.image_port is None:
+            say("image service: " + ", ".join(self.conf.glance.api_servers or [self.conf.glance.endpoint_override])
+                + " ([glance] in the configuration)")
+        else:
+            local.ensure_default_image(self.state / "images")
+            try:
+                self.images = local.serve(str(self.state / "images"), "127.0.0.1", self.image_port.number)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    raise OperatorError(options.busy(self.image_port)) from None
+                raise
+            self.image_port.number = self.images.server_port
+            self._write("serve-images.conf", "its local image service",
+                        f"[glance]\napi_servers = {self.image_port.url()}\n")
+        if self.placement_port is None:
+            say("placement: [placement] in the configuration")
+        elif not stopping.is_set():
+            try:
+                self.placement = embedded.start(self.state / "placement", port=self.placement_port.number,
+                                                start_new_session=True, preexec_fn=_die_with_parent)
+            except RuntimeError as exc:
+                raise OperatorError(str(exc)) from None
+            self.placement_port.number = int(self.placement.url.rsplit(":", 1)[1])
+            self._write("serve-placement.conf", "its embedded Placement", embedded.config_lines(self.placement.url))
+        if self.emulator_port is not None and not self.emulator_port.number:
+            self.emulator_port.number = options.any_free_port(self.emulator_port.host)
+        lines = f"metrics_port = {self.metrics_port.number if self.metrics_port else 0}\n"
+        if self.emulator_port is not None:
+            lines += f"emulator_port = {self.emulator_port.number}\n"
+        self.controller_config = self._file("serve-controller.conf", "the controller's ports", "[controller]\n" + lines)
+
+    def _write(self, name: str, what: str, text: str) -> None:
+        self.config += self._file(name, what, text)
+
+    def _file(self, name: str, what: str, text: str) -> list[str]:
+        path = self.state / name
+        path.write_text(f"# Written by scripts/serve at each start: {what}.\n{text}")
+        return ["--config-file", str(path)]
+
+    def announce(self) -> None:
+        """One line per port taken, with the option that moves it."""
+        details = {
+            "--port": self.api.url() + "/",
+            "--image-port": f"{self.image_port.url()}, images in {_shown(self.state / 'images')}, "
+                            f"{local.DEFAULT_IMAGE_NAME} among them" if self.image_port else "",
+            "--placement-port": f"{self.placement.url}, its database in {_shown(self.state / 'placement')}"
+                                if self.placement else "",
+            "--emulator-port": f"{self.emulator_port.url()}, for kubectl --kubeconfig "
+                               f"{_shown(self.conf.controller.emulator_kubeconfig)}" if self.emulator_port else "",
+            "--metrics-port": self.metrics_port.url() + "/metrics" if self.metrics_port else "",
+        }
+        for port in self.ports():
+            say(f"port {port.number} taken by {port.what}: {details[port.option]} (move it with {port.option})")
+
+    def close(self) -> None:
+        if self.placement is not None:
+            self.placement.stop()
+        if self.images is not None:
+            self.images.server_close()
+
+
 def main(argv: list[str]) -> int:
-    split = argv.index("--")
-    config_files, serve_args = argv[:split], argv[split + 1:]
-    conf = build_conf(config_files)
-    glance.register_opts(conf)
-    config = list(config_files)
-    image_url = None
-    images = None
-    if conf.glance.api_servers or conf.glance.endpoint_override:
-        say("image service: " + ", ".join(conf.glance.api_servers or [conf.glance.endpoint_override])
-            + " ([glance] in the configuration)")
-    else:
-        state = pathlib.Path(conf.state_path)
-        images = _bind_images(state / "images")
-        image_url = f"http://127.0.0.1:{images.server_port}"
-        extra = state / "serve-images.conf"
-        extra.write_text("# Written by scripts/serve at each start: its local image service.\n"
-                         f"[glance]\napi_servers = {image_url}\n")
-        config += ["--config-file", str(extra)]
-        say(f"image service: the local development one on {image_url}, images in {state / 'images'} "
-            f"(image {local.DEFAULT_IMAGE_NAME} is there)")
-    placement = None
-    placement_client.register_opts(conf)
-    if placement_client.configured(conf):
-        say("placement: [placement] in the configuration")
-    else:
-        state = pathlib.Path(conf.state_path)
-        placement = embedded.start(state / "placement", start_new_session=True, preexec_fn=_die_with_parent)
-        extra = state / "serve-placement.conf"
-        extra.write_text("# Written by scripts/serve at each start: its embedded Placement.\n"
-                         + embedded.config_lines(placement.url))
-        config += ["--config-file", str(extra)]
-        say(f"placement: the embedded one on {placement.url}, its database in {state / 'placement'}")
-    _clouds_yaml.main([str(pathlib.Path(conf.state_path) / "clouds.yaml"), *config, *serve_args])
-
-    exe = str(pathlib.Path(sys.executable).parent / "openkeel-compute")
+    args = options.parser().parse_args(argv)
+    config = ["--config-file", str(options.DEFAULTS)]
+    for path in args.config_file:
+        config += ["--config-file", path]
     stopping = threading.Event()
-
     signal.signal(signal.SIGINT, signals.setter(stopping))
     signal.signal(signal.SIGTERM, signals.setter(stopping))
+    conf = build_conf(config)
+    glance.register_opts(conf)
+    placement_client.register_opts(conf)
+    validate_values(conf)  # a wrong value is one line naming its option and file, before anything runs
+    start = Start(conf, args, config)
+    lock = _take(start.state)
     children: list[subprocess.Popen] = []
     serving = None
     try:
-        for command in ([exe, "controller", *config], [exe, "serve", *config, *serve_args]):
+        options.check_free(start.ports())
+        database = subprocess.run([sys.executable, str(SCRIPTS / "_database.py"), *config], check=False)
+        if database.returncode or stopping.is_set():
+            return database.returncode
+        start.open_services(stopping)
+        exe = str(pathlib.Path(sys.executable).parent / "openkeel-compute")
+        api_args = options.api_arguments(args)
+        for command in ([exe, "controller", *start.config, *start.controller_config],
+                        [exe, "serve", *start.config, *api_args]):
             if stopping.is_set():
                 break
             # preexec_fn is safe here: the process has no other thread yet (the image service starts below).
             children.append(subprocess.Popen(command, start_new_session=True,
                                              preexec_fn=_die_with_parent))  # noqa: PLW1509
-        serving = None
-        if images is not None:
-            serving = threading.Thread(target=images.serve_forever, name="images", daemon=True)
+        if start.images is not None:
+            serving = threading.Thread(target=start.images.serve_forever, name="images", daemon=True)
             serving.start()
-        status = 0
+        status, ready = 0, False
         while not stopping.is_set():
             ended = [child for child in children if child.poll() is not None]
             if ended:
@@ -159,17 +278,31 @@ def main(argv: list[str]) -> int:
                 say(f"`openkeel-compute {ended[0].args[1]}` exited with status {ended[0].returncode}: "
                     "stopping the rest")
                 break
+            if not ready and start.up():
+                ready = True
+                start.announce()
+                _clouds_yaml.main([str(start.state / "clouds.yaml"), *start.config, *api_args])
+                say("ready: Ctrl-C stops everything")
             stopping.wait(0.2)
         return status
     finally:
         _stop(children)
-        if placement is not None:
-            placement.stop()
-        if images is not None:
-            if serving is not None:
-                images.shutdown()
-            images.server_close()
+        if serving is not None:
+            start.images.shutdown()
+        start.close()
+        lock.close()
+
+
+def run(argv: list[str]) -> int:
+    try:
+        return main(argv)
+    except Exception as exc:  # one line for what the operator has to fix; a bug keeps its traceback
+        message = operator_message(exc)
+        if message is None:
+            raise
+        print(f"error: {message}", file=sys.stderr, flush=True)
+        return 1
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(run(sys.argv[1:]))

@@ -71,34 +71,49 @@ def test_api_configuration_loads_and_passes_status(rendered, render, tmp_path, d
     checks = _status(args, capsys)
     assert checks["Database"][0] == 0, checks
     assert "at revision" in checks["Database"][1]
-    expected_auth = 0 if render == "production" else 1  # dev: noauth2 is a warning
-    assert checks["API Authentication"][0] == expected_auth, checks
+    assert checks["API Authentication"][0] == 0, checks  # Keystone in both: noauth2 cannot serve a Service
     # The API's configuration names no cluster: the API never calls Kubernetes.
     assert "no [controller] kubeconfig" in checks["Kubernetes"][1]
 
 
-def test_keystone_passwords_come_from_the_secret(rendered, tmp_path, monkeypatch):
+PASSWORDS = ("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "OS_SERVICE_USER__PASSWORD", "OS_PLACEMENT__PASSWORD")
+
+
+@pytest.mark.parametrize("render", ["production", "dev"])
+@pytest.mark.parametrize(("deployment", "passwords"), [("openkeel-compute-api", PASSWORDS),
+                                                       ("openkeel-compute-controller", PASSWORDS[1:])])
+def test_keystone_passwords_come_from_the_secret(rendered, render, deployment, passwords, tmp_path, monkeypatch):
     from keystoneauth1 import loading
     from keystonemiddleware import auth_token
 
     from openkeel_compute.controller import images
+    from openkeel_compute.placement import client as placement_client
 
-    objects = rendered["production"]
-    args = _args(objects, "openkeel-compute-api", _files(objects, tmp_path))
-    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in find(objects, "Deployment", "openkeel-compute-api")
+    objects = rendered[render]
+    args = _args(objects, deployment, _files(objects, tmp_path))
+    env = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in find(objects, "Deployment", deployment)
            ["spec"]["template"]["spec"]["containers"][0]["env"] if "secretKeyRef" in e.get("valueFrom", {})}
-    for name in ("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "OS_SERVICE_USER__PASSWORD"):
-        assert env[name] == {"name": "openkeel-compute-keystone", "key": "password", "optional": True}
+    for name in passwords:
+        # Required: a pod without the Secret does not start (rather than failing every login).
+        assert env[name]["key"] == "password" and "optional" not in env[name], env[name]
+        assert env[name]["name"].startswith("openkeel-compute-keystone"), env[name]
         monkeypatch.setenv(name, f"value of {name}")
     conf = build_conf(args)
     images.register_opts(conf)  # [service_user]: the controller registers it when it starts
+    assert placement_client.configured(conf)
     for group, opts in auth_token.list_opts():
         conf.register_opts(opts, group=group)
-    for group in ("keystone_authtoken", "service_user"):
+    groups = {"OS_KEYSTONE_AUTHTOKEN__PASSWORD": "keystone_authtoken", "OS_SERVICE_USER__PASSWORD": "service_user",
+              "OS_PLACEMENT__PASSWORD": "placement"}
+    keystones = set()
+    for name in passwords:
+        group = groups[name]
         assert loading.load_auth_from_conf_options(conf, group) is not None
-    assert conf.keystone_authtoken.password == "value of OS_KEYSTONE_AUTHTOKEN__PASSWORD"
-    assert conf.service_user.password == "value of OS_SERVICE_USER__PASSWORD"
-    assert conf.keystone_authtoken.username == conf.service_user.username == "openkeel-compute"
+        assert conf[group].password == f"value of {name}"
+        assert conf[group].username == "openkeel-compute"
+        keystones.add(conf[group].auth_url)
+    assert len(keystones) == 1, keystones  # one Keystone, named alike everywhere
+    assert conf.placement.region_name == "RegionOne" and conf.placement.valid_interfaces == ["internal", "public"]
 
 
 def test_controller_reaches_the_cluster_with_the_in_cluster_kubeconfig(rendered, tmp_path, database, capsys):

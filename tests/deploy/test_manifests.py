@@ -204,11 +204,13 @@ def test_dev_generates_the_secret_its_pods_reference(rendered):
     objects = rendered["dev"]
     secrets = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Secret"}
     refs = _secret_refs(objects)
-    # Optional references (dev has no Keystone) stay unresolved; the others name a generated Secret.
-    assert {n for n, _ in refs if n not in secrets} == {"openkeel-compute-keystone"}
+    # Only the registration Job's admin credentials are the operator's (those of the development
+    # Keystone); every other reference names a generated Secret and one of its keys.
+    assert {n for n, _ in refs if n not in secrets} == {"openkeel-compute-keystone-admin"}
     for name, key in refs:
         if name in secrets:
-            assert name.startswith("openkeel-compute-database-") and key in secrets[name]["data"], (name, key)
+            assert name.startswith(("openkeel-compute-database-", "openkeel-compute-keystone-")), name
+            assert key in secrets[name]["data"], (name, key)
 
 
 def test_network_policies_select_pods_that_exist(rendered):

@@ -1,7 +1,8 @@
 """A real ``scripts/serve`` (API, controller, local image service) in a throwaway checkout, as a user runs it.
 
-Started on a free port with its image service on any free port (OPENKEEL_IMAGE_PORT=0), stopped with
-SIGTERM to the supervisor alone, as Ctrl-C reaches it; ``descendants`` lists the processes it started.
+Started on a free port with its image service on any free port (``--image-port 0``: not Glance's 9292,
+which a running scripts/serve may hold), stopped with SIGTERM to the supervisor alone, as Ctrl-C reaches
+it; ``descendants`` lists the processes it started.
 """
 
 from __future__ import annotations
@@ -35,29 +36,29 @@ def alive(pid: int) -> bool:
 
 
 class Stack:
-    def __init__(self, home: pathlib.Path):
+    def __init__(self, home: pathlib.Path, *args: str):
+        """``args``: more options for scripts/serve (after ``--port`` and ``--image-port 0``, which they override)."""
         self.home = home
         self.checkout = make_checkout(home / "openkeel-compute")
         self.port = free_port()
-        self.env = dict(clean_env(home), OPENKEEL_IMAGE_PORT="0")
+        self.env = clean_env(home)
         self.log_path = home / "serve.log"
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"
+        self.args = ["--port", str(self.port), "--image-port", "0", *args]
 
     def start(self) -> Stack:
         with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen([str(self.checkout / "scripts/serve"), "--port", str(self.port)],
+            self.proc = subprocess.Popen([str(self.checkout / "scripts/serve"), *self.args],
                                          cwd=self.checkout, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                          start_new_session=True)
         deadline = time.monotonic() + START_TIMEOUT
         while True:
             assert self.proc.poll() is None, f"scripts/serve exited {self.proc.returncode}:\n{self.log()}"
-            try:
-                with urllib.request.urlopen(self.url + "/", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, f"no answer in {START_TIMEOUT} s:\n{self.log()}"
-                time.sleep(0.3)
+            if "serve: ready" in self.log():  # the API answered and var/clouds.yaml is written
+                break
+            assert time.monotonic() < deadline, f"not ready in {START_TIMEOUT} s:\n{self.log()}"
+            time.sleep(0.2)
         return self
 
     def log(self) -> str:

@@ -18,10 +18,9 @@ import urllib.request
 
 import pytest
 
-from tests.processes import stop_group
-from tests.scripts.checkout import ROOT, clean_env, free_port, make_checkout
+from tests.scripts.checkout import ROOT, clean_env, make_checkout
+from tests.scripts.stack import Stack
 
-START_TIMEOUT = 120
 COMMAND_TIMEOUT = 120
 
 
@@ -60,28 +59,14 @@ def _settled(port: int, timeout: float = 60.0) -> None:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
+    """scripts/serve in a throwaway checkout, ready (its var/clouds.yaml written); its image service on a
+    free port: the tests must not take Glance's 9292 from a running scripts/serve."""
     home = tmp_path_factory.mktemp("readme")
-    checkout = make_checkout(home / "openkeel-compute")
-    port = free_port()
-    log = (home / "serve.log").open("wb")
-    # The image service on a free port: the tests must not take Glance's 9292 from a running scripts/serve.
-    proc = subprocess.Popen([str(checkout / "scripts/serve"), "--port", str(port)], cwd=checkout,
-                            env=dict(clean_env(home), OPENKEEL_IMAGE_PORT="0"), stdout=log,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    stack = Stack(home).start()
     try:
-        deadline = time.monotonic() + START_TIMEOUT
-        while True:
-            assert proc.poll() is None, f"scripts/serve exited {proc.returncode}:\n{(home / 'serve.log').read_text()}"
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2):
-                    break
-            except OSError:
-                assert time.monotonic() < deadline, f"no answer in {START_TIMEOUT} s:\n{(home / 'serve.log').read_text()}"
-                time.sleep(0.3)
-        yield checkout, port, home
+        yield stack.checkout, stack.port, home
     finally:
-        stop_group(proc)
-        log.close()
+        stack.stop()
 
 
 def test_readme_shows_every_flavor_command_the_cli_needs():
@@ -126,6 +111,7 @@ def test_readme_commands_work_as_written(served):
     assert "hw:cpu_policy='dedicated'" in shown and "hw:mem_page_size" not in shown, shown
     assert "2 dedicated vCPUs on huge pages" in shown and "demo" in shown, shown
     assert "m1.dedicated" in output_of("flavor list --all")
+    assert "m1.xlarge" in output_of("flavor list --all")  # devstack's, written by scripts/serve
     assert "m1.dedicated" in output_of("openkeel-demo flavor list")
     # the last flavor command deleted the flavor
     assert _get(f"http://127.0.0.1:{port}/v2.1/flavors/42")[0] == 404

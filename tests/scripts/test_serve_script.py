@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from tests.scripts.checkout import ROOT, clean_env, make_checkout
+from tests.scripts.checkout import ROOT, VENV, clean_env, make_checkout
 
 
 def _serve(checkout, *args: str, timeout: int = 120) -> subprocess.CompletedProcess:
@@ -16,12 +17,34 @@ def _serve(checkout, *args: str, timeout: int = 120) -> subprocess.CompletedProc
                           env=clean_env(checkout), capture_output=True, text=True, timeout=timeout)
 
 
-def test_help_prints_the_options_without_touching_the_database(tmp_path):
+def _options(help_text: str) -> set[str]:
+    return set(re.findall(r"^\s+(--[a-z-]+)", help_text, re.MULTILINE))
+
+
+def test_help_shows_every_option_without_touching_the_database(tmp_path):
     checkout = make_checkout(tmp_path / "co")
     got = _serve(checkout, "--help")
     assert got.returncode == 0, got.stderr
-    assert got.stdout.startswith("usage: openkeel-compute serve") and "--port PORT" in got.stdout
+    assert got.stdout.startswith("usage: scripts/serve")
+    shown = _options(got.stdout)
+    # its own: a port option for every service it starts besides the API
+    assert {"--image-port", "--placement-port", "--emulator-port", "--metrics-port"} <= shown, shown
+    # every option of the API it passes on, and nothing it would not accept
+    api = subprocess.run([str(VENV / "bin/openkeel-compute"), "serve", "--help"], check=True, capture_output=True,
+                         text=True, timeout=60).stdout
+    assert _options(api) - {"--help"} <= shown, _options(api) - shown
     assert "database:" not in got.stderr and "alembic" not in got.stderr  # no db sync ran
+    assert not (checkout / "var").exists()
+
+
+def test_an_unknown_option_or_a_bad_port_is_one_error_line(tmp_path):
+    checkout = make_checkout(tmp_path / "co")
+    for args, said in ((["--kubeconfig", "x"], "unrecognized arguments: --kubeconfig x"),
+                       (["--image-port", "70000"], "argument --image-port: 70000 is not a TCP port number (0-65535)"),
+                       (["--port", "0"], "argument --port: 0 is not a TCP port number (1-65535)")):
+        got = _serve(checkout, *args)
+        assert (got.returncode, got.stdout) == (2, "")
+        assert got.stderr.splitlines() == [f"error: {said} (see scripts/serve --help)"]
     assert not (checkout / "var").exists()
 
 
@@ -33,6 +56,23 @@ def test_config_file_without_a_value_is_one_error_line(tmp_path, args):
     assert (got.returncode, got.stdout) == (2, "")
     assert got.stderr.splitlines() == ["error: --config-file needs a value: the path of a configuration file"]
     assert not (checkout / "var").exists()
+
+
+@pytest.mark.parametrize(("text", "said"), [
+    (None, "error: configuration file not found: {conf} (check --config-file)"),
+    ("[controller]\nemulator_port = 99999\n",
+     "error: [controller] emulator_port in {conf}: Should be less than or equal to 65535"),
+    ("[api]\nauth_strategy = bogus\n", "error: [api] auth_strategy in {conf}: Valid values are [keystone, noauth2]"),
+])
+def test_a_bad_configuration_file_is_one_error_line(tmp_path, text, said):
+    checkout = make_checkout(tmp_path / "co")
+    conf = tmp_path / "mine.conf"
+    if text is not None:
+        conf.write_text(text)
+    got = _serve(checkout, "--config-file", str(conf), "--image-port", "0")
+    assert got.returncode == 1 and "Traceback" not in got.stderr, got.stderr
+    assert got.stderr.splitlines()[-1].startswith(said.format(conf=conf)), got.stderr
+    assert not (checkout / "var/clouds.yaml").exists()
 
 
 def test_the_first_install_shows_its_progress(tmp_path):

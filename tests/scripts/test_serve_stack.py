@@ -50,12 +50,12 @@ def test_a_server_boots_to_active_in_seconds_with_nothing_but_scripts_serve(stac
     assert (server["progress"], server["addresses"]) == (0, {})  # as Nova: 0 once ACTIVE; networks none
     assert server["image"]["id"] == local.DEFAULT_IMAGE_ID
     log = stack.log()
-    assert "image service: the local development one on http://127.0.0.1:" in log
+    assert "taken by the local image service: http://127.0.0.1:" in log
     assert "built-in KubeVirt cluster listening" in log  # the controller drives the emulator
     assert "HTTP Request:" not in log  # the controller's Kubernetes requests are not logged one by one
 
 
-def test_the_tiny_image_and_the_catalog_are_there_on_first_start(stack):
+def test_the_tiny_image_the_catalog_and_the_flavors_are_there_on_first_start(stack):
     clouds = yaml.safe_load((stack.checkout / "var/clouds.yaml").read_text())["clouds"]["openkeel"]
     assert clouds["auth"]["auth_url"] == f"{stack.url}/identity/v3"
     token = json.dumps({"auth": {"identity": {"methods": ["token"], "token": {"id": "admin:admin"}},
@@ -73,6 +73,13 @@ def test_the_tiny_image_and_the_catalog_are_there_on_first_start(stack):
     assert image["id"] == local.DEFAULT_IMAGE_ID and image["disk_format"] == "raw" and image["status"] == "active"
     conf = (stack.checkout / "var/serve-images.conf").read_text()
     assert f"api_servers = {catalog['image']}" in conf
+    # devstack's flavors, written into the new database (tests/scripts/test_serve_flavors.py: when exactly)
+    flavors = stack.call("GET", "/v2.1/flavors/detail")[1]["flavors"]
+    assert [(f["id"], f["name"], f["ram"], f["vcpus"], f["disk"], f["os-flavor-access:is_public"],
+             f["extra_specs"]) for f in flavors] == [
+        (i, n, ram, cpu, disk, True, {"hw_rng:allowed": "True"}) for i, n, ram, cpu, disk in (
+            ("1", "m1.tiny", 512, 1, 1), ("2", "m1.small", 2048, 1, 20), ("3", "m1.medium", 4096, 2, 40),
+            ("4", "m1.large", 8192, 4, 80), ("5", "m1.xlarge", 16384, 8, 160))]
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
@@ -105,25 +112,23 @@ def test_children_die_with_a_killed_supervisor(stack):
 
 
 def test_when_the_api_cannot_start_nothing_stays_running(tmp_path):
-    first = Stack(tmp_path / "one").start()
-    try:
-        second = Stack(tmp_path / "two")
-        with second.log_path.open("wb") as log:
-            proc = subprocess.Popen([str(second.checkout / "scripts/serve"), "--port", str(first.port)],
-                                    cwd=second.checkout, env=second.env, stdout=log, stderr=subprocess.STDOUT,
-                                    start_new_session=True)
-        started = set()
-        deadline = time.monotonic() + 120
-        while proc.poll() is None and time.monotonic() < deadline:
-            started |= descendants(proc.pid)
-            time.sleep(0.05)
-        if proc.poll() is None:  # it kept running on a busy port: stop it, then fail
-            os.kill(proc.pid, signal.SIGTERM)
-            proc.wait(timeout=30)
-            pytest.fail(f"scripts/serve ran on a busy port:\n{second.log()}")
-        assert proc.returncode != 0
-        assert f"port {first.port} on 127.0.0.1 is already in use" in second.log()
-        assert "`openkeel-compute serve` exited with status" in second.log()
-        assert started and not [pid for pid in started if alive(pid)]  # the controller was stopped
-    finally:
-        first.stop()
+    """The API refuses to start (noauth2 on every address, which scripts/serve's own checks leave to it):
+    scripts/serve stops the controller and Placement it started, exits non-zero and writes no clouds.yaml."""
+    stack = Stack(tmp_path, "--host", "0.0.0.0")
+    with stack.log_path.open("wb") as log:
+        proc = subprocess.Popen([str(stack.checkout / "scripts/serve"), *stack.args], cwd=stack.checkout,
+                                env=stack.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    started = set()
+    deadline = time.monotonic() + 120
+    while proc.poll() is None and time.monotonic() < deadline:
+        started |= descendants(proc.pid)
+        time.sleep(0.05)
+    if proc.poll() is None:  # it kept running: stop it, then fail
+        os.kill(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        pytest.fail(f"scripts/serve ran with noauth2 on 0.0.0.0:\n{stack.log()}")
+    assert proc.returncode != 0
+    assert "never on '0.0.0.0'" in stack.log()
+    assert "`openkeel-compute serve` exited with status 1: stopping the rest" in stack.log()
+    assert started and not [pid for pid in started if alive(pid)]  # the controller and Placement were stopped
+    assert not (stack.checkout / "var/clouds.yaml").exists()  # written only once a start succeeded

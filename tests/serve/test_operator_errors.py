@@ -165,3 +165,18 @@ def test_a_closed_pipe_ends_the_command_quietly() -> None:
     status = proc.wait(timeout=60)
     assert "Traceback" not in stderr and "BrokenPipeError" not in stderr, stderr
     assert (status, stderr) == (141, ""), stderr  # 128 + SIGPIPE, as a shell reports such a command
+
+
+def test_the_local_image_service_on_a_busy_port(tmp_path) -> None:
+    import socket
+    import sys
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        done = subprocess.run([sys.executable, "-m", "openkeel_compute.images.local", "serve", "--dir",
+                               str(tmp_path), "--port", str(port)], capture_output=True, text=True, timeout=60,
+                              check=False)
+    assert error_line(done) == (f"error: cannot listen on 127.0.0.1 port {port}: already in use (choose another "
+                                "with --port; 0 takes any free one)")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import socket
 import subprocess
 import sys
@@ -102,13 +101,14 @@ def test_scripts_serve_syncs_the_database_and_passes_arguments_through(tmp_path)
     port = free_port()
     conf = tmp_path / "mine.conf"
     conf.write_text(f"[DEFAULT]\nstate_path = {tmp_path}/state\n")
-    env = dict(os.environ, OPENKEEL_IMAGE_PORT="0")  # its image service on a free port, not Glance's 9292
-    with running([str(ROOT / "scripts/serve"), "--port", str(port), "--config-file", str(conf)], port, env=env):
+    # its image service on a free port, not Glance's 9292
+    with running([str(ROOT / "scripts/serve"), "--port", str(port), "--image-port", "0", "--config-file", str(conf)],
+                 port):
         assert _root(port) == _expected_root(port)
         flavors = urllib.request.Request(f"http://127.0.0.1:{port}/v2.1/flavors",
                                          headers={"X-Auth-Token": "admin:admin"})
         with urllib.request.urlopen(flavors) as resp:
-            assert json.loads(resp.read()) == {"flavors": []}
+            assert json.loads(resp.read()) == {"flavors": []}  # a database elsewhere: no devstack flavors
     assert (tmp_path / "state/openkeel.sqlite").exists(), "the --config-file given to scripts/serve was used"
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import errno
 import hashlib
 import json
 import os
@@ -267,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     srv = sub.add_parser("serve", help="serve the directory over HTTP")
     srv.add_argument("--dir", required=True)
     srv.add_argument("--host", default="127.0.0.1")
-    srv.add_argument("--port", type=int, default=9292)
+    srv.add_argument("--port", type=int, default=9292, help="default: 9292 (Glance's); 0: any free port")
     args = parser.parse_args(argv)
     if args.command == "register":
         if not args.file.is_file():
@@ -279,7 +280,13 @@ def main(argv: list[str] | None = None) -> int:
                         properties=dict(args.property), copy=args.copy)
         print(body["id"])
         return 0
-    server = serve(args.dir, args.host, args.port)
+    try:
+        server = serve(args.dir, args.host, args.port)
+    except OSError as exc:
+        reason = "already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
+        print(f"error: cannot listen on {args.host} port {args.port}: {reason} (choose another with --port; 0 "
+              "takes any free one)", file=sys.stderr)
+        return 1
     print(f"serving {os.path.abspath(args.dir)} on http://{args.host}:{server.server_port}", file=sys.stderr, flush=True)
     try:
         server.serve_forever()
