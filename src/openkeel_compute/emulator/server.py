@@ -533,13 +533,18 @@ class Emulator:
             return {"kind": "APIGroup", "apiVersion": "v1", "name": group,
                     "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in vs],
                     "preferredVersion": {"groupVersion": f"{group}/{vs[0]}", "version": vs[0]}}
-        verbs = ["create", "delete", "get", "list", "patch", "update"]
+        verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
         listing = []
         for res in RESOURCES:
             if (res.group, res.version) != (group, version):
                 continue
-            listing.append({"name": res.plural, "singularName": res.kind.lower(), "namespaced": res.namespaced,
-                            "kind": res.kind, "verbs": verbs})
+            entry: dict[str, Any] = {"name": res.plural, "singularName": res.kind.lower(),
+                                     "namespaced": res.namespaced, "kind": res.kind, "verbs": verbs}
+            if res.short_names:  # kubectl resolves `get vm,vmi,dv` and `get all` from these
+                entry["shortNames"] = list(res.short_names)
+            if res.categories:
+                entry["categories"] = list(res.categories)
+            listing.append(entry)
             if res.status_subresource:
                 listing.append({"name": f"{res.plural}/status", "singularName": "", "namespaced": True,
                                 "kind": res.kind, "verbs": ["get", "patch", "update"]})
