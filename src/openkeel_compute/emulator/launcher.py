@@ -109,6 +109,7 @@ class Launchers:
                                    "state": {"running": {"startedAt": started}}}
                                   for name in containers]}
         self.consoles[pod["metadata"]["uid"]] = []
+        self.store.note(("console", pod["metadata"]["uid"], 0, None))
         self.store.put(new)
         return pod["metadata"]["uid"]
 
@@ -122,15 +123,30 @@ class Launchers:
         interfaces = (vmi.get("status") or {}).get("interfaces") or [{}]
         namespace = vmi["metadata"].get("namespace")
         hardware = Hardware.of(vmi, lambda claim: self.store.lookup("PersistentVolumeClaim", claim, namespace))
-        self.consoles.setdefault(uid, []).extend(boot_log(
-            hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"), interfaces[0].get("mac"), boot,
-            hardware))
+        self._print(uid, boot_log(hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"),
+                                  interfaces[0].get("mac"), boot, hardware))
+
+    def _print(self, pod_uid: str, lines: list[str]) -> None:
+        self.consoles.setdefault(pod_uid, []).extend(lines)
+        self.store.note(("console", pod_uid, self.boots.get(pod_uid, 0), lines))
+
+    def restore(self, consoles: dict[str, tuple[int, list[str]]] | None = None) -> None:
+        """The pods of a cluster read back from disk: each VMI's pod found again by its owner, and the
+        console text each printed (``consoles``: pod uid -> (boots, lines))."""
+        self.pods = {}
+        for (_plural, ns, name), pod in self.store.objects.of_kind("pods").items():
+            for owner in pod["metadata"].get("ownerReferences") or ():
+                if owner.get("kind") == "VirtualMachineInstance":
+                    self.pods[owner["uid"]] = (ns, name)
+        if consoles is not None:
+            self.boots = {uid: boots for uid, (boots, _lines) in consoles.items()}
+            self.consoles = {uid: list(lines) for uid, (_boots, lines) in consoles.items()}
 
     def rebooted(self, vmi: dict[str, Any]) -> None:
         """A soft reboot: the guest shuts down and boots again in the same pod."""
         pod = self.pod_of(vmi)
         if pod is not None and pod["metadata"]["uid"] in self.consoles:
-            self.consoles[pod["metadata"]["uid"]].extend(reboot_log())
+            self._print(pod["metadata"]["uid"], reboot_log())
             self.booted(vmi)
 
     def remove(self, vmi: dict[str, Any]) -> None:
