@@ -12,8 +12,18 @@ import subprocess
 import pytest
 import yaml
 
-from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-from tests.emulator.test_lifecycle import VM_NAME, put, running
+from tests.emulator.conftest import (
+    CIT,
+    CPREF,
+    NS,
+    VM,
+    VM_NAME,
+    instancetype,
+    preference,
+    put,
+    running,
+    server_vm,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 

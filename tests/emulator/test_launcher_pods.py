@@ -5,8 +5,19 @@ from __future__ import annotations
 import pytest
 from lightkube.resources.core_v1 import Pod
 
-from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-from tests.emulator.test_lifecycle import VM_NAME, phase, put, running
+from tests.emulator.conftest import (
+    CIT,
+    CPREF,
+    NS,
+    VM,
+    VM_NAME,
+    instancetype,
+    phase,
+    preference,
+    put,
+    running,
+    server_vm,
+)
 
 
 @pytest.fixture
