@@ -21,7 +21,7 @@ from openkeel_compute.controller.kube import make_client
 from openkeel_compute.emulator import Emulator, persist
 from openkeel_compute.emulator.resources import RESOURCES
 from openkeel_compute.emulator.server import node
-from tests.emulator.conftest import NS, boot, running
+from tests.emulator.conftest import NS, VM_NAME, boot, put, running
 
 STOPPED = "0b1c2d3e-0000-4000-8000-000000000002"
 
@@ -147,6 +147,55 @@ def test_a_snapshot_that_never_made_it_to_disk_loses_nothing(kept, tmp_path, mon
     found = persist.read(tmp_path / "state")
     assert {("secrets", NS, "before-the-cut"), ("secrets", NS, "after-the-cut")} <= set(found.objects)
     assert found.dropped == 0
+
+
+def test_the_journal_alone_gives_back_what_the_last_snapshot_says(kept, tmp_path):
+    """Read back after a kill (journal, no final snapshot), the cluster is what a clean stop would have
+    written: objects, field managers, phase clocks and each pod's console, a soft reboot included."""
+    cluster = kept()
+    client = make_client(cluster.kubeconfig(), timeout=5)
+    boot(cluster, client)
+    running(cluster)
+    client.apply(Secret.from_dict(_secret("applied", a="YQ==")), field_manager="openkeel")
+    assert put(client, "virtualmachineinstances", VM_NAME, "softreboot").status_code == 202
+    client.close()
+    time.sleep(0.3)  # settled, and the journal thread has written it all
+    killed = tmp_path / "killed"
+    shutil.copytree(tmp_path / "state", killed)
+    cluster.stop()
+    from_journal, from_snapshot = persist.read(killed), persist.read(tmp_path / "state")
+    assert from_journal.replayed > 0 and from_snapshot.replayed == 0
+    assert from_journal.objects == from_snapshot.objects
+    assert from_journal.applied == from_snapshot.applied
+    assert from_journal.consoles == from_snapshot.consoles
+    [(_boots, text)] = from_journal.consoles.values()
+    assert "".join(text).count("Linux version") == 2
+    uids = {o["metadata"]["uid"] for o in from_snapshot.objects.values()}
+    assert {uid: round(at, 3) for uid, at in from_journal.since.items() if uid in uids} == {
+        uid: round(at, 3) for uid, at in from_snapshot.since.items()}
+
+
+def test_a_full_disk_leaves_no_half_line_and_loses_nothing_once_there_is_space(kept, tmp_path, monkeypatch):
+    cluster = kept(run=False)
+    cluster.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    cluster.persistence.flush()
+    cluster.seed(_secret("waits"))
+    real = persist._write_all
+
+    def half_then_full(fd, data):
+        real(fd, data[:len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(persist, "_write_all", half_then_full)
+        with pytest.raises(OSError):
+            cluster.persistence.flush()
+    _path, lines = _journal_lines(tmp_path / "state")
+    assert all(line.endswith(b"\n") for line in lines)  # what was cut short was taken back
+    assert ("secrets", NS, "waits") not in persist.read(tmp_path / "state").objects
+    cluster.persistence.flush()  # space again: the records kept waiting are written
+    found = persist.read(tmp_path / "state")
+    assert ("secrets", NS, "waits") in found.objects and found.dropped == 0
 
 
 def test_a_killed_process_comes_back_with_a_prefix_of_its_writes_and_never_reuses_a_version(tmp_path):

@@ -109,7 +109,7 @@ class Launchers:
                                    "state": {"running": {"startedAt": started}}}
                                   for name in containers]}
         self.consoles[pod["metadata"]["uid"]] = []
-        self.store.note(("console", pod["metadata"]["uid"], 0, None))
+        self.store.note(("console", pod["metadata"]["uid"], 0, []))
         self.store.put(new)
         return pod["metadata"]["uid"]
 
@@ -127,8 +127,10 @@ class Launchers:
                                   interfaces[0].get("mac"), boot, hardware))
 
     def _print(self, pod_uid: str, lines: list[str]) -> None:
-        self.consoles.setdefault(pod_uid, []).extend(lines)
-        self.store.note(("console", pod_uid, self.boots.get(pod_uid, 0), lines))
+        text = self.consoles.setdefault(pod_uid, [])
+        text.extend(lines)
+        if self.store.pending is not None:  # the whole text: a record read twice gives the same console
+            self.store.note(("console", pod_uid, self.boots.get(pod_uid, 0), list(text)))
 
     def restore(self, consoles: dict[str, tuple[int, list[str]]] | None = None) -> None:
         """The pods of a cluster read back from disk: each VMI's pod found again by its owner, and the

@@ -12,6 +12,9 @@ A directory (``[controller] emulator_state_dir``, ``$state_path/emulator`` by de
   store already made for its watches (nothing is encoded twice on the write path).
 - ``lock``: held (flock) by the process using the directory; the kernel drops it when that process dies.
 
+Every record says a value, not a difference (an object as it is, a console's whole text, ...): read
+twice, a record gives the same state, so the records a new snapshot took may also open the next journal.
+
 Reading back: the snapshot, then each journal of its generation or later, line by line. A process
 killed in the middle of an append leaves a last line without its end: that line and anything after it
 are left out (the cluster comes back as it was up to a fraction of a second before the kill). Resource
@@ -143,11 +146,8 @@ def _apply(state: State, record: dict[str, Any]) -> None:
         state.applied.setdefault(tuple(record["applied"]), {})[record["manager"]] = record["config"]
     elif "unapplied" in record:
         state.applied.pop(tuple(record["unapplied"]), None)
-    elif "console" in record:
-        printed = record["lines"]
-        lines = [] if printed is None else state.consoles.get(record["console"], (0, []))[1]  # None: a new pod's
-        lines.extend(printed or ())
-        state.consoles[record["console"]] = (record["boot"], lines)
+    elif "console" in record:  # the pod's whole console text so far
+        state.consoles[record["console"]] = (record["boot"], record["lines"])
     elif "ips" in record:
         state.ips = max(state.ips, record["ips"])
     elif "reserve" in record:
@@ -194,8 +194,11 @@ class Persistence:
         self.journal_bytes = 0
         self.snapshot_bytes = 0
         self._lock_fd: int | None = None
+        self._io = threading.Lock()  # one writer at a time on the journal (the thread, or a reservation)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self._failing = False  # a write failed (a full disk): said once, retried every pass
+        self._compact_after = 0.0  # monotonic time before which a failed compaction is not tried again
 
     # -- start and stop ------------------------------------------------------------------------------
 
@@ -211,7 +214,12 @@ class Persistence:
             self._lock_fd = None
             raise StateError(f"the built-in cluster's state in {self.directory} is in use by another process "
                              "(another controller on the same state path)") from None
-        state = read(self.directory)
+        try:
+            state = read(self.directory)
+        except Exception:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+            raise
         if state.dropped:
             LOG.warning("built-in cluster: the last %d bytes of its journal in %s were an unfinished write (the "
                         "process was killed) and are left out", state.dropped, self.directory)
@@ -251,28 +259,57 @@ class Persistence:
         while not self._stop.wait(FLUSH_EVERY):
             try:
                 self.flush()
-                if self.journal_bytes > max(COMPACT_AT, 2 * self.snapshot_bytes):
+                if self.journal_bytes > max(COMPACT_AT, 2 * self.snapshot_bytes) \
+                        and time.monotonic() >= self._compact_after:
                     self.compact()
-            except OSError:  # a full disk: the cluster goes on in memory; the log says what is not kept
-                LOG.exception("built-in cluster: cannot write its state in %s", self.directory)
+                if self._failing:
+                    LOG.info("built-in cluster: its state is written to %s again", self.directory)
+                    self._failing = False
+            except OSError as exc:  # a full disk: the cluster goes on in memory, what is not written waits
+                self._compact_after = time.monotonic() + 30
+                if not self._failing:
+                    LOG.error("built-in cluster: cannot write its state in %s (%s); it goes on in memory and "
+                              "tries again", self.directory, exc)
+                    self._failing = True
 
     # -- writing -------------------------------------------------------------------------------------
 
     def _reserve(self, rv: int) -> int:
-        """Called under the store's lock when ``rv`` is past the reserved versions: reserve the next block."""
+        """Called under the store's lock when ``rv`` is past the reserved versions: reserve the next block
+        (on disk before any version of it is handed out; if that fails, the write asking for it fails)."""
         ceiling = rv + RESERVE_BLOCK - 1
-        _write_all(self.fd, b'{"reserve":%d}\n' % ceiling)
+        self._append(self.fd, [], b'{"reserve":%d}\n' % ceiling)
         return ceiling
 
+    def _append(self, fd: int, records: list[tuple], data: bytes | None = None) -> None:
+        """Append whole lines, or nothing: a write that fails is taken back (a full disk must not leave a
+        line without its end in the middle of the journal) and its records go back to wait for the next."""
+        if data is None:
+            data = _encode(records, time.time() - time.monotonic())
+        failure = None
+        with self._io:
+            size = os.fstat(fd).st_size
+            try:
+                _write_all(fd, data)
+            except OSError as exc:
+                failure = exc
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+        if failure is not None:
+            if records:
+                with self.store.lock:  # not while holding _io: a reservation holds the store's lock, then _io
+                    if self.store.pending is not None:
+                        self.store.pending[:0] = records
+            raise failure
+        self.journal_bytes += len(data)
+
     def flush(self) -> None:
-        """Append the records kept since the last flush (from the journal thread)."""
+        """Append the records kept since the last flush, and have them on disk (from the journal thread)."""
         with self.store.lock:
             records, self.store.pending = self.store.pending, []
         if records:
-            data = _encode(records, time.time() - time.monotonic())
-            _write_all(self.fd, data)
+            self._append(self.fd, records)
             os.fsync(self.fd)
-            self.journal_bytes += len(data)
 
     def compact(self, final: bool = False) -> None:
         """A new snapshot of everything, taken at one resource version; later changes go to a new journal.
@@ -296,10 +333,18 @@ class Persistence:
                 self.fd = os.open(journal_path(self.directory, self.generation),
                                   os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         offset = time.time() - time.monotonic()
-        if old_fd is not None:
-            if records:  # the old journal complete up to the cut, should the snapshot not make it to disk
-                _write_all(old_fd, _encode(records, offset))
-            os.close(old_fd)
+        try:
+            # The records up to the cut open the new journal: should the snapshot not make it to disk, the
+            # old snapshot and both journals still say everything (read again on top of the new
+            # snapshot, they change nothing).
+            if records and not final:
+                self._append(self.fd, records)
+            elif records:
+                self._append(old_fd, records)
+        finally:
+            if old_fd is not None and old_fd != self.fd:
+                with self._io:
+                    os.close(old_fd)
         data = orjson.dumps({"format": FORMAT, "generation": self.generation, "rv": rv, "reserved": reserved,
                              "saved": time.time(), "ips": ips, "objects": objects, "applied": applied,
                              "since": {uid: at + offset for uid, at in since.items()}, "consoles": consoles})
@@ -319,3 +364,5 @@ class Persistence:
             if match and int(match.group(1)) < self.generation:
                 path.unlink(missing_ok=True)
         self.journal_bytes, self.snapshot_bytes = 0, len(data)
+        LOG.debug("built-in cluster: snapshot of %d objects at resource version %d (%d bytes)", len(objects), rv,
+                  len(data))
