@@ -30,7 +30,7 @@ from openkeel_compute.emulator import subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
-from openkeel_compute.emulator.persist import Persistence, State
+from openkeel_compute.emulator.persist import Persistence
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
 from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match
 
@@ -164,10 +164,10 @@ class Emulator:
         self._server: http.server.ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
         self.persistence: Persistence | None = None
-        self.restored: State | None = None
+        self.restored: int | None = None  # objects read back from state_dir (None: kept in memory only)
         if state_dir is not None:
             self.persistence = Persistence(state_dir, self.store, self.lifecycle)
-            self.restored = self.persistence.open()
+            self.restored = len(self.persistence.open().objects)  # (not kept: it would hold old objects)
         self._size_node_pool(nodes)
 
     def _size_node_pool(self, count: int) -> None:

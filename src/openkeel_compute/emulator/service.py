@@ -29,10 +29,9 @@ def emulated_cluster(conf: Any) -> Iterator[str]:
                             nodes=c.emulator_nodes, state_dir=state_dir).start()
     except StateError as exc:
         raise OperatorError(str(exc)) from None
-    restored = emulator.restored
-    if restored is not None and restored.objects:
+    if emulator.restored:
         LOG.info("built-in KubeVirt cluster: %d objects read back from %s (resource version %d)",
-                 len(restored.objects), state_dir, emulator.store.rv)
+                 emulator.restored, state_dir, emulator.store.rv)
     elif state_dir:
         LOG.info("built-in KubeVirt cluster: new, kept in %s", state_dir)
     path = pathlib.Path(c.emulator_kubeconfig)
