@@ -41,7 +41,7 @@ def main() -> None:
     client.create(CIT.from_dict(instancetype()))
     client.create(CPREF.from_dict(preference()))
     http = client._client._client
-    started = time.monotonic()
+    started, cpu = time.monotonic(), time.process_time()
     for i in range(args.servers):
         name = f"00000000-0000-4000-8000-{i:012d}"
         emulator.seed(header_secret(name))  # the import's token Secret, as the controller writes it
@@ -60,6 +60,11 @@ def main() -> None:
     time.sleep(2)
     print(f"writes in 2 s of steady state: {emulator.store.rv - before}")
     client.close()
+    kept = emulator.persistence
+    if kept is not None:
+        print(f"kept: {kept.written / 1e6:.1f} MB of journal, {kept.snapshots} snapshots, journal thread "
+              f"{kept.thread_cpu:.2f} CPU s")
+    print(f"process CPU {time.process_time() - cpu:.1f} s")
     stopping = time.monotonic()
     emulator.stop()
     if args.state:

@@ -192,7 +192,9 @@ def test_a_full_disk_leaves_no_half_line_and_loses_nothing_once_there_is_space(k
             cluster.persistence.flush()
     _path, lines = _journal_lines(tmp_path / "state")
     assert all(line.endswith(b"\n") for line in lines)  # what was cut short was taken back
-    assert ("secrets", NS, "waits") not in persist.read(tmp_path / "state").objects
+    found = persist.read(tmp_path / "state")
+    assert ("secrets", NS, "waits") not in found.objects
+    assert found.rv >= int(cluster.get("Secret", "waits", NS)["metadata"]["resourceVersion"])  # still reserved
     cluster.persistence.flush()  # space again: the records kept waiting are written
     found = persist.read(tmp_path / "state")
     assert ("secrets", NS, "waits") in found.objects and found.dropped == 0
