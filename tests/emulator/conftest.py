@@ -75,3 +75,52 @@ def server_vm(name: str = VM_NAME, flavor: str = "m1.small",
                                            "interfaces": [{"name": "default", "masquerade": {}}]}},
                     "networks": [{"name": "default", "pod": {}}],
                     "volumes": [{"name": "root", "dataVolume": {"name": f"{name}-root"}}]}}}}
+
+
+def put(client, plural: str, name: str, verb: str, body: dict | None = None):
+    """PUT a subresources.kubevirt.io verb through the client's own HTTP connection, as virtctl does."""
+    http = client._client._client
+    return http.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{NS}/{plural}/{name}/{verb}", json=body or {})
+
+
+def phase(obj):
+    return ((obj or {}).get("status") or {}).get("phase")
+
+
+def printable(obj):
+    return ((obj or {}).get("status") or {}).get("printableStatus")
+
+
+def running(cluster, name=VM_NAME):
+    return cluster.wait_for("VirtualMachine", name, NS, lambda o: printable(o) == "Running")
+
+
+@pytest.fixture
+def kept(tmp_path):
+    """Start an emulated cluster kept in one state directory: ``kept()`` again after ``stop()`` is that
+    cluster restarted (the keyword arguments go to Emulator)."""
+    started = []
+
+    def start(delays: Delays | None = None, run: bool = True, **kwargs) -> Emulator:
+        """``run=False``: read back only (no controllers, no journal thread, no port)."""
+        emulator = Emulator(delays=delays or Delays.fast(), tick=0.01, state_dir=tmp_path / "state", **kwargs)
+        started.append(emulator)
+        return emulator.start() if run else emulator
+
+    yield start
+    for emulator in started:
+        emulator.stop()
+
+
+def boot(cluster, client, name: str = VM_NAME, flavor: str = "m1.small", start: bool = True) -> None:
+    """A server's VM (its namespace, import Secret and flavor made as needed), started unless ``start`` is False."""
+    if cluster.get("Namespace", NS) is None:
+        cluster.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
+    if cluster.get("Secret", f"{name}-glance", NS) is None:
+        cluster.seed(header_secret(name))
+    if cluster.get("VirtualMachineClusterInstancetype", flavor) is None:
+        client.create(CIT.from_dict(instancetype(flavor)))
+        client.create(CPREF.from_dict(preference(flavor)))
+    client.create(VM.from_dict(server_vm(name, flavor)), namespace=NS)
+    if start:
+        assert put(client, "virtualmachines", name, "start").status_code == 202

@@ -76,3 +76,33 @@ def test_emulator_nodes_gives_the_built_in_cluster_that_many_nodes_and_providers
 def test_emulator_nodes_below_one_is_refused(conf):  # noqa: F811
     with pytest.raises(ValueError):
         conf.set_override("emulator_nodes", 0, group="controller")
+
+
+def test_the_built_in_cluster_is_kept_under_the_state_path(conf, cat, placement_service, caplog):  # noqa: F811
+    """A second start finds what the first one wrote (same objects, same uids); a second cluster on the
+    same state path is refused with one clear line; an empty emulator_state_dir keeps it in memory only."""
+    from openkeel_compute.cmd.common import OperatorError
+
+    cat.create("44", vcpus=3)
+    conf.set_override("emulator_delay_scale", 0, group="controller")
+
+    def instancetypes(kubeconfig):
+        client = Client(KubeConfig.from_dict(yaml.safe_load(pathlib.Path(kubeconfig).read_text())), trust_env=False)
+        try:
+            return {o.metadata.name: o.metadata.uid for o in client.list(CIT)}
+        finally:
+            client.close()
+
+    with emulated_cluster(conf) as kubeconfig:
+        assert service.run(conf, kubeconfig=kubeconfig, once=True, placement_url=placement_service) == 0
+        first = instancetypes(kubeconfig)
+    assert first and (pathlib.Path(conf.state_path) / "emulator" / "snapshot.json").is_file()
+    caplog.set_level(logging.INFO)
+    with emulated_cluster(conf) as kubeconfig:
+        assert instancetypes(kubeconfig) == first  # the controller did not run: the cluster kept them
+        with pytest.raises(OperatorError, match="is in use by another process"), emulated_cluster(conf):
+            pass
+    assert any("objects read back from" in r.getMessage() for r in caplog.records)
+    conf.set_override("emulator_state_dir", "", group="controller")
+    with emulated_cluster(conf) as kubeconfig:
+        assert instancetypes(kubeconfig) == {}

@@ -6,8 +6,20 @@ import pytest
 from lightkube import ApiError
 
 from openkeel_compute.emulator import Fault
-from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-from tests.emulator.test_lifecycle import VM_NAME, phase, printable, put, running
+from tests.emulator.conftest import (
+    CIT,
+    CPREF,
+    NS,
+    VM,
+    VM_NAME,
+    instancetype,
+    phase,
+    preference,
+    printable,
+    put,
+    running,
+    server_vm,
+)
 
 
 @pytest.fixture

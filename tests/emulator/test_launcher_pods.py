@@ -5,8 +5,19 @@ from __future__ import annotations
 import pytest
 from lightkube.resources.core_v1 import Pod
 
-from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-from tests.emulator.test_lifecycle import VM_NAME, phase, put, running
+from tests.emulator.conftest import (
+    CIT,
+    CPREF,
+    NS,
+    VM,
+    VM_NAME,
+    instancetype,
+    phase,
+    preference,
+    put,
+    running,
+    server_vm,
+)
 
 
 @pytest.fixture
@@ -112,3 +123,47 @@ def test_no_console_container_when_the_console_is_not_logged(cluster, client):
     assert not pod.spec.initContainers
     code, _type, text = log(client, pod.metadata.name, container="guest-console-log")
     assert code == 400 and "is not valid for pod" in text
+
+
+def test_the_console_shows_each_vms_own_memory_cpus_and_root_disk(cluster, client):
+    """Two flavors, two consoles: the kernel's memory map and total, the CPUs it brought up and the root
+    disk's sectors are the VM's (the instancetype's guest memory and vCPUs, the root claim's size)."""
+    import re
+
+    from tests.emulator.conftest import header_secret
+
+    sizes = {"small": (1, "512Mi", "1Gi"), "large": (4, "8Gi", "20Gi")}
+    names = {}
+    for index, (flavor, (cpus, memory, disk)) in enumerate(sizes.items()):
+        client.create(CIT.from_dict(instancetype(flavor, cpus, memory)))
+        client.create(CPREF.from_dict(preference(flavor)))
+        name = f"0b1c2d3e-0000-4000-8000-00000000010{index}"
+        body = server_vm(name, flavor)
+        body["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["resources"]["requests"]["storage"] = disk
+        cluster.seed(header_secret(name))
+        client.create(VM.from_dict(body), namespace=NS)
+        put(client, "virtualmachines", name, "start")
+        names[flavor] = name
+    consoles = {}
+    for flavor, name in names.items():
+        running(cluster, name)
+        pod = launcher(client, cluster.get("VirtualMachineInstance", name, NS)["metadata"]["uid"]).metadata.name
+        consoles[flavor] = log(client, pod, container="guest-console-log")[2]
+
+    def memory_kib(text):
+        available, total = map(int, re.search(r"Memory: (\d+)K/(\d+)K available", text).groups())
+        assert available < total
+        return total
+
+    small, large = consoles["small"], consoles["large"]
+    # the kernel counts the RAM less the firmware's holes (well under a MiB)
+    assert 511 * 1024 < memory_kib(small) <= 512 * 1024
+    assert 8191 * 1024 < memory_kib(large) <= 8192 * 1024
+    assert "smpboot: Allowing 1 CPUs, 0 hotplug CPUs" in small and "smp: Brought up 1 node, 1 CPU\r\n" in small
+    assert "smpboot: Allowing 4 CPUs, 0 hotplug CPUs" in large and "smp: Brought up 1 node, 4 CPUs\r\n" in large
+    assert "[vda] 2097152 512-byte logical blocks (1.07 GB/1.00 GiB)" in small
+    assert "[vda] 41943040 512-byte logical blocks (21.5 GB/20.0 GiB)" in large
+    # below 4 GiB the map ends under the 512 MiB; 8 GiB needs memory above the 4 GiB hole
+    assert "BIOS-e820: [mem 0x0000000000100000-0x000000001ffdbfff] usable" in small
+    assert "BIOS-e820: [mem 0x0000000100000000-0x000000027fffffff] usable" in large
+    assert "2096616K" not in small + large and "20971520 512-byte" not in small + large  # no fixed 2 GiB / 10 GiB

@@ -8,23 +8,21 @@ import pytest
 from lightkube import ApiError
 
 from openkeel_compute.emulator import Delays
-from tests.emulator.conftest import CIT, CPREF, NS, VM, header_secret, instancetype, preference, server_vm
-
-VM_NAME = server_vm()["metadata"]["name"]
-
-
-def put(client, plural: str, name: str, verb: str, body: dict | None = None):
-    """PUT a subresources.kubevirt.io verb through the client's own HTTP connection, as virtctl does."""
-    http = client._client._client
-    return http.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{NS}/{plural}/{name}/{verb}", json=body or {})
-
-
-def phase(obj):
-    return ((obj or {}).get("status") or {}).get("phase")
-
-
-def printable(obj):
-    return ((obj or {}).get("status") or {}).get("printableStatus")
+from tests.emulator.conftest import (
+    CIT,
+    CPREF,
+    NS,
+    VM,
+    VM_NAME,
+    header_secret,
+    instancetype,
+    phase,
+    preference,
+    printable,
+    put,
+    running,
+    server_vm,
+)
 
 
 @pytest.fixture
@@ -33,10 +31,6 @@ def vm(cluster, client):
     client.create(CPREF.from_dict(preference()))
     client.create(VM.from_dict(server_vm()), namespace=NS)
     return VM_NAME
-
-
-def running(cluster, name=VM_NAME):
-    return cluster.wait_for("VirtualMachine", name, NS, lambda o: printable(o) == "Running")
 
 
 def test_boot_goes_through_every_phase(cluster, client):

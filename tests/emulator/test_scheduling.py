@@ -7,8 +7,19 @@ import pytest
 
 from openkeel_compute.emulator import scheduling
 from openkeel_compute.emulator.server import node
-from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-from tests.emulator.test_lifecycle import VM_NAME, phase, printable, put
+from tests.emulator.conftest import (
+    CIT,
+    CPREF,
+    NS,
+    VM,
+    VM_NAME,
+    instancetype,
+    phase,
+    preference,
+    printable,
+    put,
+    server_vm,
+)
 
 
 def _affinity(*terms) -> dict:

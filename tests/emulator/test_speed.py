@@ -82,8 +82,18 @@ def test_a_pass_looks_only_at_what_was_written_since_it_settled(cluster, client)
     cost nothing); writing its VMI has the VMI and its VM looked at again, and stopping it still works."""
     import time
 
-    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-    from tests.emulator.test_lifecycle import VM_NAME, printable, put
+    from tests.emulator.conftest import (
+        CIT,
+        CPREF,
+        NS,
+        VM,
+        VM_NAME,
+        instancetype,
+        preference,
+        printable,
+        put,
+        server_vm,
+    )
 
     client.create(CIT.from_dict(instancetype()))
     client.create(CPREF.from_dict(preference()))
@@ -117,8 +127,18 @@ def test_a_vmi_waiting_to_be_scheduled_is_placed_once_until_a_node_changes(clust
 
     from openkeel_compute.emulator import Delays
     from openkeel_compute.emulator.server import node
-    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-    from tests.emulator.test_lifecycle import VM_NAME, phase, put
+    from tests.emulator.conftest import (
+        CIT,
+        CPREF,
+        NS,
+        VM,
+        VM_NAME,
+        instancetype,
+        phase,
+        preference,
+        put,
+        server_vm,
+    )
 
     cluster.lifecycle.delays = Delays(0.02, 0.05, 0.01, 30.0, 0.02, 0.02, 0.01)  # Scheduling lasts 30 s
     client.create(CIT.from_dict(instancetype()))
@@ -149,8 +169,19 @@ def test_a_vm_waiting_for_its_import_costs_its_passes_nothing_until_the_import_m
 
     from openkeel_compute.emulator import Delays
     from openkeel_compute.emulator import lifecycle as lifecycle_module
-    from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
-    from tests.emulator.test_lifecycle import VM_NAME, phase, printable, put
+    from tests.emulator.conftest import (
+        CIT,
+        CPREF,
+        NS,
+        VM,
+        VM_NAME,
+        instancetype,
+        phase,
+        preference,
+        printable,
+        put,
+        server_vm,
+    )
 
     cluster.lifecycle.delays = Delays(0.02, 30.0, 0.01, 0.02, 0.02, 0.02, 100.0)  # a 30 s import, no progress
     client.create(CIT.from_dict(instancetype()))

@@ -29,6 +29,11 @@ OPTS = [
                      "written to emulator_kubeconfig so kubectl can look at it."),
     cfg.StrOpt("emulator_kubeconfig", default="$state_path/emulator.kubeconfig",
                help="Where the built-in cluster writes the kubeconfig that reaches it."),
+    cfg.StrOpt("emulator_state_dir", default="$state_path/emulator",
+               help="Directory where the built-in cluster keeps its objects (VMs, VMIs, DataVolumes, pods, "
+                    "nodes, … with their status and resource versions), so that a restarted controller finds "
+                    "the cluster as it left it, as a real cluster outlives the controller. Empty: the cluster "
+                    "lives in memory and a restart finds it empty."),
     cfg.FloatOpt("emulator_delay_scale", default=1.0, min=0.0,
                  help="Multiplies the built-in cluster's phase durations (image import about 12 s, VM start "
                       "about 5 s at 1.0); 0 makes every step immediate."),

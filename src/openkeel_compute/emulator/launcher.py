@@ -19,6 +19,7 @@ import random
 import string
 from typing import Any
 
+from openkeel_compute.emulator.console import Hardware, boot_log, reboot_log
 from openkeel_compute.emulator.store import ApiError, Store, not_found, now
 
 CONSOLE_CONTAINER = "guest-console-log"
@@ -42,94 +43,6 @@ def hostname_of(vmi: dict[str, Any]) -> str:
 
 def _suffix() -> str:
     return "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
-
-
-def _uptime(index: int, seed: int) -> str:
-    """The kernel's "[ seconds.micro]" stamp of the index-th message (growing, a little irregular)."""
-    micros = index * 37_211 + (seed * (index + 7)) % 29_989
-    return f"[{micros // 1_000_000:5d}.{micros % 1_000_000:06d}]"
-
-
-def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, boot: int = 1) -> list[str]:
-    """What a cloud image's serial console shows through one boot: kernel, systemd, cloud-init, login.
-
-    Lines end with CRLF as a serial line does; systemd's status marks carry their colour escapes.
-    """
-    seed = int(hashlib.sha256(f"{vmi_uid}/{boot}".encode()).hexdigest()[:8], 16)
-    kernel = [
-        ("Linux version 6.8.0-45-generic (buildd@lcy02-amd64-075) (x86_64-linux-gnu-gcc-13 (Ubuntu 13.2.0-23ubuntu4) "
-        "13.2.0, GNU ld (GNU Binutils for Ubuntu) 2.42) #45-Ubuntu SMP PREEMPT_DYNAMIC"),
-        ("Command line: BOOT_IMAGE=/vmlinuz-6.8.0-45-generic root=LABEL=cloudimg-rootfs ro console=tty1 "
-        "console=ttyS0"),
-        "BIOS-provided physical RAM map:",
-        "BIOS-e820: [mem 0x0000000000000000-0x000000000009fbff] usable",
-        "BIOS-e820: [mem 0x0000000000100000-0x000000007ffdbfff] usable",
-        "NX (Execute Disable) protection: active",
-        "DMI: KubeVirt None/RHEL, BIOS 1.16.3-2.el9 04/01/2014",
-        "Hypervisor detected: KVM",
-        "kvm-clock: Using msrs 4b564d01 and 4b564d00",
-        "tsc: Detected 2399.998 MHz processor",
-        "ACPI: Early table checksum verification disabled",
-        "Memory: 1969344K/2096616K available (22528K kernel code, 4433K rwdata)",
-        "smpboot: CPU0: Intel Xeon Processor (Icelake) (family: 0x6, model: 0x86, stepping: 0x0)",
-        "Freeing SMP alternatives memory: 44K",
-        "clocksource: Switched to clocksource kvm-clock",
-        "virtio_blk virtio2: [vda] 20971520 512-byte logical blocks (10.7 GB/10.0 GiB)",
-        " vda: vda1 vda14 vda15",
-        "virtio_net virtio0 enp1s0: renamed from eth0",
-        "EXT4-fs (vda1): mounted filesystem with ordered data mode. Quota mode: none.",
-        "Run /sbin/init as init process",
-        "systemd[1]: systemd 255.4-1ubuntu8.4 running in system mode",
-        "systemd[1]: Detected virtualization kvm.",
-        f"systemd[1]: Hostname set to <{hostname}>.",
-    ]
-    lines = [f"{_uptime(i, seed)} {text}" for i, text in enumerate(kernel)]
-    ok = "[\x1b[0;32m  OK  \x1b[0m]"
-    lines += [f"{ok} Started {unit}." for unit in (
-        "systemd-journald.service - Journal Service", "systemd-udevd.service - Rule-based Manager for Device Events",
-        "systemd-networkd.service - Network Configuration", "cloud-init-local.service - Initial cloud-init job")]
-    cidr = f"{address}/24" if address else "."
-    lines += [
-        f"cloud-init[512]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'init' at {now()}. Up 7.42 seconds.",
-        ("cloud-init[512]: ci-info: ++++++++++++++++++++++++++++++++++++++Net device info+++++++++++++++++++++++++++"
-        "++++++++++++"),
-        "cloud-init[512]: ci-info: | Device |  Up  |   Address   |    Mask   | Scope  |     Hw-Address    |",
-        f"cloud-init[512]: ci-info: | enp1s0 | True | {address or '.'} | 255.255.255.0 | global | {mac or '.'} |",
-        "cloud-init[512]: ci-info: |   lo   | True |  127.0.0.1  | 255.0.0.0 |  host  |         .         |",
-        f"cloud-init[512]: ci-info: | Route | Destination | Gateway | Interface | {cidr} |",
-        "cloud-init[512]: Generating public/private ed25519 key pair.",
-        "cloud-init[512]: The key fingerprint is:",
-        f"cloud-init[512]: SHA256:{hashlib.sha256(f'{vmi_uid}/ed25519'.encode()).hexdigest()[:43]} root@{hostname}",
-        f"{ok} Started cloud-init.service - Cloud-init: Network Stage.",
-        f"{ok} Reached target network-online.target - Network is Online.",
-        f"{ok} Started ssh.service - OpenBSD Secure Shell server.",
-        f"cloud-init[701]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'modules:config' at {now()}. Up 11.87 seconds.",
-        f"cloud-init[733]: Cloud-init v. 24.1.3-0ubuntu3.3 running 'modules:final' at {now()}. Up 12.61 seconds.",
-        "-----BEGIN SSH HOST KEY FINGERPRINTS-----",
-        f"256 SHA256:{hashlib.sha256(f'{vmi_uid}/ecdsa'.encode()).hexdigest()[:43]} root@{hostname} (ECDSA)",
-        f"256 SHA256:{hashlib.sha256(f'{vmi_uid}/ed25519'.encode()).hexdigest()[:43]} root@{hostname} (ED25519)",
-        "-----END SSH HOST KEY FINGERPRINTS-----",
-        (f"cloud-init[733]: Cloud-init v. 24.1.3-0ubuntu3.3 finished at {now()}. Datasource DataSourceNoCloud "
-        "[seed=/dev/vdb][dsmode=net].  Up 12.90 seconds"),
-        f"{ok} Reached target cloud-init.target - Cloud-init target.",
-        "",
-        "Ubuntu 24.04.1 LTS " + hostname + " ttyS0",
-        "",
-        f"{hostname} login: ",
-    ]
-    return [line + "\r\n" for line in lines]
-
-
-def reboot_log() -> list[str]:
-    """What the console shows while the guest shuts down for a reboot (the next boot follows)."""
-    ok = "[\x1b[0;32m  OK  \x1b[0m]"
-    return [line + "\r\n" for line in (
-        f"{ok} Stopped target cloud-init.target - Cloud-init target.",
-        f"{ok} Stopped ssh.service - OpenBSD Secure Shell server.",
-        f"{ok} Reached target shutdown.target - System Shutdown.",
-        f"{ok} Finished systemd-reboot.service - System Reboot.",
-        "reboot: Restarting system",
-    )]
 
 
 class Launchers:
@@ -196,6 +109,7 @@ class Launchers:
                                    "state": {"running": {"startedAt": started}}}
                                   for name in containers]}
         self.consoles[pod["metadata"]["uid"]] = []
+        self.store.note(("console", pod["metadata"]["uid"], 0, []))
         self.store.put(new)
         return pod["metadata"]["uid"]
 
@@ -207,14 +121,34 @@ class Launchers:
         uid = pod["metadata"]["uid"]
         boot = self.boots[uid] = self.boots.get(uid, 0) + 1
         interfaces = (vmi.get("status") or {}).get("interfaces") or [{}]
-        self.consoles.setdefault(uid, []).extend(boot_log(
-            hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"), interfaces[0].get("mac"), boot))
+        namespace = vmi["metadata"].get("namespace")
+        hardware = Hardware.of(vmi, lambda claim: self.store.lookup("PersistentVolumeClaim", claim, namespace))
+        self._print(uid, boot_log(hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"),
+                                  interfaces[0].get("mac"), boot, hardware))
+
+    def _print(self, pod_uid: str, lines: list[str]) -> None:
+        text = self.consoles.setdefault(pod_uid, [])
+        text.extend(lines)
+        if self.store.pending is not None:  # the whole text: a record read twice gives the same console
+            self.store.note(("console", pod_uid, self.boots.get(pod_uid, 0), list(text)))
+
+    def restore(self, consoles: dict[str, tuple[int, list[str]]] | None = None) -> None:
+        """The pods of a cluster read back from disk: each VMI's pod found again by its owner, and the
+        console text each printed (``consoles``: pod uid -> (boots, lines))."""
+        self.pods = {}
+        for (_plural, ns, name), pod in self.store.objects.of_kind("pods").items():
+            for owner in pod["metadata"].get("ownerReferences") or ():
+                if owner.get("kind") == "VirtualMachineInstance":
+                    self.pods[owner["uid"]] = (ns, name)
+        if consoles is not None:
+            self.boots = {uid: boots for uid, (boots, _lines) in consoles.items()}
+            self.consoles = {uid: list(lines) for uid, (_boots, lines) in consoles.items()}
 
     def rebooted(self, vmi: dict[str, Any]) -> None:
         """A soft reboot: the guest shuts down and boots again in the same pod."""
         pod = self.pod_of(vmi)
         if pod is not None and pod["metadata"]["uid"] in self.consoles:
-            self.consoles[pod["metadata"]["uid"]].extend(reboot_log())
+            self._print(pod["metadata"]["uid"], reboot_log())
             self.booted(vmi)
 
     def remove(self, vmi: dict[str, Any]) -> None:

@@ -108,12 +108,17 @@ class Lifecycle:
 
     def _due(self, obj: dict[str, Any], delay: float, clock: float) -> bool:
         uid = obj["metadata"]["uid"]
-        start = self.since.setdefault(uid, clock)
+        start = self.since.get(uid)
+        if start is None:
+            start = self.since[uid] = clock
+            self.store.note(("since", uid, clock))
         return clock - start >= delay
 
     def _moved(self, obj: dict[str, Any], clock: float) -> None:
-        self.since[obj["metadata"]["uid"]] = clock
-        self._places.pop(obj["metadata"]["uid"], None)
+        uid = obj["metadata"]["uid"]
+        self.since[uid] = clock
+        self.store.note(("since", uid, clock))  # a restarted cluster goes on from the same moment
+        self._places.pop(uid, None)
 
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
@@ -136,7 +141,23 @@ class Lifecycle:
 
     def next_ip(self) -> str:
         self.ips += 1
+        self.store.note(("ips", self.ips))
         return f"10.244.{self.ips // 250}.{self.ips % 250 + 2}"
+
+    def restore(self, since: dict[str, float], ips: int, consoles: dict[str, tuple[int, list[str]]]) -> None:
+        """Go on from a cluster read back from disk: ``since`` maps an object's uid to the wall-clock time
+        (time.time()) it entered its phase, so a phase under way ends when it would have; addresses go on
+        after the highest ever handed out (``ips``, or the highest a VMI shows); the launcher pods keep
+        the console text they printed (``consoles``)."""
+        offset = time.time() - time.monotonic()
+        self.since = {uid: at - offset for uid, at in since.items()}
+        for vmi in self.store.objects.of_kind("virtualmachineinstances").values():
+            for iface in (vmi.get("status") or {}).get("interfaces") or ():
+                parts = str(iface.get("ipAddress") or "").split(".")
+                if len(parts) == 4 and parts[:2] == ["10", "244"] and all(p.isdigit() for p in parts[2:]):
+                    ips = max(ips, int(parts[2]) * 250 + int(parts[3]) - 2)
+        self.ips = ips
+        self.launchers.restore(consoles)
 
     # -- one pass ------------------------------------------------------------------------------------
 

@@ -43,6 +43,9 @@ class Resource:
     kind: str
     namespaced: bool
     status_subresource: bool = False
+    # what discovery lists, so that `kubectl get vm,vmi,dv` and `kubectl get all` resolve as on a real cluster
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
 
     @property
     def api_version(self) -> str:
@@ -61,21 +64,29 @@ class Resource:
 
 
 IT = "instancetype.kubevirt.io"
+ALL = ("all",)
+# Short names and categories: Kubernetes' own discovery for the core kinds; KubeVirt's CRDs
+# (virt-operator's crds.go) and CDI's (DataVolume's kubebuilder markers) for theirs.
 RESOURCES = [
-    Resource("", "v1", "namespaces", "Namespace", False),
-    Resource("", "v1", "nodes", "Node", False, True),
+    Resource("", "v1", "namespaces", "Namespace", False, short_names=("ns",)),
+    Resource("", "v1", "nodes", "Node", False, True, short_names=("no",)),
     Resource("", "v1", "secrets", "Secret", True),
-    Resource("", "v1", "pods", "Pod", True, True),
-    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, True),
+    Resource("", "v1", "pods", "Pod", True, True, short_names=("po",), categories=ALL),
+    Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, True, short_names=("pvc",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True),
-    Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, True),
-    Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance", True, True),
-    Resource(IT, "v1beta1", "virtualmachineinstancetypes", "VirtualMachineInstancetype", True),
-    Resource(IT, "v1beta1", "virtualmachineclusterinstancetypes", "VirtualMachineClusterInstancetype", False),
-    Resource(IT, "v1beta1", "virtualmachinepreferences", "VirtualMachinePreference", True),
-    Resource(IT, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", False),
-    Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume", True, True),
+    Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, True, ("vm", "vms"), ALL),
+    Resource("kubevirt.io", "v1", "virtualmachineinstances", "VirtualMachineInstance", True, True, ("vmi", "vmis"),
+             ALL),
+    Resource(IT, "v1beta1", "virtualmachineinstancetypes", "VirtualMachineInstancetype", True,
+             short_names=("vminstancetype", "vminstancetypes", "vmf", "vmfs"), categories=ALL),
+    Resource(IT, "v1beta1", "virtualmachineclusterinstancetypes", "VirtualMachineClusterInstancetype", False,
+             short_names=("vmclusterinstancetype", "vmclusterinstancetypes", "vmcf", "vmcfs")),
+    Resource(IT, "v1beta1", "virtualmachinepreferences", "VirtualMachinePreference", True,
+             short_names=("vmpref", "vmprefs", "vmp", "vmps"), categories=ALL),
+    Resource(IT, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", False,
+             short_names=("vmcp", "vmcps")),
+    Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume", True, True, ("dv", "dvs"), ALL),
 ]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND = {r.kind: r for r in RESOURCES}

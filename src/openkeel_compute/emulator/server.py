@@ -14,6 +14,8 @@ import copy
 import http.server
 import json
 import logging
+import os
+import re
 import socket
 import threading
 import time
@@ -28,6 +30,7 @@ from openkeel_compute.emulator import subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
+from openkeel_compute.emulator.persist import Persistence
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
 from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match
 
@@ -138,9 +141,12 @@ class Emulator:
     """A KubeVirt v1.9 cluster in this process: API server on ``host:port`` plus its controllers."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, delays: Delays | None = None,
-                 tick: float = 0.05, audit_log: str | None = None, nodes: int = 1) -> None:
-        """``nodes``: how many Ready worker nodes the cluster starts with (``emulated-node-1`` … ``-N``,
-        each a typical worker, see ``node``)."""
+                 tick: float = 0.05, audit_log: str | None = None, nodes: int = 1,
+                 state_dir: str | os.PathLike | None = None) -> None:
+        """``nodes``: how many Ready worker nodes the cluster has (``emulated-node-1`` … ``-N``, each a
+        typical worker, see ``node``). ``state_dir``: where the cluster is kept (persist.py), so that a new
+        Emulator on the same directory finds every object as it was; None keeps it in memory only.
+        Raises persist.StateError when another process uses that directory."""
         if nodes < 1:
             raise ValueError("the built-in cluster needs at least one node")
         self.host, self.port = host, port
@@ -157,9 +163,25 @@ class Emulator:
         self._connections: set[socket.socket] = set()
         self._server: http.server.ThreadingHTTPServer | None = None
         self._threads: list[threading.Thread] = []
-        self.store.put(node(NODE))
-        for i in range(2, nodes + 1):
-            self.store.put(node(f"emulated-node-{i}"))
+        self.persistence: Persistence | None = None
+        self.restored: int | None = None  # objects read back from state_dir (None: kept in memory only)
+        if state_dir is not None:
+            self.persistence = Persistence(state_dir, self.store, self.lifecycle)
+            self.restored = len(self.persistence.open().objects)  # (not kept: it would hold old objects)
+        self._size_node_pool(nodes)
+
+    def _size_node_pool(self, count: int) -> None:
+        """emulated-node-1 … -N exist (a cluster read back keeps its nodes as they were); nodes of the
+        pool beyond N go, as when a node pool is scaled down (what ran there fails, see lifecycle)."""
+        wanted = {NODE, *(f"emulated-node-{i}" for i in range(2, count + 1))}
+        with self.store.lock:
+            for name in sorted(wanted, key=lambda n: int(n.rsplit("-", 1)[1])):
+                if ("nodes", None, name) not in self.store.objects:
+                    self.store.put(node(name))
+            for _plural, _ns, name in list(self.store.objects.of_kind("nodes")):
+                if re.fullmatch(r"emulated-node-[0-9]+", name) and name not in wanted:
+                    LOG.warning("built-in cluster: node %s goes ([controller] emulator_nodes = %d)", name, count)
+                    self.store._remove(("nodes", None, name))
 
     # -- running -------------------------------------------------------------------------------------
 
@@ -179,6 +201,8 @@ class Emulator:
                 "contexts": [{"name": "emulated", "context": {"cluster": "emulated", "user": "emulated"}}]}
 
     def start(self) -> Emulator:
+        if self.persistence is not None:
+            self.persistence.start()
         self.up()
         ticker = threading.Thread(target=self._run_controllers, name="emulator-controllers", daemon=True)
         ticker.start()
@@ -216,6 +240,9 @@ class Emulator:
         self.down()
         for thread in self._threads:
             thread.join(2)
+        if self.persistence is not None:  # after the controllers: their last changes are in the last snapshot
+            self.persistence.close()
+            self.persistence = None
 
     def __enter__(self) -> Self:
         return self.start()
@@ -375,9 +402,9 @@ class Emulator:
                 listing = store.list(res, ns, {"labelSelector": labels or "", "fieldSelector": fields or ""})
                 initial = [orjson.dumps({"type": "ADDED", "object": o}) for o in listing["items"]]
                 last = store.rv
-            elif store.events and last < store.events[0][0] - 1 and last < store.rv:
+            elif last < store.rv and last < store.history_floor():
                 initial = [orjson.dumps({"type": "ERROR", "object": ApiError(
-                    410, f"too old resource version: {last} ({store.events[0][0] - 1})", reason="Expired").status()})]
+                    410, f"too old resource version: {last} ({store.history_floor()})", reason="Expired").status()})]
                 deadline = 0.0
         handler.send_response(200)
         handler.send_header("Content-Type", "application/json")
@@ -533,13 +560,18 @@ class Emulator:
             return {"kind": "APIGroup", "apiVersion": "v1", "name": group,
                     "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in vs],
                     "preferredVersion": {"groupVersion": f"{group}/{vs[0]}", "version": vs[0]}}
-        verbs = ["create", "delete", "get", "list", "patch", "update"]
+        verbs = ["create", "delete", "get", "list", "patch", "update", "watch"]
         listing = []
         for res in RESOURCES:
             if (res.group, res.version) != (group, version):
                 continue
-            listing.append({"name": res.plural, "singularName": res.kind.lower(), "namespaced": res.namespaced,
-                            "kind": res.kind, "verbs": verbs})
+            entry: dict[str, Any] = {"name": res.plural, "singularName": res.kind.lower(),
+                                     "namespaced": res.namespaced, "kind": res.kind, "verbs": verbs}
+            if res.short_names:  # kubectl resolves `get vm,vmi,dv` and `get all` from these
+                entry["shortNames"] = list(res.short_names)
+            if res.categories:
+                entry["categories"] = list(res.categories)
+            listing.append(entry)
             if res.status_subresource:
                 listing.append({"name": f"{res.plural}/status", "singularName": "", "namespaced": True,
                                 "kind": res.kind, "verbs": ["get", "patch", "update"]})

@@ -18,10 +18,12 @@ import base64
 import collections
 import copy
 import datetime
+import math
 import random
 import re
 import threading
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -291,6 +293,9 @@ class Objects(dict):
         return self._kinds.get(plural, {})
 
 
+DEFAULT_NAMESPACE = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}}
+
+
 class Store:
     """Objects by (plural, namespace, name), with the API server's rules for changing them."""
 
@@ -303,13 +308,50 @@ class Store:
         self.expire_continue = 0  # the next N continued list pages answer 410 Gone
         # (resourceVersion, type, plural, namespace, object JSON) of recent changes, for watches
         self.events: collections.deque[tuple[int, str, str, str | None, bytes]] = collections.deque(maxlen=20000)
+        self.history_start = 0  # watches from an older resource version answer 410 (set by a restore)
         self.changed = threading.Condition(self.lock)
-        self.put({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
+        # Kept on disk (persist.py): the changes and other records since the journal last took them (None
+        # when the cluster lives in memory only), and the resource versions already made durable: going
+        # past ``reserved`` calls ``reserve`` first, so that a restarted cluster never hands one out again.
+        self.pending: list[tuple] | None = None
+        self.reserved: float = math.inf
+        self.reserve: Callable[[int], int] | None = None
+        self.put(clone(DEFAULT_NAMESPACE))
 
     # -- internal ------------------------------------------------------------------------------------
 
-    def _stamp(self, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+    def _next_rv(self) -> None:
         self.rv += 1
+        if self.rv > self.reserved and self.reserve is not None:
+            self.reserved = self.reserve(self.rv)
+
+    def note(self, record: tuple) -> None:
+        """Keep a record for the journal (hold the lock); nothing when the cluster is not kept on disk."""
+        if self.pending is not None:
+            self.pending.append(record)
+
+    def restore(self, objects: dict[Key, dict[str, Any]], applied: dict[Key, dict[str, dict]], rv: int) -> None:
+        """Take the objects of a cluster read back from disk, as they were at resource version ``rv``.
+        Watches from an older version answer 410 (the changes before are not kept): clients list again."""
+        with self.lock:
+            self.objects = Objects()
+            for key, obj in objects.items():
+                self.objects[key] = obj
+            self.objects.touched = set()
+            self.applied = applied
+            self.rv = self.history_start = rv
+            self.events.clear()
+            if ("namespaces", None, "default") not in self.objects:
+                self.put(clone(DEFAULT_NAMESPACE))
+
+    def history_floor(self) -> int:
+        """The oldest resource version a watch can start from (older ones answer 410 Expired)."""
+        if self.events:
+            return max(self.history_start, self.events[0][0] - 1)
+        return self.history_start
+
+    def _stamp(self, obj: dict[str, Any], old: dict[str, Any] | None) -> dict[str, Any]:
+        self._next_rv()
         meta = obj.setdefault("metadata", {})
         meta["resourceVersion"] = str(self.rv)
         if old is None:
@@ -333,8 +375,10 @@ class Store:
             return
         meta = obj["metadata"]
         res = BY_KIND[kind]
-        self.events.append((self.rv, type_, res.plural, meta.get("namespace") if res.namespaced else None,
-                            orjson.dumps(obj)))
+        event = (self.rv, type_, res.plural, meta.get("namespace") if res.namespaced else None, orjson.dumps(obj))
+        self.events.append(event)
+        if self.pending is not None:  # the journal writes the same bytes
+            self.pending.append(event)
         self.changed.notify_all()
 
     def events_after(self, rv: int) -> list[tuple[int, str, str, str | None, bytes]]:
@@ -535,7 +579,8 @@ class Store:
                                 "Invalid value: 0x0: must be specified for an update")
         if rv != current["metadata"]["resourceVersion"]:
             raise self._conflict(res, name)
-        self.applied.pop(key, None)
+        if self.applied.pop(key, None) is not None:
+            self.note(("unapplied", key))
         return self._replace(res, key, current, copy.deepcopy(body), subresource, params), warnings
 
     @staticmethod
@@ -577,6 +622,7 @@ class Store:
             stored = self._replace(res, key, current, obj, subresource, params)
             if params.get("dryRun") != "All":
                 self.applied.setdefault(key, {})[manager] = config
+                self.note(("applied", key, manager, config))
             return stored, warnings, 201 if current is None else 200
         if current is None:
             raise not_found(res, name)
@@ -603,7 +649,7 @@ class Store:
     def _remove(self, key: Key) -> None:
         gone = self.objects.pop(key, None)
         self.applied.pop(key, None)
-        self.rv += 1
+        self._next_rv()
         if gone is not None:
             gone = dict(gone, metadata={**gone["metadata"], "resourceVersion": str(self.rv)})
             self._event("DELETED", gone)
