@@ -67,7 +67,7 @@ TO_COME = {
     
     
     "GET /os-instance_usage_audit_log",
-    "GET /os-instance_usage_audit_log/{id}", "GET /os-simple-tenant-usage", "GET /os-simple-tenant-usage/{id}",
+    "GET /os-instance_usage_audit_log/{id}",
     
     
     

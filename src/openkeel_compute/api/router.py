@@ -32,6 +32,7 @@ from openkeel_compute.api.handlers import (
     servers,
     servers_create,
     servers_list,
+    simple_tenant_usage,
     versions,
     volumes_boot,
 )
@@ -94,6 +95,8 @@ ROUTES = {
     "/os-volumes_boot/{server_id}": {"GET": volumes_boot.show, "PUT": volumes_boot.update,
                                      "DELETE": volumes_boot.delete},
     "/os-volumes_boot/{server_id}/action": {"POST": volumes_boot.ACTIONS},
+    "/os-simple-tenant-usage": {"GET": simple_tenant_usage.index},
+    "/os-simple-tenant-usage/{tenant_id}": {"GET": simple_tenant_usage.show},
     "/os-baremetal-nodes": {"GET": baremetal_nodes.index, "POST": baremetal_nodes.create},
     "/os-baremetal-nodes/{node_id}": {"GET": baremetal_nodes.show, "DELETE": baremetal_nodes.delete},
     "/os-baremetal-nodes/{node_id}/action": {"POST": {"add_interface": baremetal_nodes.add_interface,
