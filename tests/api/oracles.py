@@ -14,6 +14,7 @@ import pathlib
 import socket
 import subprocess
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
@@ -111,5 +112,8 @@ def ask_nova(base: str, method: str, path: str, *, token: str = "admin:admin", v
 
 def ask_openkeel(client, method: str, path: str, *, token: str = "admin:admin", version: str | None = None,
                  body: bytes | None = None) -> Answer:
-    result = client.request(method, path, headers=request_headers(token, version, body), body=body)
+    """``path`` as sent over HTTP: its percent-escapes are decoded into PATH_INFO, as a server does."""
+    route, _, query = path.partition("?")
+    route = urllib.parse.unquote(route, encoding="latin-1")
+    result = client.request(method, route, query=query, headers=request_headers(token, version, body), body=body)
     return Answer(result.status_code, result.header_list, result.content)

@@ -106,3 +106,18 @@ def test_baremetal_nodes_answer_as_nova_without_ironic(nova, client):
     cases += [("POST", "/v2/os-baremetal-nodes", "u:p", None, None),
               ("GET", "/v2/os-baremetal-nodes", "u:p", None, None)]
     assert _compare(nova, client, cases) == []
+
+
+def test_the_usage_audit_log_answers_as_nova_before_any_audit_ran(nova, client):
+    cases = []
+    for version in (None, "2.101", "2.102"):
+        cases += [("GET", "/v2.1/os-instance_usage_audit_log", "admin:admin", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log?foo=1", "admin:admin", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log/2026-03-01%2000:00:00", "admin:admin", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log/2024-01-31%2012:00:00.25", "admin:admin", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log/2026-03-01", "admin:admin", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log/2026-03-01%2000:00:00?x=1", "admin:admin", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log", "u:p", version, None),
+                  ("GET", "/v2.1/os-instance_usage_audit_log/2026-03-01%2000:00:00", "u:p", version, None)]
+    cases.append(("GET", "/v2/os-instance_usage_audit_log", "admin:admin", None, None))
+    assert _compare(nova, client, cases) == []

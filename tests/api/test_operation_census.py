@@ -66,8 +66,8 @@ TO_COME = {
     "PUT /images/{image_id}/metadata/{id}", "DELETE /images/{image_id}/metadata/{id}",
     
     
-    "GET /os-instance_usage_audit_log",
-    "GET /os-instance_usage_audit_log/{id}",
+    
+    
     
     
     
