@@ -60,22 +60,6 @@ TO_COME = {
     "POST /os-aggregates/{id}/action set_metadata", "POST /os-aggregates/{id}/images", "GET /os-server-groups",
     "POST /os-server-groups", "GET /os-server-groups/{id}", "DELETE /os-server-groups/{id}",
     "GET /servers/{server_id}/diagnostics", "GET /servers/{server_id}/topology",
-    # issue 33, in progress
-    "GET /images", "GET /images/detail", "GET /images/{id}", "DELETE /images/{id}", "GET /images/{image_id}/metadata",
-    "POST /images/{image_id}/metadata", "PUT /images/{image_id}/metadata", "GET /images/{image_id}/metadata/{id}",
-    "PUT /images/{image_id}/metadata/{id}", "DELETE /images/{image_id}/metadata/{id}",
-    
-    
-    
-    
-    
-    
-    
-    
-    
-    
-    
-    
 }
 
 def _nova_python() -> pathlib.Path:
