@@ -30,19 +30,15 @@ SERVERS_ORACLE_VENV = pathlib.Path(os.environ.get("NOVA_SERVERS_ORACLE_VENV",
 _VOLATILE = {"date", "server", "connection", "x-openstack-request-id", "x-compute-request-id", "content-length"}
 
 
-def free_port(first: int) -> int:
-    for port in range(first, first + 100):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip(f"no free port from {first} for a Nova oracle")
+def free_port() -> int:
+    """A port the system says is free: oracles started by parallel test workers never share one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @contextlib.contextmanager
-def running(script: str, venv: pathlib.Path, url_variable: str, first_port: int) -> Iterator[str]:
+def running(script: str, venv: pathlib.Path, url_variable: str) -> Iterator[str]:
     """The URL of a fresh oracle started with ../shared/nova-oracle/``script`` (stopped afterwards),
     or of the one named by the environment variable ``url_variable``."""
     if os.environ.get(url_variable):
@@ -51,7 +47,7 @@ def running(script: str, venv: pathlib.Path, url_variable: str, first_port: int)
     path = shared_path(f"nova-oracle/{script}")
     if not (venv / "bin" / "python").exists():
         pytest.skip(f"the Nova oracle's virtualenv {venv} is absent: run ../shared/nova-oracle/{script} start once")
-    port = free_port(first_port)
+    port = free_port()
     subprocess.run([str(path), "start", str(port)], check=True, capture_output=True, timeout=600)
     try:
         yield f"http://127.0.0.1:{port}"
@@ -61,12 +57,12 @@ def running(script: str, venv: pathlib.Path, url_variable: str, first_port: int)
 
 def flavor_oracle() -> contextlib.AbstractContextManager[str]:
     """nova-api alone (no compute service, no Glance, Neutron, Cinder, Ironic or Manila)."""
-    return running("run-oracle.sh", FLAVOR_ORACLE_VENV, "OPENKEEL_NOVA_ORACLE_URL", 38121)
+    return running("run-oracle.sh", FLAVOR_ORACLE_VENV, "OPENKEEL_NOVA_ORACLE_URL")
 
 
 def servers_oracle() -> contextlib.AbstractContextManager[str]:
     """nova-api with conductor, scheduler, fake computes, Placement and Neutron/Glance/Cinder fixtures."""
-    return running("run-servers-oracle.sh", SERVERS_ORACLE_VENV, "OPENKEEL_SERVERS_ORACLE_URL", 38221)
+    return running("run-servers-oracle.sh", SERVERS_ORACLE_VENV, "OPENKEEL_SERVERS_ORACLE_URL")
 
 
 class Answer:

@@ -106,9 +106,9 @@ def _standing_text(row: Row) -> str:
     if standing == SERVED:
         return "served"
     if standing == REMOVED:
-        code = "400" if row.operation.success == 400 else "410"
-        return f"answered as removed ({code}; removed in {row.removed_in})" if row.removed_in else (
-            f"answered as removed ({code})")
+        code = "400, as Nova" if row.operation.success == 400 else "410"
+        since = row.removed_in.replace(" (", ", ").rstrip(")") if row.removed_in else None
+        return f"answered as removed ({code}; gone since Nova {since})" if since else f"answered as removed ({code})"
     if standing == NOT_YET:
         return "**not yet** (404)"
     return f"answered as Nova {standing}"
