@@ -118,6 +118,21 @@ KEYPAIR_QUOTA_RULES = {
     "os_compute_api:os-availability-zone:detail": "rule:context_is_admin",
 }
 
+# Nova 34.0.0's rules for /extensions, usage, the bare-metal proxy and server shares (nova/policies/*.py).
+CONTRACT_RULES = {
+    "os_compute_api:extensions": "@",
+    "os_compute_api:os-simple-tenant-usage:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-simple-tenant-usage:list": "rule:context_is_admin",
+    "os_compute_api:os-instance-usage-audit-log:list": "rule:context_is_admin",
+    "os_compute_api:os-instance-usage-audit-log:show": "rule:context_is_admin",
+    "os_compute_api:os-baremetal-nodes:list": "rule:context_is_admin",
+    "os_compute_api:os-baremetal-nodes:show": "rule:context_is_admin",
+    "os_compute_api:os-server-shares:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-shares:create": "rule:project_member_or_admin",
+    "os_compute_api:os-server-shares:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-shares:delete": "rule:project_member_or_admin",
+}
+
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",
     "os_compute_api:os-flavor-access:remove_tenant_access": "rule:context_is_admin",
@@ -185,12 +200,12 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     text = out.read_text()
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
-    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES}
+    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES}:
+    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

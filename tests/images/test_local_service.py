@@ -184,7 +184,7 @@ def test_command_line_registers_and_serves(tmp_path):
         proc.wait(10)
 
 
-def test_the_service_is_read_only(local_service):
+def test_images_are_not_created_through_the_api(local_service):
     req = urllib.request.Request(local_service + "/v2/images", method="POST", data=b"{}")
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req)

@@ -118,7 +118,9 @@ def _real_values() -> dict[str, list[str]]:
         "flavor_id": [w.FLAVOR, w.FLAVOR_PRIVATE], "key": [w.SPEC, w.META], "keypair_name": [w.KEYPAIR],
         "project_id": ["demo", "other"], "class_name": ["default"], "server_id": [w.SERVER, w.SERVER_OTHER],
         "tag": [w.TAG], "request_id": ["req-x"], "network_label": ["private"], "migration_id": ["1"],
-        "id": ["v2.1", "v2.0"],
+        "id": ["v2.1", "v2.0"], "image_id": [w.IMAGE], "tenant_id": ["demo", "other"],
+        "alias": ["os-volumes", "OS-EXT-VIF-NET"], "before_timestamp": ["2026-12-01 00:00:00"],
+        "share_id": ["3fa85f64-5717-4562-b3fc-2c963f66afa6"],
     }
 
 

@@ -50,6 +50,9 @@ def _admin_only(template: str, method: str, action: str | None) -> bool:
         return True
     if template.startswith(("/os-quota-sets", "/os-quota-class-sets")) and method in ("PUT", "DELETE"):
         return True
+    if template in ("/os-simple-tenant-usage", "/os-baremetal-nodes", "/os-baremetal-nodes/{node_id}") or (
+            template.startswith("/os-instance_usage_audit_log")):
+        return True
     return template.startswith("/os-migrations") or template.endswith("/migrations") or "{migration_id}" in template
 
 

@@ -36,6 +36,7 @@ SPEC = "fz:key"
 KEYPAIR = "fz-kp"
 TAG = "fz-tag"
 META = "fz-meta"
+IMAGE = "7f0b5a52-33a6-4b8e-9d3c-5e1a2b3c4d5e"
 
 
 
@@ -121,6 +122,9 @@ class World:
     def __init__(self, database_url: str, state: pathlib.Path, **sections):
         policies.reset()
         self.database_url, self.state = database_url, state
+        # an image service for the image proxy (/images) and boots: the development one, with one image
+        self.images = _image_service(state / "images")
+        sections.setdefault("glance", {"api_servers": self.images_url, "num_retries": "0"})
         self.conf = make_conf(state, database={"connection": database_url}, **sections)
         self.engine = db_api.get_engine(self.conf)
         migration.sync(self.engine)
@@ -155,6 +159,7 @@ class World:
         from tests.api.servers import oracle_state as servers
 
         app = self.app
+        _register_image(self.state / "images")
         api(app, "POST", "/flavors", body={"flavor": {"name": FLAVOR, "id": FLAVOR, "ram": 512, "vcpus": 1,
                                                       "disk": 1}})
         api(app, "POST", "/flavors", body={"flavor": {"name": FLAVOR_PRIVATE, "id": FLAVOR_PRIVATE, "ram": 256,
@@ -175,13 +180,38 @@ class World:
                                                     INSTANCES.c.deleted == 0)
                          .values(task_state=None, vm_state="active", locked=False, locked_by=None))
 
+    @property
+    def images_url(self) -> str:
+        return f"http://127.0.0.1:{self.images.server_port}"
+
     def close(self) -> None:
+        self.images.shutdown()
+        self.images.server_close()
         self._stop.set()
         self._console.join(2)
         if self.services.notifier is not None:  # its broker connections and their heartbeat thread
             self.services.notifier.close(0)
         db_api.dispose_all()
         policies.reset()
+
+
+def _register_image(directory: pathlib.Path) -> None:
+    from openkeel_compute.images import local
+
+    disk = directory.parent / "image.raw"
+    if not disk.exists():
+        disk.write_bytes(b"\0" * 4096)
+    if not (directory / f"{IMAGE}.json").exists():
+        local.register(directory, disk, name="fz-image", image_id=IMAGE, properties={"fz-prop": "v"})
+
+
+def _image_service(directory: pathlib.Path):
+    from openkeel_compute.images import local
+
+    _register_image(directory)
+    server = local.serve(str(directory), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
 
 
 @contextlib.contextmanager
@@ -223,7 +253,8 @@ def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterat
 
     conf = world.state / f"serve-{port}.conf"
     conf.write_text(f"[DEFAULT]\nstate_path = {world.state}\n[api]\nauth_strategy = noauth2\n"
-                    f"[database]\nconnection = {world.database_url}\n{extra}")
+                    f"[database]\nconnection = {world.database_url}\n"
+                    f"[glance]\napi_servers = {world.images_url}\nnum_retries = 0\n{extra}")
     log = world.state / f"serve-{port}.log"
     command = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf),
                "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 from openkeel_compute.api.handlers import (
     availability_zones,
+    baremetal_nodes,
+    extensions,
     flavor_access,
     flavor_extra_specs,
     flavors,
+    image_metadata,
+    images,
+    instance_usage_audit_log,
     keypairs,
     migrations,
     quotas,
+    removed,
     server_actions,
     server_actions_unsupported,
     server_admin_actions,
@@ -24,17 +30,22 @@ from openkeel_compute.api.handlers import (
     server_rebuild,
     server_resize,
     server_security_groups,
+    server_shares,
     server_tags,
     servers,
     servers_create,
     servers_list,
+    simple_tenant_usage,
     versions,
+    volumes_boot,
 )
 from openkeel_compute.api.wsgi import Endpoint
 
 ROUTES = {
     "/": {"GET": versions.show},
     "/versions/{id}": {"GET": versions.show_version},
+    "/extensions": {"GET": extensions.index},
+    "/extensions/{alias}": {"GET": extensions.show},
     "/flavors": {"GET": flavors.index, "POST": flavors.create},
     "/flavors/detail": {"GET": flavors.detail},
     "/flavors/{flavor_id}": {"GET": flavors.show, "PUT": flavors.update, "DELETE": flavors.delete},
@@ -51,6 +62,13 @@ ROUTES = {
         "PUT": flavor_extra_specs.update,
         "DELETE": flavor_extra_specs.delete,
     },
+    "/images": {"GET": images.index},
+    "/images/detail": {"GET": images.detail},
+    "/images/{image_id}": {"GET": images.show, "DELETE": images.delete},
+    "/images/{image_id}/metadata": {"GET": image_metadata.index, "POST": image_metadata.create,
+                                    "PUT": image_metadata.update_all},
+    "/images/{image_id}/metadata/{key}": {"GET": image_metadata.show, "PUT": image_metadata.update,
+                                          "DELETE": image_metadata.delete},
     "/os-keypairs": {"GET": keypairs.index, "POST": keypairs.create},
     "/os-keypairs/{keypair_name}": {"GET": keypairs.show, "DELETE": keypairs.delete},
     "/os-quota-sets/{project_id}": {"GET": quotas.show, "PUT": quotas.update, "DELETE": quotas.delete},
@@ -80,6 +98,21 @@ ROUTES = {
     "/servers/{server_id}/migrations": {"GET": migrations.server_index},
     "/servers/{server_id}/migrations/{migration_id}": {"GET": migrations.server_show},
     "/os-migrations": {"GET": migrations.index},
+    "/servers/{server_id}/shares": {"GET": server_shares.index, "POST": server_shares.create},
+    "/servers/{server_id}/shares/{share_id}": {"GET": server_shares.show, "DELETE": server_shares.delete},
+    "/os-volumes_boot": {"GET": volumes_boot.index, "POST": volumes_boot.create},
+    "/os-volumes_boot/detail": {"GET": volumes_boot.detail},
+    "/os-volumes_boot/{server_id}": {"GET": volumes_boot.show, "PUT": volumes_boot.update,
+                                     "DELETE": volumes_boot.delete},
+    "/os-volumes_boot/{server_id}/action": {"POST": volumes_boot.ACTIONS},
+    "/os-simple-tenant-usage": {"GET": simple_tenant_usage.index},
+    "/os-simple-tenant-usage/{tenant_id}": {"GET": simple_tenant_usage.show},
+    "/os-instance_usage_audit_log": {"GET": instance_usage_audit_log.index},
+    "/os-instance_usage_audit_log/{before_timestamp}": {"GET": instance_usage_audit_log.show},
+    "/os-baremetal-nodes": {"GET": baremetal_nodes.index, "POST": baremetal_nodes.create},
+    "/os-baremetal-nodes/{node_id}": {"GET": baremetal_nodes.show, "DELETE": baremetal_nodes.delete},
+    "/os-baremetal-nodes/{node_id}/action": {"POST": {"add_interface": baremetal_nodes.add_interface,
+                                                      "remove_interface": baremetal_nodes.remove_interface}},
     "/servers/{server_id}/action": {
         "POST": {
             "os-start": server_actions.start,
@@ -97,7 +130,8 @@ ROUTES = {
             "rebuild": server_rebuild.rebuild,
             "os-resetState": server_admin_actions.reset_state,
             "injectNetworkInfo": server_admin_actions.inject_network_info,
-            "resetNetwork": server_admin_actions.reset_network,
+            "resetNetwork": removed.gone,
+            "os-getRDPConsole": removed.rdp_console,
             "restore": server_admin_actions.restore,
             "forceDelete": server_admin_actions.force_delete,
             "shelve": server_actions_unsupported.shelve,
@@ -117,6 +151,48 @@ ROUTES = {
         }
     },
 }
+
+# Operations Nova 34.0.0 has removed but still routes: 410 at every microversion (api/handlers/removed.py).
+_GONE = {"GET": removed.gone, "POST": removed.gone, "PUT": removed.gone, "DELETE": removed.gone}
+REMOVED = {
+    "/os-agents": ("GET", "POST"),
+    "/os-agents/{agent_id}": ("PUT", "DELETE"),
+    "/os-cells": ("GET", "POST"),
+    "/os-cells/capacities": ("GET",),
+    "/os-cells/detail": ("GET",),
+    "/os-cells/info": ("GET",),
+    "/os-cells/sync_instances": ("POST",),
+    "/os-cells/{cell_id}": ("GET", "PUT", "DELETE"),
+    "/os-cells/{cell_id}/capacities": ("GET",),
+    "/os-certificates": ("POST",),
+    "/os-certificates/{certificate_id}": ("GET",),
+    "/os-cloudpipe": ("GET", "POST"),
+    "/os-cloudpipe/{cloudpipe_id}": ("PUT",),
+    "/os-fixed-ips/{fixed_ip}": ("GET",),
+    "/os-floating-ip-dns": ("GET",),
+    "/os-floating-ip-dns/{domain}": ("PUT", "DELETE"),
+    "/os-floating-ip-dns/{domain}/entries/{entry}": ("GET", "PUT", "DELETE"),
+    "/os-floating-ips-bulk": ("GET", "POST"),
+    "/os-floating-ips-bulk/{range_id}": ("GET", "PUT"),
+    "/os-fping": ("GET",),
+    "/os-fping/{server_id}": ("GET",),
+    "/os-networks/add": ("POST",),
+    "/os-security-group-default-rules": ("GET", "POST"),
+    "/os-security-group-default-rules/{rule_id}": ("GET", "DELETE"),
+    "/servers/{server_id}/consoles": ("GET", "POST"),
+    "/servers/{server_id}/consoles/{console_id}": ("GET", "DELETE"),
+    "/servers/{server_id}/os-virtual-interfaces": ("GET",),
+}
+for _template, _methods in REMOVED.items():
+    ROUTES.setdefault(_template, {}).update({m: _GONE[m] for m in _methods})
+# Removed methods beside live ones (their live siblings come with the network issues), and removed actions.
+ROUTES.setdefault("/os-networks", {})["POST"] = removed.gone
+ROUTES.setdefault("/os-networks/{network_id}", {})["DELETE"] = removed.gone
+ROUTES.setdefault("/os-tenant-networks", {})["POST"] = removed.gone
+ROUTES.setdefault("/os-tenant-networks/{network_id}", {})["DELETE"] = removed.gone
+ROUTES["/os-fixed-ips/{fixed_ip}/action"] = {"POST": {"reserve": removed.gone, "unreserve": removed.gone}}
+ROUTES["/os-networks/{network_id}/action"] = {"POST": {
+    name: removed.gone for name in ("associate_host", "disassociate", "disassociate_host", "disassociate_project")}}
 
 
 def endpoints():

@@ -43,6 +43,16 @@ class Operation:
     query: tuple[tuple[Version, Version, object], ...]
     success: int
     expected: tuple[int, ...]
+    # How the operation stands against Nova's (docs/api.md): served; removed from Nova (its 410, or
+    # os-getRDPConsole's 400); or answered as Nova answers when ``without`` (a service) is absent.
+    removed: bool = False
+    without: str | None = None
+
+    @property
+    def standing(self) -> str:
+        if self.removed:
+            return "removed"
+        return f"without {self.without}" if self.without else "served"
 
     def available(self, version: Version) -> bool:
         low, high = self.versions
@@ -64,8 +74,13 @@ def _compile(table: dict | None):
 
 
 def operation(*, versions: str = "2.0-", body: dict | None = None, query: dict | None = None,
-              success: int = 200, expected: tuple[int, ...] = ()):
-    """Declare a handler's contract. Version ranges are 'low-high' (either side open), '2.0' is /v2."""
+              success: int = 200, expected: tuple[int, ...] = (), removed: bool = False,
+              without: str | None = None):
+    """Declare a handler's contract. Version ranges are 'low-high' (either side open), '2.0' is /v2.
+
+    ``removed``: an operation Nova removed (it answers as Nova's removed handler does);
+    ``without``: the service whose absence the answer reproduces (e.g. "Ironic").
+    """
 
     def decorator(func):
         func.operation = Operation(
@@ -75,6 +90,8 @@ def operation(*, versions: str = "2.0-", body: dict | None = None, query: dict |
             query=_compile(query),
             success=success,
             expected=tuple(expected),
+            removed=removed,
+            without=without,
         )
         return func
 

@@ -21,6 +21,7 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.controller.options",
     "openkeel_compute.conf.quota",
     "openkeel_compute.conf.scheduling",
+    "openkeel_compute.conf.usage",
 )
 
 DEFAULT_OPTS = [

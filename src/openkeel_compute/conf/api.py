@@ -29,6 +29,11 @@ API_OPTS = [
         "compute_link_prefix",
         help="Replace the scheme, host and port of the links the API returns (behind a proxy).",
     ),
+    cfg.StrOpt(
+        "glance_link_prefix",
+        help="Replace the scheme, host and port of the image service links the image proxy (/images) "
+        "returns, and put this prefix's path in front of theirs (behind a proxy).",
+    ),
     cfg.FloatOpt(
         "console_output_timeout",
         default=60.0,

@@ -446,3 +446,26 @@ GENERATIONS = Table(
     Column("name", String(32), primary_key=True),
     Column("value", BigInteger, nullable=False),
 )
+
+# Runs of periodic tasks per compute host and period (Nova's task_log): the instance usage audit
+# ("instance_usage_audit") records one row per host and audit period; os-instance_usage_audit_log
+# reads them.
+TASK_LOG = Table(
+    "task_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("task_name", String(255), nullable=False),
+    Column("state", String(255), nullable=False),  # "RUNNING" | "DONE"
+    Column("host", ExactString(255), nullable=False),
+    Column("period_beginning", DateTime, nullable=False, default=utcnow),
+    Column("period_ending", DateTime, nullable=False, default=utcnow),
+    Column("message", String(255), nullable=False),
+    Column("task_items", Integer, nullable=True, default=0),
+    Column("errors", Integer, nullable=True, default=0),
+    *_soft_delete(),
+    UniqueConstraint("task_name", "host", "period_beginning", "period_ending",
+                     name="uniq_task_log0task_name0host0period_beginning0period_ending"),  # Nova's name
+    Index("ix_task_log_period_beginning", "period_beginning"),
+    Index("ix_task_log_host", "host"),
+    Index("ix_task_log_period_ending", "period_ending"),
+)

@@ -63,3 +63,20 @@ class ImageServiceUnavailable(ImageError):
             f"Connection to glance host {server} failed: {reason}",
             "Unexpected API Error. Please contact the administrator\n<class 'nova.exception.GlanceConnectionFailed'>",
         )
+
+
+class ImageListRefused(ImageError):
+    """The image service refused a list (a bad filter or marker, a forbidden one): its status and words."""
+
+    def __init__(self, status: int, text: str) -> None:
+        self.status = status
+        super().__init__(text)
+
+
+class ImageDeleteConflict(ImageError):
+    """The image service would not delete an image in its state (409)."""
+
+    nova_exception = "ImageDeleteConflict"
+
+    def __init__(self, text: str) -> None:
+        super().__init__(f"Conflict deleting image. Reason: {text}.")

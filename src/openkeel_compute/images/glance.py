@@ -22,6 +22,7 @@ import logging
 import random
 import re
 import time
+import urllib.parse
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -167,7 +168,16 @@ class GlanceClient:
         return f"{self.endpoint(context, environ)}/v2/images/{image_id}/file"
 
     # -- calls -------------------------------------------------------------------------------------
+    def link_base(self, context, environ=None) -> str:
+        """The image service's URL as Nova writes it into the proxy's "alternate" links: an
+        ``api_servers`` entry as configured, or the catalog's endpoint without its version."""
+        return next(self._servers(auth_for(context, environ)))
+
     def _get(self, context, path: str, environ=None):
+        return self._call(context, "get", path, environ)
+
+    def _call(self, context, method: str, path: str, environ=None, **kwargs):
+        """One request, retried as Nova's Glance client retries any call it could not deliver."""
         auth = auth_for(context, environ)
         servers = self._servers(auth)
         attempts = 1 + self.conf.glance.num_retries
@@ -176,8 +186,9 @@ class GlanceClient:
             adapter = self._adapter(auth, server)
             try:
                 extra = {"logger": LOG} if self.conf.glance.debug else {}
-                resp = adapter.get(path, authenticated=auth is not None, headers={"Accept": "application/json"},
-                                   **extra)
+                headers = {"Accept": "application/json", **kwargs.pop("headers", {})}
+                resp = adapter.request(path, method.upper(), authenticated=auth is not None, headers=headers,
+                                       **extra, **kwargs)
             except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RetriableConnectionFailure,
                     ks_exc.UnknownConnectionError, ks_exc.SSLError) as exc:
                 reason = str(exc)
@@ -185,7 +196,7 @@ class GlanceClient:
                 if resp.status_code != 503:
                     return resp
                 reason = f"HTTP 503 Service Unavailable: {resp.text[:200]}"
-            LOG.error("Error contacting glance server '%s' for 'get', %s.", server,
+            LOG.error("Error contacting glance server '%s' for '%s', %s.", server, method,
                       "retrying" if attempt < attempts else "done trying")
             if attempt == attempts:
                 raise errors.ImageServiceUnavailable(server, reason)
@@ -205,3 +216,94 @@ class GlanceClient:
             raise errors.ImageError(f"Unexpected response from the image service for image {image_id}: "
                                     f"{resp.status_code} {resp.text[:200]}")
         return image_from_glance(resp.json())
+
+    def _image_errors(self, resp, image_id: str) -> None:
+        """Nova's translation of an answer about one image (its _translate_image_exception)."""
+        if resp.status_code in (401, 403):
+            raise errors.ImageNotAuthorized(image_id)
+        if resp.status_code == 404:
+            raise errors.ImageNotFound(image_id)
+        if resp.status_code == 400:
+            raise errors.ImageBadRequest(image_id, client_error_text(resp))
+        if not resp.ok:
+            raise errors.ImageError(f"Unexpected response from the image service for image {image_id}: "
+                                    f"{resp.status_code} {resp.text[:200]}")
+
+    def list_images(self, context, filters: Mapping[str, str], *, limit: int | None = None,
+                    page_size: int | None = None, marker: str | None = None,
+                    environ=None) -> list[dict[str, Any]]:
+        """Images matching ``filters`` (Glance v2 names), ``limit`` at most, after ``marker``: pages of
+        ``page_size`` (200 by default) followed by their ``next`` links, as Nova's Glance client reads them.
+        A refusal is ImageListRefused with Glance's words."""
+        page_size = page_size or DEFAULT_PAGE_SIZE
+        query = {**filters, "limit": str(min(page_size, limit) if limit else page_size)}
+        if marker is not None:
+            query["marker"] = marker
+        path: str | None = "/v2/images?" + urllib.parse.urlencode(query)
+        images: list[dict[str, Any]] = []
+        while path:
+            resp = self._get(context, path, environ)
+            if not resp.ok:
+                raise errors.ImageListRefused(resp.status_code, client_error_text(resp))
+            body = resp.json()
+            for raw in body.get("images", []):
+                images.append(image_from_glance(raw))
+                if limit and len(images) >= limit:
+                    return images
+            path = body.get("next")
+        return images
+
+    def delete(self, context, image_id: str, environ=None) -> None:
+        resp = self._call(context, "delete", f"/v2/images/{image_id}", environ)
+        if resp.status_code == 409:
+            raise errors.ImageDeleteConflict(client_error_text(resp))
+        self._image_errors(resp, image_id)
+
+    def update_properties(self, context, image_id: str, properties: Mapping[str, str | None],
+                          environ=None) -> dict[str, Any]:
+        """Give the image exactly these custom properties (what Nova's proxy does with purge_props): one
+        JSON-patch of the properties added, changed and removed, as Nova's Glance client sends it."""
+        current = self.show(context, image_id, environ)["properties"]
+        wanted = {}
+        for name, value in properties.items():
+            if name in ("kernel_id", "ramdisk_id") and value is not None and str(value).strip().lower() in (
+                    "none", ""):
+                if name in current:  # Nova neither sends it nor removes it
+                    wanted[name] = current[name]
+                continue
+            wanted[name] = value if value is None or isinstance(value, str) else str(value)
+        properties = wanted
+        patch = [{"op": "remove", "path": f"/{name}"} for name in current if name not in properties]
+        for name, value in properties.items():
+            if name not in current:
+                patch.append({"op": "add", "path": f"/{name}", "value": value})
+            elif current[name] != value:
+                patch.append({"op": "replace", "path": f"/{name}", "value": value})
+        resp = self._call(context, "patch", f"/v2/images/{image_id}", environ, json=patch,
+                          headers={"Content-Type": "application/openstack-images-v2.1-json-patch"})
+        self._image_errors(resp, image_id)
+        return self.show(context, image_id, environ)
+
+
+DEFAULT_PAGE_SIZE = 200  # python-glanceclient's
+
+
+def client_error_text(resp) -> str:
+    """What python-glanceclient's exception says of an error answer ("HTTP <details>"), which Nova's
+    messages quote: the JSON body's messages, or an HTML page's lines without tags, joined."""
+    content_type = resp.headers.get("Content-Type", "")
+    text = resp.text
+    if text and "json" in content_type:
+        try:
+            messages = [obj.get("message") for obj in resp.json().values() if isinstance(obj, dict)]
+        except ValueError:
+            messages = []
+        details = "\n".join(m for m in messages if m is not None)
+    elif text and "html" in content_type:
+        lines = [re.sub(r"<.+?>", "", line.strip()) for line in text.splitlines()]
+        details = ": ".join(dict.fromkeys(line for line in lines if line))
+    elif text:
+        details = text.replace("\n\n", "\n")
+    else:
+        details = ""
+    return f"HTTP {details or 'HTTPException'}"

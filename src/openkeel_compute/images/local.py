@@ -1,7 +1,9 @@
 """A small image service for development: local image files served with Glance v2's API shape.
 
-It answers the two calls OpenKeel makes of Glance, ``GET /v2/images/{id}`` and
-``GET /v2/images/{id}/file`` (plus ``GET /v2/images`` and the version document), from a directory:
+It answers the calls OpenKeel makes of Glance — ``GET /v2/images/{id}`` and its ``/file`` at boot;
+``GET /v2/images`` (filters, newest first, ``limit``/``marker`` pages), ``DELETE /v2/images/{id}`` and
+``PATCH /v2/images/{id}`` (JSON-patch of properties) for the compute API's image proxy — and the
+version document, from a directory:
 every image is ``<dir>/<id>.json`` (Glance's image body) beside the file it names. Images are added
 with ``register``; it reads the file to fill in what Glance computes (size, checksum, os_hash_value,
 disk_format from the file's header, virtual_size). Point ``[glance] api_servers`` at it and the
@@ -21,6 +23,7 @@ import datetime
 import errno
 import hashlib
 import json
+import operator
 import os
 import pathlib
 import re
@@ -31,7 +34,7 @@ import uuid
 from collections.abc import Iterable
 from socketserver import ThreadingMixIn
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, urlencode
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 _IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file)?/?$")
@@ -142,21 +145,53 @@ def _public(record: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in record.items() if not k.startswith("_")}
 
 
-# Glance's list filters that compare a field with a value (``id`` and ``name`` also take ``in:a,b``).
-_FILTERS = ("id", "name", "status", "visibility", "disk_format", "container_format", "owner")
+# Glance's list filters that compare a field with a value (``id`` and ``name`` also take ``in:a,b``);
+# any other key but the paging ones is a custom property, compared with the image's property.
+_FILTERS = ("id", "name", "status", "visibility", "disk_format", "container_format", "owner", "min_ram",
+            "min_disk")
+_PAGING = ("limit", "marker", "sort_key", "sort_dir", "sort", "page_size")
+_OPERATORS = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le, "eq": operator.eq,
+              "neq": operator.ne}
+DEFAULT_LIMIT, MAX_LIMIT = 25, 1000  # Glance's limit_param_default and api_limit_max
 
 
 def _filters(query: str) -> dict[str, set[str]]:
     wanted = {}
     for key, values in parse_qs(query).items():
-        if key in _FILTERS and values:
-            value = values[-1]
-            wanted[key] = set(value[3:].split(",")) if value.startswith("in:") else {value}
+        if key in _PAGING or key in ("created_at", "updated_at") or not values:
+            continue
+        value = values[-1]
+        wanted[key] = set(value[3:].split(",")) if value.startswith("in:") and key in ("id", "name") else {value}
     return wanted
 
 
-def _matches(record: dict[str, Any], wanted: dict[str, set[str]]) -> bool:
-    return all(str(record.get(key)) in values for key, values in wanted.items())
+class _BadFilter(ValueError):
+    """A list filter Glance would refuse (400)."""
+
+
+def _moment(text: str) -> datetime.datetime:
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise _BadFilter(f"Invalid date format: {text}") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=datetime.UTC)
+
+
+def _time_filters(query: str) -> list[tuple[str, Any, datetime.datetime]]:
+    """``created_at``/``updated_at`` filters: ``[op:]time`` with Glance's operators (gt, gte, lt, lte, eq, neq)."""
+    found = []
+    for field in ("created_at", "updated_at"):
+        for value in parse_qs(query).get(field, []):
+            name, sep, rest = value.partition(":")
+            test = _OPERATORS.get(name) if sep else None
+            found.append((field, test or operator.eq, _moment(rest if test else value)))
+    return found
+
+
+def _matches(record: dict[str, Any], wanted: dict[str, set[str]], times) -> bool:
+    if not all(str(record.get(key)) in values for key, values in wanted.items()):
+        return False
+    return all(test(_moment(record.get(field) or "1970-01-01T00:00:00Z"), moment) for field, test, moment in times)
 
 
 def _json(start_response, status: str, body: Any) -> list[bytes]:
@@ -180,6 +215,91 @@ def _file(path: pathlib.Path) -> Iterable[bytes]:
             yield chunk
 
 
+def _list(root: pathlib.Path, query: str, start_response) -> list[bytes]:
+    """Glance's list: newest first (created_at, then id, descending), ``limit`` (25 by default, 1000 at
+    most) after ``marker``, a ``next`` link while more remain."""
+    params = parse_qs(query)
+    try:
+        limit = int(params.get("limit", [DEFAULT_LIMIT])[-1])
+        if limit < 0:
+            raise _BadFilter("limit param must be positive")
+        wanted, times = _filters(query), _time_filters(query)
+    except ValueError as exc:
+        reason = str(exc) if isinstance(exc, _BadFilter) else "limit param must be an integer"
+        return _error(start_response, 400, "Bad Request", reason)
+    records = [r for r in (_load(root, item.stem) for item in root.glob("*.json")) if r is not None]
+    records.sort(key=lambda r: (r.get("created_at") or "", r["id"]), reverse=True)
+    marker = params.get("marker", [None])[-1]
+    if marker is not None:
+        ids = [r["id"] for r in records]
+        if marker not in ids:
+            return _error(start_response, 400, "Bad Request", f"No image found with ID {marker}")
+        records = records[ids.index(marker) + 1:]
+    matching = [r for r in records if _matches(r, wanted, times)]
+    page = matching[:min(limit, MAX_LIMIT)]
+    body: dict[str, Any] = {"images": [_public(r) for r in page], "schema": "/v2/schemas/images",
+                            "first": "/v2/images"}
+    if page and len(matching) > len(page):
+        rest = [(k, v) for k, v in parse_qs(query).items() if k != "marker"]
+        body["next"] = "/v2/images?" + urlencode([(k, v[-1]) for k, v in rest] + [("marker", page[-1]["id"])])
+    return _json(start_response, "200 OK", body)
+
+
+def _save(root: pathlib.Path, record: dict[str, Any]) -> None:
+    tmp = root / f".{record['id']}.json.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True))
+    os.replace(tmp, root / f"{record['id']}.json")
+
+
+def _delete(root: pathlib.Path, record: dict[str, Any], start_response) -> list[bytes]:
+    if record.get("protected"):
+        return _error(start_response, 403, "Forbidden", f"Image {record['id']} is protected and cannot be deleted.")
+    (root / f"{record['id']}.json").unlink(missing_ok=True)
+    data = pathlib.Path(record.get("_path", ""))
+    if data.parent == root and data.name == f"{record['id']}.img":  # a copy registered with --copy
+        data.unlink(missing_ok=True)
+    start_response("204 No Content", [])
+    return []
+
+
+# What a PATCH may change besides custom properties; the rest of Glance's base properties are read-only.
+_WRITABLE = ("name", "visibility", "protected", "os_hidden", "min_ram", "min_disk", "tags", "container_format",
+             "disk_format")
+_READ_ONLY = (set(_FILTERS) | {"status", "checksum", "os_hash_algo", "os_hash_value", "size", "virtual_size",
+                               "created_at", "updated_at", "self", "file", "schema", "locations", "direct_url",
+                               "owner", "stores"}) - set(_WRITABLE)
+
+
+def _patch(root: pathlib.Path, record: dict[str, Any], environ, start_response) -> list[bytes]:
+    """Glance's JSON-patch (application/openstack-images-v2.1-json-patch) of custom properties and the few
+    base properties a user may change."""
+    try:
+        size = int(environ.get("CONTENT_LENGTH") or 0)
+        ops = json.loads(environ["wsgi.input"].read(size) or b"[]")
+    except ValueError:
+        ops = None
+    if not isinstance(ops, list):
+        return _error(start_response, 400, "Bad Request", "Malformed JSON in request body.")
+    changed = dict(record)
+    for op in ops:
+        kind, name = (op.get("op"), str(op.get("path", "")).lstrip("/")) if isinstance(op, dict) else (None, "")
+        if kind not in ("add", "replace", "remove") or not name or "/" in name:
+            return _error(start_response, 400, "Bad Request", f"Unable to apply the patch: {op!r}")
+        if name in _READ_ONLY or name.startswith("_"):
+            return _error(start_response, 403, "Forbidden", f"Attribute '{name}' is read-only.")
+        if kind == "remove":
+            if name not in changed:
+                return _error(start_response, 409, "Conflict", f"Property {name} does not exist.")
+            del changed[name]
+        elif kind == "replace" and name not in changed:
+            return _error(start_response, 409, "Conflict", f"Property {name} does not exist.")
+        else:
+            changed[name] = op.get("value")
+    changed["updated_at"] = _now()
+    _save(root, changed)
+    return _json(start_response, "200 OK", _public(changed))
+
+
 def make_app(directory: str | os.PathLike):
     """The WSGI application serving ``directory``."""
     root = pathlib.Path(directory)
@@ -187,29 +307,29 @@ def make_app(directory: str | os.PathLike):
     def app(environ, start_response):
         method = environ["REQUEST_METHOD"]
         path = environ.get("PATH_INFO") or "/"
-        if method not in ("GET", "HEAD"):
-            return _error(start_response, 405, "Method Not Allowed",
-                          "This development image service is read-only: add images with `register`.")
-        if path in ("/", "/versions"):
+        if path in ("/", "/versions") and method in ("GET", "HEAD"):
             host = environ.get("HTTP_HOST") or "localhost"
             return _json(start_response, "300 Multiple Choices", {"versions": [
                 {"id": "v2.16", "status": "CURRENT", "links": [{"rel": "self", "href": f"http://{host}/v2/"}]}]})
         if path.rstrip("/") == "/v2/images":
-            wanted = _filters(environ.get("QUERY_STRING", ""))
-            images = []
-            for item in sorted(root.glob("*.json")):
-                record = _load(root, item.stem)
-                if record is not None and _matches(record, wanted):
-                    images.append(_public(record))
-            return _json(start_response, "200 OK", {"images": images, "schema": "/v2/schemas/images",
-                                                    "first": "/v2/images"})
+            if method not in ("GET", "HEAD"):
+                return _error(start_response, 405, "Method Not Allowed",
+                              "This development image service takes new images with `register` only.")
+            return _list(root, environ.get("QUERY_STRING", ""), start_response)
         match = _IMAGE_PATH.match(path)
         if not match:
             return _error(start_response, 404, "Not Found", "The resource could not be found.")
         image_id, want_file = match.group(1), bool(match.group(2))
+        if method not in ("GET", "HEAD") and (want_file or method not in ("PATCH", "DELETE")):
+            return _error(start_response, 405, "Method Not Allowed",
+                          "This development image service takes new images with `register` only.")
         record = _load(root, image_id)
         if record is None:
             return _error(start_response, 404, "Not Found", f"No image found with ID {image_id}")
+        if method == "DELETE":
+            return _delete(root, record, start_response)
+        if method == "PATCH":
+            return _patch(root, record, environ, start_response)
         if not want_file:
             return _json(start_response, "200 OK", _public(record))
         data = pathlib.Path(record["_path"])

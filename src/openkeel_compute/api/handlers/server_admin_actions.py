@@ -1,5 +1,5 @@
-"""POST /servers/{server_id}/action: os-resetState, injectNetworkInfo, resetNetwork (gone), restore
-and forceDelete, as Nova 34.0.0 answers them."""
+"""POST /servers/{server_id}/action: os-resetState, injectNetworkInfo, restore and forceDelete, as
+Nova 34.0.0 answers them (resetNetwork, removed from Nova, is api/handlers/removed.py's)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,6 @@ from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import actions, errors, instances, states
 from openkeel_compute.db.models import INSTANCE_ACTIONS, utcnow
 from openkeel_compute.policies import server_actions as rules
-
-_GONE = "This resource is no longer available. No forwarding address is given."
 
 
 @contextlib.contextmanager
@@ -56,13 +54,6 @@ def inject_network_info(req, server_id):
         common.can(req, rules.ADMIN_ACTIONS % "inject_network_info", {"project_id": row["project_id"]})
         actions.check("injectNetworkInfo", row, is_admin=bool(req.context.is_admin))
     return Response(None)
-
-
-@operation(body={"2.0-": schema.reset_network}, expected=(410,))
-@wsgi_path_params
-def reset_network(req, server_id):
-    """Removed from Nova: every request is 410, before the server is even looked up."""
-    raise faults.Fault(_GONE, 410)
 
 
 @operation(body={"2.0-": schema.restore}, success=202, expected=(403, 404, 409))

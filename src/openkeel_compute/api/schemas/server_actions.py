@@ -102,7 +102,6 @@ def _description() -> dict:
 reset_state = _object("os-resetState", {"state": {"type": "string", "enum": ["active", "error"]}},
                       required=["state"])
 inject_network_info = _any("injectNetworkInfo")
-reset_network = {}
 restore = _any("restore")
 force_delete = _any("forceDelete")
 change_password = _object("changePassword", {"adminPass": _PASSWORD}, required=["adminPass"])

@@ -1,0 +1,59 @@
+"""The rules of /extensions, usage (os-simple-tenant-usage, os-instance_usage_audit_log), the
+bare-metal proxy and server shares, under Nova 34.0.0's names and defaults (with the older rule
+names an operator may still override)."""
+
+from oslo_policy import policy
+
+from openkeel_compute.policies import base
+
+EXTENSIONS = "os_compute_api:extensions"
+TENANT_USAGE = "os_compute_api:os-simple-tenant-usage:%s"
+AUDIT_LOG = "os_compute_api:os-instance-usage-audit-log:%s"
+BAREMETAL = "os_compute_api:os-baremetal-nodes:%s"
+SHARES = "os_compute_api:os-server-shares:%s"
+
+_REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
+           "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
+_OLD_AUDIT_LOG = policy.DeprecatedRule("os_compute_api:os-instance-usage-audit-log", base.RULE_ADMIN_API,
+                                       deprecated_reason=_REASON, deprecated_since="21.0.0")
+_OLD_BAREMETAL = policy.DeprecatedRule("os_compute_api:os-baremetal-nodes", base.RULE_ADMIN_API,
+                                       deprecated_reason=_REASON, deprecated_since="22.0.0")
+
+
+def _rule(name, check_str, description, operations, deprecated=None):
+    return policy.DocumentedRuleDefault(name=name, check_str=check_str, description=description,
+                                        operations=[{"method": m, "path": p} for m, p in operations],
+                                        scope_types=["project"], deprecated_rule=deprecated)
+
+
+rules = [
+    _rule(EXTENSIONS, base.RULE_ANY, "List available extensions and show information for an extension by alias",
+          [("GET", "/extensions"), ("GET", "/extensions/{alias}")]),
+    _rule(TENANT_USAGE % "show", base.PROJECT_READER_OR_ADMIN, "Show usage statistics for a specific tenant",
+          [("GET", "/os-simple-tenant-usage/{tenant_id}")]),
+    _rule(TENANT_USAGE % "list", base.ADMIN, "List per tenant usage statistics for all tenants",
+          [("GET", "/os-simple-tenant-usage")]),
+    _rule(AUDIT_LOG % "list", base.ADMIN, "List all usage audits.", [("GET", "/os-instance_usage_audit_log")],
+          _OLD_AUDIT_LOG),
+    _rule(AUDIT_LOG % "show", base.ADMIN,
+          "List all usage audits occurred before a specified time for all servers on all compute hosts where "
+          "usage auditing is configured", [("GET", "/os-instance_usage_audit_log/{before_timestamp}")],
+          _OLD_AUDIT_LOG),
+    _rule(BAREMETAL % "list", base.ADMIN,
+          "List and show details of bare metal nodes.\nThese APIs are proxy calls to the Ironic service and are "
+          "deprecated.\n", [("GET", "/os-baremetal-nodes")], _OLD_BAREMETAL),
+    _rule(BAREMETAL % "show", base.ADMIN, "Show action details for a server.",
+          [("GET", "/os-baremetal-nodes/{node_id}")], _OLD_BAREMETAL),
+    _rule(SHARES % "index", base.PROJECT_READER_OR_ADMIN, "List all shares for given server",
+          [("GET", "/servers/{server_id}/shares")]),
+    _rule(SHARES % "create", base.PROJECT_MEMBER_OR_ADMIN, "Attach a share to the specified server",
+          [("POST", "/servers/{server_id}/shares")]),
+    _rule(SHARES % "show", base.PROJECT_READER_OR_ADMIN, "Show a share configured for the specified server",
+          [("GET", "/servers/{server_id}/shares/{share_id}")]),
+    _rule(SHARES % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Detach a share to the specified server",
+          [("DELETE", "/servers/{server_id}/shares/{share_id}")]),
+]
+
+
+def list_rules():
+    return rules
