@@ -11,13 +11,14 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.compute import actions, instances
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator.lifecycle import NODE
 from openkeel_compute.emulator.server import node
+from openkeel_compute.model import states
 from openkeel_compute.placement.client import PlacementClient
 from tests.controller.test_server_loop import IMAGE, OWNER, Both, _action, _active, _row, _until
 from tests.server_world import with_placement

@@ -6,9 +6,10 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import console, instances, states
+from openkeel_compute.compute import console, instances
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator import Fault
+from openkeel_compute.model import states
 from tests.controller import test_server_loop as server_loop
 from tests.controller.test_server_loop import IMAGE, OWNER, _action, _active, _boot, _until
 

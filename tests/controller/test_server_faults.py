@@ -18,7 +18,7 @@ import pytest
 import yaml
 from sqlalchemy import func, select
 
-from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.compute import actions, instances
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.servers import (
     DATA_VOLUME,
@@ -33,6 +33,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.emulator import Delays, Emulator, Fault
 from openkeel_compute.kubevirt.vmstatus import VM_GONE_MESSAGE
+from openkeel_compute.model import states
 from tests.conftest import make_conf, placement_overrides, placement_section, user
 from tests.controller.conftest import controller_for
 from tests.controller.test_server_loop import OWNER, Both, _action, _active, _boot, _pending, _row, _until

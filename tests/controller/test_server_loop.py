@@ -12,13 +12,14 @@ import pytest
 from sqlalchemy import select
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.compute import actions, instances
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.servers import ServerLoop, make_loop, root_device_name, verb_for
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.emulator import Fault
+from openkeel_compute.model import states
 from tests.conftest import make_conf
 from tests.databases import ENGINES, throwaway_database
 

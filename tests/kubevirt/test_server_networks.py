@@ -5,8 +5,8 @@ That the cluster accepts such a VM and runs it without an address is tests/clien
 
 from __future__ import annotations
 
-from openkeel_compute.compute.names import REQUESTED_NETWORKS
 from openkeel_compute.kubevirt.server import compose
+from openkeel_compute.model.sysmeta import REQUESTED_NETWORKS
 from tests.kubevirt.test_server import IMAGE, SERVER, _copy
 
 

@@ -6,8 +6,8 @@ import datetime as dt
 
 import pytest
 
-from openkeel_compute.compute.states import status_from_state
 from openkeel_compute.kubevirt.vmstatus import BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, addresses, observe
+from openkeel_compute.model.states import status_from_state
 
 UUID = "1b4c2a3e-0000-4000-8000-00000000abcd"
 NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)

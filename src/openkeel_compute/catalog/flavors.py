@@ -33,6 +33,7 @@ from sqlalchemy.exc import IntegrityError
 
 from openkeel_compute.catalog import errors
 from openkeel_compute.db import models, regex
+from openkeel_compute.model import operations
 
 FLAVORS = models.FLAVORS
 EXTRA_SPECS = models.FLAVOR_EXTRA_SPECS
@@ -353,7 +354,7 @@ def generation(conn) -> int | None:
 
 
 def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:
-    conn.execute(_INSERT_OUTBOX, {"kind": "flavor", "object_id": flavorid, "operation": operation,
+    conn.execute(_INSERT_OUTBOX, {"kind": operations.FLAVOR, "object_id": flavorid, "operation": operation,
                                   "payload": payload, "created_at": models.utcnow(), "attempts": 0})
 
 
@@ -388,7 +389,7 @@ def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: 
             raise errors.FlavorIdExists(values["flavorid"]) from None
         raise errors.FlavorExists(values["name"]) from None
     values["id"] = result.inserted_primary_key[0]
-    _outbox(conn, "upsert", values["flavorid"])
+    _outbox(conn, operations.UPSERT, values["flavorid"])
     return values
 
 
@@ -401,7 +402,7 @@ def update_description(conn: Connection, flavorid: str, description: str | None)
     result = conn.execute(_UPDATE_FLAVOR, {"api_id": flavorid, **values})
     if result.rowcount == 0:
         raise errors.FlavorNotFound(flavorid)
-    _outbox(conn, "upsert", flavorid)
+    _outbox(conn, operations.UPSERT, flavorid)
     return get(conn, flavorid)
 
 
@@ -421,7 +422,7 @@ def destroy(conn: Connection, flavorid: str, *, with_extra_specs: bool = True) -
     # exactly one caller wins; the others roll back and answer "not found".
     if conn.execute(_DELETE_FLAVOR, {"internal_id": flavor["id"]}).rowcount != 1:
         raise errors.FlavorNotFound(flavorid)
-    _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
+    _outbox(conn, operations.DELETE, flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
     return flavor
 
 
@@ -448,7 +449,7 @@ def add_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
         if get_or_none(conn, flavor["flavorid"]) is None:
             raise errors.FlavorNotFound(flavor["flavorid"]) from None
         raise errors.FlavorAccessExists(flavor["id"], project_id) from None
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
     return projects_of(conn, flavor["id"])
 
 
@@ -456,7 +457,7 @@ def remove_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
     result = conn.execute(_DELETE_PROJECT, {"internal_id": flavor["id"], "project": project_id})
     if result.rowcount == 0:
         raise errors.FlavorAccessNotFound(flavor["id"], project_id)
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
     return projects_of(conn, flavor["id"])
 
 
@@ -498,14 +499,14 @@ def set_extra_specs(conn: Connection, flavor: dict, specs: dict[str, str]) -> No
     except IntegrityError:
         # The flavor went away between our read and this write; the transaction is abandoned.
         raise errors.FlavorNotFound(flavor["flavorid"]) from None
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
 
 
 def delete_extra_spec(conn: Connection, flavor: dict, key: str) -> None:
     result = conn.execute(_DELETE_SPEC, {"internal_id": flavor["id"], "spec_key": key})
     if result.rowcount == 0:
         raise errors.ExtraSpecNotFound(flavor["flavorid"], key)
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
 
 
 def count(conn: Connection) -> int:

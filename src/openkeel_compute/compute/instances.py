@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import Update, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import console, errors, flavor_copy, names, states
+from openkeel_compute.compute import console, errors, flavor_copy, names
 from openkeel_compute.compute.actions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import (
     INSTANCE_ACTIONS,
@@ -25,6 +25,7 @@ from openkeel_compute.db.models import (
     TAGS,
     utcnow,
 )
+from openkeel_compute.model import operations, states
 
 I = INSTANCES.c  # the column namespace: I.task_state
 
@@ -626,7 +627,7 @@ _INSERT_OUTBOX = insert(OUTBOX)
 def outbox(conn: Connection, instance_uuid: str, operation: str, actor: Actor, **payload) -> None:
     """Ask the controller to act on a server (kind "server"; the operations are in docs/servers.md).
     The payload names the request, so that the controller's events join the API's instance action."""
-    conn.execute(_INSERT_OUTBOX, {"kind": "server", "object_id": instance_uuid, "operation": operation,
+    conn.execute(_INSERT_OUTBOX, {"kind": operations.SERVER, "object_id": instance_uuid, "operation": operation,
                                   "payload": {"request_id": actor.request_id, **payload}, "created_at": utcnow(),
                                   "attempts": 0})
 

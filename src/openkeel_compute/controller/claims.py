@@ -31,16 +31,15 @@ from typing import Any
 
 from openkeel_compute.compute import flavor_copy
 from openkeel_compute.compute.image_meta import image_from_system_metadata
-from openkeel_compute.compute.names import requested_nodes
 from openkeel_compute.controller.providers import provider_uuid, zone_aggregate
 from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model.sysmeta import requested_nodes
 from openkeel_compute.placement import errors
 from openkeel_compute.placement.client import Candidate, PlacementClient
 from openkeel_compute.placement.request import resource_request
 
 LOG = logging.getLogger(__name__)
 NO_VALID_HOST = "No valid host was found. "
-SYSMETA_ALTERNATES = "openkeel_alternates"
 
 
 class NoValidHost(Exception):

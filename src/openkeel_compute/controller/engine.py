@@ -48,6 +48,7 @@ from openkeel_compute.controller.plan import (
     plan,
 )
 from openkeel_compute.db.api import reader
+from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.mapping import ANN_ID
 from openkeel_compute.kubevirt.names import kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
@@ -118,8 +119,10 @@ def _flavor_of(key: ObjectKey, body: Mapping[str, Any] | None, names: Mapping[st
 class Controller:
     def __init__(self, engine: Engine, backend: Backend, options: MappingOptions, settings: Settings | None = None,
                  metrics: Metrics | None = None, is_leader: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic, servers: Any = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, servers: Any = None,
+                 flavor_check: FlavorCheck | None = None) -> None:
         self.engine = engine
+        self.flavor_check = flavor_check  # Nova's validation of a flavor body (api/flavor_checks.py), if given
         self.servers = servers  # the server loop (controller.servers.ServerLoop), after the flavors each pass
         self.backend = backend
         self.options = options
@@ -186,7 +189,7 @@ class Controller:
             order.setdefault(row.flavor_id, []).append(row.id)
         with reader(self.engine) as conn:
             bodies = load_catalogue(conn, order)  # read after the rows: at least as new as each of them
-        wanted = {fid: (desired_for(bodies[fid], self.options) if fid in bodies
+        wanted = {fid: (desired_for(bodies[fid], self.options, self.flavor_check) if fid in bodies
                         else FlavorDesired(fid, kubernetes_name(fid), {}, {})) for fid in order}
         try:
             observed = self.backend.observe({name for w in wanted.values() for name in w.names})
@@ -261,7 +264,8 @@ class Controller:
         _count, max_id, _oldest = outbox.summary(self.engine)  # before the snapshot, on purpose
         with reader(self.engine) as conn:
             bodies = load_catalogue(conn)
-        desired, per_flavor = desired_state(bodies, self.options, self.settings.create_namespaces)
+        desired, per_flavor = desired_state(bodies, self.options, self.settings.create_namespaces,
+                                               self.flavor_check)
         try:
             observed = self.backend.observe()
         except Exception as exc:  # noqa: BLE001 - any failure to observe: nothing written, try again later

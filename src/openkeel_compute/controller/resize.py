@@ -29,9 +29,8 @@ from typing import Any
 from lightkube.resources.apps_v1 import ControllerRevision as CONTROLLER_REVISION
 from sqlalchemy import select
 
-from openkeel_compute.compute import errors, instances, resize, states
+from openkeel_compute.compute import errors, instances, resize
 from openkeel_compute.compute.image_meta import image_from_system_metadata
-from openkeel_compute.compute.states import task_states
 from openkeel_compute.controller.claims import NoValidHost, node_provider
 from openkeel_compute.controller.providers import zone_aggregate
 from openkeel_compute.db.api import reader, transaction
@@ -40,19 +39,19 @@ from openkeel_compute.kubevirt import mapping
 from openkeel_compute.kubevirt.mapping import CLOUD_INIT_DISK, SWAP_DISK
 from openkeel_compute.kubevirt.names import server_root_volume, server_user_data_secret, server_vm_name
 from openkeel_compute.kubevirt.server import HOSTNAME_LABEL, flavor_from_copy, require_node
+from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.model import operations as ops
+from openkeel_compute.model.states import task_states
 from openkeel_compute.placement.errors import PlacementConflict, PlacementError, PlacementUnavailable
 from openkeel_compute.placement.request import resource_request
 
 LOG = logging.getLogger(__name__)
-#: system metadata: the VM's matchers and revisions before the resize ({"instancetype": {...}, ...})
-SYSMETA_FROM = "openkeel_resize_from"
-#: system metadata: the instance action event the running resize step finishes
-SYSMETA_EVENT = "openkeel_resize_event"
-#: system metadata: the nodes of a resize, {"source": node, "dest": node} (the claim chose the destination)
-SYSMETA_NODES = "openkeel_resize_nodes"
+SYSMETA_FROM = sysmeta.RESIZE_FROM
+SYSMETA_EVENT = sysmeta.RESIZE_STEP_EVENT  # not the server loop's task event: model/sysmeta.py says why
+SYSMETA_NODES = sysmeta.RESIZE_NODES
 #: the VM's disks (and volumes) a flavor's ephemeral and swap sizes make
 FLAVOR_DISKS = ("ephemeral0", SWAP_DISK)
-OPERATIONS = ("resize", "confirm-resize", "revert-resize")
+OPERATIONS = (ops.RESIZE, ops.CONFIRM_RESIZE, ops.REVERT_RESIZE)
 # the statuses of a resize not yet over
 _OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming", "reverting")
 _FINAL = ("Succeeded", "Failed")
@@ -335,7 +334,7 @@ class ResizeSteps:
                 return
             instances.add_fault(conn, uuid, code=exc.fault.code, message=exc.fault.message,
                                 details=exc.fault.details)
-            self._event(conn, row, uuid, "conductor_migrate_server")
+            self._event(conn, row, uuid, events.CONDUCTOR_MIGRATE)
             self._end_event(conn, uuid, result="Error", message=exc.fault.message)
 
     # -- resize ----------------------------------------------------------------------------------------
@@ -374,10 +373,10 @@ class ResizeSteps:
                                        json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True))
                 resize.move_migration(conn, migration, "migrating")
                 host = server.get("host")
-                self._event(conn, row, uuid, "conductor_migrate_server", done=True, host=host)
-                self._event(conn, row, uuid, "cold_migrate", done=True, host=host)
-                self._event(conn, row, uuid, "compute_prep_resize", done=True, host=host)
-                self._event(conn, row, uuid, "compute_resize_instance", host=host)
+                self._event(conn, row, uuid, events.CONDUCTOR_MIGRATE, done=True, host=host)
+                self._event(conn, row, uuid, events.COLD_MIGRATE, done=True, host=host)
+                self._event(conn, row, uuid, events.PREP_RESIZE, done=True, host=host)
+                self._event(conn, row, uuid, events.RESIZE, host=host)
             task = task_states.RESIZE_MIGRATING
         if task == task_states.RESIZE_MIGRATING:
             self._stop(namespace, uuid, vmi)
@@ -388,7 +387,7 @@ class ResizeSteps:
                     return
                 resize.move_migration(conn, migration, "post-migrating")
                 self._end_event(conn, uuid, host=server.get("host"))
-                self._event(conn, row, uuid, "compute_finish_resize", host=server.get("host"))
+                self._event(conn, row, uuid, events.FINISH_RESIZE, host=server.get("host"))
             task = task_states.RESIZE_MIGRATED
         copy = instances.flavors_of(server)
         if task == task_states.RESIZE_MIGRATED:
@@ -450,7 +449,7 @@ class ResizeSteps:
                 self.allocations.confirm(migration)
                 resize.set_sysmeta(conn, uuid, SYSMETA_FROM, None)
                 resize.set_sysmeta(conn, uuid, SYSMETA_NODES, None)
-                self._event(conn, row, uuid, "compute_confirm_resize", done=True, host=server.get("host"))
+                self._event(conn, row, uuid, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
 
     # -- revert ----------------------------------------------------------------------------------------
 
@@ -466,8 +465,8 @@ class ResizeSteps:
             started = resize.sysmeta(conn, uuid, SYSMETA_EVENT)
         if not started:
             with transaction(engine) as conn:
-                self._event(conn, row, uuid, "compute_revert_resize", done=True, host=server.get("host"))
-                self._event(conn, row, uuid, "compute_finish_revert_resize", host=server.get("host"))
+                self._event(conn, row, uuid, events.REVERT_RESIZE, done=True, host=server.get("host"))
+                self._event(conn, row, uuid, events.FINISH_REVERT_RESIZE, host=server.get("host"))
         vm, vmi, _dvs = self.loop.cluster.look(namespace, uuid)
         if vm is None:
             raise Pending("the server has no VirtualMachine")

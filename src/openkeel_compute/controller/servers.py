@@ -32,9 +32,8 @@ from lightkube.resources.core_v1 import Namespace, Node, Secret
 from lightkube.types import PatchType
 from sqlalchemy import Engine, and_, select, update
 
-from openkeel_compute.compute import flavor_copy, instances, soft_delete, states
+from openkeel_compute.compute import flavor_copy, instances, soft_delete
 from openkeel_compute.compute.image_meta import image_from_system_metadata
-from openkeel_compute.compute.states import task_states
 from openkeel_compute.controller import console
 from openkeel_compute.controller import resize as resize_steps
 from openkeel_compute.controller.images import ImageAccess
@@ -51,6 +50,9 @@ from openkeel_compute.kubevirt.server import (
     rebuild_root_volume,
 )
 from openkeel_compute.kubevirt.vmstatus import Fault, Observation, observe
+from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.model import operations as ops
+from openkeel_compute.model.states import task_states
 from openkeel_compute.placement.errors import PlacementError, PlacementUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -67,9 +69,9 @@ BUILD_TIMEOUT = 3600.0
 # What a restarted controller needs to finish a task, kept in the server's system metadata (never shown by
 # the API): the event its running task finishes ("<outbox row id>:<event id>"), and the VMI a hard reboot
 # replaces (the task is done only once another VMI runs).
-SYSMETA_EVENT = "openkeel_task_event"
-SYSMETA_OLD_VMI = "openkeel_replaced_vmi"
-SYSMETA_TRIED = "openkeel_tried_nodes"  # the nodes a build was tried on (Placement's alternates)
+SYSMETA_EVENT = sysmeta.TASK_EVENT
+SYSMETA_OLD_VMI = sysmeta.REPLACED_VMI
+SYSMETA_TRIED = sysmeta.TRIED_NODES
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
@@ -88,10 +90,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "unpause": ("virtualmachineinstances", "unpause"),
 }
 # The instance action event each operation records (as Nova's compute service names them).
-EVENTS = {"create": "compute__do_build_and_run_instance", "delete": "compute_terminate_instance",
-          "start": "compute_start_instance", "stop": "compute_stop_instance",
-          "reboot-soft": "compute_reboot_instance", "reboot-hard": "compute_reboot_instance",
-          "pause": "compute_pause_instance", "unpause": "compute_unpause_instance"}
+EVENTS = {ops.CREATE: events.BUILD, ops.DELETE: events.TERMINATE, ops.START: events.START, ops.STOP: events.STOP,
+          ops.REBOOT_SOFT: events.REBOOT, ops.REBOOT_HARD: events.REBOOT, ops.PAUSE: events.PAUSE,
+          ops.UNPAUSE: events.UNPAUSE}
 # 409 answers that say the verb's end state is already there: the row is done.
 #: who Nova's power sync acts as: a periodic task's admin context, with no user and no project
 POWER_SYNC = instances.Actor(None, None)  # type: ignore[arg-type]
@@ -807,7 +808,7 @@ class ServerLoop:
                     return  # deleted or reset meanwhile: that task wins
                 action_id = instances.action_for_request(conn, uuid, row.payload.get("request_id") or "")
                 if action_id is not None:
-                    event_id = instances.start_event(conn, action_id, "compute_rebuild_instance")
+                    event_id = instances.start_event(conn, action_id, events.REBUILD)
                     _set_sysmeta(conn, uuid, SYSMETA_EVENT, f"{row.id}:{event_id}")
             task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
         if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
@@ -886,7 +887,7 @@ class ServerLoop:
         if phase is not None and phase not in ("Succeeded", "Failed"):
             self.cluster.verb(namespace, server_vm_name(row.server_uuid), "stop")
             raise Pending("waiting for the server's virtual machine to stop")
-        self._end_task(row, "compute_soft_delete_instance", task_states.SOFT_DELETING, vm_state=states.SOFT_DELETED,
+        self._end_task(row, events.SOFT_DELETE, task_states.SOFT_DELETING, vm_state=states.SOFT_DELETED,
                        task_state=None, power_state=states.power_state.SHUTDOWN)
 
     def _restore(self, row: ServerRow, server: dict[str, Any], namespace: str) -> None:
@@ -895,7 +896,7 @@ class ServerLoop:
             return
         phase = self._vmi_phase(namespace, row.server_uuid)
         if phase == "Running":
-            self._end_task(row, "compute_restore_instance", task_states.RESTORING, vm_state=states.ACTIVE,
+            self._end_task(row, events.RESTORE, task_states.RESTORING, vm_state=states.ACTIVE,
                            task_state=None, power_state=states.power_state.RUNNING)
             return
         if phase is None or phase in ("Succeeded", "Failed"):

@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from openkeel_compute import signals
+from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import audit, nodes, providers
 from openkeel_compute.controller.claims import Claims
@@ -17,11 +18,11 @@ from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
 from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.controller.metrics import Metrics
-from openkeel_compute.controller.options import default_identity
 from openkeel_compute.controller.render import RenderBackend
 from openkeel_compute.controller.servers import ServerCluster, ServerLoop
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
+from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.server import ServerOptions
 from openkeel_compute.placement import client as placement_client
 
@@ -108,7 +109,8 @@ def placement_from(conf: Any, embedded_url: str | None = None):
 
 
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
-        stop: threading.Event | None = None, placement_url: str | None = None) -> int:
+        stop: threading.Event | None = None, placement_url: str | None = None,
+        flavor_check: FlavorCheck | None = None) -> int:
     """Run the controller. With a cluster, servers' resources are claimed in the Placement of
     ``[placement]`` (or the embedded one at ``placement_url``) and the nodes are its providers."""
     metrics = Metrics()
@@ -138,7 +140,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
 
         publish_providers()
     controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
-                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
+                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers,
+                            flavor_check=flavor_check)
     try:
         if once:
             if elector is not None and not _acquire_within(elector, elector.duration + elector.renew_interval):

@@ -13,7 +13,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-from openkeel_compute.compute.states import (
+from openkeel_compute.model.states import (
     ACTIVE,
     BUILDING,
     ERROR,
