@@ -18,7 +18,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.kube import http_of, make_client
 from openkeel_compute.emulator import Delays, Emulator
 from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
 
@@ -33,7 +33,7 @@ def main() -> None:
     client = make_client(emulator.kubeconfig())
     client.create(CIT.from_dict(instancetype()))
     client.create(CPREF.from_dict(preference()))
-    http = client._client._client
+    http = http_of(client)
     started = time.monotonic()
     for i in range(args.servers):
         name = f"00000000-0000-4000-8000-{i:012d}"

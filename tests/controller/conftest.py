@@ -7,7 +7,8 @@ import pytest
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller.engine import Controller
-from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
+from openkeel_compute.controller.gateway import Gateway
+from openkeel_compute.controller.kube import Retry, make_client
 from openkeel_compute.controller.service import settings_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
@@ -93,8 +94,8 @@ def cat(db):
     return Catalogue(db)
 
 
-def backend_for(server: Emulator, retries: int = 3) -> KubeBackend:
-    return KubeBackend(make_client(server.kubeconfig(), timeout=5), Retry(retries, 0.01))
+def backend_for(server: Emulator, retries: int = 3) -> Gateway:
+    return Gateway(make_client(server.kubeconfig(), timeout=5), Retry(retries, 0.01))
 
 
 def controller_for(conf, server: Emulator, **kwargs) -> Controller:

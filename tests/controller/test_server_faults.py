@@ -19,21 +19,16 @@ import yaml
 from sqlalchemy import func, select
 
 from openkeel_compute.compute import actions, instances
-from openkeel_compute.controller.kube import make_client
-from openkeel_compute.controller.servers import (
-    DATA_VOLUME,
-    SYSMETA_EVENT,
-    SYSMETA_OLD_VMI,
-    VM,
-    ServerLoop,
-    make_loop,
-)
+from openkeel_compute.controller.kube import DATA_VOLUME, VM, Retry, make_client
+from openkeel_compute.controller.servers import ServerLoop, make_loop
 from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.emulator import Delays, Emulator, Fault
 from openkeel_compute.kubevirt.vmstatus import VM_GONE_MESSAGE
 from openkeel_compute.model import states
+from openkeel_compute.model.sysmeta import REPLACED_VMI as SYSMETA_OLD_VMI
+from openkeel_compute.model.sysmeta import TASK_EVENT as SYSMETA_EVENT
 from tests.conftest import make_conf, placement_overrides, placement_section, user
 from tests.controller.conftest import controller_for
 from tests.controller.test_server_loop import OWNER, Both, _action, _active, _boot, _pending, _row, _until
@@ -49,7 +44,7 @@ def _cluster(**slower) -> Emulator:
 
 @pytest.fixture
 def loop(kube, db, ctl):
-    return Both(ctl, make_loop(kube, db))
+    return Both(ctl, make_loop(kube, db, retry=Retry(3, 0.01)))
 
 
 def _faults(engine, uuid: str) -> list[dict]:
@@ -402,7 +397,7 @@ def test_a_build_that_timed_out_gets_no_vm_when_the_cluster_comes_back(kube, db,
     import datetime as dt
 
     later = lambda: models.utcnow() + dt.timedelta(hours=2)
-    servers = make_loop(kube, db, build_timeout=3600, now=later)
+    servers = make_loop(kube, db, build_timeout=3600, now=later, retry=Retry(3, 0.01))
     apiserver.inject(Fault(503, method="PATCH", times=10**6))
     uuid = _boot(db)
     servers.run_once()

@@ -14,7 +14,8 @@ from sqlalchemy import select
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import actions, instances
 from openkeel_compute.compute.instances import Actor
-from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.gateway import SUBRESOURCES
+from openkeel_compute.controller.kube import Retry, http_of, make_client
 from openkeel_compute.controller.servers import ServerLoop, make_loop, root_device_name, verb_for
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
@@ -55,7 +56,7 @@ def conf(request, tmp_path):
 @pytest.fixture
 def loop(apiserver, db, ctl):
     client = make_client(apiserver.kubeconfig())
-    yield Both(ctl, make_loop(client, db))
+    yield Both(ctl, make_loop(client, db, retry=Retry(3, 0.01)))
     client.close()
 
 
@@ -108,9 +109,12 @@ def _active(row) -> bool:
 
 
 def test_power_operations_name_kubevirt_verbs():
-    assert verb_for("stop") == ("virtualmachines", "stop")
-    assert verb_for("reboot-hard") == ("virtualmachines", "restart")
-    assert verb_for("reboot-soft") == ("virtualmachineinstances", "softreboot")
+    def call(operation):  # (the plural the subresource acts on, KubeVirt's verb)
+        return SUBRESOURCES[verb_for(operation)][0], verb_for(operation)
+
+    assert call("stop") == ("virtualmachines", "stop")
+    assert call("reboot-hard") == ("virtualmachines", "restart")
+    assert call("reboot-soft") == ("virtualmachineinstances", "softreboot")
     assert verb_for("create") is None and verb_for("delete") is None
 
 
@@ -192,9 +196,16 @@ def test_unschedulable_build_ends_in_error_with_a_fault(loop, db, apiserver):
     assert fault["code"] == 500 and "Insufficient memory" in (fault["message"] + (fault["details"] or ""))
 
 
-def test_a_refused_request_leaves_the_row_pending_with_the_error(loop, db, apiserver):
+def test_a_busy_cluster_is_asked_again_within_the_pass(loop, db, apiserver):
     uuid = _boot(db)
     apiserver.inject(Fault(500, method="PATCH", plural="virtualmachines", times=1))
+    assert loop.process_outbox() == {}  # the gateway's retry policy: 429, 5xx and transport errors
+    assert _pending(db) == [] and _row(db, uuid)["namespace"]
+
+
+def test_a_refused_request_leaves_the_row_pending_with_the_error(loop, db, apiserver):
+    uuid = _boot(db)
+    apiserver.inject(Fault(422, method="PATCH", plural="virtualmachines", times=1))
     problems = loop.process_outbox()
     assert uuid in problems
     with db_api.reader(db) as conn:
@@ -355,7 +366,7 @@ def test_a_settled_server_is_observed_again_only_once_something_it_depends_on_ch
     assert observed == []
     client = make_client(apiserver.kubeconfig())
     try:  # the guest stops by itself: KubeVirt's stop, not an action of the API
-        client._client._client.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{row['namespace']}/"
+        http_of(client).put(f"/apis/subresources.kubevirt.io/v1/namespaces/{row['namespace']}/"
                                    f"virtualmachines/{row['vm_name']}/stop", json={}).raise_for_status()
     finally:
         client.close()

@@ -170,11 +170,12 @@ def probe_cluster(client, server: str, kubeconfig: str, max_retries: int, base_d
     import httpx2
     from lightkube import ApiError
 
-    from openkeel_compute.controller.kube import KubeBackend, Retry
+    from openkeel_compute.controller.gateway import Gateway
+    from openkeel_compute.controller.kube import Retry
 
-    backend = KubeBackend(client, Retry(max_retries, base_delay))
+    gateway = Gateway(client, Retry(max_retries, base_delay))
     try:
-        backend.namespaces()
+        gateway.namespaces()
     except ApiError as exc:
         raise OperatorError(f"Kubernetes at {server} (kubeconfig {kubeconfig}) refused to list namespaces: "
                             f"{exc.status.code} {exc.status.message}") from None

@@ -269,12 +269,11 @@ def sync(placement: PlacementClient, nodes: Iterable[Mapping[str, Any]], ratios:
     return report
 
 
-def sync_from_conf(placement: PlacementClient, client: Any, conf: Any) -> Report | None:
-    """One pass over the cluster's nodes with the site's options; errors are logged, None returned."""
-    from openkeel_compute.controller.nodes import list_nodes
-
+def sync_from_conf(placement: PlacementClient, cluster: Any, conf: Any) -> Report | None:
+    """One pass over the cluster's nodes (``cluster``: the gateway) with the site's options; errors are
+    logged, None returned."""
     try:
-        return sync(placement, list_nodes(client), Ratios.from_conf(conf), labels_from_conf(conf))
+        return sync(placement, cluster.nodes(), Ratios.from_conf(conf), labels_from_conf(conf))
     except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
         LOG.warning("resource providers not updated: %s", exc)
         return None

@@ -26,12 +26,12 @@ import json
 import logging
 from typing import Any
 
-from lightkube.resources.apps_v1 import ControllerRevision as CONTROLLER_REVISION
 from sqlalchemy import select
 
 from openkeel_compute.compute import errors, instances, resize
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.controller.claims import NoValidHost, node_provider
+from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.providers import zone_aggregate
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.db.models import MIGRATIONS
@@ -55,7 +55,6 @@ OPERATIONS = (ops.RESIZE, ops.CONFIRM_RESIZE, ops.REVERT_RESIZE)
 # the statuses of a resize not yet over
 _OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming", "reverting")
 _FINAL = ("Succeeded", "Failed")
-_JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 GiB = 1024**3
 
 
@@ -75,10 +74,6 @@ def _nodes(server: dict) -> dict[str, str]:
 
 class Pending(Exception):
     """The step waits for the cluster: the row is tried again next pass (the server loop's Pending)."""
-
-
-def _vm_url(namespace: str, name: str) -> str:
-    return f"/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{name}"
 
 
 def _phase(vmi: dict | None) -> str | None:
@@ -237,17 +232,14 @@ class ResizeSteps:
             resize.set_sysmeta(conn, uuid, SYSMETA_EVENT, None)
 
     def _patch(self, namespace: str, uuid: str, ops: list[dict]) -> None:
-        if not ops:
-            return
-        response = self.loop.cluster.http.patch(_vm_url(namespace, server_vm_name(uuid)),
-                                                content=json.dumps(ops).encode(), headers=_JSON_PATCH)
-        response.raise_for_status()
+        if ops:
+            self.loop.cluster.patch("VirtualMachine", namespace, server_vm_name(uuid), ops)
 
     def _stop(self, namespace: str, uuid: str, vmi: dict | None) -> None:
         """Ask a running VMI to stop and wait (Pending) until the VM has none."""
         phase = _phase(vmi)
         if phase is not None and phase not in _FINAL:
-            self.loop.cluster.verb(namespace, server_vm_name(uuid), "stop")
+            self.loop.cluster.subresource(namespace, server_vm_name(uuid), "stop")
             raise Pending("waiting for the server's virtual machine to stop")
         if phase is not None:
             raise Pending("waiting for the stopped VMI to go")
@@ -255,7 +247,7 @@ class ResizeSteps:
     def _start_if_stopped(self, namespace: str, uuid: str, vm: dict, vmi: dict | None) -> None:
         status = vm.get("status") or {}
         if vmi is None and not status.get("stateChangeRequests"):
-            self.loop.cluster.verb(namespace, server_vm_name(uuid), "start")
+            self.loop.cluster.subresource(namespace, server_vm_name(uuid), "start")
 
     def _grow_root_disk(self, namespace: str, uuid: str, server: dict, old: dict, new: dict) -> None:
         """Ask for the larger root disk (PVC expansion); a disk never shrinks."""
@@ -263,13 +255,8 @@ class ResizeSteps:
             return
         root = server_root_volume(server_vm_name(uuid))
         body = {"spec": {"resources": {"requests": {"storage": f"{int(new['root_gb'])}Gi"}}}}
-        url = f"/api/v1/namespaces/{namespace}/persistentvolumeclaims/{root}"
-        response = self.loop.cluster.http.patch(url, content=json.dumps(body).encode(),
-                                                headers={"Content-Type": "application/merge-patch+json"})
-        if response.status_code == 404:
+        if not self.loop.cluster.patch("PersistentVolumeClaim", namespace, root, body, patch="merge"):
             LOG.warning("server %s: no claim %s to grow", uuid, root)
-            return
-        response.raise_for_status()
 
     def _node_name(self, provider: str) -> str:
         claims = getattr(self.loop, "claims", None)
@@ -407,7 +394,7 @@ class ResizeSteps:
                                             task_state=task_states.RESIZE_FINISH):
                     return
             if row.payload.get("old_vm_state") != states.STOPPED:
-                self.loop.cluster.verb(namespace, server_vm_name(uuid), "start")
+                self.loop.cluster.subresource(namespace, server_vm_name(uuid), "start")
             raise Pending("waiting for the VM on its new instancetype")
         if task != task_states.RESIZE_FINISH:
             return  # no longer this resize's to finish
@@ -442,7 +429,7 @@ class ResizeSteps:
             for field in ("instancetype", "preference"):
                 old = (before.get(field) or {}).get("revision")
                 if old and old not in keep:
-                    self.loop.cluster.delete(CONTROLLER_REVISION, old, namespace)
+                    self.loop.cluster.delete(ObjectKey("ControllerRevision", namespace, old))
         with transaction(self.loop.engine) as conn:
             power = server.get("power_state")
             if resize.confirmed(conn, uuid, migration, power_state=power):

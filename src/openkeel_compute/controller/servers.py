@@ -1,7 +1,7 @@
 """The server loop: the ``server`` outbox rows into KubeVirt objects and verbs, and KubeVirt's status back.
 
 Decisions are pure (``verb_for``, ``kubevirt.server.compose``, ``kubevirt.vmstatus.observe``); the I/O is in
-``ServerCluster`` (the cluster) and ``ServerLoop`` (the database). One pass:
+``Gateway`` (the cluster) and ``ServerLoop`` (the database). One pass:
 
 - every pending ``server`` row, in id order: ``create`` composes the server's objects and applies them
   (server-side apply, field manager openkeel, strict field validation), then starts the VM; the power
@@ -19,31 +19,28 @@ import dataclasses
 import datetime as dt
 import json
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx2
-import orjson
-from lightkube import ApiError, Client
-from lightkube.generic_resource import create_namespaced_resource
-from lightkube.resources.core_v1 import Namespace, Node, Secret
-from lightkube.types import PatchType
+from lightkube import Client
 from sqlalchemy import Engine, and_, select, update
 
 from openkeel_compute.compute import flavor_copy, instances, soft_delete
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.controller import console
 from openkeel_compute.controller import resize as resize_steps
+from openkeel_compute.controller.desired import ObjectKey
+from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.images import ImageAccess
+from openkeel_compute.controller.kube import ClusterError, Retry
+from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt import mapping
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.server import (
     DEFAULT_SERVER_OPTIONS,
-    SERVER_ID,
     ServerOptions,
     compose,
     image_token_secret,
@@ -73,31 +70,15 @@ SYSMETA_EVENT = sysmeta.TASK_EVENT
 SYSMETA_OLD_VMI = sysmeta.REPLACED_VMI
 SYSMETA_TRIED = sysmeta.TRIED_NODES
 
-VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
-VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
-DATA_VOLUME = create_namespaced_resource("cdi.kubevirt.io", "v1beta1", "DataVolume", "datavolumes")
-PREFERENCE = create_namespaced_resource("instancetype.kubevirt.io", "v1beta1", mapping.PREFERENCE,
-                                        "virtualmachinepreferences")
-_BY_KIND = {"VirtualMachine": VM, "Secret": Secret, mapping.PREFERENCE: PREFERENCE, "Namespace": Namespace}
-
-# operation -> (plural of the object the verb acts on, the subresource verb)
-VERBS: dict[str, tuple[str, str]] = {
-    "start": ("virtualmachines", "start"),
-    "stop": ("virtualmachines", "stop"),
-    "reboot-hard": ("virtualmachines", "restart"),
-    "reboot-soft": ("virtualmachineinstances", "softreboot"),
-    "pause": ("virtualmachineinstances", "pause"),
-    "unpause": ("virtualmachineinstances", "unpause"),
-}
+# operation -> KubeVirt's subresource verb (gateway.SUBRESOURCES)
+VERBS: dict[str, str] = {"start": "start", "stop": "stop", "reboot-hard": "restart", "reboot-soft": "softreboot",
+                         "pause": "pause", "unpause": "unpause"}
 # The instance action event each operation records (as Nova's compute service names them).
 EVENTS = {ops.CREATE: events.BUILD, ops.DELETE: events.TERMINATE, ops.START: events.START, ops.STOP: events.STOP,
           ops.REBOOT_SOFT: events.REBOOT, ops.REBOOT_HARD: events.REBOOT, ops.PAUSE: events.PAUSE,
           ops.UNPAUSE: events.UNPAUSE}
-# 409 answers that say the verb's end state is already there: the row is done.
 #: who Nova's power sync acts as: a periodic task's admin context, with no user and no project
 POWER_SYNC = instances.Actor(None, None)  # type: ignore[arg-type]
-_ALREADY = {"start": "already running", "stop": "not running", "pause": "already paused",
-            "unpause": "not paused"}
 
 
 class Pending(Exception):
@@ -108,9 +89,13 @@ class RebuildPending(Pending):
     """A rebuild waits for the server's VMI to stop."""
 
 
-def verb_for(operation: str) -> tuple[str, str] | None:
-    """The subresource call of a power operation, or None for create, delete and unknown operations."""
+def verb_for(operation: str) -> str | None:
+    """KubeVirt's subresource verb of a power operation, or None for create, delete and unknown operations."""
     return VERBS.get(operation)
+
+
+def _verb(cluster: Gateway, namespace: str, name: str, operation: str) -> None:
+    cluster.subresource(namespace, name, VERBS[operation])
 
 
 # The guest's name of the first disk on each bus, as Nova's libvirt driver names it; KubeVirt's default bus is virtio.
@@ -128,278 +113,6 @@ class ServerRow:
     server_uuid: str
     operation: str
     payload: dict[str, Any]
-
-
-@dataclasses.dataclass(frozen=True)
-class Snapshot:
-    """The servers' VMs, VMIs and DataVolumes as one pass saw them."""
-
-    vms: dict[tuple[str, str], dict[str, Any]]
-    vmis: dict[tuple[str, str], dict[str, Any]]
-    dvs: dict[tuple[str, str], list[dict[str, Any]]]  # (namespace, server id) -> its DataVolumes
-    cached: bool = False  # from the watches: may lag the cluster by an event
-
-    def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
-        key = (namespace, server_vm_name(uuid))
-        return self.vms.get(key), self.vmis.get(key), list(self.dvs.get(key, ()))
-
-
-_WATCHED = (("vms", "kubevirt.io/v1", "virtualmachines"), ("vmis", "kubevirt.io/v1", "virtualmachineinstances"),
-            ("dvs", "cdi.kubevirt.io/v1beta1", "datavolumes"))
-
-
-class WatchedObjects:
-    """The servers' VMs, VMIs and DataVolumes (labelled managed-by openkeel, every namespace), kept current
-    by one watch per kind, so that a pass reads no object from the cluster.
-
-    Each kind is listed once (paged), then watched from the list's resourceVersion; a watch that ends is
-    resumed from the last version seen, a 410 Expired or any error relists. While a kind is not in step
-    (starting, or after an error) ``snapshot()`` returns None and the loop lists instead.
-    """
-
-    def __init__(self, http: Any, *, watch_timeout: int = 300, retry_delay: float = 1.0) -> None:
-        self.http = http
-        self.watch_timeout = watch_timeout
-        self.retry_delay = retry_delay
-        self._lock = threading.Lock()
-        self._objects: dict[str, dict[tuple[str, str], dict[str, Any]]] = {kind: {} for kind, _a, _p in _WATCHED}
-        self._synced: dict[str, bool] = {kind: False for kind, _a, _p in _WATCHED}
-        self._stop = threading.Event()
-        self._threads: list[threading.Thread] = []
-
-    def start(self) -> WatchedObjects:
-        for kind, api, plural in _WATCHED:
-            thread = threading.Thread(target=self._run, args=(kind, f"/apis/{api}/{plural}"),
-                                      name=f"openkeel-watch-{plural}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    @property
-    def synced(self) -> bool:
-        with self._lock:
-            return all(self._synced.values())
-
-    def snapshot(self) -> Snapshot | None:
-        with self._lock:
-            if not all(self._synced.values()):
-                return None
-            dvs: dict[tuple[str, str], list[dict[str, Any]]] = {}
-            for (namespace, _name), dv in self._objects["dvs"].items():
-                server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
-                if server:
-                    dvs.setdefault((namespace, server), []).append(dv)
-            return Snapshot(dict(self._objects["vms"]), dict(self._objects["vmis"]), dvs, cached=True)
-
-    def _run(self, kind: str, path: str) -> None:
-        selector = f"{mapping.MANAGED_BY}={FIELD_MANAGER}"
-        while not self._stop.is_set():
-            try:
-                version = self._relist(kind, path, selector)
-                while not self._stop.is_set():
-                    version = self._watch(kind, path, selector, version)
-            except Exception as exc:  # noqa: BLE001 - any failure: out of step, list again after a pause
-                with self._lock:
-                    self._synced[kind] = False
-                LOG.info("watch of %s: %s; listing again", path.rsplit("/", 1)[-1], exc)
-                self._stop.wait(self.retry_delay)
-
-    def _relist(self, kind: str, path: str, selector: str) -> str:
-        items, version = list_json(self.http, path, selector)
-        with self._lock:
-            self._objects[kind] = {_key(obj): obj for obj in items}
-            self._synced[kind] = True
-        return version
-
-    def _watch(self, kind: str, path: str, selector: str, version: str) -> str:
-        params = {"watch": "true", "labelSelector": selector, "resourceVersion": version,
-                  "timeoutSeconds": self.watch_timeout, "allowWatchBookmarks": "true"}
-        with self.http.stream("GET", path, params=params, timeout=self.watch_timeout + 10) as response:
-            response.raise_for_status()
-            for line in response.iter_lines():
-                if self._stop.is_set():
-                    break
-                if not line.strip():
-                    continue
-                event = orjson.loads(line)
-                obj = event.get("object") or {}
-                kind_of_event = event.get("type")
-                if kind_of_event == "ERROR":
-                    raise RuntimeError(f"watch ended: {obj.get('code')} {obj.get('message')}")
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                if kind_of_event == "BOOKMARK":
-                    continue
-                with self._lock:
-                    if kind_of_event == "DELETED":
-                        self._objects[kind].pop(_key(obj), None)
-                    else:
-                        self._objects[kind][_key(obj)] = obj
-        return version
-
-
-def list_json(http: Any, path: str, selector: str) -> tuple[list[dict[str, Any]], str]:
-    """(items, resourceVersion) of a cluster-wide list, paged, as the API server's JSON: no client-side
-    model objects, which cost more than the request for a thousand VMs."""
-    items: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"labelSelector": selector, "limit": 500}
-    while True:
-        response = http.get(path, params=params)
-        response.raise_for_status()
-        body = orjson.loads(response.content)
-        items.extend(body.get("items") or ())
-        token = (body.get("metadata") or {}).get("continue")
-        if not token:
-            return items, str((body.get("metadata") or {}).get("resourceVersion") or "")
-        params["continue"] = token
-
-
-def _key(obj: dict[str, Any]) -> tuple[str, str]:
-    return obj["metadata"].get("namespace") or "", obj["metadata"]["name"]
-
-
-class ServerCluster:
-    """The server's objects in a cluster, through lightkube (and its HTTP client for the subresources)."""
-
-    def __init__(self, client: Client) -> None:
-        self.client = client
-        self.http = client._client._client  # the subresources.kubevirt.io group has no lightkube resource
-
-    def apply(self, body: dict[str, Any]) -> None:
-        meta = body["metadata"]
-        self.client.patch(_BY_KIND[body["kind"]], meta["name"], body, namespace=meta.get("namespace"),
-                          patch_type=PatchType.APPLY, field_manager=FIELD_MANAGER, force=True)
-
-    def ensure_namespace(self, name: str, project_id: str) -> None:
-        try:
-            self.client.get(Namespace, name)
-        except ApiError as exc:
-            if exc.status.code != 404:
-                raise
-            self.apply({"apiVersion": "v1", "kind": "Namespace",
-                        "metadata": {"name": name, "labels": {mapping.MANAGED_BY: FIELD_MANAGER},
-                                     "annotations": {"openkeel.io/project-id": project_id}}})
-
-    def verb(self, namespace: str, name: str, operation: str) -> None:
-        plural, verb = VERBS[operation]
-        url = f"/apis/subresources.kubevirt.io/v1/namespaces/{namespace}/{plural}/{name}/{verb}"
-        response = self.http.put(url, content=b"{}", headers={"Content-Type": "application/json"})
-        if response.status_code == 409 and _ALREADY.get(operation, "\0") in response.text:
-            return
-        response.raise_for_status()
-
-    def _get(self, res: Any, name: str, namespace: str) -> dict[str, Any] | None:
-        try:
-            obj = self.client.get(res, name, namespace=namespace)
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return None
-            raise
-        return obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
-
-    def _ours(self, res: Any, name: str, namespace: str) -> dict[str, Any] | None:
-        """The object if it is there and labelled managed-by openkeel; anyone else's is never ours."""
-        obj = self._get(res, name, namespace)
-        labels = ((obj or {}).get("metadata") or {}).get("labels") or {}
-        return obj if labels.get(mapping.MANAGED_BY) == FIELD_MANAGER else None
-
-    def node_exists(self, name: str) -> bool:
-        """Whether the cluster still has the node (False once it was deleted)."""
-        try:
-            self.client.get(Node, name)
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return False
-            raise
-        return True
-
-    def vmi(self, namespace: str, uuid: str) -> dict[str, Any] | None:
-        """The server's VMI, if it has one (labelled managed-by openkeel)."""
-        return self._ours(VMI, server_vm_name(uuid), namespace)
-
-    def look(self, namespace: str, uuid: str) -> tuple[dict | None, dict | None, list[dict]]:
-        """(VM, VMI, DataVolumes) of a server: only objects labelled managed-by openkeel."""
-        name = server_vm_name(uuid)
-        dvs = [o.to_dict() if hasattr(o, "to_dict") else dict(o)
-               for o in self.client.list(DATA_VOLUME, namespace=namespace, labels=_server_labels(name))]
-        return self._ours(VM, name, namespace), self._ours(VMI, name, namespace), dvs
-
-    def delete_server(self, namespace: str, uuid: str) -> None:
-        """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference; only objects
-        labelled managed-by openkeel (a foreign object under the same name is left alone)."""
-        name = server_vm_name(uuid)
-        for res in (VM, PREFERENCE):
-            if self._ours(res, name, namespace) is None:
-                continue
-            try:
-                self.client.delete(res, name, namespace=namespace)
-            except ApiError as exc:
-                if exc.status.code != 404:
-                    raise
-        for secret in self.client.list(Secret, namespace=namespace, labels=_server_labels(name)):
-            try:
-                self.client.delete(Secret, secret.metadata.name, namespace=namespace)
-            except ApiError as exc:
-                if exc.status.code != 404:
-                    raise
-
-    def delete(self, res: Any, name: str, namespace: str) -> None:
-        """Delete one object; one already gone is no error."""
-        try:
-            self.client.delete(res, name, namespace=namespace)
-        except ApiError as exc:
-            if exc.status.code != 404:
-                raise
-
-    def snapshot(self) -> Snapshot:
-        """Every server's VM, VMI and DataVolumes in three cluster-wide lists (labelled managed-by openkeel),
-        instead of three requests per server."""
-        def listed(kind: str) -> list[dict[str, Any]]:
-            _kind, api, plural = next(w for w in _WATCHED if w[0] == kind)
-            return list_json(self.http, f"/apis/{api}/{plural}", f"{mapping.MANAGED_BY}={FIELD_MANAGER}")[0]
-
-        snap = Snapshot({_key(o): o for o in listed("vms")}, {_key(o): o for o in listed("vmis")}, {})
-        for dv in listed("dvs"):
-            server = (dv["metadata"].get("labels") or {}).get(SERVER_ID)
-            if server:
-                snap.dvs.setdefault((dv["metadata"].get("namespace") or "", server), []).append(dv)
-        return snap
-
-    def managed_servers(self) -> dict[str, set[str]]:
-        """Server uuid -> the namespaces where objects labelled managed-by openkeel name it (all namespaces).
-
-        Only VirtualMachines, Secrets and per-server preferences: the VM's DataVolumes and VMI go with it.
-        """
-        found: dict[str, set[str]] = {}
-        for res in (VM, Secret, PREFERENCE):
-            for obj in self.client.list(res, namespace="*", labels={mapping.MANAGED_BY: FIELD_MANAGER}):
-                labels = obj.metadata.labels or {}
-                server = labels.get(SERVER_ID)
-                if server and labels.get(mapping.MANAGED_BY) == FIELD_MANAGER:
-                    found.setdefault(server, set()).add(obj.metadata.namespace)
-        return found
-
-    def apply_if_changed(self, body: dict[str, Any], written: dict[str, str]) -> None:
-        """Apply a Secret unless the same content was written before (``written``: name -> content)."""
-        key = f"{body['metadata']['namespace']}/{body['metadata']['name']}"
-        content = json.dumps(body.get("data"), sort_keys=True)
-        if written.get(key) != content:
-            self.apply(body)
-            written[key] = content
-
-    def leftovers(self, namespace: str, uuid: str) -> list[str]:
-        """What of the server is still in the cluster (kind/name)."""
-        name = server_vm_name(uuid)
-        left = [f"{res.kind}/{o.metadata.name}" for res in (DATA_VOLUME, Secret)
-                for o in self.client.list(res, namespace=namespace, labels=_server_labels(name))]
-        left += [f"{res.kind}/{name}" for res in (VM, VMI, PREFERENCE) if self._ours(res, name, namespace)]
-        return left
-
-
-def _server_labels(name: str) -> dict[str, str]:
-    return {SERVER_ID: name, mapping.MANAGED_BY: FIELD_MANAGER}
 
 
 def _pending_servers(engine: Engine, limit: int) -> list[ServerRow]:
@@ -465,7 +178,7 @@ def _now() -> dt.datetime:
 
 
 class ServerLoop:
-    def __init__(self, engine: Engine, cluster: ServerCluster, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
+    def __init__(self, engine: Engine, cluster: Gateway, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
                  build_timeout: float = BUILD_TIMEOUT, unschedulable_grace: float = 0, network_name: str = "pod-network",
                  batch_size: int = 100, now: Callable[[], dt.datetime] = _now, images: ImageAccess | None = None,
                  orphan_interval: float = 300.0, clock: Callable[[], float] = time.monotonic,
@@ -488,7 +201,7 @@ class ServerLoop:
         self.clock = clock
         self._next_sweep = 0.0  # the first pass looks for orphans
         self._tokens: dict[str, str] = {}  # namespace/name of an image token Secret -> the content last written
-        self.watched = WatchedObjects(cluster.http).start() if watch else None
+        self.watched = WatchedObjects(cluster).start() if watch else None
         self._namespaces: set[str] = set()  # namespaces seen to exist this pass (asked again after a failure)
         self.rows_done = 0  # rows the last pass did: when some were, the controller looks again without waiting
         self._placed: list[tuple[str, str, str]] = []  # servers whose objects a pass created: uuid, namespace, name
@@ -514,7 +227,7 @@ class ServerLoop:
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
-            except (ApiError, httpx2.HTTPError) as exc:
+            except ClusterError as exc:
                 problems.setdefault("orphans", f"sweep: {exc}")
             else:
                 self._next_sweep = self.clock() + self.orphan_interval
@@ -664,7 +377,7 @@ class ServerLoop:
             for body in objects.documents():
                 self.cluster.apply(body)
             self._placed.append((row.server_uuid, namespace, name))  # written with the rows done
-            self.cluster.verb(namespace, name, "start")
+            _verb(self.cluster, namespace, name, "start")
         elif row.operation == "delete":
             self.cluster.delete_server(namespace, row.server_uuid)
             resize_steps.ResizeSteps(self).deleted(row.server_uuid)
@@ -688,11 +401,11 @@ class ServerLoop:
                     # restarts only a running VM
                     if not self._start_where_it_can_run(server):
                         return
-                    self.cluster.verb(namespace, name, "start")
+                    _verb(self.cluster, namespace, name, "start")
                     return
                 with transaction(self.engine) as conn:
                     _set_sysmeta(conn, row.server_uuid, SYSMETA_OLD_VMI, uid)
-            self.cluster.verb(namespace, name, row.operation)
+            _verb(self.cluster, namespace, name, row.operation)
         else:
             raise ValueError(f"unknown server operation {row.operation!r}")
 
@@ -767,7 +480,7 @@ class ServerLoop:
             _set_sysmeta(conn, server["uuid"], SYSMETA_TRIED, ",".join([*tried, node]))
         server["host"] = server["node"] = node
         self.cluster.apply(self._compose(server).vm)
-        self.cluster.verb(namespace, server_vm_name(server["uuid"]), "reboot-hard")  # KubeVirt's restart
+        _verb(self.cluster, namespace, server_vm_name(server["uuid"]), "reboot-hard")  # KubeVirt's restart
         return True
 
     def _compose(self, server: dict[str, Any], flavor: dict[str, Any] | None = None, **kwargs: Any) -> Any:
@@ -798,7 +511,7 @@ class ServerLoop:
         if task == task_states.REBUILDING:
             _vm, vmi, dvs = self.cluster.look(namespace, uuid)
             if vmi is not None and ((vmi.get("status") or {}).get("phase")) not in ("Succeeded", "Failed"):
-                self.cluster.verb(namespace, server_vm_name(uuid), "stop")
+                _verb(self.cluster, namespace, server_vm_name(uuid), "stop")
                 raise RebuildPending("waiting for the server's virtual machine to stop before its root disk "
                                      "is replaced")
             self._replace_root_disk(row, server, namespace, dvs)
@@ -837,7 +550,7 @@ class ServerLoop:
                                         power_state=states.power_state.SHUTDOWN):
                     self._finish_event(conn, self._event_of(conn, uuid), None)
             return
-        self.cluster.verb(namespace, server_vm_name(uuid), "start")
+        _verb(self.cluster, namespace, server_vm_name(uuid), "start")
         with transaction(self.engine) as conn:
             instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
                                  task_state=task_states.REBUILD_SPAWNING)
@@ -853,14 +566,13 @@ class ServerLoop:
         for dv in dvs:
             name = (dv.get("metadata") or {}).get("name")
             if name and name != root:
-                self.cluster.delete(DATA_VOLUME, name, namespace)
+                self.cluster.delete(ObjectKey("DataVolume", namespace, name))
         wanted = {s["metadata"]["name"] for s in objects.secrets}
-        for secret in self.cluster.client.list(Secret, namespace=namespace,
-                                               labels=_server_labels(server_vm_name(uuid))):
-            if secret.metadata.name not in wanted:  # a key pair the rebuild removed
-                self.cluster.delete(Secret, secret.metadata.name, namespace)
+        for secret in self.cluster.secrets_of(namespace, uuid):
+            if secret not in wanted:  # a key pair the rebuild removed
+                self.cluster.delete(ObjectKey("Secret", namespace, secret))
         if objects.preference is None:  # the new image needs no preference of its own
-            self.cluster.delete(PREFERENCE, server_vm_name(uuid), namespace)
+            self.cluster.delete(ObjectKey(mapping.PREFERENCE, namespace, server_vm_name(uuid)))
 
     # -- soft delete, restore, reclaim ---------------------------------------------------------------
 
@@ -885,7 +597,7 @@ class ServerLoop:
             return
         phase = self._vmi_phase(namespace, row.server_uuid)
         if phase is not None and phase not in ("Succeeded", "Failed"):
-            self.cluster.verb(namespace, server_vm_name(row.server_uuid), "stop")
+            _verb(self.cluster, namespace, server_vm_name(row.server_uuid), "stop")
             raise Pending("waiting for the server's virtual machine to stop")
         self._end_task(row, events.SOFT_DELETE, task_states.SOFT_DELETING, vm_state=states.SOFT_DELETED,
                        task_state=None, power_state=states.power_state.SHUTDOWN)
@@ -900,7 +612,7 @@ class ServerLoop:
                            task_state=None, power_state=states.power_state.RUNNING)
             return
         if phase is None or phase in ("Succeeded", "Failed"):
-            self.cluster.verb(namespace, server_vm_name(row.server_uuid), "start")
+            _verb(self.cluster, namespace, server_vm_name(row.server_uuid), "start")
         raise Pending("waiting for the server's virtual machine to run")
 
     def reclaim(self) -> list[str]:
@@ -928,7 +640,7 @@ class ServerLoop:
             return
         try:
             snapshot = (self.watched.snapshot() if self.watched is not None else None) or self.cluster.snapshot()
-        except (ApiError, httpx2.HTTPError) as exc:  # the cluster is away: states stay as last seen
+        except ClusterError as exc:  # the cluster is away: states stay as last seen
             for server in servers:
                 problems.setdefault(server["uuid"], f"observe: {exc}")
             return
@@ -950,7 +662,7 @@ class ServerLoop:
                     continue
                 try:
                     self.observe_one(server["uuid"], snapshot, server=server, writes=writes, quiet_key=key)
-                except (ApiError, httpx2.HTTPError, PlacementError) as exc:
+                except (ClusterError, PlacementError) as exc:
                     problems.setdefault(server["uuid"], f"observe: {exc}")
                 if len(writes) >= self.batch_size:
                     self._write(writes)
@@ -1165,8 +877,8 @@ _sysmeta = instances.system_metadata_item
 _set_sysmeta = instances.set_system_metadata_item
 
 
-def make_loop(client: Client, engine: Engine, **kwargs: Any) -> ServerLoop:
-    return ServerLoop(engine, ServerCluster(client), **kwargs)
+def make_loop(client: Client, engine: Engine, *, retry: Retry | None = None, **kwargs: Any) -> ServerLoop:
+    return ServerLoop(engine, Gateway(client, retry), **kwargs)
 
 
-__all__ = ["ServerCluster", "ServerLoop", "make_loop", "verb_for"]
+__all__ = ["ServerLoop", "Snapshot", "make_loop", "verb_for"]
