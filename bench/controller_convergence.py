@@ -26,7 +26,7 @@ from openkeel_compute.controller import outbox
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.kube import Retry, make_client
-from openkeel_compute.controller.service import settings_from
+from openkeel_compute.controller.settings import Settings
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.controller.apiserver import ApiServerProcess
@@ -61,7 +61,7 @@ def main() -> None:
     for p in range(args.projects):
         server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"project-{p:03d}"}})
     backend = Gateway(make_client(server.kubeconfig(), timeout=30), Retry(5, 0.05))
-    controller = Controller(engine, backend, mapping_options(conf), settings_from(conf))
+    controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf))
     try:
         started = time.perf_counter()
         report = controller.run_once()

@@ -44,10 +44,11 @@ class HeaderCatalogAuth(ks_identity_base.BaseIdentityPlugin):
 
     def __init__(self, token: str | None, raw_catalog: str | None):
         super().__init__(reauthenticate=False)
-        self.auth_ref = access_from_header(token, raw_catalog)
+        self._access = access_from_header(token, raw_catalog)
+        self.auth_ref = self._access
 
     def get_auth_ref(self, session: Any, **kwargs: Any) -> ks_access.AccessInfo:
-        return self.auth_ref
+        return self._access
 
     def invalidate(self) -> bool:
         # The caller's token cannot be renewed: a 401 is the service's answer, not a reason to retry.

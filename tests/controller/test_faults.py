@@ -20,7 +20,7 @@ import yaml
 from openkeel_compute.controller import gateway
 from openkeel_compute.emulator import Fault
 from tests.conftest import placement_overrides, placement_section
-from tests.controller.conftest import CIT, CPREF, IT, PREF, add_namespaces
+from tests.controller.helpers import CIT, CPREF, IT, PREF, add_namespaces
 
 
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None:

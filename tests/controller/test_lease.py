@@ -6,7 +6,7 @@ from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.emulator import Fault
-from tests.controller.conftest import CIT, controller_for
+from tests.controller.helpers import CIT, controller_for
 
 
 class FakeClock:

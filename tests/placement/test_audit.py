@@ -17,7 +17,7 @@ from openkeel_compute.emulator.server import node
 from openkeel_compute.model import states
 from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import make_conf, placement_overrides
-from tests.controller.test_server_loop import IMAGE, OWNER
+from tests.controller.helpers import IMAGE, OWNER
 from tests.server_world import reset_placement
 
 

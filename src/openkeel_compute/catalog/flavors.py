@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import re
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -143,7 +145,7 @@ def _fetch_raw(conn: Connection, statement, params: dict | None = None) -> list[
             cursor.execute(sql)
         else:
             cursor.execute(sql, [params[name] for name in positions] if positions is not None else params)
-        return cursor.fetchall()
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 
@@ -206,7 +208,7 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
             .where(EXTRA_SPECS.c.flavor_id.in_(internal_ids))
             .order_by(EXTRA_SPECS.c.key)
         )
-        rows = conn.execute(query).all()
+        rows: Sequence[Any] = conn.execute(query).all()
     else:
         rows = _fetch_raw(conn, _ALL_SPECS)
     for flavor_id, key, value in rows:
@@ -388,15 +390,15 @@ def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: 
         if "flavorid" in str(exc.orig):
             raise errors.FlavorIdExists(values["flavorid"]) from None
         raise errors.FlavorExists(values["name"]) from None
-    values["id"] = result.inserted_primary_key[0]
-    _outbox(conn, operations.UPSERT, values["flavorid"])
+    values["id"] = result.inserted_primary_key[0]  # type: ignore[index]  # one row inserted: its key
+    _outbox(conn, operations.UPSERT, str(values["flavorid"]))
     return values
 
 
 def update_description(conn: Connection, flavorid: str, description: str | None) -> dict:
     # Setting the description it already has changes nothing, updated_at included (Nova's ORM
     # issues no UPDATE then); updated_at is visible through sort_key=updated_at.
-    values = {"description": description}
+    values: dict[str, Any] = {"description": description}
     if get(conn, flavorid)["description"] != description:
         values["updated_at"] = models.utcnow()
     result = conn.execute(_UPDATE_FLAVOR, {"api_id": flavorid, **values})
@@ -470,10 +472,15 @@ def get_or_none(conn: Connection, flavorid: str) -> dict | None:
 @functools.cache
 def _upsert_statement(dialect: str):
     """The extra-spec upsert for an engine (``dialect.name``), built on first use."""
+    stmt: Any  # PostgreSQL's or SQLite's insert: both have on_conflict_do_update
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        stmt = postgresql_insert(EXTRA_SPECS)
     elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        stmt = sqlite_insert(EXTRA_SPECS)
     elif dialect in ("mysql", "mariadb"):
         from sqlalchemy.dialects.mysql import insert as mysql_insert
 
@@ -481,7 +488,6 @@ def _upsert_statement(dialect: str):
         return stmt.on_duplicate_key_update(value=stmt.inserted.value, updated_at=stmt.inserted.created_at)
     else:  # pragma: no cover - only the three supported engines
         raise RuntimeError(f"unsupported database {dialect}")
-    stmt = dialect_insert(EXTRA_SPECS)
     return stmt.on_conflict_do_update(
         index_elements=[EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key],
         set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.created_at},

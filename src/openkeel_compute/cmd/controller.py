@@ -150,7 +150,7 @@ def open_cluster(kubeconfig: str, timeout: float):
     if not os.path.isfile(kubeconfig):
         raise OperatorError(f"kubeconfig {kubeconfig} not found (check --kubeconfig or [controller] kubeconfig)")
     try:
-        server = KubeConfig.from_file(kubeconfig).get().cluster.server
+        server = KubeConfig.from_file(kubeconfig).get().cluster.server  # type: ignore[union-attr]  # below
         return make_client(kubeconfig, timeout), server
     except (ConfigError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # lightkube's ConfigError, YAML errors, and a YAML file of another shape

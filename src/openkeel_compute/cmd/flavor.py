@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
 from openkeel_compute.api.flavor_checks import check_fields
 from openkeel_compute.kubevirt import kubeyaml

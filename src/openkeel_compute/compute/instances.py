@@ -377,7 +377,7 @@ def start_action(conn: Connection, instance_uuid: str, action: str, actor: Actor
         "action": action, "instance_uuid": instance_uuid, "request_id": actor.request_id or new_request_id(),
         "user_id": actor.user_id, "project_id": actor.project_id, "start_time": now, "finish_time": None,
         "message": None, "created_at": now, "updated_at": None, "deleted": 0})
-    return result.inserted_primary_key[0]
+    return int(result.inserted_primary_key[0])  # type: ignore[index]  # one row inserted: its key
 
 
 def start_event(conn: Connection, action_id: int, event: str, host: str | None = None) -> int:
@@ -388,7 +388,7 @@ def start_event(conn: Connection, action_id: int, event: str, host: str | None =
         "deleted": 0})
     # Nova moves the action's updated_at with each event (2.58 lists and filters on it).
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
-    return result.inserted_primary_key[0]
+    return int(result.inserted_primary_key[0])  # type: ignore[index]  # one row inserted: its key
 
 
 def finish_event(conn: Connection, event_id: int, result: str, *, traceback: str | None = None,

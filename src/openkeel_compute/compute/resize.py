@@ -25,11 +25,12 @@ from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import actions, errors, flavor_copy, instances
 from openkeel_compute.db.models import MIGRATIONS, utcnow
-from openkeel_compute.model import operations, states, sysmeta
+from openkeel_compute.model import operations, states
 from openkeel_compute.model.states import task_states
+from openkeel_compute.model.sysmeta import OLD_VM_STATE
 
 M = MIGRATIONS.c
-SYSMETA_OLD_VM_STATE = sysmeta.OLD_VM_STATE
+SYSMETA_OLD_VM_STATE = OLD_VM_STATE
 
 
 class NotResized(errors.Invalid):

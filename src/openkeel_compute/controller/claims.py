@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openkeel_compute.compute import flavor_copy
@@ -108,7 +108,7 @@ class Claims:
         self._summaries[tuple(query)] = found.summaries
         return self._shared[tuple(query)]
 
-    def claim_many(self, servers: list[Mapping[str, Any]]) -> dict[str, str]:
+    def claim_many(self, servers: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         """Claim for the new servers of a pass in one POST /allocations; returns {uuid: node} of those
         claimed, whose ``claim`` then answers without asking Placement again.
 
@@ -139,9 +139,10 @@ class Claims:
                     known = all(rc in room.get(rp, {}) for c in candidates
                                 for rp, resources in c.allocations.items() for rc in resources)
                     plans[query] = (list(candidates), room) if known else None
-                if plans[query] is None:
+                plan = plans[query]
+                if plan is None:
                     continue  # an answer whose summaries do not show every class asked for: one by one
-                left, room = plans[query]
+                left, room = plan
                 while left and not _fits(left[0].allocations, room):
                     left.pop(0)  # as a refused PUT drops it from the shared answer
                 if not left:

@@ -47,6 +47,7 @@ from openkeel_compute.controller.plan import (
     Plan,
     plan,
 )
+from openkeel_compute.controller.settings import Settings
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.mapping import ANN_ID
@@ -67,17 +68,6 @@ class Backend(Protocol):
 
 class LostLeadership(Transient):
     pass
-
-
-@dataclasses.dataclass
-class Settings:
-    create_namespaces: bool = True
-    batch_size: int = 100
-    full_resync_threshold: int = 500
-    workers: int = 8
-    resync_interval: float = 300.0
-    poll_interval: float = 1.0
-    max_backoff: float = 300.0
 
 
 @dataclasses.dataclass

@@ -94,7 +94,7 @@ class Gateway:
         obj = self.get(kind, name, namespace)
         return obj if _is_ours(obj) else None
 
-    def list(self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None,
+    def list_of(self, kind: str, namespace: str | None = None, labels: dict[str, str] | None = None,
              name: str | None = None) -> list[dict[str, Any]]:
         """Objects of a kind (``namespace`` "*": every namespace), paged; a 410 Gone (expired continue
         token) lists again from the start."""
@@ -131,8 +131,8 @@ class Gateway:
     def watch_lines(self, path: str, selector: str, version: str, timeout: int) -> Iterator[bytes | str]:
         """The events of a watch from ``version`` (one JSON document a line) until the server ends it;
         never retried: the watch cache lists again on any error."""
-        params = {"watch": "true", "labelSelector": selector, "resourceVersion": version, "timeoutSeconds": timeout,
-                  "allowWatchBookmarks": "true"}
+        params: dict[str, Any] = {"watch": "true", "labelSelector": selector, "resourceVersion": version,
+                                  "timeoutSeconds": timeout, "allowWatchBookmarks": "true"}
         with self._http.stream("GET", path, params=params, timeout=timeout + 10) as response:
             response.raise_for_status()
             for line in response.iter_lines():
@@ -197,7 +197,7 @@ class Gateway:
     # -- the flavor engine's backend -----------------------------------------------------------------
 
     def namespaces(self) -> set[str]:
-        return {o["metadata"]["name"] for o in self.list(NAMESPACE)}
+        return {o["metadata"]["name"] for o in self.list_of(NAMESPACE)}
 
     def observe(self, names: Collection[str] | None = None) -> Observed:
         """Objects of the four flavor kinds (ours and anyone's) named ``names``, or all of them; plus the
@@ -207,11 +207,11 @@ class Gateway:
         if names is not None and len(names) <= PER_NAME_LIMIT:
             for name in names:
                 for kind in MANAGED_KINDS:
-                    objects.update((key_of(o), o) for o in self.list(kind, every[kind], name=name))
+                    objects.update((key_of(o), o) for o in self.list_of(kind, every[kind], name=name))
         else:
             wanted = None if names is None else set(names)
             for kind in MANAGED_KINDS:
-                objects.update((key_of(o), o) for o in self.list(kind, every[kind])
+                objects.update((key_of(o), o) for o in self.list_of(kind, every[kind])
                                if wanted is None or o["metadata"]["name"] in wanted)
         return Observed(objects, self.namespaces())
 
@@ -229,7 +229,7 @@ class Gateway:
     def look(self, namespace: str, uuid: str) -> ObjectView:
         """(VM, VMI, DataVolumes) of a server: only objects labelled managed-by openkeel."""
         name = server_vm_name(uuid)
-        dvs = self.list("DataVolume", namespace, server_labels(uuid))
+        dvs = self.list_of("DataVolume", namespace, server_labels(uuid))
         return self.ours("VirtualMachine", name, namespace), self.ours("VirtualMachineInstance", name, namespace), dvs
 
     def snapshot(self) -> Snapshot:
@@ -240,7 +240,7 @@ class Gateway:
 
     def secrets_of(self, namespace: str, uuid: str) -> list[str]:
         """The names of the server's Secrets."""
-        return [o["metadata"]["name"] for o in self.list("Secret", namespace, server_labels(uuid))]
+        return [o["metadata"]["name"] for o in self.list_of("Secret", namespace, server_labels(uuid))]
 
     def delete_server(self, namespace: str, uuid: str) -> None:
         """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference; only objects
@@ -256,7 +256,7 @@ class Gateway:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
         left = [f"{kind}/{o['metadata']['name']}" for kind in ("DataVolume", "Secret")
-                for o in self.list(kind, namespace, server_labels(uuid))]
+                for o in self.list_of(kind, namespace, server_labels(uuid))]
         left += [f"{kind}/{name}" for kind in ("VirtualMachine", "VirtualMachineInstance", mapping.PREFERENCE)
                  if self.ours(kind, name, namespace)]
         return left
@@ -268,7 +268,7 @@ class Gateway:
         """
         found: dict[str, set[str]] = {}
         for kind in ("VirtualMachine", "Secret", mapping.PREFERENCE):
-            for obj in self.list(kind, "*", _MANAGED):
+            for obj in self.list_of(kind, "*", _MANAGED):
                 labels = obj["metadata"].get("labels") or {}
                 server = labels.get(SERVER_ID)
                 if server and labels.get(mapping.MANAGED_BY) == FIELD_MANAGER:
@@ -288,10 +288,10 @@ class Gateway:
         return self.get("Node", name) is not None
 
     def nodes(self) -> list[dict[str, Any]]:
-        return self.list("Node")
+        return self.list_of("Node")
 
     def pods(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-        return self.list("Pod", namespace, labels)
+        return self.list_of("Pod", namespace, labels)
 
     def pod_log(self, namespace: str, pod: str, container: str, tail_lines: int | None,
                 keep: int) -> bytes | None:

@@ -50,6 +50,7 @@ class ImageAccess:
             from openkeel_compute.images.glance import GlanceClient
 
             environ = {"keystone.token_auth": self.auth} if self.auth is not None else {}
+            assert self.conf is not None, "an image access without configuration is given its endpoint"
             self._endpoint = GlanceClient(self.conf).endpoint(None, environ)
         return self._endpoint
 

@@ -146,7 +146,7 @@ def http_of(client: Client) -> httpx2.Client:
     """The httpx client under a lightkube client: the one reach into lightkube's internals (pinned by
     tests/controller/test_gateway.py). KubeVirt's subresources, JSON patches, watches and pod logs go
     through it, with the same connection pool, credentials and request hooks."""
-    return client._client._client  # type: ignore[attr-defined,no-any-return]
+    return client._client._client
 
 
 def make_client(kubeconfig: str | dict[str, Any], timeout: float = 10.0) -> Client:

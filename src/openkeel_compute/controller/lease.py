@@ -62,7 +62,7 @@ class LeaderElector:
         return LeaseSpec(
             holderIdentity=self.identity,
             leaseDurationSeconds=self.duration,
-            acquireTime=previous.acquireTime if ours and previous.acquireTime else now,
+            acquireTime=previous.acquireTime if previous is not None and ours and previous.acquireTime else now,
             renewTime=now,
             leaseTransitions=transitions if ours or previous is None or not previous.holderIdentity
             else transitions + 1,
@@ -74,7 +74,8 @@ class LeaderElector:
         if lease is None:
             return self._create()
         spec = lease.spec or LeaseSpec()
-        record = (spec.holderIdentity, spec.renewTime, spec.leaseDurationSeconds, lease.metadata.resourceVersion)
+        record = (spec.holderIdentity, spec.renewTime, spec.leaseDurationSeconds,
+                  lease.metadata.resourceVersion if lease.metadata is not None else None)
         if record != self._observed:
             self._observed, self._observed_at = record, self.clock()
         holder = spec.holderIdentity

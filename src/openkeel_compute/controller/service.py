@@ -15,7 +15,7 @@ from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import audit, nodes, providers
 from openkeel_compute.controller.claims import Claims
-from openkeel_compute.controller.engine import Controller, Settings
+from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.controller.kube import Retry, make_client
@@ -23,20 +23,13 @@ from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.controller.metrics import Metrics
 from openkeel_compute.controller.render import RenderBackend
 from openkeel_compute.controller.servers import ServerLoop
+from openkeel_compute.controller.settings import ServerSettings, Settings
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.flavor import FlavorCheck
-from openkeel_compute.kubevirt.server import ServerOptions
 from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
-
-
-def settings_from(conf: Any) -> Settings:
-    c = conf.controller
-    return Settings(create_namespaces=c.create_namespaces, batch_size=c.batch_size,
-                    full_resync_threshold=c.full_resync_threshold, workers=c.workers,
-                    resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
 
 
 def gateway_from(conf: Any, client: Client, metrics: Metrics | None = None) -> Gateway:
@@ -47,27 +40,16 @@ def gateway_from(conf: Any, client: Client, metrics: Metrics | None = None) -> G
 
 
 def server_loop_from(conf: Any, engine: Any, cluster: Gateway | Client, *, once: bool = False,
-                     claims: Any = None) -> ServerLoop:
-    """The server loop with the site's options ([DEFAULT] instance_build_timeout and force_config_drive,
-    [controller] server options, [service_user] for the image token)."""
+                     claims: Claims | None = None) -> ServerLoop:
+    """The server loop with the site's settings (ServerSettings.from_conf), [service_user] for the image
+    token, and Placement: the claims' client, or ``[placement]``'s for the resizes' accounting."""
     if not isinstance(cluster, Gateway):
         cluster = gateway_from(conf, cluster)
-    c = conf.controller
-    options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
-                            shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf),
-                            default_availability_zone=conf.default_availability_zone)
-    loop = ServerLoop(engine, cluster, options, build_timeout=float(conf.instance_build_timeout),
-                      unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
-                      batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
-                      orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
-                      reclaim_interval=float(conf.reclaim_instance_interval), claims=claims)
-    loop.resize_confirm_window = float(conf.resize_confirm_window)
-    loop.allow_resize_to_same_host = conf.allow_resize_to_same_host
-    if claims is not None:
-        loop.placement = claims.placement
-    elif placement_client.configured(conf):
-        loop.placement = placement_client.PlacementClient.from_conf(conf)
-    return loop
+    placement = None
+    if claims is None and placement_client.configured(conf):
+        placement = placement_client.PlacementClient.from_conf(conf)
+    return ServerLoop(engine, cluster, ServerSettings.from_conf(conf, once=once), images=ImageAccess.from_conf(conf),
+                      claims=claims, placement=placement)
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
@@ -151,7 +133,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                     LOG.warning("allocations not audited: %s", exc)
 
         publish_providers()
-    controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
+    controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf), metrics,
                             is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers,
                             flavor_check=flavor_check)
     try:

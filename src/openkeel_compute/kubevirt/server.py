@@ -402,4 +402,5 @@ def rebuild_root_volume(server_uuid: str, request_id: str) -> str:
 
 def _vm_from_fragment(fragment: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of the flavor's VM fragment: the server's objects never share the flavor's dicts."""
-    return json.loads(json.dumps(fragment))
+    copied: dict[str, Any] = json.loads(json.dumps(fragment))
+    return copied

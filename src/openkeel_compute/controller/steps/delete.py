@@ -18,7 +18,15 @@ from typing import Any
 from openkeel_compute.compute import instances, soft_delete
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import resize
-from openkeel_compute.controller.steps.base import DONE, FINAL_PHASES, Context, Outcome, ServerRow, Waiting, vmi_phase
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    FINAL_PHASES,
+    Context,
+    Outcome,
+    ServerRow,
+    Waiting,
+    vmi_phase,
+)
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.model import events, states

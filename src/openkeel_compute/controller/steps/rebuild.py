@@ -14,7 +14,15 @@ from typing import Any
 from openkeel_compute.compute import instances
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps.base import DONE, FINAL_PHASES, Context, Failed, Outcome, ServerRow, Waiting
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    FINAL_PHASES,
+    Context,
+    Failed,
+    Outcome,
+    ServerRow,
+    Waiting,
+)
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt import mapping
 from openkeel_compute.kubevirt.names import server_vm_name
