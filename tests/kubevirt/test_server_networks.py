@@ -7,11 +7,11 @@ from __future__ import annotations
 
 from openkeel_compute.kubevirt.server import compose
 from openkeel_compute.model.sysmeta import REQUESTED_NETWORKS
-from tests.kubevirt.test_server import IMAGE, SERVER, _copy
+from tests.kubevirt.objects import IMAGE, SERVER, flavor_copy
 
 
 def _spec(server):
-    vm = compose(server, _copy(), IMAGE, None).vm
+    vm = compose(server, flavor_copy(), IMAGE, None).vm
     return vm["spec"]["template"]["spec"]
 
 

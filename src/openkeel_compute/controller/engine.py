@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx2
 from sqlalchemy import Engine
@@ -53,6 +53,9 @@ from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.mapping import ANN_ID
 from openkeel_compute.kubevirt.names import kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
+
+if TYPE_CHECKING:
+    from openkeel_compute.controller.servers import ServerLoop
 
 LOG = logging.getLogger(__name__)
 
@@ -109,11 +112,11 @@ def _flavor_of(key: ObjectKey, body: Mapping[str, Any] | None, names: Mapping[st
 class Controller:
     def __init__(self, engine: Engine, backend: Backend, options: MappingOptions, settings: Settings | None = None,
                  metrics: Metrics | None = None, is_leader: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic, servers: Any = None,
+                 clock: Callable[[], float] = time.monotonic, servers: ServerLoop | None = None,
                  flavor_check: FlavorCheck | None = None) -> None:
         self.engine = engine
         self.flavor_check = flavor_check  # Nova's validation of a flavor body (api/flavor_checks.py), if given
-        self.servers = servers  # the server loop (controller.servers.ServerLoop), after the flavors each pass
+        self.servers = servers  # the server loop, after the flavors each pass
         self.backend = backend
         self.options = options
         self.settings = settings or Settings()
@@ -345,7 +348,7 @@ class Controller:
             return False
         for uuid, problem in self.servers.run_once().items():
             report.problems[f"server {uuid}"] = problem
-        return bool(getattr(self.servers, "rows_done", 0))
+        return self.servers.rows_done > 0
 
     def run_once(self) -> Report:
         """One full resync, then the outbox until nothing more can be done now (``--once``); then one

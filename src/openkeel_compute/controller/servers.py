@@ -54,6 +54,7 @@ from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.model import operations as ops
+from openkeel_compute.placement.client import PlacementClient
 
 LOG = logging.getLogger(__name__)
 OUTBOX = models.OUTBOX
@@ -86,7 +87,8 @@ def _finish_rows(target: Any, ids: list[int], *, error: str | None = None, done:
 
 class ServerLoop:
     def __init__(self, engine: Engine, cluster: Gateway, settings: ServerSettings | None = None, *,
-                 images: ImageAccess | None = None, claims: Claims | None = None, placement: Any = None,
+                 images: ImageAccess | None = None, claims: Claims | None = None,
+                 placement: PlacementClient | None = None,
                  now: Callable[[], dt.datetime] = utc_now, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.cluster = cluster

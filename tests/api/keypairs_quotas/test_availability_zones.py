@@ -18,8 +18,9 @@ from openkeel_compute.emulator import Emulator
 from openkeel_compute.emulator.server import node
 from openkeel_compute.kubevirt.server import ServerOptions, compose, require_zone
 from tests.api.servers.test_create import IMAGE, _counts, _image_service
-from tests.kubevirt.test_server import IMAGE as KV_IMAGE
-from tests.kubevirt.test_server import SERVER, _copy
+from tests.kubevirt.objects import IMAGE as KV_IMAGE
+from tests.kubevirt.objects import SERVER
+from tests.kubevirt.objects import flavor_copy as _copy
 
 MEMBER = {"X-Auth-Token": "demo:demo"}
 ADMIN = {"X-Auth-Token": "admin:admin"}
