@@ -66,7 +66,7 @@ def _server_with(db, *operations: str) -> str:
     """A server (its create row done already) and outbox rows of ``operations``, in that order."""
     uuid = boot(db)
     with db_api.transaction(db) as conn:
-        conn.execute(models.OUTBOX.update().values(done_at=models.utcnow()))
+        conn.execute(models.OUTBOX.update().where(models.OUTBOX.c.object_id == uuid).values(done_at=models.utcnow()))
         for operation in operations:
             instances.outbox(conn, uuid, operation, OWNER)
     return uuid
@@ -134,3 +134,21 @@ def test_a_new_operation_is_one_row_of_the_table(db, servers, ran):
     servers.process_outbox()
     assert ran == ["t-done"] and _rows(db, uuid) == [("t-done", 0, None, True)]
     assert set(ops.SERVER_OPERATIONS) <= TABLE.keys()  # every operation the API writes has its step
+
+
+def test_a_cluster_that_does_not_answer_ends_the_rows_of_the_pass(db, servers, ran, monkeypatch):
+    """Each row would wait out the gateway's retries again: the first one's failure is counted, the others
+    wait for the next pass untouched."""
+    import httpx2
+
+    monkeypatch.setitem(TABLE, "t-away", Operation(_raising(httpx2.ConnectError("refused"))))
+    first, second = _server_with(db, "t-away"), _server_with(db, "t-done")
+    assert servers.process_outbox() == {first: "t-away: refused"}
+    assert _rows(db, first) == [("t-away", 1, "t-away: refused", False)]
+    assert _rows(db, second) == [("t-done", 0, None, False)] and ran == []
+
+
+def _raising(exc: Exception):
+    def run(ctx, row, server):
+        raise exc
+    return run

@@ -5,7 +5,9 @@ One pass (``run_once``):
 - the pending rows, in id order, each handed to its operation's step (controller/steps/__init__.py,
   one table); the outcome decides the row: done, waiting (tried again later, nothing counted) or failed
   (attempts and ``last_error``, tried again, or over when the task ended in Nova's fault). A server's
-  rows keep their order: none passes one that waits or failed;
+  rows keep their order: none passes one that waits or failed. A row that failed because the cluster
+  does not answer (transport errors, 429 and 5xx past the gateway's retries) ends the rows of the pass:
+  each would wait out the same retries;
 - every live server observed (controller/observe.py) and its row written back;
 - the periodic tasks: the reclaim of soft-deleted servers, the automatic confirmation of resizes, and
   every ``orphan_interval`` the sweep of objects whose server is gone.
@@ -33,7 +35,7 @@ from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.compose import Composer
 from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.images import ImageAccess
-from openkeel_compute.controller.kube import ClusterError, Retry
+from openkeel_compute.controller.kube import ClusterError, Retry, transient
 from openkeel_compute.controller.observe import Observer, root_device_name, utc_now
 from openkeel_compute.controller.resize_allocations import Allocations
 from openkeel_compute.controller.settings import ServerSettings
@@ -60,7 +62,7 @@ LOG = logging.getLogger(__name__)
 OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
 # What became of a row this pass (ServerLoop._execute).
-_DONE, _OVER, _WAITS, _FAILS = "done", "over", "waits", "fails"
+_DONE, _OVER, _WAITS, _FAILS, _AWAY = "done", "over", "waits", "fails", "away"
 
 
 def _pending_servers(engine: Engine, limit: int) -> list[ServerRow]:
@@ -183,6 +185,8 @@ class ServerLoop:
                 held[row.server_uuid] = None
             elif result == _FAILS:
                 held[row.server_uuid] = problems[row.server_uuid]
+            elif result == _AWAY:
+                break  # the cluster is away or busy past the retry policy: the other rows wait, untouched
         if self._pass.placed or done:
             with transaction(self.engine) as conn:
                 for uuid, namespace, name in self._pass.placed:  # where the API and the next pass find them
@@ -216,7 +220,8 @@ class ServerLoop:
 
     def _execute(self, ctx: Context, row: ServerRow, server: dict[str, Any] | None, problems: dict[str, str]) -> str:
         """Run the row's step and record its outcome (``_DONE``: to be written done with the pass's other
-        rows; ``_OVER``: written already; ``_WAITS``, ``_FAILS``: the server's later rows are held)."""
+        rows; ``_OVER``: written already; ``_WAITS``, ``_FAILS``: the server's later rows are held;
+        ``_AWAY``: failed because the cluster does not answer, no other row is tried this pass)."""
         spec = TABLE.get(row.operation)
         try:
             if spec is None:
@@ -225,7 +230,8 @@ class ServerLoop:
         except Wait as wait:
             outcome = Waiting(wait.reason, wait.after)
         except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
-            outcome = Failed(str(exc))
+            result = self._record(row, Failed(str(exc)), problems)
+            return _AWAY if result == _FAILS and transient(exc) else result
         return self._record(row, outcome, problems)
 
     def _record(self, row: ServerRow, outcome: Outcome, problems: dict[str, str]) -> str:
