@@ -24,8 +24,9 @@ from openkeel_compute.conf import build_conf
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import outbox
 from openkeel_compute.controller.engine import Controller
-from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
-from openkeel_compute.controller.service import settings_from
+from openkeel_compute.controller.gateway import Gateway
+from openkeel_compute.controller.kube import Retry, make_client
+from openkeel_compute.controller.settings import Settings
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.controller.apiserver import ApiServerProcess
@@ -59,8 +60,8 @@ def main() -> None:
     server = ApiServerProcess()
     for p in range(args.projects):
         server.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": f"project-{p:03d}"}})
-    backend = KubeBackend(make_client(server.kubeconfig(), timeout=30), Retry(5, 0.05))
-    controller = Controller(engine, backend, mapping_options(conf), settings_from(conf))
+    backend = Gateway(make_client(server.kubeconfig(), timeout=30), Retry(5, 0.05))
+    controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf))
     try:
         started = time.perf_counter()
         report = controller.run_once()

@@ -22,7 +22,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
-from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.kube import http_of, make_client
 from openkeel_compute.emulator import Delays, Emulator
 from tests.emulator.conftest import CIT, CPREF, NS, VM, header_secret, instancetype, preference, server_vm
 
@@ -40,7 +40,7 @@ def main() -> None:
     client = make_client(emulator.kubeconfig())
     client.create(CIT.from_dict(instancetype()))
     client.create(CPREF.from_dict(preference()))
-    http = client._client._client
+    http = http_of(client)
     started, cpu = time.monotonic(), time.process_time()
     for i in range(args.servers):
         name = f"00000000-0000-4000-8000-{i:012d}"

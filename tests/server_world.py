@@ -22,7 +22,7 @@ from openkeel_compute.images import local
 from openkeel_compute.placement import embedded
 from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import user
-from tests.controller.conftest import controller_for
+from tests.controller.helpers import controller_for
 from tests.wsgi_client import Client
 
 IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"

@@ -107,6 +107,7 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     with no host status, its allocation stays on the gone node's provider until it leaves; the other
     server is untouched. A start claims on a node that exists, or fails with No valid host."""
     from openkeel_compute.controller import nodes
+    from openkeel_compute.controller.gateway import Gateway
     from openkeel_compute.controller.kube import make_client
     from openkeel_compute.emulator.server import node
 
@@ -117,7 +118,7 @@ def test_a_node_deleted_under_running_servers_shuts_them_off_and_a_start_moves_t
     cluster.seed(node("emulated-node-2"))
 
     def publish():  # what the controller's node publisher does every resync_interval
-        nodes.sync(engine, kube)
+        nodes.sync(engine, Gateway(kube))
         return providers.sync(placement, [n for n in cluster.objects("Node").values()])
 
     publish()

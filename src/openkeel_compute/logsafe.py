@@ -62,7 +62,7 @@ def install() -> None:
         record.getMessage = lambda: escape(message())
         return record
 
-    chained.openkeel_safe = True
+    chained.openkeel_safe = True  # type: ignore[attr-defined]  # a mark on the function itself
     logging.setLogRecordFactory(chained)
 
 

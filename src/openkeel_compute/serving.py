@@ -87,7 +87,7 @@ def in_process_server(host: str, port: int, threads: int):
 
     server = OneProcess("openkeel_compute.wsgi:application", address=host, port=port, interface=Interfaces.WSGI,
                         workers=1, blocking_threads=threads, log_access=False)
-    server._wake = guarded(lambda: server.main_loop_interrupt.set())
+    server._wake = guarded(lambda: server.main_loop_interrupt.set())  # type: ignore[attr-defined]
     return server
 
 
@@ -200,7 +200,7 @@ def optimized_bytecode(modules=_OPTIMIZED_PROBES) -> bool:
             spec = importlib.util.find_spec(name)
         except (ImportError, ValueError):
             return False
-        if spec is None or not spec.has_location or not (spec.origin or "").endswith(".py"):
+        if spec is None or not spec.has_location or spec.origin is None or not spec.origin.endswith(".py"):
             return False
         if not os.path.exists(importlib.util.cache_from_source(spec.origin, optimization=2)):
             return False

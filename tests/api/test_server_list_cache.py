@@ -20,9 +20,10 @@ import sqlalchemy as sa
 
 from openkeel_compute.api.page_cache import PageCache
 from openkeel_compute.api.views import servers as server_view
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
+from openkeel_compute.model import states
 from tests.api.servers import oracle_state as oracle
 from tests.api.test_list_cache import _call as list_call
 from tests.conftest import admin, user

@@ -11,11 +11,12 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, errors, instances, rebuild, soft_delete, states, unsupported
+from openkeel_compute.compute import actions, errors, instances, rebuild, soft_delete, unsupported
 from openkeel_compute.compute.instances import Actor
-from openkeel_compute.compute.states import task_states as ts
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
+from openkeel_compute.model import states
+from openkeel_compute.model.states import task_states as ts
 from tests._shared import shared_path
 from tests.databases import ENGINES, throwaway_database
 

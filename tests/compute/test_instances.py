@@ -12,11 +12,12 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, errors, instances, states
+from openkeel_compute.compute import actions, errors, instances
 from openkeel_compute.compute.instances import Actor
-from openkeel_compute.compute.states import task_states as ts
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
+from openkeel_compute.model import states
+from openkeel_compute.model.states import task_states as ts
 from tests.databases import ENGINES, throwaway_database
 
 ADMIN = Actor("admin", "admin", is_admin=True, request_id="req-admin")

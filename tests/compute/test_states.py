@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from openkeel_compute.compute import states
-from openkeel_compute.compute.states import task_states as ts
+from openkeel_compute.model import states
+from openkeel_compute.model.states import task_states as ts
 from tests._shared import shared_path
 
 

@@ -1,22 +1,17 @@
-"""Fixtures: the built-in cluster on a real port (the emulator), a migrated database, catalogue helpers."""
+"""Fixtures: the built-in cluster on a real port (the emulator), a migrated database, the controller and
+its loops. The helpers they use are tests/controller/helpers.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller.engine import Controller
-from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
-from openkeel_compute.controller.service import settings_from
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.emulator import Delays, Emulator
 from tests.conftest import make_conf
-
-MANAGED = {"app.kubernetes.io/managed-by": "openkeel"}
-CIT, CPREF = "VirtualMachineClusterInstancetype", "VirtualMachineClusterPreference"
-IT, PREF = "VirtualMachineInstancetype", "VirtualMachinePreference"
+from tests.controller.helpers import FAST_RETRY, Both, Catalogue, controller_for
 
 
 @pytest.fixture
@@ -47,59 +42,9 @@ def db(conf):
     return db_api.get_engine(conf)
 
 
-class Catalogue:
-    """Catalogue changes through the catalogue functions the API uses: each writes its outbox row."""
-
-    def __init__(self, engine) -> None:
-        self.engine = engine
-
-    def create(self, flavorid: str, *, public: bool = True, access: tuple[str, ...] = (), vcpus: int = 1,
-               ram: int = 512, description: str | None = None, specs: dict | None = None) -> None:
-        with db_api.transaction(self.engine) as conn:
-            flavor = catalog.create(conn, name=f"name-{flavorid}", memory_mb=ram, vcpus=vcpus, root_gb=1,
-                                    flavorid=flavorid, is_public=public, description=description)
-            for project in access:
-                catalog.add_access(conn, flavor, project)
-            if specs:
-                catalog.set_extra_specs(conn, flavor, specs)
-
-    def _flavor(self, conn, flavorid):
-        return catalog.get(conn, flavorid)
-
-    def add_access(self, flavorid: str, project: str) -> None:
-        with db_api.transaction(self.engine) as conn:
-            catalog.add_access(conn, self._flavor(conn, flavorid), project)
-
-    def remove_access(self, flavorid: str, project: str) -> None:
-        with db_api.transaction(self.engine) as conn:
-            catalog.remove_access(conn, self._flavor(conn, flavorid), project)
-
-    def describe(self, flavorid: str, description: str | None) -> None:
-        with db_api.transaction(self.engine) as conn:
-            catalog.update_description(conn, flavorid, description)
-
-    def delete(self, flavorid: str) -> None:
-        with db_api.transaction(self.engine) as conn:
-            catalog.destroy(conn, flavorid)
-
-    def pending(self) -> list:
-        from openkeel_compute.controller import outbox
-
-        return outbox.pending_for(self.engine)
-
-
 @pytest.fixture
 def cat(db):
     return Catalogue(db)
-
-
-def backend_for(server: Emulator, retries: int = 3) -> KubeBackend:
-    return KubeBackend(make_client(server.kubeconfig(), timeout=5), Retry(retries, 0.01))
-
-
-def controller_for(conf, server: Emulator, **kwargs) -> Controller:
-    engine = db_api.get_engine(conf)
-    return Controller(engine, backend_for(server), mapping_options(conf), settings_from(conf), **kwargs)
 
 
 @pytest.fixture
@@ -109,6 +54,9 @@ def ctl(conf, apiserver):
     controller.backend.close()
 
 
-def add_namespaces(server: Emulator, *names: str) -> None:
-    for name in names:
-        server.handler.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+@pytest.fixture
+def loop(kube, db, ctl):
+    """The flavor pass and a server loop, run together."""
+    servers = make_loop(kube, db, retry=FAST_RETRY)
+    yield Both(ctl, servers)
+    servers.close()

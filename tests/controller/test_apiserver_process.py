@@ -6,7 +6,7 @@ from lightkube.resources.core_v1 import Namespace
 
 from openkeel_compute.controller.kube import make_client
 from tests.controller.apiserver import ApiServerProcess
-from tests.controller.conftest import CIT
+from tests.controller.helpers import CIT
 
 
 def test_process_serves_and_counts():

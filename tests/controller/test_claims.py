@@ -5,21 +5,23 @@ VM uses its claim; a node that leaves keeps its provider while servers hold reso
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import uuid as uuidlib
 
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances, states
+from openkeel_compute.compute import actions, instances
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator.lifecycle import NODE
 from openkeel_compute.emulator.server import node
+from openkeel_compute.model import states
 from openkeel_compute.placement.client import PlacementClient
-from tests.controller.test_server_loop import IMAGE, OWNER, Both, _action, _active, _row, _until
+from tests.controller.helpers import IMAGE, OWNER, Both, action, active, row_of, until
 from tests.server_world import with_placement
 
 
@@ -58,8 +60,8 @@ def _failed(row) -> bool:
 def test_the_claim_follows_the_flavors_traits_and_pins_the_vm(world, db, apiserver):
     loop, placement = world
     uuid = _boot(db, vcpus=2, ram=1024, specs={"trait:CUSTOM_SSD": "required"})
-    row = _until(loop, db, uuid, _active)
-    assert _active(row), row
+    row = until(loop, db, uuid, active)
+    assert active(row), row
     assert (row["host"], row["node"]) == ("ssd-1", "ssd-1")
     rp = providers.provider_uuid("ssd-1")
     assert placement.get_allocations(uuid).allocations == {rp: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1}}
@@ -74,15 +76,15 @@ def test_the_claim_follows_the_flavors_traits_and_pins_the_vm(world, db, apiserv
     assert vmi["status"]["nodeName"] == "ssd-1"
     assert placement.usages(OWNER.project_id) == {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 1}
     # delete gives it back
-    _action(db, uuid, "delete", "delete")
-    assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
+    action(db, uuid, "delete", "delete")
+    assert until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
     assert placement.get_allocations(uuid).allocations == {}
 
 
 def test_no_room_is_no_valid_host_with_nothing_made(world, db, apiserver):
     loop, placement = world
     uuid = _boot(db, vcpus=200)  # 2 nodes x 16 CPUs x ratio 4 = at most 64 each
-    row = _until(loop, db, uuid, _failed)
+    row = until(loop, db, uuid, _failed)
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     fault = _faults(db, uuid)[uuid]
     assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST)
@@ -92,7 +94,7 @@ def test_no_room_is_no_valid_host_with_nothing_made(world, db, apiserver):
     assert row["host"] is None
     # a trait Placement does not know (no node has it): Placement refuses the query, no valid host either
     other = _boot(db, specs={"trait:CUSTOM_NOWHERE": "required"})
-    assert _until(loop, db, other, _failed)["vm_state"] == states.ERROR
+    assert until(loop, db, other, _failed)["vm_state"] == states.ERROR
     fault = _faults(db, other)[other]
     assert fault["message"] == NO_VALID_HOST and "No such trait(s): CUSTOM_NOWHERE" in fault["details"]
 
@@ -104,9 +106,9 @@ def test_a_disabled_node_is_not_claimed(world, db, apiserver):
     apiserver.seed(cordoned)
     providers.sync(placement, list(apiserver.objects("Node").values()))
     uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
-    assert _until(loop, db, uuid, _failed)["vm_state"] == states.ERROR
+    assert until(loop, db, uuid, _failed)["vm_state"] == states.ERROR
     plain = _boot(db)
-    assert _until(loop, db, plain, _active)["host"] == NODE
+    assert until(loop, db, plain, active)["host"] == NODE
 
 
 def test_placement_unreachable_fails_the_build_with_nothing_half_written(world, db, apiserver):
@@ -116,7 +118,7 @@ def test_placement_unreachable_fails_the_build_with_nothing_half_written(world, 
         dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
     loop.servers.claims = Claims(PlacementClient.for_endpoint(dead, "admin:admin", timeout=2))
     uuid = _boot(db)
-    row = _until(loop, db, uuid, _failed)
+    row = until(loop, db, uuid, _failed)
     assert row["vm_state"] == states.ERROR
     fault = _faults(db, uuid)[uuid]
     assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST)
@@ -130,19 +132,19 @@ def test_a_controller_killed_between_claim_and_vm_uses_its_claim_or_gives_it_bac
     claims = loop.servers.claims
     # the claim was made, then the controller died before it wrote anything else
     uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
-    node_name, _alternates = claims.claim(_row(db, uuid) | {"system_metadata": {}})
+    node_name, _alternates = claims.claim(row_of(db, uuid) | {"system_metadata": {}})
     assert node_name == "ssd-1"
     before = placement.get_allocations(uuid)
-    row = _until(loop, db, uuid, _active)  # a new pass: the create row is still pending
+    row = until(loop, db, uuid, active)  # a new pass: the create row is still pending
     assert row["host"] == "ssd-1"
     after = placement.get_allocations(uuid)
     assert after.allocations == before.allocations and after.generation == before.generation  # not claimed twice
     # the same, but the server was deleted before the controller came back: the claim is given back
     gone = _boot(db)
-    claims.claim(_row(db, gone) | {"system_metadata": {}})
+    claims.claim(row_of(db, gone) | {"system_metadata": {}})
     assert placement.get_allocations(gone).allocations
-    _action(db, gone, "delete", "delete")
-    assert _until(loop, db, gone, lambda r: r["deleted"])["deleted"]
+    action(db, gone, "delete", "delete")
+    assert until(loop, db, gone, lambda r: r["deleted"])["deleted"]
     assert placement.get_allocations(gone).allocations == {}
     assert [k for k in apiserver.objects("VirtualMachine") if k[1] == gone] == []
 
@@ -152,13 +154,13 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
 
     loop, placement = world
     uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
-    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    assert until(loop, db, uuid, active)["host"] == "ssd-1"
     held = placement.get_allocations(uuid).allocations
     # the node stops answering first (the VMI Failed, NodeUnresponsive): the server shows what Nova shows
     # for a compute host that is down (its vm_state, no power state) and keeps its allocations
-    namespace = _row(db, uuid)["namespace"]
+    namespace = row_of(db, uuid)["namespace"]
     assert apiserver.inject(Fault(kind="node-loss", namespace=namespace, name=uuid)) == 1
-    row = _until(loop, db, uuid, lambda r: r["power_state"] == states.power_state.NOSTATE)
+    row = until(loop, db, uuid, lambda r: r["power_state"] == states.power_state.NOSTATE)
     assert (row["vm_state"], row["power_state"]) == (states.ACTIVE, states.power_state.NOSTATE), row
     # then the operator deletes the node: its guests will never run there again, the servers are shut off
     cluster = loop.servers.cluster
@@ -166,7 +168,7 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
     real_node_exists = cluster.node_exists
     cluster.node_exists = lambda name: asked.append(name) or real_node_exists(name)
     apiserver.remove("Node", "ssd-1")
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (
         states.STOPPED, None, states.power_state.SHUTDOWN), row
     assert row["host"] == "ssd-1"
@@ -174,15 +176,15 @@ def test_a_node_that_leaves_keeps_its_provider_while_servers_hold_resources_on_i
     before = len(asked)
     for _ in range(5):
         loop.run_once()
-    assert len(asked) == before and _row(db, uuid)["power_state"] == states.power_state.SHUTDOWN
+    assert len(asked) == before and row_of(db, uuid)["power_state"] == states.power_state.SHUTDOWN
     report = providers.sync(placement, list(apiserver.objects("Node").values()))
     assert report.kept == ["ssd-1"]
     rp = providers.provider_uuid("ssd-1")
     assert providers.DISABLED_TRAIT in placement.traits(rp)[1]
     assert placement.get_allocations(uuid).allocations == held
     assert providers.sync(placement, list(apiserver.objects("Node").values())).kept == ["ssd-1"]  # no loop, no error
-    _action(db, uuid, "delete", "delete")
-    assert _until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
+    action(db, uuid, "delete", "delete")
+    assert until(loop, db, uuid, lambda r: r["deleted"])["deleted"]
     assert providers.sync(placement, list(apiserver.objects("Node").values())).deleted == ["ssd-1"]
     assert placement.provider(rp) is None
 
@@ -191,15 +193,15 @@ def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_w
         world, db, apiserver):
     loop, placement = world
     uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
-    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    assert until(loop, db, uuid, active)["host"] == "ssd-1"
     held = placement.get_allocations(uuid).allocations
     apiserver.remove("Node", "ssd-1")
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     assert (row["task_state"], row["power_state"]) == (None, states.power_state.SHUTDOWN)
     providers.sync(placement, list(apiserver.objects("Node").values()))
     # no other node has the trait: the start fails as Nova's does, the server stays SHUTOFF, nothing moved
-    _action(db, uuid, "start", "start")
-    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    action(db, uuid, "start", "start")
+    row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
     fault = _faults(db, uuid)[uuid]
     assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "ssd-1 is gone" in fault["details"]
@@ -208,15 +210,15 @@ def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_w
     with db_api.transaction(db) as conn:
         instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
         instances.outbox(conn, uuid, "reboot-hard", OWNER)
-    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
     assert placement.get_allocations(uuid).allocations == held
     # a node that can take it joins: the start claims there (the gone node's allocation dropped) and runs
     apiserver.seed(node("ssd-2", labels={"openkeel.io/trait.CUSTOM_SSD": "true"}))
     providers.sync(placement, list(apiserver.objects("Node").values()))
-    _action(db, uuid, "start", "start")
-    row = _until(loop, db, uuid, _active)
-    assert _active(row) and (row["host"], row["node"]) == ("ssd-2", "ssd-2"), row
+    action(db, uuid, "start", "start")
+    row = until(loop, db, uuid, active)
+    assert active(row) and (row["host"], row["node"]) == ("ssd-2", "ssd-2"), row
     assert apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["status"]["nodeName"] == "ssd-2"
     assert placement.get_allocations(uuid).allocations == {
         providers.provider_uuid("ssd-2"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
@@ -236,12 +238,12 @@ def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apise
     loop = Both(ctl, servers)
     uuid = _boot(db, specs={"trait:CUSTOM_GOLD": "required"})
     loop.run_once()
-    assert _row(db, uuid)["host"] == "ghost-1"
+    assert row_of(db, uuid)["host"] == "ghost-1"
     apiserver.seed(node("gold-1", labels=gold))  # a gold node that works joins
     providers.sync(placement, [n for n in apiserver.objects("Node").values() if n["metadata"]["name"] != "ghost-1"]
                    + [node("ghost-1", labels=gold)])
-    row = _until(loop, db, uuid, lambda r: _active(r) or _failed(r))
-    assert _active(row), _faults(db, uuid)
+    row = until(loop, db, uuid, lambda r: active(r) or _failed(r))
+    assert active(row), _faults(db, uuid)
     assert row["host"] == "gold-1"
     assert placement.get_allocations(uuid).allocations == {
         providers.provider_uuid("gold-1"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
@@ -254,7 +256,7 @@ def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apise
     servers.claims.max_attempts = 1
     apiserver.seed(node("gold-1", ready=False, labels=gold))
     other = _boot(db, specs={"trait:CUSTOM_GOLD": "required"})
-    row = _until(loop, db, other, _failed)
+    row = until(loop, db, other, _failed)
     assert row["vm_state"] == states.ERROR and row["host"] is None
     assert _faults(db, other)[other]["message"].startswith("No valid host was found. ")
     assert placement.get_allocations(other).allocations == {}
@@ -274,14 +276,14 @@ def test_delete_with_placement_unreachable_completes_and_the_audit_gives_the_cla
 
     loop, placement = world
     uuid = _boot(db, specs={"trait:CUSTOM_SSD": "required"})
-    assert _until(loop, db, uuid, _active)["host"] == "ssd-1"
+    assert until(loop, db, uuid, active)["host"] == "ssd-1"
     held = placement.get_allocations(uuid).allocations
     assert held
     claims = loop.servers.claims
     loop.servers.claims = Claims(_dead_placement())
     try:
-        _action(db, uuid, "delete", "delete")
-        row = _until(loop, db, uuid, lambda r: r["deleted"])
+        action(db, uuid, "delete", "delete")
+        row = until(loop, db, uuid, lambda r: r["deleted"])
         assert row["deleted"], row
         assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
     finally:
@@ -321,14 +323,14 @@ def test_a_resize_goes_to_another_node_unless_allowed_to_stay(world, db, apiserv
     """allow_resize_to_same_host false (Nova's default): the new flavor is claimed on another node's provider
     and the VM is restarted pinned there; a revert brings it back. True: the server stays on its node."""
     loop, placement = world
-    assert loop.servers.allow_resize_to_same_host is False
+    assert loop.servers.settings.allow_resize_to_same_host is False
     uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    row = until(loop, db, uuid, active)
     source = row["host"]
     other = ({NODE, "ssd-1"} - {source}).pop()
     old = placement.get_allocations(uuid).allocations
     migration = _resize(db, uuid)
-    row = _until(loop, db, uuid, _resized)
+    row = until(loop, db, uuid, _resized)
     assert _resized(row), row
     assert (row["host"], row["node"]) == (other, other)
     assert _vmi_node(apiserver, uuid, row["namespace"]) == other
@@ -336,20 +338,20 @@ def test_a_resize_goes_to_another_node_unless_allowed_to_stay(world, db, apiserv
         providers.provider_uuid(other): {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}}
     assert placement.get_allocations(migration).allocations == old
     _after_resize(db, uuid, "revert")
-    row = _until(loop, db, uuid, lambda r: _active(r) and r["task_state"] is None)
+    row = until(loop, db, uuid, lambda r: active(r) and r["task_state"] is None)
     assert (row["host"], row["node"]) == (source, source)
     assert _vmi_node(apiserver, uuid, row["namespace"]) == source
     assert placement.get_allocations(uuid).allocations == old
     assert placement.get_allocations(migration).allocations == {}
     # allowed to stay: the server's own node first
-    loop.servers.allow_resize_to_same_host = True
+    loop.servers.settings = dataclasses.replace(loop.servers.settings, allow_resize_to_same_host=True)
     migration = _resize(db, uuid)
-    row = _until(loop, db, uuid, _resized)
+    row = until(loop, db, uuid, _resized)
     assert (row["host"], _vmi_node(apiserver, uuid, row["namespace"])) == (source, source)
     assert placement.get_allocations(uuid).allocations == {
         providers.provider_uuid(source): {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}}
     _after_resize(db, uuid, "confirm")
-    row = _until(loop, db, uuid, lambda r: _active(r) and r["task_state"] is None)
+    row = until(loop, db, uuid, lambda r: active(r) and r["task_state"] is None)
     assert placement.get_allocations(migration).allocations == {}
 
 
@@ -360,20 +362,20 @@ def test_a_revert_whose_old_node_was_deleted_reverts_where_the_server_is(world, 
     a node that will not run it again."""
     loop, placement = world
     uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    row = until(loop, db, uuid, active)
     source = row["host"]
     other = ({NODE, "ssd-1"} - {source}).pop()
     old = next(iter(placement.get_allocations(uuid).allocations.values()))
     if stopped:
-        _action(db, uuid, "stop", "stop")
-        row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
+        action(db, uuid, "stop", "stop")
+        row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
     migration = _resize(db, uuid)
-    row = _until(loop, db, uuid, _resized)
+    row = until(loop, db, uuid, _resized)
     assert row["host"] == other, row
     apiserver.remove("Node", source)
     providers.sync(placement, list(apiserver.objects("Node").values()))
     _after_resize(db, uuid, "revert")
-    done = _until(loop, db, uuid, lambda r: r["task_state"] is None and r["vm_state"] != states.RESIZED)
+    done = until(loop, db, uuid, lambda r: r["task_state"] is None and r["vm_state"] != states.RESIZED)
     assert (done["vm_state"], done["host"], done["node"]) == (
         states.STOPPED if stopped else states.ACTIVE, other, other), done
     assert instances.flavors_of(done).cur["memory_mb"] == old["MEMORY_MB"]
@@ -395,7 +397,7 @@ def test_a_resize_no_other_node_can_take_is_no_valid_host(world, db, apiserver):
 
     loop, placement = world
     uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    row = until(loop, db, uuid, active)
     other = ({NODE, "ssd-1"} - {row["host"]}).pop()
     cordoned = apiserver.get("Node", other)
     cordoned["spec"]["unschedulable"] = True
@@ -404,7 +406,7 @@ def test_a_resize_no_other_node_can_take_is_no_valid_host(world, db, apiserver):
     old = placement.get_allocations(uuid).allocations
     flavor_before = row["flavor"]
     migration = _resize(db, uuid)
-    row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+    row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.ACTIVE, None, row["host"])
     assert instances.flavors_of(row).new is None and instances.flavors_of(row).cur == \
         instances.flavors_of({"flavor": flavor_before}).cur
@@ -425,14 +427,14 @@ def test_a_resize_with_placement_unreachable_fails_with_nothing_half_written(wor
 
     loop, placement = world
     uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    row = until(loop, db, uuid, active)
     old = placement.get_allocations(uuid).allocations
     vm_before = apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"]
     claims = loop.servers.claims
     loop.servers.claims = Claims(_dead_placement())
     try:
         migration = _resize(db, uuid)
-        row = _until(loop, db, uuid, lambda r: r["task_state"] is None)
+        row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     finally:
         loop.servers.claims = claims
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None), row
@@ -465,7 +467,7 @@ def test_the_servers_of_one_pass_share_one_answer_and_still_fill_every_node(worl
     calls = _counting(loop.servers.claims)
     uuids = [_boot(db, ram=30000) for _ in range(5)]  # 65,024 MiB per node: two each on the two nodes
     loop.process_outbox()
-    rows = {u: _row(db, u) for u in uuids}
+    rows = {u: row_of(db, u) for u in uuids}
     placed = [u for u in uuids if rows[u]["host"]]
     assert len(placed) == 4, rows
     assert sorted(rows[u]["host"] for u in placed) == sorted([NODE, NODE, "ssd-1", "ssd-1"])
@@ -485,21 +487,21 @@ def test_a_shared_answer_that_went_stale_is_asked_again(world, db, apiserver):
     calls = _counting(claims)
     a, b, c, d = (_boot(db, ram=40000) for _ in range(4))  # one per node
     claims.begin_pass()
-    first, _ = claims.claim(_row(db, a) | {"system_metadata": {}})
-    second, _ = claims.claim(_row(db, b) | {"system_metadata": {}})  # the first node is full now: skipped
+    first, _ = claims.claim(row_of(db, a) | {"system_metadata": {}})
+    second, _ = claims.claim(row_of(db, b) | {"system_metadata": {}})  # the first node is full now: skipped
     assert {first, second} == {NODE, "ssd-1"} and len(calls) == 1
     apiserver.seed(node("extra-1"))  # a node joins after the answer was taken
     providers.sync(placement, list(apiserver.objects("Node").values()))
-    third, _ = claims.claim(_row(db, c) | {"system_metadata": {}})
+    third, _ = claims.claim(row_of(db, c) | {"system_metadata": {}})
     assert third == "extra-1" and len(calls) == 2
     with pytest.raises(Exception, match="No valid host was found. No allocation candidates for"):
-        claims.claim(_row(db, d) | {"system_metadata": {}})
+        claims.claim(row_of(db, d) | {"system_metadata": {}})
     assert placement.get_allocations(d).allocations == {}
     # a server whose claim holds the last room on its node (a controller restarted after the claim):
     # no candidate is left, and its own claim is its answer, claimed once
     claims.begin_pass()
     before = placement.get_allocations(a)
-    assert claims.claim(_row(db, a) | {"system_metadata": {}})[0] == first
+    assert claims.claim(row_of(db, a) | {"system_metadata": {}})[0] == first
     after = placement.get_allocations(a)
     assert (after.allocations, after.generation) == (before.allocations, before.generation)
 
@@ -529,7 +531,7 @@ def test_the_builds_of_one_pass_are_claimed_in_one_request_node_by_node(world, d
     writes = _counting_writes(loop.servers.claims)
     uuids = [_boot(db, ram=30000) for _ in range(5)]
     loop.process_outbox()
-    rows = {u: _row(db, u) for u in uuids}
+    rows = {u: row_of(db, u) for u in uuids}
     assert [rows[u]["host"] for u in uuids[:4]] == [NODE, NODE, "ssd-1", "ssd-1"] or \
         [rows[u]["host"] for u in uuids[:4]] == ["ssd-1", "ssd-1", NODE, NODE], rows
     assert writes[0] == ("claim_new", sorted(uuids[:4]))
@@ -552,13 +554,13 @@ def test_claims_together_refused_are_made_one_by_one(world, db, apiserver):
     claims = loop.servers.claims
     earlier, *others = [_boot(db) for _ in range(3)]
     claims.begin_pass()
-    node_name, _ = claims.claim(_row(db, earlier) | {"system_metadata": {}})
+    node_name, _ = claims.claim(row_of(db, earlier) | {"system_metadata": {}})
     before = placement.get_allocations(earlier)
     writes = _counting_writes(claims)
     loop.process_outbox()
     assert writes[0] == ("claim_new", sorted([earlier, *others]))
     assert sorted(w[1] for w in writes[1:] if w[0] == "put") == sorted([earlier, *others])
-    rows = {u: _row(db, u) for u in (earlier, *others)}
+    rows = {u: row_of(db, u) for u in (earlier, *others)}
     assert rows[earlier]["host"] == node_name
     after = placement.get_allocations(earlier)
     assert (after.allocations, after.generation) == (before.allocations, before.generation)

@@ -6,13 +6,19 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import console, instances, states
+from openkeel_compute.compute import console, instances
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator import Fault
-from tests.controller import test_server_loop as server_loop
-from tests.controller.test_server_loop import IMAGE, OWNER, _action, _active, _boot, _until
-
-conf, loop = server_loop.conf, server_loop.loop  # the server loop's fixtures, on every database engine
+from openkeel_compute.model import states
+from tests.controller.helpers import (
+    IMAGE,
+    OWNER,
+    action,
+    active,
+    boot,
+    every_engine_conf,  # noqa: F401 - the fixture conf, on every database
+    until,
+)
 
 
 def _ask(engine, uuid: str, length: int | None) -> console.Request:
@@ -30,8 +36,8 @@ def _answer(loop, engine, request: console.Request) -> console.Answer | None:
 
 
 def test_a_running_server_answers_its_boot_log(loop, db):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
     whole = _answer(loop, db, _ask(db, uuid, None))
     assert whole is not None and whole.error is None
     lines = whole.output.split("\n")
@@ -44,14 +50,14 @@ def test_a_running_server_answers_its_boot_log(loop, db):
 
 
 def test_a_stopped_server_has_no_log_and_a_new_start_a_new_one(loop, db, apiserver):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
-    _action(db, uuid, "stop", "stop")
-    _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
+    action(db, uuid, "stop", "stop")
+    until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     answer = _answer(loop, db, _ask(db, uuid, None))
     assert (answer.output, answer.error) == ("", None)
-    _action(db, uuid, "start", "start")
-    _until(loop, db, uuid, _active)
+    action(db, uuid, "start", "start")
+    until(loop, db, uuid, active)
     assert _answer(loop, db, _ask(db, uuid, None)).output.count("Linux version") == 1
 
 
@@ -66,14 +72,14 @@ def test_a_flavor_without_serial_console_has_no_console(loop, db):
                                display_name="quiet", image_ref=IMAGE,
                                system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
         instances.outbox(conn, row["uuid"], "create", OWNER)
-    _until(loop, db, row["uuid"], _active)
+    until(loop, db, row["uuid"], active)
     answer = _answer(loop, db, _ask(db, row["uuid"], 10))
     assert (answer.output, answer.error) == (None, console.NOT_AVAILABLE)
 
 
 def test_a_cluster_failure_is_an_answer_not_a_wait(loop, db, apiserver):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
     apiserver.inject(Fault(503, method="GET", plural="pods", times=100))
     answer = _answer(loop, db, _ask(db, uuid, 10))
     assert answer.output is None and answer.error.startswith("cluster: ")
@@ -81,10 +87,10 @@ def test_a_cluster_failure_is_an_answer_not_a_wait(loop, db, apiserver):
 
 
 def test_a_console_request_does_not_wait_behind_a_failing_row(loop, db, apiserver):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
     apiserver.inject(Fault(500, method="PUT", plural="virtualmachines", times=100))
-    _action(db, uuid, "stop", "stop")  # refused by the cluster: stays pending
+    action(db, uuid, "stop", "stop")  # refused by the cluster: stays pending
     answer = _answer(loop, db, _ask(db, uuid, 3))
     assert answer is not None and answer.output.endswith("login: \r\n")
     apiserver.clear_faults()

@@ -17,10 +17,10 @@ import time
 
 import yaml
 
-from openkeel_compute.controller import kube
+from openkeel_compute.controller import gateway
 from openkeel_compute.emulator import Fault
 from tests.conftest import placement_overrides, placement_section
-from tests.controller.conftest import CIT, CPREF, IT, PREF, add_namespaces
+from tests.controller.helpers import CIT, CPREF, IT, PREF, add_namespaces
 
 
 def wait_for(predicate, timeout: float = 10.0, what: str = "condition") -> None:
@@ -77,7 +77,7 @@ def test_409_on_a_write_means_re_observe_and_retry(ctl, cat, apiserver):
 
 
 def test_410_on_a_paged_list_relists_from_the_start(ctl, cat, apiserver, monkeypatch):
-    monkeypatch.setattr(kube, "LIST_CHUNK", 1)
+    monkeypatch.setattr(gateway, "LIST_CHUNK", 1)
     for name in ("a", "b", "c"):
         cat.create(name)
     ctl.resync()

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.emulator import Fault
-from tests.controller.conftest import CIT, controller_for
+from tests.controller.helpers import CIT, controller_for
 
 
 class FakeClock:
@@ -17,8 +18,8 @@ class FakeClock:
 
 
 def electors(apiserver, clock, n=2):
-    client = make_client(apiserver.kubeconfig())
-    return [LeaderElector(client, "lease", "default", f"replica-{i}", duration=15, renew_interval=5, clock=clock)
+    cluster = Gateway(make_client(apiserver.kubeconfig()))
+    return [LeaderElector(cluster, "lease", "default", f"replica-{i}", duration=15, renew_interval=5, clock=clock)
             for i in range(n)]
 
 
@@ -46,19 +47,12 @@ def test_a_lost_race_is_a_409_and_not_leadership(apiserver):
     assert a.try_acquire_or_renew()
     apiserver.handler.faults.append(Fault(409, method="PUT", plural="leases"))
     assert not a.try_acquire_or_renew() and not a.is_leader
-    # Two replicas reading the same resourceVersion: the second PUT is refused by the server.
-    lease = a.client.get(a_lease := __import__("lightkube.resources.coordination_v1", fromlist=["Lease"]).Lease,
-                         "lease", namespace="default")
-    stale = a.client.get(a_lease, "lease", namespace="default")
+    # Two replicas reading the same resourceVersion: the second write is refused by the server.
+    lease, stale = a.cluster.lease("lease", "default"), a.cluster.lease("lease", "default")
     lease.spec.holderIdentity = "x"
-    a.client.replace(lease)
+    assert a.cluster.write_lease(lease, create=False)
     stale.spec.holderIdentity = "y"
-    import pytest
-    from lightkube import ApiError
-
-    with pytest.raises(ApiError) as caught:
-        a.client.replace(stale)
-    assert caught.value.status.code == 409
+    assert not a.cluster.write_lease(stale, create=False)
     del b
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from openkeel_compute.emulator import Fault
 from openkeel_compute.kubevirt.names import former_names, kubernetes_name
-from tests.controller.conftest import CIT, CPREF, IT, MANAGED, PREF, add_namespaces
+from tests.controller.helpers import CIT, CPREF, IT, MANAGED, PREF, add_namespaces
 
 OLD = former_names("m1.small")[0]  # fl-83f488446f2fada0
 NEW = kubernetes_name("m1.small")  # fl-m1.small

@@ -5,7 +5,7 @@ from __future__ import annotations
 from openkeel_compute.controller.status import flavor_statuses
 from openkeel_compute.kubevirt.mapping import ANN_DESCRIPTION
 from openkeel_compute.kubevirt.names import hashed_name
-from tests.controller.conftest import CIT, CPREF, IT, MANAGED, PREF, add_namespaces
+from tests.controller.helpers import CIT, CPREF, IT, MANAGED, PREF, add_namespaces
 
 
 def test_public_flavor_becomes_cluster_instancetype_and_preference(ctl, cat, apiserver):
@@ -123,7 +123,7 @@ def test_foreign_object_with_our_name_is_a_conflict_never_overwritten(ctl, cat, 
 def test_without_create_namespaces_a_missing_namespace_is_reported_and_retried(conf, apiserver, cat, db, tmp_path):
     from openkeel_compute.conf.kubevirt import mapping_options
     from tests.conftest import make_conf
-    from tests.controller.conftest import controller_for
+    from tests.controller.helpers import controller_for
 
     # A conf of its own (same database): oslo.config overrides leak between ConfigOpts sharing a group.
     ctl = controller_for(make_conf(tmp_path, controller={"create_namespaces": "false"}), apiserver)

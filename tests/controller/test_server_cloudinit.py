@@ -16,13 +16,13 @@ from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from tests.conftest import make_conf
-from tests.controller.test_server_loop import IMAGE, OWNER, Both, _active, _until
+from tests.controller.helpers import IMAGE, OWNER, Both, active, until
 
 SCRIPT = b"#!/bin/sh\necho hello from user data\n"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGx9 me@laptop"
 
 
-def _boot(engine, **columns) -> str:
+def boot(engine, **columns) -> str:
     flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
@@ -50,9 +50,9 @@ def test_cloud_init_reaches_the_cluster(tmp_path, apiserver, db, ctl, requested,
     client = make_client(apiserver.kubeconfig())
     try:
         loop = Both(ctl, server_loop_from(conf, db, client))
-        uuid = _boot(db, user_data=base64.b64encode(SCRIPT).decode(), key_name="mine", key_data=KEY,
+        uuid = boot(db, user_data=base64.b64encode(SCRIPT).decode(), key_name="mine", key_data=KEY,
                      config_drive=requested)
-        row = _until(loop, db, uuid, _active)
+        row = until(loop, db, uuid, active)
     finally:
         client.close()
     namespace = row["namespace"]

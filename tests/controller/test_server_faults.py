@@ -14,41 +14,41 @@ import sys
 import tempfile
 import time
 
-import pytest
 import yaml
 from sqlalchemy import func, select
 
-from openkeel_compute.compute import actions, instances, states
-from openkeel_compute.controller.kube import make_client
-from openkeel_compute.controller.servers import (
-    DATA_VOLUME,
-    SYSMETA_EVENT,
-    SYSMETA_OLD_VMI,
-    VM,
-    ServerLoop,
-    make_loop,
-)
+from openkeel_compute.compute import actions, instances
+from openkeel_compute.controller.kube import DATA_VOLUME, VM, make_client
+from openkeel_compute.controller.servers import ServerLoop, make_loop
 from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.emulator import Delays, Emulator, Fault
 from openkeel_compute.kubevirt.vmstatus import VM_GONE_MESSAGE
+from openkeel_compute.model import states
+from openkeel_compute.model.sysmeta import REPLACED_VMI as SYSMETA_OLD_VMI
+from openkeel_compute.model.sysmeta import TASK_EVENT as SYSMETA_EVENT
 from tests.conftest import make_conf, placement_overrides, placement_section, user
-from tests.controller.conftest import controller_for
-from tests.controller.test_server_loop import OWNER, Both, _action, _active, _boot, _pending, _row, _until
+from tests.controller.helpers import (
+    FAST_RETRY,
+    MANAGED,
+    OWNER,
+    Both,
+    action,
+    active,
+    boot,
+    controller_for,
+    pending,
+    row_of,
+    until,
+)
 
-MANAGED = {"app.kubernetes.io/managed-by": "openkeel"}
 ORPHAN = "0b1c2d3e-0000-4000-8000-00000000dead"
 FOREIGN = "0b1c2d3e-0000-4000-8000-0000000f0e19"
 
 
 def _cluster(**slower) -> Emulator:
     return Emulator(delays=dataclasses.replace(Delays.fast(), **slower), tick=0.01).start()
-
-
-@pytest.fixture
-def loop(kube, db, ctl):
-    return Both(ctl, make_loop(kube, db))
 
 
 def _faults(engine, uuid: str) -> list[dict]:
@@ -76,10 +76,10 @@ def _vm(name: str, namespace: str, labels: dict[str, str]) -> dict:
 # -- orphans -----------------------------------------------------------------------------------------
 
 def test_objects_of_servers_that_are_gone_are_removed_foreign_ones_never(loop, db, apiserver):
-    live = _boot(db)
-    gone = _boot(db)
-    _until(loop, db, live, _active)
-    namespace = _until(loop, db, gone, _active)["namespace"]
+    live = boot(db)
+    gone = boot(db)
+    until(loop, db, live, active)
+    namespace = until(loop, db, gone, active)["namespace"]
     with db_api.transaction(db) as conn:  # its row went without the controller (deleted, purged...)
         instances.soft_delete(conn, gone)
     apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
@@ -113,7 +113,7 @@ def test_objects_of_servers_that_are_gone_are_removed_foreign_ones_never(loop, d
     assert apiserver.get("Secret", "keep-me", "elsewhere") is not None
     assert apiserver.get("VirtualMachinePreference", ORPHAN, "elsewhere") is not None
     assert apiserver.get("VirtualMachine", live, namespace) is not None
-    assert _active(_row(db, live))
+    assert active(row_of(db, live))
     assert loop.servers.sweep_orphans() == []
 
 
@@ -136,10 +136,10 @@ def test_the_sweep_runs_from_the_pass_on_its_interval(kube, db, ctl, apiserver):
 # -- a VM removed behind our back ----------------------------------------------------------------------
 
 def test_a_vm_deleted_behind_our_back_sends_the_server_to_error_with_one_fault(loop, db, kube):
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    row = until(loop, db, uuid, active)
     kube.delete(VM, uuid, namespace=row["namespace"])
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.ERROR)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.ERROR)
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     for _ in range(3):
         loop.run_once()
@@ -151,12 +151,12 @@ def test_a_vm_deleted_during_the_build_ends_it_in_error(apiserver, kube, db, ctl
     apiserver.inject(Fault(kind="unschedulable"))  # the build waits (the grace is long)
     servers = make_loop(kube, db, unschedulable_grace=3600)
     both = Both(ctl, servers)
-    uuid = _boot(db)
+    uuid = boot(db)
     both.run_once()
-    row = _row(db, uuid)
+    row = row_of(db, uuid)
     assert row["vm_state"] == states.BUILDING and row["vm_name"] == uuid
     kube.delete(VM, uuid, namespace=row["namespace"])
-    row = _until(both, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
+    row = until(both, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     assert [f["message"] for f in _faults(db, uuid)] == [VM_GONE_MESSAGE]
     assert _events(db, uuid, OWNER.request_id) == [("compute__do_build_and_run_instance", "Error")]
@@ -170,8 +170,8 @@ def test_an_api_outage_keeps_the_api_serving_the_states_honest_and_loses_no_acti
 
     api = Client(deploy(conf))
     headers = user(OWNER.project_id, OWNER.user_id)
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
     apiserver.down()
     try:
         stop = api.post(f"/v2.1/servers/{uuid}/action", headers=headers, json_body={"os-stop": None})
@@ -183,34 +183,34 @@ def test_an_api_outage_keeps_the_api_serving_the_states_honest_and_loses_no_acti
         assert shown.status_code == 200
         server = shown.json["server"]
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", "powering-off")
-        assert len(_pending(db)) == 1  # the acknowledged stop waits in the outbox
+        assert len(pending(db)) == 1  # the acknowledged stop waits in the outbox
         with db_api.reader(db) as conn:
             attempts, error = conn.execute(select(models.OUTBOX.c.attempts, models.OUTBOX.c.last_error).where(
                 models.OUTBOX.c.object_id == uuid, models.OUTBOX.c.done_at.is_(None))).one()
         assert attempts >= 3 and error.startswith("stop: ")
-        assert _row(db, uuid)["power_state"] == states.power_state.RUNNING  # last seen, not guessed
+        assert row_of(db, uuid)["power_state"] == states.power_state.RUNNING  # last seen, not guessed
     finally:
         apiserver.up()
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (
         states.STOPPED, None, states.power_state.SHUTDOWN)
-    assert _pending(db) == []
+    assert pending(db) == []
     assert _events(db, uuid, request_id) == [("compute_stop_instance", "Success")]
 
 
 def test_answers_of_5xx_keep_rows_pending_and_states_unchanged(loop, db, apiserver):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
-    _action(db, uuid, "pause", "pause")
+    uuid = boot(db)
+    until(loop, db, uuid, active)
+    action(db, uuid, "pause", "pause")
     apiserver.inject(Fault(503, times=10**6))
     for _ in range(3):
         loop.servers.run_once()
-    row = _row(db, uuid)
+    row = row_of(db, uuid)
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, "pausing")
-    assert len(_pending(db)) == 1
+    assert len(pending(db)) == 1
     apiserver.clear_faults()
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.PAUSED)
-    assert (row["vm_state"], row["task_state"]) == (states.PAUSED, None) and _pending(db) == []
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.PAUSED)
+    assert (row["vm_state"], row["task_state"]) == (states.PAUSED, None) and pending(db) == []
 
 
 # -- restarts ------------------------------------------------------------------------------------------
@@ -221,8 +221,8 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
     try:
         ctl_here = controller_for(conf, cluster)
         first = Both(ctl_here, make_loop(client, db))
-        uuid = _boot(db)
-        row = _until(first, db, uuid, _active)
+        uuid = boot(db)
+        row = until(first, db, uuid, active)
         old = cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
         with db_api.transaction(db) as conn:
             instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
@@ -233,8 +233,8 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
 
         second = Both(ctl_here, make_loop(client, db))  # a new process: nothing in memory
         second.servers.observe_all()
-        assert _row(db, uuid)["task_state"] == "rebooting_hard"  # the old VMI still runs: not done
-        row = _until(second, db, uuid, _active)
+        assert row_of(db, uuid)["task_state"] == "rebooting_hard"  # the old VMI still runs: not done
+        row = until(second, db, uuid, active)
         assert cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"] != old
         assert _events(db, uuid, OWNER.request_id) == [("compute_reboot_instance", "Success")]
         assert not {SYSMETA_EVENT, SYSMETA_OLD_VMI} & _sysmeta(db, uuid).keys()
@@ -269,13 +269,13 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
          "--config-file", str(extra), "--kubeconfig", str(kubeconfig)],
         env=env, stdout=subprocess.DEVNULL, stderr=log)
     try:
-        uuid = _boot(db)
+        uuid = boot(db)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             with db_api.reader(db) as conn:
                 attempts = conn.execute(select(func.max(models.OUTBOX.c.attempts)).where(
                     models.OUTBOX.c.object_id == uuid)).scalar()
-            if attempts and apiserver.get("VirtualMachine", uuid, _row(db, uuid)["namespace"] or "-"):
+            if attempts and apiserver.get("VirtualMachine", uuid, row_of(db, uuid)["namespace"] or "-"):
                 break
             assert process.poll() is None, _tail(log)
             time.sleep(0.1)
@@ -284,21 +284,21 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
     finally:
         if process.poll() is None:
             process.kill()
-    row = _row(db, uuid)
+    row = row_of(db, uuid)
     vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
     assert vm is not None and row["vm_state"] == states.BUILDING, "the kill did not land mid-build"
     assert apiserver.get("VirtualMachineInstance", uuid, row["namespace"]) is None
-    assert len(_pending(db)) == 1
+    assert len(pending(db)) == 1
     apiserver.clear_faults()
 
     restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"},
                           glance={"api_servers": "http://127.0.0.1:9292"}, placement=placement_overrides(placement_service))
     deadline = time.monotonic() + 60
-    while not _active(_row(db, uuid)) and time.monotonic() < deadline:
+    while not active(row_of(db, uuid)) and time.monotonic() < deadline:
         service.run(restarted, kubeconfig=str(kubeconfig), once=True)  # waits out the dead holder's lease
         time.sleep(0.05)
-    row = _row(db, uuid)
-    assert _active(row) and _pending(db) == []
+    row = row_of(db, uuid)
+    assert active(row) and pending(db) == []
     assert apiserver.get("VirtualMachine", uuid, row["namespace"])["metadata"]["uid"] == vm["metadata"]["uid"]
     assert _events(db, uuid, OWNER.request_id) == [("compute__do_build_and_run_instance", "Success")]
     db_api.dispose_all()
@@ -316,25 +316,25 @@ def _token_conf(tmp_path, token: str | None):
 def test_the_image_is_imported_with_the_service_token_in_a_secret(tmp_path, apiserver, kube, db, ctl):
     conf = _token_conf(tmp_path, "svc-token-1")
     both = Both(ctl, server_loop_from(conf, db, kube))
-    uuid = _boot(db)
-    row = _until(both, db, uuid, _active)
+    uuid = boot(db)
+    row = until(both, db, uuid, active)
     namespace = row["namespace"]
     vm = apiserver.get("VirtualMachine", uuid, namespace)
     http = vm["spec"]["dataVolumeTemplates"][0]["spec"]["source"]["http"]
-    assert http == {"url": f"http://glance.test:9292/v2/images/{_row(db, uuid)['image_ref']}/file",
+    assert http == {"url": f"http://glance.test:9292/v2/images/{row_of(db, uuid)['image_ref']}/file",
                     "secretExtraHeaders": [f"{uuid}-image-token"]}
     secret = apiserver.get("Secret", f"{uuid}-image-token", namespace)
     assert base64.b64decode(secret["data"]["header"]) == b"X-Auth-Token:svc-token-1"
     assert secret["metadata"]["labels"]["openkeel.io/server-id"] == uuid
-    _action(db, uuid, "delete", "delete")
-    _until(both, db, uuid, lambda r: r["deleted"] != 0)
+    action(db, uuid, "delete", "delete")
+    until(both, db, uuid, lambda r: r["deleted"] != 0)
     assert apiserver.get("Secret", f"{uuid}-image-token", namespace) is None
 
 
 def test_without_a_service_credential_no_token_secret(tmp_path, apiserver, kube, db, ctl):
     both = Both(ctl, server_loop_from(_token_conf(tmp_path, None), db, kube))
-    uuid = _boot(db)
-    row = _until(both, db, uuid, _active)
+    uuid = boot(db)
+    row = until(both, db, uuid, active)
     http = apiserver.get("VirtualMachine", uuid, row["namespace"])["spec"]["dataVolumeTemplates"][0]["spec"][
         "source"]["http"]
     assert http == {"url": f"http://glance.test:9292/v2/images/{row['image_ref']}/file"}
@@ -351,7 +351,7 @@ def _importing(tmp_path, db, conf):
     try:
         servers: ServerLoop = server_loop_from(_token_conf(tmp_path, "svc-token-1"), db, client)
         both = Both(ctl_here, servers)
-        uuid = _boot(db)
+        uuid = boot(db)
         both.run_once()
         yield cluster, client, servers, both, uuid
     finally:
@@ -362,10 +362,10 @@ def _importing(tmp_path, db, conf):
 
 def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
     with _importing(tmp_path, db, conf) as (cluster, client, servers, both, uuid):
-        namespace = _row(db, uuid)["namespace"]
+        namespace = row_of(db, uuid)["namespace"]
         dvs = client.list(DATA_VOLUME, namespace=namespace)
         assert [(d.to_dict().get("status") or {}).get("phase") != "Succeeded" for d in dvs] == [True]
-        servers.images.auth.token = "svc-token-2"  # keystoneauth handed out a new token
+        servers.objects.images.auth.token = "svc-token-2"  # keystoneauth handed out a new token
         both.run_once()
         secret = cluster.get("Secret", f"{uuid}-image-token", namespace)
         assert base64.b64decode(secret["data"]["header"]) == b"X-Auth-Token:svc-token-2"
@@ -375,10 +375,10 @@ def test_a_server_deleted_while_its_image_imports_is_deleted(tmp_path, db, conf)
     """The token Secret is renewed only for a build still under way: a delete during the import must
     not write it again after removing it (the server would wait in deleting for ever)."""
     with _importing(tmp_path, db, conf) as (cluster, _client, servers, both, uuid):
-        namespace = _row(db, uuid)["namespace"]
-        servers.images.auth.token = "svc-token-2"  # a renewal falls due while the delete runs
-        _action(db, uuid, "delete", "delete")
-        row = _until(both, db, uuid, lambda r: r["deleted"] != 0)
+        namespace = row_of(db, uuid)["namespace"]
+        servers.objects.images.auth.token = "svc-token-2"  # a renewal falls due while the delete runs
+        action(db, uuid, "delete", "delete")
+        row = until(both, db, uuid, lambda r: r["deleted"] != 0)
         assert row["vm_state"] == states.DELETED
         assert cluster.get("Secret", f"{uuid}-image-token", namespace) is None
 
@@ -387,13 +387,13 @@ def test_a_server_deleted_while_its_image_imports_is_deleted(tmp_path, db, conf)
 
 def test_a_delete_does_not_wait_behind_a_create_the_cluster_keeps_refusing(loop, db, apiserver):
     apiserver.inject(Fault(403, method="PATCH", plural="secrets", times=10**6))
-    uuid = _boot(db)
+    uuid = boot(db)
     for _ in range(2):
         loop.run_once()
-    assert len(_pending(db)) == 1 and _row(db, uuid)["vm_state"] == states.BUILDING
-    _action(db, uuid, "delete", "delete")
-    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
-    assert row["vm_state"] == states.DELETED and _pending(db) == []
+    assert len(pending(db)) == 1 and row_of(db, uuid)["vm_state"] == states.BUILDING
+    action(db, uuid, "delete", "delete")
+    row = until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    assert row["vm_state"] == states.DELETED and pending(db) == []
     assert apiserver.get("VirtualMachine", uuid, row["namespace"] or "-") is None
 
 
@@ -401,14 +401,14 @@ def test_a_build_that_timed_out_gets_no_vm_when_the_cluster_comes_back(kube, db,
     import datetime as dt
 
     later = lambda: models.utcnow() + dt.timedelta(hours=2)
-    servers = make_loop(kube, db, build_timeout=3600, now=later)
+    servers = make_loop(kube, db, build_timeout=3600, now=later, retry=FAST_RETRY)
     apiserver.inject(Fault(503, method="PATCH", times=10**6))
-    uuid = _boot(db)
+    uuid = boot(db)
     servers.run_once()
-    assert _row(db, uuid)["vm_state"] == states.ERROR
+    assert row_of(db, uuid)["vm_state"] == states.ERROR
     apiserver.clear_faults()
     servers.run_once()
-    assert _pending(db) == []
+    assert pending(db) == []
     assert [k for k in apiserver.objects("VirtualMachine") if k[1] == uuid] == []
     assert [k for k in apiserver.objects("Secret") if k[1].startswith(uuid)] == []
 
@@ -416,35 +416,35 @@ def test_a_build_that_timed_out_gets_no_vm_when_the_cluster_comes_back(kube, db,
 # -- cost ----------------------------------------------------------------------------------------------
 
 def test_observing_all_servers_costs_three_lists_not_three_reads_per_server(loop, db, apiserver):
-    uuids = [_boot(db) for _ in range(4)]
+    uuids = [boot(db) for _ in range(4)]
     for uuid in uuids:
-        _until(loop, db, uuid, _active)
+        until(loop, db, uuid, active)
     counter = Fault(500, method="GET", after=10**9)  # never fires: counts the reads
     apiserver.inject(counter)
     loop.servers.observe_all()
     assert counter.matched == 3
-    assert all(_active(_row(db, uuid)) for uuid in uuids)
+    assert all(active(row_of(db, uuid)) for uuid in uuids)
 
 
 def test_with_watches_a_pass_reads_nothing_from_the_cluster(kube, db, ctl, apiserver):
     servers = make_loop(kube, db, watch=True)
     try:
         both = Both(ctl, servers)
-        uuids = [_boot(db) for _ in range(3)]
+        uuids = [boot(db) for _ in range(3)]
         for uuid in uuids:
-            _until(both, db, uuid, _active)
+            until(both, db, uuid, active)
         assert servers.watched.synced
         counter = Fault(500, method="GET", after=10**9)  # never fires: counts the reads
         apiserver.inject(counter)
         servers.observe_all()
         assert counter.matched == 0
         # and the watches follow the cluster: a stop ends SHUTOFF through them
-        _action(db, uuids[0], "stop", "stop")
-        row = _until(both, db, uuids[0], lambda r: r["vm_state"] == states.STOPPED)
+        action(db, uuids[0], "stop", "stop")
+        row = until(both, db, uuids[0], lambda r: r["vm_state"] == states.STOPPED)
         assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
         # a VM removed behind our back is seen through the watch, confirmed by a read, and ends in ERROR
         kube.delete(VM, uuids[1], namespace=row["namespace"])
-        assert _until(both, db, uuids[1], lambda r: r["vm_state"] == states.ERROR)["vm_state"] == states.ERROR
+        assert until(both, db, uuids[1], lambda r: r["vm_state"] == states.ERROR)["vm_state"] == states.ERROR
     finally:
         servers.close()
 
@@ -454,8 +454,8 @@ def test_watches_list_again_after_an_outage(kube, db, ctl, apiserver):
     servers.watched.retry_delay = 0.1
     try:
         both = Both(ctl, servers)
-        uuid = _boot(db)
-        _until(both, db, uuid, _active)
+        uuid = boot(db)
+        until(both, db, uuid, active)
         apiserver.down()
         deadline = time.monotonic() + 10
         while servers.watched.synced and time.monotonic() < deadline:
@@ -463,8 +463,8 @@ def test_watches_list_again_after_an_outage(kube, db, ctl, apiserver):
         assert not servers.watched.synced
         assert servers.watched.snapshot() is None  # the loop lists instead (and reports the outage)
         apiserver.up()
-        _action(db, uuid, "pause", "pause")
-        assert _until(both, db, uuid, lambda r: r["vm_state"] == states.PAUSED)["vm_state"] == states.PAUSED
+        action(db, uuid, "pause", "pause")
+        assert until(both, db, uuid, lambda r: r["vm_state"] == states.PAUSED)["vm_state"] == states.PAUSED
         deadline = time.monotonic() + 10
         while not servers.watched.synced and time.monotonic() < deadline:
             time.sleep(0.05)

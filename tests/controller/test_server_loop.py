@@ -6,110 +6,37 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-import uuid as uuidlib
 
-import pytest
 from sqlalchemy import select
 
-from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances, states
-from openkeel_compute.compute.instances import Actor
-from openkeel_compute.controller.kube import make_client
-from openkeel_compute.controller.servers import ServerLoop, make_loop, root_device_name, verb_for
+from openkeel_compute.compute import actions, instances
+from openkeel_compute.controller.gateway import SUBRESOURCES
+from openkeel_compute.controller.kube import http_of, make_client
+from openkeel_compute.controller.servers import make_loop, root_device_name, verb_for
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db import migration, models
+from openkeel_compute.db import models
 from openkeel_compute.emulator import Fault
-from tests.conftest import make_conf
-from tests.databases import ENGINES, throwaway_database
-
-OWNER = Actor("user-1", "project-1", request_id="req-1")
-IMAGE = "6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10"
-
-
-class Both:
-    """The controller's two loops, flavors first: a server's VM refers to its flavor's instancetype."""
-
-    def __init__(self, flavors, servers: ServerLoop) -> None:
-        self.flavors, self.servers = flavors, servers
-
-    def run_once(self) -> dict[str, str]:
-        self.flavors.run_once()
-        return self.servers.run_once()
-
-    def process_outbox(self) -> dict[str, str]:
-        self.flavors.run_once()
-        return self.servers.process_outbox()
-
-
-@pytest.fixture(params=ENGINES)
-def conf(request, tmp_path):
-    """The loop on each supported database: its compare-and-swap, outbox and JSON columns are engine-bound."""
-    with throwaway_database(request.param, tmp_path) as url:
-        conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"}, database={"connection": url})
-        migration.sync(db_api.get_engine(conf))
-        yield conf
-        db_api.dispose_all()
-
-
-@pytest.fixture
-def loop(apiserver, db, ctl):
-    client = make_client(apiserver.kubeconfig())
-    yield Both(ctl, make_loop(client, db))
-    client.close()
-
-
-def _boot(engine, **system_metadata) -> str:
-    flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
-    with db_api.transaction(engine) as conn:
-        catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
-        flavor = catalog.get(conn, flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
-                               image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
-                                                **system_metadata})
-        instances.outbox(conn, row["uuid"], "create", OWNER)
-    return row["uuid"]
-
-
-def _action(engine, uuid: str, action: str, operation: str) -> None:
-    """What the API does for an action: the compare-and-swap on task_state and the outbox row."""
-    with db_api.transaction(engine) as conn:
-        if action == "delete":
-            instances.begin_delete(conn, uuid, OWNER)
-        else:
-            instances.begin_action(conn, uuid, actions.precondition(action), OWNER)
-        instances.outbox(conn, uuid, operation, OWNER)
-
-
-def _row(engine, uuid: str) -> dict:
-    with db_api.reader(engine) as conn:
-        return instances.get(conn, uuid, read_deleted="yes")
-
-
-def _until(loop: Both, engine, uuid: str, done, timeout: float = 20.0) -> dict:
-    deadline = time.monotonic() + timeout
-    while True:
-        loop.run_once()
-        row = _row(engine, uuid)
-        if done(row) or time.monotonic() > deadline:
-            return row
-        time.sleep(0.05)
-
-
-def _pending(engine) -> list:
-    with db_api.reader(engine) as conn:
-        return list(conn.execute(select(models.OUTBOX.c.id).where(models.OUTBOX.c.kind == "server",
-                                                                  models.OUTBOX.c.done_at.is_(None))))
-
-
-def _active(row) -> bool:
-    return row["vm_state"] == states.ACTIVE and row["task_state"] is None
+from openkeel_compute.model import states
+from tests.controller.helpers import (
+    OWNER,
+    Both,
+    action,
+    active,
+    boot,
+    every_engine_conf,  # noqa: F401 - the fixture conf, on every database
+    pending,
+    row_of,
+    until,
+)
 
 
 def test_power_operations_name_kubevirt_verbs():
-    assert verb_for("stop") == ("virtualmachines", "stop")
-    assert verb_for("reboot-hard") == ("virtualmachines", "restart")
-    assert verb_for("reboot-soft") == ("virtualmachineinstances", "softreboot")
+    def call(operation):  # (the plural the subresource acts on, KubeVirt's verb)
+        return SUBRESOURCES[verb_for(operation)][0], verb_for(operation)
+
+    assert call("stop") == ("virtualmachines", "stop")
+    assert call("reboot-hard") == ("virtualmachines", "restart")
+    assert call("reboot-soft") == ("virtualmachineinstances", "softreboot")
     assert verb_for("create") is None and verb_for("delete") is None
 
 
@@ -121,8 +48,8 @@ def test_root_device_name_follows_the_images_disk_bus():
 
 
 def test_create_ends_active_with_addresses(loop, db, apiserver):
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
     assert row["launched_at"] is not None and row["host"] == "emulated-node-1"
@@ -138,51 +65,51 @@ def test_create_ends_active_with_addresses(loop, db, apiserver):
                  if method == "PATCH" and path.endswith(f"/virtualmachines/{uuid}")]
     assert vm_writes and all(p.get("fieldManager") == "openkeel" and p.get("fieldValidation") == "Strict"
                              for p in vm_writes)
-    assert _pending(db) == []
+    assert pending(db) == []
 
 
 def test_stop_then_start(loop, db):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
-    _action(db, uuid, "stop", "stop")
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
+    action(db, uuid, "stop", "stop")
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.STOPPED, None,
                                                                        states.power_state.SHUTDOWN)
-    _action(db, uuid, "start", "start")
-    row = _until(loop, db, uuid, _active)
+    action(db, uuid, "start", "start")
+    row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
 
 
 def test_pause_unpause(loop, db):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
-    _action(db, uuid, "pause", "pause")
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.PAUSED)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
+    action(db, uuid, "pause", "pause")
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.PAUSED)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.PAUSED, None,
                                                                        states.power_state.PAUSED)
-    _action(db, uuid, "unpause", "unpause")
-    row = _until(loop, db, uuid, _active)
+    action(db, uuid, "unpause", "unpause")
+    row = until(loop, db, uuid, active)
     assert row["power_state"] == states.power_state.RUNNING
 
 
 def test_delete_leaves_nothing_in_the_cluster(loop, db, apiserver):
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    row = until(loop, db, uuid, active)
     namespace = row["namespace"]
     assert apiserver.objects("Secret")  # the user data Secret is there before
-    _action(db, uuid, "delete", "delete")
-    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    action(db, uuid, "delete", "delete")
+    row = until(loop, db, uuid, lambda r: r["deleted"] != 0)
     assert row["deleted"] != 0 and row["vm_state"] == states.DELETED
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret", "VirtualMachinePreference"):
         assert [k for k in apiserver.objects(kind) if k[0] == namespace] == [], kind
-    assert _pending(db) == []
+    assert pending(db) == []
 
 
 def test_unschedulable_build_ends_in_error_with_a_fault(loop, db, apiserver):
     apiserver.inject(Fault(kind="unschedulable", message="0/1 nodes are available: Insufficient memory."))
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
+    uuid = boot(db)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     with db_api.reader(db) as conn:
         fault = instances.latest_faults(conn, [uuid])[uuid]
@@ -191,43 +118,50 @@ def test_unschedulable_build_ends_in_error_with_a_fault(loop, db, apiserver):
     assert fault["code"] == 500 and "Insufficient memory" in (fault["message"] + (fault["details"] or ""))
 
 
-def test_a_refused_request_leaves_the_row_pending_with_the_error(loop, db, apiserver):
-    uuid = _boot(db)
+def test_a_busy_cluster_is_asked_again_within_the_pass(loop, db, apiserver):
+    uuid = boot(db)
     apiserver.inject(Fault(500, method="PATCH", plural="virtualmachines", times=1))
+    assert loop.process_outbox() == {}  # the gateway's retry policy: 429, 5xx and transport errors
+    assert pending(db) == [] and row_of(db, uuid)["namespace"]
+
+
+def test_a_refused_request_leaves_the_row_pending_with_the_error(loop, db, apiserver):
+    uuid = boot(db)
+    apiserver.inject(Fault(422, method="PATCH", plural="virtualmachines", times=1))
     problems = loop.process_outbox()
     assert uuid in problems
     with db_api.reader(db) as conn:
         (error,) = conn.execute(select(models.OUTBOX.c.last_error).where(models.OUTBOX.c.object_id == uuid,
                                                                           models.OUTBOX.c.done_at.is_(None))).one()
     assert error and "create" in error
-    assert _active(_until(loop, db, uuid, _active))  # the next passes do it
+    assert active(until(loop, db, uuid, active))  # the next passes do it
 
 
 def test_the_controller_runs_the_server_loop_after_the_flavors(conf, apiserver, db):
-    from tests.controller.conftest import controller_for
+    from tests.controller.helpers import controller_for
 
     client = make_client(apiserver.kubeconfig())
     try:
         controller = controller_for(conf, apiserver, servers=make_loop(client, db))
-        uuid = _boot(db)
+        uuid = boot(db)
         deadline = time.monotonic() + 20
-        while not _active(_row(db, uuid)) and time.monotonic() < deadline:
+        while not active(row_of(db, uuid)) and time.monotonic() < deadline:
             controller.run_once()
             time.sleep(0.05)
-        assert _active(_row(db, uuid))
-        assert _pending(db) == []
+        assert active(row_of(db, uuid))
+        assert pending(db) == []
     finally:
         client.close()
 
 
 def test_soft_reboot_ends_active(loop, db, apiserver):
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    row = until(loop, db, uuid, active)
     writes = len(apiserver.writes)
     with db_api.transaction(db) as conn:
         instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="SOFT"), OWNER)
         instances.outbox(conn, uuid, "reboot-soft", OWNER)
-    row = _until(loop, db, uuid, _active)
+    row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None)
     assert any(path.endswith(f"/virtualmachineinstances/{uuid}/softreboot") for _m, path, _p in apiserver.writes[writes:])
 
@@ -239,10 +173,10 @@ def test_a_build_that_never_starts_ends_in_error(apiserver, db, ctl):
     try:
         later = lambda: models.utcnow() + dt.timedelta(hours=2)
         servers = make_loop(client, db, build_timeout=3600, now=later)
-        uuid = _boot(db)
+        uuid = boot(db)
         apiserver.inject(Fault(403, method="PATCH", plural="virtualmachines", times=100))  # the VM is never taken
         servers.run_once()
-        row = _row(db, uuid)
+        row = row_of(db, uuid)
         assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
         with db_api.reader(db) as conn:
             assert instances.latest_faults(conn, [uuid])[uuid]["message"] == "Instance build timed out. Set to error state."
@@ -251,8 +185,8 @@ def test_a_build_that_never_starts_ends_in_error(apiserver, db, ctl):
 
 
 def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    row = until(loop, db, uuid, active)
     before = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
     # the old VMI takes a second to go: on a loaded machine one pass could otherwise outlast the whole restart
     apiserver.lifecycle.delays = dataclasses.replace(apiserver.lifecycle.delays, stopping=1.0)
@@ -260,8 +194,8 @@ def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
         instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
         instances.outbox(conn, uuid, "reboot-hard", OWNER)
     loop.run_once()  # the restart is asked; the old VMI still runs: the task is not done
-    assert _row(db, uuid)["task_state"] is not None
-    row = _until(loop, db, uuid, _active)
+    assert row_of(db, uuid)["task_state"] is not None
+    row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
     after = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
@@ -269,8 +203,8 @@ def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
 
 
 def test_the_controller_events_join_the_requests_instance_action(loop, db):
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
     with db_api.reader(db) as conn:
         events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
     assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
@@ -279,35 +213,35 @@ def test_the_controller_events_join_the_requests_instance_action(loop, db):
 
 
 def test_a_server_deleted_while_building_leaves_nothing(loop, db, apiserver):
-    uuid = _boot(db)
-    _action(db, uuid, "delete", "delete")  # before any pass: the create and the delete rows are both pending
-    row = _until(loop, db, uuid, lambda r: r["deleted"] != 0)
+    uuid = boot(db)
+    action(db, uuid, "delete", "delete")  # before any pass: the create and the delete rows are both pending
+    row = until(loop, db, uuid, lambda r: r["deleted"] != 0)
     assert row["vm_state"] == states.DELETED
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
         assert [k for k in apiserver.objects(kind) if uuid in k[1]] == [], kind
-    assert _pending(db) == []
+    assert pending(db) == []
 
 
 def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
     # Nova's hard reboot powers a stopped server on (the servers oracle: SHUTOFF -> ACTIVE);
     # KubeVirt refuses to restart a VM that does not run, so the controller starts it
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
-    _action(db, uuid, "stop", "stop")
-    _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
+    action(db, uuid, "stop", "stop")
+    until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
     with db_api.transaction(db) as conn:
         instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
         instances.outbox(conn, uuid, "reboot-hard", OWNER)
-    row = _until(loop, db, uuid, _active)
+    row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
-    assert _pending(db) == []
+    assert pending(db) == []
 
 
 def test_a_server_booted_without_networks_has_no_interface_and_no_address(loop, db, apiserver):
     # networks "none": Nova allocates no port and shows no address; the VM gets no pod interface
-    uuid = _boot(db, requested_networks="none")
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db, requested_networks="none")
+    row = until(loop, db, uuid, active)
     assert row["network_info"] is None
     vm = apiserver.get("VirtualMachine", uuid, row["namespace"])
     devices = vm["spec"]["template"]["spec"]["domain"]["devices"]
@@ -317,17 +251,17 @@ def test_a_server_booted_without_networks_has_no_interface_and_no_address(loop, 
 
 def test_a_rebooted_server_stays_active(loop, db, apiserver):
     # the servers differential: after a soft then a hard reboot the server must stay ACTIVE on later passes
-    uuid = _boot(db)
-    _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    until(loop, db, uuid, active)
     for kind, operation in (("SOFT", "reboot-soft"), ("HARD", "reboot-hard")):
         with db_api.transaction(db) as conn:
             instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type=kind), OWNER)
             instances.outbox(conn, uuid, operation, OWNER)
-        _until(loop, db, uuid, _active)
+        until(loop, db, uuid, active)
     for _ in range(20):
         loop.run_once()
         time.sleep(0.05)
-    row = _row(db, uuid)
+    row = row_of(db, uuid)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
 
@@ -336,29 +270,29 @@ def test_a_settled_server_is_observed_again_only_once_something_it_depends_on_ch
                                                                                        monkeypatch):
     """A pass skips an ACTIVE server whose row and objects are as they were when its last observation
     changed nothing; its guest shutting down (a VMI change) is still seen on the next pass."""
-    from openkeel_compute.controller import servers as servers_module
+    from openkeel_compute.controller import observe as observe_module
 
-    uuid = _boot(db)
-    row = _until(loop, db, uuid, _active)
+    uuid = boot(db)
+    row = until(loop, db, uuid, active)
     loop.run_once()  # settled: this observation changes nothing
     observed: list[str] = []
-    real = servers_module.observe
+    real = observe_module.observe
 
     def counted(server, *args, **kwargs):
         observed.append(server["uuid"])
         return real(server, *args, **kwargs)
 
-    monkeypatch.setattr(servers_module, "observe", counted)
+    monkeypatch.setattr(observe_module, "observe", counted)
     loop.run_once()
     loop.run_once()
     assert observed == []
     client = make_client(apiserver.kubeconfig())
     try:  # the guest stops by itself: KubeVirt's stop, not an action of the API
-        client._client._client.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{row['namespace']}/"
+        http_of(client).put(f"/apis/subresources.kubevirt.io/v1/namespaces/{row['namespace']}/"
                                    f"virtualmachines/{row['vm_name']}/stop", json={}).raise_for_status()
     finally:
         client.close()
-    row = _until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
     assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
     assert uuid in observed
 
@@ -366,10 +300,10 @@ def test_a_settled_server_is_observed_again_only_once_something_it_depends_on_ch
 def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cluster(loop, db, apiserver):
     """The watches never show a step a build has not reached: a build they show ACTIVE is ACTIVE with no
     fresh read; one they show a step behind its row (a watch lagging) is concluded from a fresh read."""
-    uuid = _boot(db)
+    uuid = boot(db)
     loop.process_outbox()
     servers = loop.servers
-    row = _row(db, uuid)
+    row = row_of(db, uuid)
     apiserver.wait_for("VirtualMachineInstance", row["vm_name"], row["namespace"],
                        lambda o: ((o or {}).get("status") or {}).get("phase") == "Running")
     cached = dataclasses.replace(servers.cluster.snapshot(), cached=True)
@@ -379,9 +313,9 @@ def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cl
     servers.cluster.snapshot = lambda: (fresh.append("list"), snapshot())[1]
     try:
         servers.observe_one(uuid, cached)
-        assert _active(_row(db, uuid)) and fresh == []
+        assert active(row_of(db, uuid)) and fresh == []
         # a second server whose row went further than the watches show (spawning; they show no VMI yet)
-        other = _boot(db)
+        other = boot(db)
         loop.process_outbox()
         with db_api.transaction(db) as conn:
             instances.save_state(conn, other, task_state="spawning")
@@ -396,7 +330,7 @@ def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next
     """Servers whose objects the last two passes created are not read from the cluster when the watches
     do not show them yet (later passes observe them from the watches, and they boot); a VM the watches
     still do not show after that is read from the cluster."""
-    from openkeel_compute.controller.servers import Snapshot
+    from openkeel_compute.controller.watch import Snapshot
 
     client = make_client(apiserver.kubeconfig())
     servers = make_loop(client, db, watch=True)
@@ -405,10 +339,10 @@ def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next
         deadline = time.monotonic() + 10
         while not servers.watched.synced and time.monotonic() < deadline:
             time.sleep(0.01)
-        uuids = [_boot(db) for _ in range(12)]
+        uuids = [boot(db) for _ in range(12)]
         ctl.run_once()  # the flavors' objects
         servers.process_outbox()
-        assert all(_row(db, u)["vm_name"] for u in uuids)
+        assert all(row_of(db, u)["vm_name"] for u in uuids)
         fresh: list[str] = []
         look, snapshot, watched = servers.cluster.look, servers.cluster.snapshot, servers.watched.snapshot
         servers.cluster.look = lambda *a: (fresh.append("look"), look(*a))[1]
@@ -424,7 +358,7 @@ def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next
         assert fresh
         servers.cluster.look, servers.cluster.snapshot, servers.watched.snapshot = look, snapshot, watched
         for uuid in uuids:
-            assert _active(_until(loop, db, uuid, _active)), uuid
+            assert active(until(loop, db, uuid, active)), uuid
     finally:
         servers.close()
         client.close()
@@ -433,7 +367,9 @@ def test_servers_whose_objects_a_pass_created_are_observed_from_the_watches_next
 def test_a_server_whose_node_stopped_answering_is_never_skipped_as_settled():
     """Its VMI stays as the node controller left it (Failed, NodeUnresponsive) when the node is then
     deleted: only asking about the node tells, so such a server is observed on every pass."""
-    from openkeel_compute.controller.servers import Snapshot, _quiet_key, server_vm_name
+    from openkeel_compute.controller.observe import quiet_key as _quiet_key
+    from openkeel_compute.controller.watch import Snapshot
+    from openkeel_compute.kubevirt.names import server_vm_name
 
     U1 = "6f1c9a3e-2b4d-4c8e-9f0a-1b2c3d4e5f60"
 

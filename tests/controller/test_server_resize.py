@@ -6,6 +6,8 @@ meanwhile; a confirm drops the old revision; resize_confirm_window confirms by i
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from openkeel_compute import policies
@@ -188,7 +190,7 @@ def test_revert_when_the_old_flavor_was_deleted(world):
 
 def test_a_stopped_server_stays_stopped_and_the_window_confirms(world):
     client, controller, cluster, _conf = world
-    controller.servers.resize_confirm_window = 0.01
+    controller.servers.settings = dataclasses.replace(controller.servers.settings, resize_confirm_window=0.01)
     _flavor(client, "small", 512)
     _flavor(client, "large", 1024)
     uuid = _boot(client, controller)
@@ -219,7 +221,7 @@ def test_resize_accounting_in_placement(tmp_path, placement_service):
     server claims the new one; revert moves it back, confirm gives the migration's back."""
     import uuid as uuidlib
 
-    from openkeel_compute.controller.resize import Allocations
+    from openkeel_compute.controller.resize_allocations import Allocations
     from openkeel_compute.placement.client import PlacementClient
     from tests.conftest import placement_overrides
 

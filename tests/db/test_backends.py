@@ -256,7 +256,8 @@ def test_a_servers_state_compare_and_swap_on_every_engine(database_url):
     import datetime as dt
 
     from openkeel_compute.catalog import flavors as catalog
-    from openkeel_compute.compute import instances, states
+    from openkeel_compute.compute import instances
+    from openkeel_compute.model import states
 
     engine = db_api.make_engine(database_url)
     try:

@@ -13,9 +13,10 @@ import sqlalchemy as sa
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
+from openkeel_compute.model import states
 from tests.conftest import make_conf, user
 from tests.databases import ENGINES, throwaway_database
 from tests.wsgi_client import Client

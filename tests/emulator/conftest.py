@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 
-from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.kube import http_of, make_client
 from openkeel_compute.emulator import Delays, Emulator
 
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
@@ -79,7 +79,7 @@ def server_vm(name: str = VM_NAME, flavor: str = "m1.small",
 
 def put(client, plural: str, name: str, verb: str, body: dict | None = None):
     """PUT a subresources.kubevirt.io verb through the client's own HTTP connection, as virtctl does."""
-    http = client._client._client
+    http = http_of(client)
     return http.put(f"/apis/subresources.kubevirt.io/v1/namespaces/{NS}/{plural}/{name}/{verb}", json=body or {})
 
 

@@ -7,6 +7,7 @@ import importlib.util
 import pytest
 from lightkube import ApiError
 
+from openkeel_compute.controller.kube import http_of
 from openkeel_compute.emulator import admission
 from tests.emulator.conftest import CIT, NS, VM, instancetype, server_vm
 
@@ -71,7 +72,7 @@ def test_status_writes_are_not_reviewed(cluster, client):
     name = server_vm()["metadata"]["name"]
     remove = admission.register("VirtualMachine", lambda review: ["no changes today"])
     try:
-        http = client._client._client
+        http = http_of(client)
         path = f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/{name}"
         headers = {"Content-Type": "application/merge-patch+json"}
         refused = http.patch(path, content=b'{"metadata": {"labels": {"a": "b"}}}', headers=headers)

@@ -10,6 +10,7 @@ import pytest
 from lightkube import ApiError
 from lightkube.resources.core_v1 import Namespace
 
+from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.kube import USER_AGENT, make_client
 from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.emulator import Delays, Emulator
@@ -54,7 +55,7 @@ def test_a_controller_client_is_logged_with_its_user_agent(tmp_path):
     log = tmp_path / "audit.jsonl"
     with Emulator(delays=Delays.fast(), tick=0.01, audit_log=str(log)) as cluster:
         client = make_client(cluster.kubeconfig(), timeout=5)
-        assert LeaderElector(client, "lease", "default", "me", duration=15, renew_interval=5).try_acquire_or_renew()
+        assert LeaderElector(Gateway(client), "lease", "default", "me", duration=15, renew_interval=5).try_acquire_or_renew()
         list(client.list(Namespace))
         with pytest.raises(ApiError):
             client.get(VM, "absent", namespace="nowhere")

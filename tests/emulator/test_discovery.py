@@ -12,6 +12,7 @@ import subprocess
 import pytest
 import yaml
 
+from openkeel_compute.controller.kube import http_of
 from tests.emulator.conftest import (
     CIT,
     CPREF,
@@ -50,7 +51,7 @@ EXPECTED = {
 
 
 def test_discovery_gives_every_kind_its_short_names_and_categories(cluster, client):
-    http = client._client._client
+    http = http_of(client)
     seen = {}
     for group_version in sorted({(g, v) for g, v, _ in EXPECTED}):
         path = f"/apis/{group_version[0]}/{group_version[1]}" if group_version[0] else "/api/v1"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from lightkube import ApiError
 
+from openkeel_compute.controller.kube import http_of
 from openkeel_compute.emulator import Fault
 from tests.emulator.conftest import (
     CIT,
@@ -42,7 +43,7 @@ def test_api_error_answers_the_status_then_recovers(cluster, client):
 
 
 def test_faults_over_http(cluster, client):
-    http = client._client._client
+    http = http_of(client)
     answer = http.post("/emulator/v1/faults", json={"kind": "api-error", "status": 429, "method": "GET"})
     assert answer.status_code == 201
     assert http.get("/emulator/v1/faults").json()["faults"][0]["status"] == 429
@@ -81,7 +82,7 @@ def test_import_failure(cluster, client, vm):
 def test_node_loss(cluster, client, vm):
     put(client, "virtualmachines", vm, "start")
     running(cluster)
-    http = client._client._client
+    http = http_of(client)
     assert http.post("/emulator/v1/faults", json={"kind": "node-loss", "namespace": NS}).json()["affected"] == 1
     vmi = cluster.get("VirtualMachineInstance", vm, NS)
     assert (phase(vmi), vmi["status"]["reason"]) == ("Failed", "NodeUnresponsive")

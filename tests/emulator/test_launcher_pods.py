@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from lightkube.resources.core_v1 import Pod
 
+from openkeel_compute.controller.kube import http_of
 from tests.emulator.conftest import (
     CIT,
     CPREF,
@@ -40,7 +41,7 @@ def launcher(client, vmi_uid: str) -> Pod:
 
 
 def log(client, pod: str, **params) -> tuple[int, str, str]:
-    http = client._client._client
+    http = http_of(client)
     response = http.get(f"/api/v1/namespaces/{NS}/pods/{pod}/log", params=params)
     return response.status_code, response.headers.get("content-type", ""), response.text
 

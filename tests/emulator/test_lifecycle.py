@@ -7,6 +7,7 @@ import time
 import pytest
 from lightkube import ApiError
 
+from openkeel_compute.controller.kube import http_of
 from openkeel_compute.emulator import Delays
 from tests.emulator.conftest import (
     CIT,
@@ -162,7 +163,7 @@ def test_deleting_the_vm_removes_vmi_datavolumes_and_revisions(cluster, client, 
             "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": vm,
             "uid": cluster.get("VirtualMachine", vm, NS)["metadata"]["uid"]}]},
         "stringData": {"header": "X-Auth-Token:abc"}}
-    http = client._client._client
+    http = http_of(client)
     assert http.post(f"/api/v1/namespaces/{NS}/secrets", json=secret).status_code == 201
     terminating = http.delete(f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines/{vm}")
     assert terminating.status_code == 200
@@ -190,7 +191,7 @@ def test_start_paused(cluster, client, vm):
 def test_deleting_the_namespace_empties_it_first(cluster, client, vm):
     put(client, "virtualmachines", vm, "start")
     running(cluster)
-    http = client._client._client
+    http = http_of(client)
     answer = http.delete(f"/api/v1/namespaces/{NS}")
     assert answer.status_code == 200 and answer.json()["status"]["phase"] == "Terminating"
     refused = http.post(f"/api/v1/namespaces/{NS}/secrets", json={"metadata": {"name": "late"}})
@@ -228,7 +229,7 @@ def test_watch_streams_the_boot(cluster, client, vm):
 
 
 def test_watch_from_now_lists_first_and_honours_selectors(cluster, client, vm):
-    http = client._client._client
+    http = http_of(client)
     with http.stream("GET", f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines",
                      params={"watch": "true", "timeoutSeconds": "0.3",
                              "labelSelector": f"openkeel.io/server-id={vm}"}) as response:

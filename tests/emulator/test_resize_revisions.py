@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+from openkeel_compute.controller.kube import http_of
 from tests.emulator.conftest import CIT, CPREF, NS, VM, instancetype, preference, server_vm
 
 VM_NAME = server_vm()["metadata"]["name"]
@@ -13,7 +14,7 @@ JSON_PATCH = {"Content-Type": "application/json-patch+json"}
 
 
 def _patch(client, path: str, ops: list) -> object:
-    http = client._client._client
+    http = http_of(client)
     return http.patch(path, content=json.dumps(ops).encode(), headers=JSON_PATCH)
 
 
@@ -70,7 +71,7 @@ def test_a_datavolume_has_its_claim_and_the_claim_grows(cluster, client):
     size = claim["spec"]["resources"]["requests"]["storage"]
     assert claim["status"]["capacity"]["storage"] == size
     assert claim["metadata"]["ownerReferences"][0]["kind"] == "DataVolume"
-    http = client._client._client
+    http = http_of(client)
     got = http.patch(f"/api/v1/namespaces/{NS}/persistentvolumeclaims/{VM_NAME}-root",
                      content=json.dumps({"spec": {"resources": {"requests": {"storage": "7Gi"}}}}).encode(),
                      headers={"Content-Type": "application/merge-patch+json"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 
+from openkeel_compute.controller.kube import http_of
 from openkeel_compute.emulator import server
 
 
@@ -108,7 +109,7 @@ def test_a_pass_looks_only_at_what_was_written_since_it_settled(cluster, client)
         setattr(lifecycle, name, lambda obj, *args, _real=real: (looked.append(obj["kind"]), _real(obj, *args))[1])
     time.sleep(0.2)
     assert looked == []
-    http = client._client._client
+    http = http_of(client)
     patched = http.patch(f"/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/{VM_NAME}",
                          json={"metadata": {"labels": {"touched": "yes"}}},
                          headers={"Content-Type": "application/merge-patch+json"})

@@ -19,9 +19,10 @@ import yaml
 from ruamel.yaml import YAML
 
 from openkeel_compute.api import validation
+from openkeel_compute.api.flavor_checks import check_like_nova
 from openkeel_compute.api.schemas.flavors import FLAVOR_ID
 from openkeel_compute.cmd.flavor import _dump_objects
-from openkeel_compute.kubevirt.flavor import InvalidFlavor, check_like_nova
+from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
 from openkeel_compute.kubevirt.kubeyaml import comment, dump, dump_all, needs_quotes
 from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt

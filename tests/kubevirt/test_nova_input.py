@@ -1,4 +1,5 @@
-"""The mapping refuses exactly what Nova's flavor API refuses, with Nova's messages (checked on Nova 34.0.0).
+"""The mapping, given the API's check, refuses exactly what Nova's flavor API refuses, with Nova's messages
+(checked on Nova 34.0.0).
 
 The messages below are what POST /flavors and POST /flavors/{id}/os-extra_specs (2.86) of Nova
 34.0.0 answered for the same values. Page sizes follow Nova's own reading of hw:mem_page_size.
@@ -14,6 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from openkeel_compute.api.flavor_checks import check_fields
 from openkeel_compute.cmd.main import main
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt
@@ -54,25 +56,26 @@ MAX_INT = 2147483647
 ])
 def test_what_nova_refuses_is_refused_with_its_message(change: dict[str, Any], field: str, message: str) -> None:
     with pytest.raises(InvalidFlavor) as caught:
-        flavor_to_kubevirt({**GOOD, **change})
+        flavor_to_kubevirt({**GOOD, **change}, check=check_fields)
     assert (caught.value.field, str(caught.value)) == (field, f"{field}: {message}")
 
 
 def test_a_description_with_a_line_break_is_refused_as_nova_does() -> None:
     with pytest.raises(InvalidFlavor) as caught:
-        flavor_to_kubevirt({**GOOD, "description": "a\nb"})
+        flavor_to_kubevirt({**GOOD, "description": "a\nb"}, check=check_fields)
     assert str(caught.value).startswith("description: Invalid input for field/attribute description. Value: a\nb. "
                                         "'a\\nb' does not match '^[")
 
 
 def test_the_largest_values_nova_accepts_are_accepted() -> None:
     result = flavor_to_kubevirt({**GOOD, "id": "a. _-Z9", "vcpus": MAX_INT, "disk": MAX_INT, "swap": MAX_INT,
-                                 "OS-FLV-EXT-DATA:ephemeral": MAX_INT, "description": "x" * 65535})
+                                 "OS-FLV-EXT-DATA:ephemeral": MAX_INT, "description": "x" * 65535},
+                                check=check_fields)
     assert result.flavor.vcpus == MAX_INT
 
 
 def test_unknown_keys_nova_stored_before_2_86_are_still_accepted() -> None:
-    result = flavor_to_kubevirt({**GOOD, "extra_specs": {"hw:not_a_spec": "1"}})
+    result = flavor_to_kubevirt({**GOOD, "extra_specs": {"hw:not_a_spec": "1"}}, check=check_fields)
     assert [e.fidelity for e in result.report if e.key == "hw:not_a_spec"] == ["none"]
 
 
@@ -134,8 +137,8 @@ def test_the_shortcut_accepts_only_what_the_api_schemas_accept(
         is_public: Any, specs: dict[str, Any]) -> None:
     """check_like_nova skips the schemas for plain flavors: that shortcut must never accept more."""
     from openkeel_compute.api import faults, validation
+    from openkeel_compute.api.flavor_checks import _plainly_valid
     from openkeel_compute.api.schemas import flavor_extra_specs, flavors
-    from openkeel_compute.kubevirt.flavor import _plainly_valid
 
     create = {"ram": ram, "vcpus": vcpus, "disk": disk, "swap": swap, "id": flavor_id, "name": name,
               "description": description, "rxtx_factor": rxtx, "os-flavor-access:is_public": is_public}

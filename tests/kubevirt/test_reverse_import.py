@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from openkeel_compute.kubevirt.flavor import check_like_nova
+from openkeel_compute.api.flavor_checks import check_like_nova
 from openkeel_compute.kubevirt.mapping import flavor_to_kubevirt
 from openkeel_compute.kubevirt.options import MappingOptions
 from openkeel_compute.kubevirt.quantity import to_bytes

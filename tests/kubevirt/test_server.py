@@ -10,7 +10,6 @@ import re
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from openkeel_compute.compute.flavor_copy import primitive
 from openkeel_compute.kubevirt.admission import admission_refusals
 from openkeel_compute.kubevirt.flavor import parse_flavor
 from openkeel_compute.kubevirt.guard import instancetype_conflicts
@@ -28,24 +27,12 @@ from openkeel_compute.kubevirt.server import (
     shutdown_grace,
     user_data,
 )
+from tests.kubevirt.objects import IMAGE, PROJECT, SERVER, flavor_copy
 from tests.kubevirt.strategies import PROPERTY_OPTIONS, flavors, images, random_flavor, random_image
 
 UUID = "1B4C2A3E-0000-4000-8000-00000000ABCD"
 LOWER = UUID.lower()
-PROJECT = "6f70656e6b65656c6f70656e6b656565"
-SERVER = {"uuid": UUID, "project_id": PROJECT, "hostname": "web-1", "display_name": "Web 1",
-          "user_data": None, "config_drive": "", "metadata": {"role": "web"}}
-IMAGE = {"id": "70a599e0-31e7-49b7-b260-868f441e862b", "name": "cirros", "size": 21430272,
-         "virtual_size": 117440512, "min_ram": 0, "min_disk": 0, "properties": {}}
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
-
-
-def _copy(**changes):
-    row = {"id": 7, "name": "m1.small", "memory_mb": 2048, "vcpus": 2, "root_gb": 20, "ephemeral_gb": 0,
-           "flavorid": "2", "swap": 0, "rxtx_factor": 1.0, "vcpu_weight": None, "disabled": False, "is_public": True}
-    specs = changes.pop("extra_specs", {})
-    row.update(changes)
-    return primitive(row, specs)["nova_object.data"]
 
 
 def _secret(objects, suffix):
@@ -59,7 +46,7 @@ def _volume(vm, name):
 
 
 def test_vm_names_labels_and_strategy():
-    objects = compose(SERVER, _copy(), IMAGE, None)
+    objects = compose(SERVER, flavor_copy(), IMAGE, None)
     vm = objects.vm
     assert vm["apiVersion"] == "kubevirt.io/v1" and vm["kind"] == "VirtualMachine"
     assert vm["metadata"]["name"] == LOWER and vm["metadata"]["namespace"] == PROJECT == objects.namespace
@@ -83,19 +70,19 @@ def test_vm_names_labels_and_strategy():
 
 
 def test_public_flavor_uses_the_cluster_objects_private_the_projects_copy():
-    public = compose(SERVER, _copy(), IMAGE, None).vm["spec"]
+    public = compose(SERVER, flavor_copy(), IMAGE, None).vm["spec"]
     assert public["instancetype"] == {"kind": "VirtualMachineClusterInstancetype", "name": "2"}
     assert public["preference"] == {"kind": "VirtualMachineClusterPreference", "name": "2"}
-    private = compose(SERVER, _copy(is_public=False), IMAGE, None).vm["spec"]
+    private = compose(SERVER, flavor_copy(is_public=False), IMAGE, None).vm["spec"]
     assert private["instancetype"] == {"kind": "VirtualMachineInstancetype", "name": "2"}
     assert private["preference"] == {"kind": "VirtualMachinePreference", "name": "2"}
     # the project's copy lives in the server's namespace
-    copy = flavor_to_kubevirt(flavor_from_copy(_copy(is_public=False), PROJECT))
+    copy = flavor_to_kubevirt(flavor_from_copy(flavor_copy(is_public=False), PROJECT))
     assert copy.instancetypes[0]["metadata"]["namespace"] == PROJECT
 
 
 def test_no_domain_sizing_beside_the_instancetype():
-    flavor = _copy(extra_specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "large",
+    flavor = flavor_copy(extra_specs={"hw:cpu_policy": "dedicated", "hw:mem_page_size": "large",
                                 "hw:cpu_sockets": "2", "quota:cpu_quota": "10000"})
     objects = compose(SERVER, flavor, IMAGE, None)
     domain = objects.vm["spec"]["template"]["spec"]["domain"]
@@ -105,7 +92,7 @@ def test_no_domain_sizing_beside_the_instancetype():
 
 
 def test_root_disk_imports_from_glance_with_the_header_secret():
-    objects = compose(SERVER, _copy(), IMAGE, None, ServerOptions(image_endpoint="https://glance.example:9292/",
+    objects = compose(SERVER, flavor_copy(), IMAGE, None, ServerOptions(image_endpoint="https://glance.example:9292/",
                                                                  storage_class="fast"), image_token="svc-token")
     dvt = objects.vm["spec"]["dataVolumeTemplates"][0]
     assert dvt["metadata"]["name"] == f"{LOWER}-root"
@@ -118,7 +105,7 @@ def test_root_disk_imports_from_glance_with_the_header_secret():
     assert header == "X-Auth-Token:svc-token"
     # without a token (no image service credential) there is no Secret and the import names none:
     # CDI's importer would wait for ever for a Secret that never comes
-    tokenless = compose(SERVER, _copy(), IMAGE, None)
+    tokenless = compose(SERVER, flavor_copy(), IMAGE, None)
     assert all(not s["metadata"]["name"].endswith("image-token") for s in tokenless.secrets)
     assert tokenless.vm["spec"]["dataVolumeTemplates"][0]["spec"]["source"]["http"] == {
         "url": f"http://127.0.0.1:9292/v2/images/{IMAGE['id']}/file"}
@@ -128,20 +115,20 @@ def test_root_disk_imports_from_glance_with_the_header_secret():
     ({"virtual_size": 117440512, "size": 5}, 1), ({"virtual_size": 3 * 1024**3 + 1}, 4),
     ({"virtual_size": None, "size": 2 * 1024**3}, 2), ({"min_disk": 5}, 5)])
 def test_zero_disk_flavor_takes_the_image_size(image, gib):
-    flavor = flavor_from_copy(_copy(root_gb=0), PROJECT)
+    flavor = flavor_from_copy(flavor_copy(root_gb=0), PROJECT)
     assert root_disk_gib(flavor, image) == gib
-    objects = compose(SERVER, _copy(root_gb=0), {**IMAGE, "virtual_size": None, "size": None, **image}, None)
+    objects = compose(SERVER, flavor_copy(root_gb=0), {**IMAGE, "virtual_size": None, "size": None, **image}, None)
     assert objects.vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["resources"]["requests"] == {
         "storage": f"{gib}Gi"}
 
 
 def test_zero_disk_flavor_and_an_image_without_size_is_refused():
     with pytest.raises(ValueError, match="no size"):
-        root_disk_gib(flavor_from_copy(_copy(root_gb=0), PROJECT), {"id": "x"})
+        root_disk_gib(flavor_from_copy(flavor_copy(root_gb=0), PROJECT), {"id": "x"})
 
 
 def test_ephemeral_and_swap_disks_follow_the_flavor_fragment():
-    objects = compose(SERVER, _copy(ephemeral_gb=3, swap=512), IMAGE, None)
+    objects = compose(SERVER, flavor_copy(ephemeral_gb=3, swap=512), IMAGE, None)
     assert _volume(objects.vm, "ephemeral0") == {"name": "ephemeral0", "emptyDisk": {"capacity": "3Gi"}}
     assert _volume(objects.vm, "swap") == {"name": "swap", "emptyDisk": {"capacity": "512Mi"}}
     names = [d["name"] for d in objects.vm["spec"]["template"]["spec"]["domain"]["devices"]["disks"]]
@@ -155,7 +142,7 @@ def test_ephemeral_and_swap_disks_follow_the_flavor_fragment():
 def test_user_data_in_a_secret_and_swap_merged_as_multipart():
     script = b"#!/bin/sh\necho hello\n"
     server = {**SERVER, "user_data": base64.b64encode(script).decode()}
-    objects = compose(server, _copy(), IMAGE, None)
+    objects = compose(server, flavor_copy(), IMAGE, None)
     assert _volume(objects.vm, "cloudinitdisk") == {
         "name": "cloudinitdisk", "cloudInitNoCloud": {"secretRef": {"name": f"{LOWER}-user-data"}}}
     assert base64.b64decode(_secret(objects, "user-data")["data"]["userdata"]) == script
@@ -167,7 +154,7 @@ def test_user_data_in_a_secret_and_swap_merged_as_multipart():
 
 
 def test_no_user_data_still_gives_cloud_init_something_to_read():
-    objects = compose(SERVER, _copy(), IMAGE, None)
+    objects = compose(SERVER, flavor_copy(), IMAGE, None)
     assert base64.b64decode(_secret(objects, "user-data")["data"]["userdata"]) == EMPTY_USER_DATA
 
 
@@ -175,7 +162,7 @@ def test_no_user_data_still_gives_cloud_init_something_to_read():
     ("", False, "cloudInitNoCloud", "noCloud"), (None, False, "cloudInitNoCloud", "noCloud"),
     ("True", False, "cloudInitConfigDrive", "configDrive"), ("", True, "cloudInitConfigDrive", "configDrive")])
 def test_config_drive_when_asked_or_forced(config_drive, force, source, propagation):
-    objects = compose({**SERVER, "config_drive": config_drive}, _copy(), IMAGE, "ssh-ed25519 AAAAC3 me@host",
+    objects = compose({**SERVER, "config_drive": config_drive}, flavor_copy(), IMAGE, "ssh-ed25519 AAAAC3 me@host",
                       ServerOptions(force_config_drive=force))
     assert source in _volume(objects.vm, "cloudinitdisk")
     creds = objects.vm["spec"]["template"]["spec"]["accessCredentials"]
@@ -185,15 +172,15 @@ def test_config_drive_when_asked_or_forced(config_drive, force, source, propagat
 
 
 def test_without_key_pair_no_credentials():
-    objects = compose(SERVER, _copy(), IMAGE, None)
+    objects = compose(SERVER, flavor_copy(), IMAGE, None)
     assert "accessCredentials" not in objects.vm["spec"]["template"]["spec"]
     assert [s["metadata"]["name"] for s in objects.secrets] == [f"{LOWER}-user-data"]
 
 
 def test_per_server_preference_only_when_the_image_changes_it():
-    plain = compose(SERVER, _copy(), IMAGE, None)
+    plain = compose(SERVER, flavor_copy(), IMAGE, None)
     assert plain.preference is None
-    uefi = compose(SERVER, _copy(), {**IMAGE, "properties": {"hw_firmware_type": "uefi", "hw_disk_bus": "scsi"}}, None)
+    uefi = compose(SERVER, flavor_copy(), {**IMAGE, "properties": {"hw_firmware_type": "uefi", "hw_disk_bus": "scsi"}}, None)
     assert uefi.preference["kind"] == "VirtualMachinePreference"
     assert uefi.preference["metadata"]["name"] == LOWER and uefi.preference["metadata"]["namespace"] == PROJECT
     assert uefi.preference["spec"]["firmware"] == {"preferredEfi": {"secureBoot": False}}
@@ -204,13 +191,13 @@ def test_per_server_preference_only_when_the_image_changes_it():
 
 def test_image_refusals_propagate():
     with pytest.raises(ImageRefused, match="memory is too small"):
-        compose(SERVER, _copy(), {**IMAGE, "min_ram": 4096}, None)
+        compose(SERVER, flavor_copy(), {**IMAGE, "min_ram": 4096}, None)
 
 
 def test_image_shutdown_timeout_sets_the_grace_period():
-    objects = compose(SERVER, _copy(), {**IMAGE, "properties": {"os_shutdown_timeout": "15"}}, None)
+    objects = compose(SERVER, flavor_copy(), {**IMAGE, "properties": {"os_shutdown_timeout": "15"}}, None)
     assert objects.vm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 15
-    objects = compose(SERVER, _copy(), IMAGE, None, ServerOptions(shutdown_timeout=5))
+    objects = compose(SERVER, flavor_copy(), IMAGE, None, ServerOptions(shutdown_timeout=5))
     assert objects.vm["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] == 5
 
 
@@ -243,7 +230,7 @@ def _secret_errors(secret):
 
 def test_composed_objects_pass_the_strict_schema(strict_errors):
     server = {**SERVER, "user_data": base64.b64encode(b"#cloud-config\n{}\n").decode(), "config_drive": "True"}
-    objects = compose(server, _copy(ephemeral_gb=1, swap=128, is_public=False),
+    objects = compose(server, flavor_copy(ephemeral_gb=1, swap=128, is_public=False),
                       {**IMAGE, "properties": {"hw_firmware_type": "uefi"}}, "ssh-rsa AAAA", image_token="t")
     for doc in objects.documents():
         if doc["kind"] == "Secret":
@@ -331,7 +318,7 @@ def test_the_package_exports_compose_and_observe():
 
 @pytest.mark.parametrize(("ports", "attach"), [(None, None), ("1", True), ("0", False)])
 def test_the_serial_console_is_logged_and_the_flavor_says_whether_there_is_one(ports, attach):
-    flavor = _copy(extra_specs={"hw:serial_port_count": ports} if ports else {})
+    flavor = flavor_copy(extra_specs={"hw:serial_port_count": ports} if ports else {})
     objects = compose(SERVER, flavor, IMAGE, None)
     devices = objects.vm["spec"]["template"]["spec"]["domain"]["devices"]
     assert devices["logSerialConsole"] is True and "autoattachSerialConsole" not in devices

@@ -5,13 +5,13 @@ That the cluster accepts such a VM and runs it without an address is tests/clien
 
 from __future__ import annotations
 
-from openkeel_compute.compute.names import REQUESTED_NETWORKS
 from openkeel_compute.kubevirt.server import compose
-from tests.kubevirt.test_server import IMAGE, SERVER, _copy
+from openkeel_compute.model.sysmeta import REQUESTED_NETWORKS
+from tests.kubevirt.objects import IMAGE, SERVER, flavor_copy
 
 
 def _spec(server):
-    vm = compose(server, _copy(), IMAGE, None).vm
+    vm = compose(server, flavor_copy(), IMAGE, None).vm
     return vm["spec"]["template"]["spec"]
 
 

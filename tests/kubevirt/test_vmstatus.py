@@ -6,57 +6,20 @@ import datetime as dt
 
 import pytest
 
-from openkeel_compute.compute.states import status_from_state
 from openkeel_compute.kubevirt.vmstatus import BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, addresses, observe
-
-UUID = "1b4c2a3e-0000-4000-8000-00000000abcd"
-NOW = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
-LAUNCHED = NOW - dt.timedelta(hours=1)
-
-
-def cond(kind, status, reason=None, message=None):
-    c = {"type": kind, "status": status}
-    if reason:
-        c["reason"] = reason
-    if message:
-        c["message"] = message
-    return c
-
-
-def vm(*conditions, deleting=False):
-    meta = {"name": UUID}
-    if deleting:
-        meta["deletionTimestamp"] = "2026-12-01T11:59:00Z"
-    return {"metadata": meta, "status": {"conditions": list(conditions)}}
-
-
-def vmi(phase, *conditions, reason=None, uid="uid-1", node="node-a", interfaces=None):
-    status = {"phase": phase, "conditions": list(conditions), "nodeName": node}
-    if reason:
-        status["reason"] = reason
-    if interfaces is not None:
-        status["interfaces"] = interfaces
-    return {"metadata": {"name": UUID, "uid": uid}, "status": status}
-
-
-def dv(phase, progress=None, *conditions, restarts=0):
-    status = {"phase": phase, "conditions": list(conditions), "restartCount": restarts}
-    if progress is not None:
-        status["progress"] = progress
-    return {"metadata": {"name": f"{UUID}-root"}, "status": status}
-
-
-def server(vm_state, task=None, launched=True, **extra):
-    return {"uuid": UUID, "vm_state": vm_state, "task_state": task,
-            "launched_at": LAUNCHED if launched else None, **extra}
-
-
-def run(row_server, the_vm, the_vmi, dvs=(), started=NOW - dt.timedelta(seconds=30), timeout=3600):
-    return observe(row_server, the_vm, the_vmi, list(dvs), NOW, started, timeout)
-
-
-UNSCHEDULABLE = cond("PodScheduled", "False", "Unschedulable", "0/3 nodes are available: 3 Insufficient memory.")
-IMPORTING = dv("ImportInProgress", "45.50%", cond("Running", "True"))
+from openkeel_compute.model.states import status_from_state
+from tests.kubevirt.objects import (
+    IMPORTING,
+    NOW,
+    UNSCHEDULABLE,
+    UUID,
+    cond,
+    dv,
+    run,
+    server,
+    vm,
+    vmi,
+)
 
 # -- power_state (§1.6 power table) ------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.kubevirt.test_vmstatus import IMPORTING, dv, run, server, vm, vmi
+from tests.kubevirt.objects import IMPORTING, dv, run, server, vm, vmi
 
 
 def test_a_finished_build_resets_the_import_progress():

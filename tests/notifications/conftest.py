@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 from oslo_config import cfg
 
+from openkeel_compute.conf.notifications import register_messaging_opts
 from openkeel_compute.notifications import register_opts
-from openkeel_compute.notifications.options import register_messaging_opts
 
 # The flavor Nova's notification samples are generated from, as our catalogue hands it over.
 SAMPLE_FLAVOR: dict[str, Any] = {

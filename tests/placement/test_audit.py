@@ -9,14 +9,15 @@ import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.cmd.main import main
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.controller import audit, providers
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.emulator.server import node
+from openkeel_compute.model import states
 from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import make_conf, placement_overrides
-from tests.controller.test_server_loop import IMAGE, OWNER
+from tests.controller.helpers import IMAGE, OWNER
 from tests.server_world import reset_placement
 
 

@@ -21,76 +21,22 @@ v3 API is then found by version discovery on that endpoint, as keystoneauth does
 
 from __future__ import annotations
 
-import json
 import logging
 
-from keystoneauth1 import access as ks_access
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import plugin as ks_plugin
 from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import base as ks_identity_base
 from oslo_config import cfg
 
 from openkeel_compute.api import faults
+from openkeel_compute.caller_auth import HeaderCatalogAuth, access_from_header
+from openkeel_compute.conf.keystone import DEFAULT_VALID_INTERFACES, GROUP, list_opts, register_opts
 
 LOG = logging.getLogger(__name__)
-GROUP = "keystone"
-# Nova's defaults for its [keystone] adapter: the internal endpoint first, then the public one.
-DEFAULT_VALID_INTERFACES = ["internal", "public"]
 
-
-def _adapter_opts() -> list[cfg.Opt]:
-    opts = ks_loading.get_adapter_conf_options(include_deprecated=False)
-    cfg.set_defaults(opts, valid_interfaces=DEFAULT_VALID_INTERFACES, service_type="identity")
-    return opts
-
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    ks_loading.register_session_conf_options(conf, GROUP)
-    conf.register_opts(_adapter_opts(), group=GROUP)
-
-
-def list_opts():
-    return [(GROUP, ks_loading.get_session_conf_options() + _adapter_opts())]
-
-
-def access_from_header(token: str | None, raw: str | None) -> ks_access.AccessInfo:
-    """The caller's token and its X-Service-Catalog header (v2 or v3 format) as keystoneauth's
-    AccessInfo; an unreadable or absent header is an empty catalog."""
-    entries = []
-    if raw:
-        try:
-            decoded = json.loads(raw)
-        except ValueError:
-            decoded = None
-        if isinstance(decoded, list):
-            entries = [s for s in decoded if isinstance(s, dict)]
-    v3 = any(isinstance(e, dict) and "interface" in e for s in entries for e in s.get("endpoints") or [])
-    # Only the token and the catalog are known; the rest of the body is what keystoneauth
-    # reads on the way (user and project ids, for URL substitution).
-    if v3:
-        return ks_access.AccessInfoV3({"token": {"catalog": entries, "user": {}}}, auth_token=token)
-    return ks_access.AccessInfoV2({"access": {"token": {"id": token}, "user": {}, "serviceCatalog": entries}})
-
-
-class HeaderCatalogAuth(ks_identity_base.BaseIdentityPlugin):
-    """The caller's token and the catalog of its X-Service-Catalog header, as an auth plugin.
-
-    The same shape as keystonemiddleware's own user plugin: the access information is fixed,
-    never re-fetched; keystoneauth does the catalog look-up and the version discovery.
-    """
-
-    def __init__(self, token: str | None, raw_catalog: str | None):
-        super().__init__(reauthenticate=False)
-        self.auth_ref = access_from_header(token, raw_catalog)
-
-    def get_auth_ref(self, session, **kwargs):
-        return self.auth_ref
-
-    def invalidate(self) -> bool:
-        # The caller's token cannot be renewed: a 401 is the service's answer, not a reason to retry.
-        return False
+__all__ = ["DEFAULT_VALID_INTERFACES", "GROUP", "HeaderCatalogAuth", "ProjectVerifier", "access_from_header",
+           "list_opts", "make_session", "register_opts"]
 
 
 class ProjectVerifier:

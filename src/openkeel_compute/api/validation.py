@@ -272,19 +272,31 @@ def _validator(schema: dict, relaxed: bool):
     return validator
 
 
-def _raise(ex: jsonschema.ValidationError, *, is_body: bool):
+def _detail(ex: jsonschema.ValidationError, *, is_body: bool) -> str:
     if isinstance(ex.cause, InvalidName):
-        detail = str(ex.cause)
-    elif len(ex.path) > 0:
+        return str(ex.cause)
+    if len(ex.path) > 0:
         if is_body:
-            detail = f"Invalid input for field/attribute {ex.path.pop()}. Value: {ex.instance}. {ex.message}"
-        else:
-            detail = (
-                f"Invalid input for query parameters {ex.path.popleft()}. Value: {ex.instance}. {ex.message}"
-            )
-    else:
-        detail = ex.message
-    raise faults.BadRequest(detail) from None
+            return f"Invalid input for field/attribute {ex.path[-1]}. Value: {ex.instance}. {ex.message}"
+        return f"Invalid input for query parameters {ex.path[0]}. Value: {ex.instance}. {ex.message}"
+    return ex.message
+
+
+def _raise(ex: jsonschema.ValidationError, *, is_body: bool):
+    raise faults.BadRequest(_detail(ex, is_body=is_body)) from None
+
+
+def body_refusal(schema: dict, body) -> tuple[str | None, str] | None:
+    """What ``validate_body`` would refuse ``body`` with: (the field at fault, None for the body as a
+    whole; the 400's message), or None when the schema accepts it."""
+    try:
+        _validator(schema, False).validate(body)
+    except jsonschema.ValidationError as ex:
+        field = str(ex.path[-1]) if len(ex.path) > 0 else None
+        return field, _detail(ex, is_body=True)
+    except TypeError as ex:
+        return None, str(ex)
+    return None
 
 
 def validate_body(schema: dict, body, *, legacy_v2: bool = False):

@@ -11,6 +11,8 @@ import dataclasses
 import functools
 import re
 import uuid
+from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -33,6 +35,7 @@ from sqlalchemy.exc import IntegrityError
 
 from openkeel_compute.catalog import errors
 from openkeel_compute.db import models, regex
+from openkeel_compute.model import operations
 
 FLAVORS = models.FLAVORS
 EXTRA_SPECS = models.FLAVOR_EXTRA_SPECS
@@ -142,7 +145,7 @@ def _fetch_raw(conn: Connection, statement, params: dict | None = None) -> list[
             cursor.execute(sql)
         else:
             cursor.execute(sql, [params[name] for name in positions] if positions is not None else params)
-        return cursor.fetchall()
+        return list(cursor.fetchall())
     finally:
         cursor.close()
 
@@ -205,7 +208,7 @@ def extra_specs_of(conn: Connection, internal_ids: list[int]) -> dict[int, dict[
             .where(EXTRA_SPECS.c.flavor_id.in_(internal_ids))
             .order_by(EXTRA_SPECS.c.key)
         )
-        rows = conn.execute(query).all()
+        rows: Sequence[Any] = conn.execute(query).all()
     else:
         rows = _fetch_raw(conn, _ALL_SPECS)
     for flavor_id, key, value in rows:
@@ -353,7 +356,7 @@ def generation(conn) -> int | None:
 
 
 def _outbox(conn: Connection, operation: str, flavorid: str, payload: dict | None = None) -> None:
-    conn.execute(_INSERT_OUTBOX, {"kind": "flavor", "object_id": flavorid, "operation": operation,
+    conn.execute(_INSERT_OUTBOX, {"kind": operations.FLAVOR, "object_id": flavorid, "operation": operation,
                                   "payload": payload, "created_at": models.utcnow(), "attempts": 0})
 
 
@@ -387,21 +390,21 @@ def create(conn: Connection, *, name: str, memory_mb: int, vcpus: int, root_gb: 
         if "flavorid" in str(exc.orig):
             raise errors.FlavorIdExists(values["flavorid"]) from None
         raise errors.FlavorExists(values["name"]) from None
-    values["id"] = result.inserted_primary_key[0]
-    _outbox(conn, "upsert", values["flavorid"])
+    values["id"] = result.inserted_primary_key[0]  # type: ignore[index]  # one row inserted: its key
+    _outbox(conn, operations.UPSERT, str(values["flavorid"]))
     return values
 
 
 def update_description(conn: Connection, flavorid: str, description: str | None) -> dict:
     # Setting the description it already has changes nothing, updated_at included (Nova's ORM
     # issues no UPDATE then); updated_at is visible through sort_key=updated_at.
-    values = {"description": description}
+    values: dict[str, Any] = {"description": description}
     if get(conn, flavorid)["description"] != description:
         values["updated_at"] = models.utcnow()
     result = conn.execute(_UPDATE_FLAVOR, {"api_id": flavorid, **values})
     if result.rowcount == 0:
         raise errors.FlavorNotFound(flavorid)
-    _outbox(conn, "upsert", flavorid)
+    _outbox(conn, operations.UPSERT, flavorid)
     return get(conn, flavorid)
 
 
@@ -421,7 +424,7 @@ def destroy(conn: Connection, flavorid: str, *, with_extra_specs: bool = True) -
     # exactly one caller wins; the others roll back and answer "not found".
     if conn.execute(_DELETE_FLAVOR, {"internal_id": flavor["id"]}).rowcount != 1:
         raise errors.FlavorNotFound(flavorid)
-    _outbox(conn, "delete", flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
+    _outbox(conn, operations.DELETE, flavorid, {"is_public": flavor["is_public"], "projects": flavor["projects"]})
     return flavor
 
 
@@ -448,7 +451,7 @@ def add_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
         if get_or_none(conn, flavor["flavorid"]) is None:
             raise errors.FlavorNotFound(flavor["flavorid"]) from None
         raise errors.FlavorAccessExists(flavor["id"], project_id) from None
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
     return projects_of(conn, flavor["id"])
 
 
@@ -456,7 +459,7 @@ def remove_access(conn: Connection, flavor: dict, project_id: str) -> list[str]:
     result = conn.execute(_DELETE_PROJECT, {"internal_id": flavor["id"], "project": project_id})
     if result.rowcount == 0:
         raise errors.FlavorAccessNotFound(flavor["id"], project_id)
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
     return projects_of(conn, flavor["id"])
 
 
@@ -469,10 +472,15 @@ def get_or_none(conn: Connection, flavorid: str) -> dict | None:
 @functools.cache
 def _upsert_statement(dialect: str):
     """The extra-spec upsert for an engine (``dialect.name``), built on first use."""
+    stmt: Any  # PostgreSQL's or SQLite's insert: both have on_conflict_do_update
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert as dialect_insert
+        from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+
+        stmt = postgresql_insert(EXTRA_SPECS)
     elif dialect == "sqlite":
-        from sqlalchemy.dialects.sqlite import insert as dialect_insert
+        from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+
+        stmt = sqlite_insert(EXTRA_SPECS)
     elif dialect in ("mysql", "mariadb"):
         from sqlalchemy.dialects.mysql import insert as mysql_insert
 
@@ -480,7 +488,6 @@ def _upsert_statement(dialect: str):
         return stmt.on_duplicate_key_update(value=stmt.inserted.value, updated_at=stmt.inserted.created_at)
     else:  # pragma: no cover - only the three supported engines
         raise RuntimeError(f"unsupported database {dialect}")
-    stmt = dialect_insert(EXTRA_SPECS)
     return stmt.on_conflict_do_update(
         index_elements=[EXTRA_SPECS.c.flavor_id, EXTRA_SPECS.c.key],
         set_={"value": stmt.excluded.value, "updated_at": stmt.excluded.created_at},
@@ -498,14 +505,14 @@ def set_extra_specs(conn: Connection, flavor: dict, specs: dict[str, str]) -> No
     except IntegrityError:
         # The flavor went away between our read and this write; the transaction is abandoned.
         raise errors.FlavorNotFound(flavor["flavorid"]) from None
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
 
 
 def delete_extra_spec(conn: Connection, flavor: dict, key: str) -> None:
     result = conn.execute(_DELETE_SPEC, {"internal_id": flavor["id"], "spec_key": key})
     if result.rowcount == 0:
         raise errors.ExtraSpecNotFound(flavor["flavorid"], key)
-    _outbox(conn, "upsert", flavor["flavorid"])
+    _outbox(conn, operations.UPSERT, flavor["flavorid"])
 
 
 def count(conn: Connection) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -64,10 +65,13 @@ def _setup_status(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args) -> int:
+    from openkeel_compute.api.flavor_checks import check_fields
     from openkeel_compute.controller import service
     from openkeel_compute.placement import client as placement_client
 
     conf = load_conf(args)
+    # Flavors the controller maps are checked as POST /flavors checks them (the mapping never imports the API).
+    run = functools.partial(service.run, conf, flavor_check=check_fields)
     has_placement = placement_client.configured(conf)
     if args.kubeconfig or args.render or conf.controller.kubeconfig:
         _check_target(conf, args, retries=conf.controller.max_retries)
@@ -75,9 +79,9 @@ def _run(args) -> int:
         if not args.render and not has_placement and not conf.placement_service.embedded:
             raise OperatorError(PLACEMENT_MISSING, status=2)
         if args.render or has_placement:
-            return service.run(conf, kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
+            return run(kubeconfig=args.kubeconfig, render_dir=args.render, once=args.once)
         with _embedded_placement(conf) as url:
-            return service.run(conf, kubeconfig=args.kubeconfig, once=args.once, placement_url=url)
+            return run(kubeconfig=args.kubeconfig, once=args.once, placement_url=url)
     if conf.controller.driver == "kubernetes":
         raise OperatorError("[controller] driver = kubernetes needs a kubeconfig ([controller] kubeconfig or "
                             "--kubeconfig)", status=2)
@@ -87,9 +91,9 @@ def _run(args) -> int:
     # The built-in cluster is for development: without [placement], the embedded Placement comes with it.
     with emulated_cluster(conf) as kubeconfig:
         if has_placement:
-            return service.run(conf, kubeconfig=kubeconfig, once=args.once)
+            return run(kubeconfig=kubeconfig, once=args.once)
         with _embedded_placement(conf) as url:
-            return service.run(conf, kubeconfig=kubeconfig, once=args.once, placement_url=url)
+            return run(kubeconfig=kubeconfig, once=args.once, placement_url=url)
 
 
 PLACEMENT_MISSING = ("[placement] is not configured: the controller claims every server's resources in Placement; "
@@ -146,7 +150,7 @@ def open_cluster(kubeconfig: str, timeout: float):
     if not os.path.isfile(kubeconfig):
         raise OperatorError(f"kubeconfig {kubeconfig} not found (check --kubeconfig or [controller] kubeconfig)")
     try:
-        server = KubeConfig.from_file(kubeconfig).get().cluster.server
+        server = KubeConfig.from_file(kubeconfig).get().cluster.server  # type: ignore[union-attr]  # below
         return make_client(kubeconfig, timeout), server
     except (ConfigError, yaml.YAMLError, KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # lightkube's ConfigError, YAML errors, and a YAML file of another shape
@@ -166,11 +170,12 @@ def probe_cluster(client, server: str, kubeconfig: str, max_retries: int, base_d
     import httpx2
     from lightkube import ApiError
 
-    from openkeel_compute.controller.kube import KubeBackend, Retry
+    from openkeel_compute.controller.gateway import Gateway
+    from openkeel_compute.controller.kube import Retry
 
-    backend = KubeBackend(client, Retry(max_retries, base_delay))
+    gateway = Gateway(client, Retry(max_retries, base_delay))
     try:
-        backend.namespaces()
+        gateway.namespaces()
     except ApiError as exc:
         raise OperatorError(f"Kubernetes at {server} (kubeconfig {kubeconfig}) refused to list namespaces: "
                             f"{exc.status.code} {exc.status.message}") from None
@@ -181,6 +186,7 @@ def probe_cluster(client, server: str, kubeconfig: str, max_retries: int, base_d
 
 
 def _status(args) -> int:
+    from openkeel_compute.api.flavor_checks import check_fields
     from openkeel_compute.conf.kubevirt import mapping_options
     from openkeel_compute.controller.service import build_backend
     from openkeel_compute.controller.status import flavor_statuses, format_table
@@ -192,7 +198,7 @@ def _status(args) -> int:
     backend, _client = build_backend(conf, getattr(args, "kubeconfig", None), getattr(args, "render", None))
     try:
         statuses = flavor_statuses(engine, backend, mapping_options(conf),
-                                   conf.controller.create_namespaces, args.id)
+                                   conf.controller.create_namespaces, args.id, check=check_fields)
     finally:
         backend.close()
     if args.id is not None and all(not s.exists and s.in_sync for s in statuses):

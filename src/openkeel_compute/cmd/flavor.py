@@ -14,8 +14,9 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import IO, Any
 
-import yaml  # type: ignore[import-untyped]
+import yaml
 
+from openkeel_compute.api.flavor_checks import check_fields
 from openkeel_compute.kubevirt import kubeyaml
 from openkeel_compute.kubevirt.flavor import InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
@@ -137,7 +138,7 @@ def _convert_all(flavors: Iterable[Any], options: MappingOptions) -> list[Flavor
     results = []
     for index, flavor in enumerate(flavors):
         try:
-            results.append(flavor_to_kubevirt(flavor, options))
+            results.append(flavor_to_kubevirt(flavor, options, check=check_fields))
         except InvalidFlavor as exc:
             where = flavor.get("id", index) if isinstance(flavor, dict) else index
             exc.args = (f"flavor {where}: {exc}",)
@@ -239,7 +240,7 @@ def import_documents(docs: Iterable[Any], options: MappingOptions) -> tuple[list
         if flavor_id is not None:
             openkeel.setdefault(flavor_id, []).append(doc)
             continue
-        result = import_instancetype(doc, preferences.get(key), options)
+        result = import_instancetype(doc, preferences.get(key), options, check=check_fields)
         flavors.append(result.flavor)
         notes.extend(f"{meta.get('name')}: {path}: {why}" for path, why in result.lost)
     for copies in openkeel.values():

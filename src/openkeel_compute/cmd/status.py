@@ -64,7 +64,7 @@ def _status(args) -> int:
     from oslo_upgradecheck import upgradecheck
 
     # oslo.upgradecheck reads --json from its module's CONF (``command.json``).
-    upgradecheck.CONF = types.SimpleNamespace(command=types.SimpleNamespace(json=args.json))
+    upgradecheck.CONF = types.SimpleNamespace(command=types.SimpleNamespace(json=args.json))  # type: ignore[assignment]
     try:
         return int(status_commands(conf).check())
     finally:

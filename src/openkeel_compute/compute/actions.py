@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from openkeel_compute.compute import errors
-from openkeel_compute.compute.states import (
+from openkeel_compute.model.states import (
     ACTIVE,
     ALLOW_REBOOT,
     ERROR,

@@ -22,7 +22,7 @@ The order is the one Nova 34.0.0 follows when it creates a server from an image:
 The API handler reads the image first (images.glance: not found, not authorized, unreachable),
 then calls check_boot, as Nova fetches the image before it looks at the flavor's state.
 
-The property rules themselves live in kubevirt/image.py and are used from there. Conflicts Nova
+The property rules themselves live in kubevirt/image.py (``check_boot_rules``) and are used from there. Conflicts Nova
 only meets when its driver builds the guest (TPM, sound and USB models, secure boot) are not boot
 checks: Nova accepts the request, so they are reported when the VM's preference is built.
 """
@@ -32,7 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
+from openkeel_compute.kubevirt.flavor import DISABLED, Flavor, parse_flavor
+from openkeel_compute.model.flavor import api_body_of_row
 
 if TYPE_CHECKING:
     from openkeel_compute.kubevirt.image import ImageRefused
@@ -65,20 +66,8 @@ def _disabled(flavor: Mapping[str, Any]) -> bool:
 
 
 def _rules_flavor(flavor: Mapping[str, Any]) -> Flavor:
-    """The flavor as kubevirt/image.py reads it."""
-    if "memory_mb" not in flavor:
-        return parse_flavor(dict(flavor))
-    swap = flavor.get("swap") or 0
-    body = {
-        "id": str(flavor.get("flavorid", flavor.get("id"))), "name": flavor["name"],
-        "ram": int(flavor["memory_mb"]), "disk": int(flavor["root_gb"]), "vcpus": int(flavor["vcpus"]),
-        "swap": swap if swap else "", EPHEMERAL: int(flavor.get("ephemeral_gb") or 0),
-        IS_PUBLIC: bool(flavor.get("is_public", True)), DISABLED: bool(flavor.get("disabled", False)),
-        "extra_specs": dict(flavor.get("extra_specs") or {}),
-    }
-    if flavor.get("rxtx_factor") is not None:
-        body["rxtx_factor"] = float(flavor["rxtx_factor"])
-    return parse_flavor(body)
+    """The flavor as kubevirt/image.py reads it: a catalogue row (``memory_mb``, ...) or the API's shape."""
+    return parse_flavor(dict(flavor) if "memory_mb" not in flavor else api_body_of_row(flavor))
 
 
 def _refused(exc: ImageRefused) -> BootRefused:
@@ -111,11 +100,8 @@ def check_image(flavor: Mapping[str, Any], image: Mapping[str, Any], *,
     # The image rules bring the KubeVirt mapping's tables: imported by the first boot, not at start.
     from openkeel_compute.kubevirt import image as image_rules
 
-    rules_props = image_rules._image_properties(image)
     try:
-        image_rules._check_cpu_policies(rules_flavor, rules_props)
-        image_rules._check_page_size(rules_flavor, rules_props)
-        image_rules._check_mem_encryption(rules_flavor, image, rules_props)
+        image_rules.check_boot_rules(rules_flavor, image)
     except image_rules.ImageRefused as exc:
         raise _refused(exc) from None
 

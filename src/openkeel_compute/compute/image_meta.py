@@ -11,7 +11,9 @@ from it, whatever later happens to the image.
 
 from __future__ import annotations
 
-PREFIX = "image_"
+from openkeel_compute.model import sysmeta
+
+PREFIX = sysmeta.IMAGE_PREFIX
 INHERITABLE = ("min_ram", "min_disk", "disk_format", "container_format")
 SKIPPED = ("mappings", "block_device_mapping", "img_mappings", "img_block_device_mapping")
 

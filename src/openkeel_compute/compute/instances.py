@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from sqlalchemy import Update, and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import console, errors, flavor_copy, names, states
+from openkeel_compute.compute import console, errors, flavor_copy, names
 from openkeel_compute.compute.actions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import (
     INSTANCE_ACTIONS,
@@ -25,6 +25,7 @@ from openkeel_compute.db.models import (
     TAGS,
     utcnow,
 )
+from openkeel_compute.model import operations, states
 
 I = INSTANCES.c  # the column namespace: I.task_state
 
@@ -376,7 +377,7 @@ def start_action(conn: Connection, instance_uuid: str, action: str, actor: Actor
         "action": action, "instance_uuid": instance_uuid, "request_id": actor.request_id or new_request_id(),
         "user_id": actor.user_id, "project_id": actor.project_id, "start_time": now, "finish_time": None,
         "message": None, "created_at": now, "updated_at": None, "deleted": 0})
-    return result.inserted_primary_key[0]
+    return int(result.inserted_primary_key[0])  # type: ignore[index]  # one row inserted: its key
 
 
 def start_event(conn: Connection, action_id: int, event: str, host: str | None = None) -> int:
@@ -387,7 +388,7 @@ def start_event(conn: Connection, action_id: int, event: str, host: str | None =
         "deleted": 0})
     # Nova moves the action's updated_at with each event (2.58 lists and filters on it).
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
-    return result.inserted_primary_key[0]
+    return int(result.inserted_primary_key[0])  # type: ignore[index]  # one row inserted: its key
 
 
 def finish_event(conn: Connection, event_id: int, result: str, *, traceback: str | None = None,
@@ -626,7 +627,7 @@ _INSERT_OUTBOX = insert(OUTBOX)
 def outbox(conn: Connection, instance_uuid: str, operation: str, actor: Actor, **payload) -> None:
     """Ask the controller to act on a server (kind "server"; the operations are in docs/servers.md).
     The payload names the request, so that the controller's events join the API's instance action."""
-    conn.execute(_INSERT_OUTBOX, {"kind": "server", "object_id": instance_uuid, "operation": operation,
+    conn.execute(_INSERT_OUTBOX, {"kind": operations.SERVER, "object_id": instance_uuid, "operation": operation,
                                   "payload": {"request_id": actor.request_id, **payload}, "created_at": utcnow(),
                                   "attempts": 0})
 

@@ -6,6 +6,17 @@ import hashlib
 import re
 import secrets
 
+# The system-metadata keys of the requested networks and nodes are the vocabulary's (model/sysmeta.py),
+# re-exported for the API's boot handler, which writes them through these names.
+from openkeel_compute.model.sysmeta import (
+    FORCED_DESTINATION,
+    REQUESTED_HOST,
+    REQUESTED_NETWORKS,
+    REQUESTED_NODE,
+    destination_forced,
+    requested_nodes,
+)
+
 _SEPARATORS = re.compile(r"[ _.]")
 _NOT_HOSTNAME = re.compile(r"[^\w.-]+")
 _UID_CHARACTERS = "01234567890abcdefghijklmnopqrstuvwxyz"  # Nova's alphabet, "0" twice included
@@ -52,30 +63,6 @@ def host_id(host: str | None, project_id: str) -> str:
     return hashlib.sha224((project_id + host).encode("utf-8")).hexdigest()
 
 
-# System metadata key of a server created with networks "none" (value "none"): it gets no network.
-REQUESTED_NETWORKS = "requested_networks"
-
-# System metadata keys of a server asked to run on one node: the legacy forced host
-# (availability_zone "zone:host", "zone:host:node", "zone::node", admins only) or, from 2.74, a
-# requested host and/or hypervisor_hostname. A Kubernetes node is both Nova's host and its node, so
-# every name given must be the node the server runs on; FORCED_DESTINATION ("True") marks the
-# legacy form, which bypasses the scheduler's checks in Nova.
-REQUESTED_HOST = "requested_host"
-REQUESTED_NODE = "requested_hypervisor_hostname"
-FORCED_DESTINATION = "forced_destination"
-
-
-def requested_nodes(system_metadata) -> tuple[str, ...]:
-    """The node names a server must run on (all of them: two different names leave it nowhere to run).
-
-    The one function the controller's scheduling (node affinity, Placement candidates) reads the
-    request through; empty when the server may run anywhere.
-    """
-    metadata = system_metadata or {}
-    names = [metadata.get(REQUESTED_HOST), metadata.get(REQUESTED_NODE)]
-    return tuple(sorted({name for name in names if name}))
-
-
-def destination_forced(system_metadata) -> bool:
-    """Whether the node was forced (legacy availability_zone form) rather than requested (2.74)."""
-    return (system_metadata or {}).get(FORCED_DESTINATION) == "True"
+__all__ = ["FORCED_DESTINATION", "REQUESTED_HOST", "REQUESTED_NETWORKS", "REQUESTED_NODE", "destination_forced",
+           "display_name_for", "host_id", "hostname_for", "new_reservation_id", "requested_nodes",
+           "sanitize_hostname"]

@@ -21,6 +21,7 @@ from sqlalchemy import Connection, insert, select, update
 
 from openkeel_compute.compute import errors
 from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES, NODE_ZONES, utcnow
+from openkeel_compute.model import sysmeta
 
 POD_NETWORK = "pod-network"  # the name the controller writes a server's addresses under
 DEFAULT_GROUP = "default"
@@ -28,7 +29,7 @@ GROUPS = (DEFAULT_GROUP,)
 DEFAULT_ZONE = "nova"
 # a fixed namespace, so that a network's and a group's uuids never change
 _NAMESPACE = uuidlib.UUID("5c4a0e51-6bd1-4c43-9a0e-0b7d2f1e6a3d")
-GROUPS_KEY = "security_groups"
+GROUPS_KEY = sysmeta.SECURITY_GROUPS
 # Nova keeps a guest's encrypted password in four system metadata values of 255 characters.
 PASSWORD_CHUNKS = 4
 PASSWORD_CHUNK_LENGTH = 255

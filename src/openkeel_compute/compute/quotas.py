@@ -11,6 +11,8 @@ together.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import and_, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
@@ -87,7 +89,8 @@ def _placement_usages(conf, project_id: str, user_id: str | None) -> dict[str, i
     except PlacementError as exc:
         # Nova's API answers its generic 500 naming what its report client raised: the keystoneauth
         # error when Placement gave no answer, its own UsagesRetrievalFailed when it answered an error.
-        exc.nova_exception_class = getattr(exc, "transport", None) or "nova.exception.UsagesRetrievalFailed"
+        exc.nova_exception_class = (  # type: ignore[attr-defined]  # read by the API's fault mapping
+            getattr(exc, "transport", None) or "nova.exception.UsagesRetrievalFailed")
         raise
     return {"cores": usages.get("VCPU", 0) + usages.get("PCPU", 0), "ram": usages.get("MEMORY_MB", 0)}
 
@@ -156,7 +159,7 @@ def _limits(conn, conf, project_rows_: dict, usages: dict | None, remains_of: di
 
 def project_quotas(conn, conf, project_id: str, *, usages: bool = False, remains: bool = False) -> dict:
     used = counts(conn, conf, project_id) if usages else None
-    user_sums = None
+    user_sums: dict[str, Any] | None = None
     if remains:
         user_sums = {}
         for r in conn.execute(select(USER_QUOTAS.c.resource, USER_QUOTAS.c.hard_limit)

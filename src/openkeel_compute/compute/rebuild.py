@@ -18,8 +18,9 @@ from sqlalchemy.engine import Connection
 from openkeel_compute.compute import image_meta, instances
 from openkeel_compute.compute.actions import precondition
 from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, utcnow
+from openkeel_compute.model import operations, sysmeta
 
-BASE_IMAGE_REF = "image_base_image_ref"
+BASE_IMAGE_REF = sysmeta.BASE_IMAGE_REF
 
 # request field -> instance column, for the fields a rebuild may change
 COLUMNS = {
@@ -67,6 +68,6 @@ def begin_rebuild(conn: Connection, row: dict, actor: instances.Actor, *, image:
     system = image_meta.system_metadata(image, flavor)
     system[BASE_IMAGE_REF] = image["id"]
     _replace_image_metadata(conn, uuid, system)
-    instances.outbox(conn, uuid, "rebuild", actor, task_state=pre.next_task_state, image_ref=image["id"],
+    instances.outbox(conn, uuid, operations.REBUILD, actor, task_state=pre.next_task_state, image_ref=image["id"],
                      old_vm_state=checked["vm_state"])
     return checked

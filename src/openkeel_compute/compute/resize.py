@@ -23,13 +23,14 @@ import uuid as uuidlib
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import actions, errors, flavor_copy, instances, states
-from openkeel_compute.compute.states import task_states
+from openkeel_compute.compute import actions, errors, flavor_copy, instances
 from openkeel_compute.db.models import MIGRATIONS, utcnow
+from openkeel_compute.model import operations, states
+from openkeel_compute.model.states import task_states
+from openkeel_compute.model.sysmeta import OLD_VM_STATE
 
 M = MIGRATIONS.c
-#: system metadata: the vm_state the server had when the resize started (Nova's old_vm_state)
-SYSMETA_OLD_VM_STATE = "old_vm_state"
+SYSMETA_OLD_VM_STATE = OLD_VM_STATE
 
 
 class NotResized(errors.Invalid):
@@ -94,7 +95,7 @@ def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, st
     instances.save_state(conn, uuid, flavor=_dump(copy))
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, checked["vm_state"])
     migration = _insert_migration(conn, checked, new_flavor["id"], actor, "pre-migrating")
-    instances.outbox(conn, uuid, "resize", actor, migration=migration, old_vm_state=checked["vm_state"])
+    instances.outbox(conn, uuid, operations.RESIZE, actor, migration=migration, old_vm_state=checked["vm_state"])
     return migration
 
 
@@ -106,7 +107,7 @@ def confirm(conn: Connection, row: dict, actor: instances.Actor) -> str:
     if migration is None or not move_migration(conn, migration["uuid"], "confirming", expected="finished"):
         raise NotResized()
     instances.start_action(conn, row["uuid"], "confirmResize", actor)
-    instances.outbox(conn, row["uuid"], "confirm-resize", actor, migration=migration["uuid"])
+    instances.outbox(conn, row["uuid"], operations.CONFIRM_RESIZE, actor, migration=migration["uuid"])
     return migration["uuid"]
 
 
@@ -120,7 +121,7 @@ def revert(conn: Connection, row: dict, actor: instances.Actor) -> str:
     instances.begin_action(conn, row, pre, actor)
     if not move_migration(conn, migration["uuid"], "reverting", expected="finished"):
         raise NotResized()
-    instances.outbox(conn, row["uuid"], "revert-resize", actor, migration=migration["uuid"])
+    instances.outbox(conn, row["uuid"], operations.REVERT_RESIZE, actor, migration=migration["uuid"])
     return migration["uuid"]
 
 

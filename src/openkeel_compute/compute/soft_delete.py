@@ -16,9 +16,10 @@ import datetime as dt
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.compute.actions import PRECONDITIONS
 from openkeel_compute.db.models import INSTANCES, utcnow
+from openkeel_compute.model import operations, states
 
 I = INSTANCES.c
 
@@ -29,7 +30,7 @@ def begin_soft_delete(conn: Connection, row: dict, actor: instances.Actor) -> di
     pre = PRECONDITIONS["soft_delete"]
     checked = instances.begin_action(conn, row, pre, actor, instance_action="delete",
                                      values={"deleted_at": utcnow()})
-    instances.outbox(conn, row["uuid"], "soft-delete", actor, task_state=pre.next_task_state)
+    instances.outbox(conn, row["uuid"], operations.SOFT_DELETE, actor, task_state=pre.next_task_state)
     return checked
 
 

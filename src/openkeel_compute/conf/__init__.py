@@ -17,8 +17,8 @@ from openkeel_compute.conf import api, database, wsgi
 # Rooms that own option groups of their own; wired here so the sample and --config-file see them.
 _OPTIONAL_MODULES = (
     "openkeel_compute.conf.kubevirt",
-    "openkeel_compute.notifications",
-    "openkeel_compute.controller.options",
+    "openkeel_compute.conf.notifications",
+    "openkeel_compute.conf.controller",
     "openkeel_compute.conf.quota",
     "openkeel_compute.conf.scheduling",
     "openkeel_compute.conf.usage",
@@ -102,11 +102,11 @@ def list_opts():
     opts = [("DEFAULT", DEFAULT_OPTS)]
     for module in (api, database, wsgi):
         opts.extend(module.list_opts())
-    from openkeel_compute.api import identity
+    from openkeel_compute.conf import keystone
     from openkeel_compute.policies import list_opts as list_policy_opts
 
     opts.extend(list_policy_opts())
-    opts.extend(identity.list_opts())
+    opts.extend(keystone.list_opts())
     from openkeel_compute.images import glance
 
     opts.extend(glance.list_opts())

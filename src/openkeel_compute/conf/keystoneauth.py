@@ -15,8 +15,12 @@ def adapter_opts(service_type: str, valid_interfaces: list[str]) -> list[cfg.Opt
     return opts
 
 
+def _nothing(_value: str) -> None:
+    return None
+
+
 def register_adapter_opts(conf: cfg.ConfigOpts, group: str, service_type: str, valid_interfaces: list[str]) -> None:
     conf.register_opts(adapter_opts(service_type, valid_interfaces), group=group)
     # The API versions are the code's business, not the operator's: options nobody can set.
     for name in sorted(VERSION_OPTS):
-        conf.register_opt(cfg.Opt(name, type=lambda _value: None), group=group)
+        conf.register_opt(cfg.Opt(name, type=_nothing), group=group)  # type: ignore[arg-type]

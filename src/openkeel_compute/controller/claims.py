@@ -26,21 +26,20 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from openkeel_compute.compute import flavor_copy
 from openkeel_compute.compute.image_meta import image_from_system_metadata
-from openkeel_compute.compute.names import requested_nodes
 from openkeel_compute.controller.providers import provider_uuid, zone_aggregate
 from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model.sysmeta import requested_nodes
 from openkeel_compute.placement import errors
 from openkeel_compute.placement.client import Candidate, PlacementClient
 from openkeel_compute.placement.request import resource_request
 
 LOG = logging.getLogger(__name__)
 NO_VALID_HOST = "No valid host was found. "
-SYSMETA_ALTERNATES = "openkeel_alternates"
 
 
 class NoValidHost(Exception):
@@ -109,7 +108,7 @@ class Claims:
         self._summaries[tuple(query)] = found.summaries
         return self._shared[tuple(query)]
 
-    def claim_many(self, servers: list[Mapping[str, Any]]) -> dict[str, str]:
+    def claim_many(self, servers: Sequence[Mapping[str, Any]]) -> dict[str, str]:
         """Claim for the new servers of a pass in one POST /allocations; returns {uuid: node} of those
         claimed, whose ``claim`` then answers without asking Placement again.
 
@@ -140,9 +139,10 @@ class Claims:
                     known = all(rc in room.get(rp, {}) for c in candidates
                                 for rp, resources in c.allocations.items() for rc in resources)
                     plans[query] = (list(candidates), room) if known else None
-                if plans[query] is None:
+                plan = plans[query]
+                if plan is None:
                     continue  # an answer whose summaries do not show every class asked for: one by one
-                left, room = plans[query]
+                left, room = plan
                 while left and not _fits(left[0].allocations, room):
                     left.pop(0)  # as a refused PUT drops it from the shared answer
                 if not left:

@@ -1,7 +1,7 @@
 """Desired state: the catalogue read from the database, turned into objects by the pure mapping.
 
 The mapping (``kubevirt.mapping.flavor_to_kubevirt``) takes a flavor as GET /flavors/{id} returns it at
-microversion 2.61 plus ``"access"``; ``flavor_body`` is the thin adapter from database rows to that shape.
+microversion 2.61 plus ``"access"``; ``model.flavor.api_body_of_row`` is the adapter from database rows to that shape.
 """
 
 from __future__ import annotations
@@ -13,11 +13,12 @@ from typing import Any, NamedTuple
 from sqlalchemy import Connection, select
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.kubevirt.flavor import InvalidFlavor
+from openkeel_compute.kubevirt.flavor import FlavorCheck, InvalidFlavor
 from openkeel_compute.kubevirt.guard import RefusedByKubeVirt
 from openkeel_compute.kubevirt.mapping import ANN_PROJECT, MANAGED_BY, MANAGER, flavor_to_kubevirt
 from openkeel_compute.kubevirt.names import former_names, kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
+from openkeel_compute.model.flavor import api_body_of_row
 
 NAMESPACE = "Namespace"
 
@@ -54,27 +55,6 @@ class FlavorDesired:
         return (self.name, *former_names(self.flavor_id))
 
 
-def flavor_body(row: Mapping[str, Any], extra_specs: Mapping[str, Any], projects: Iterable[str]) -> dict[str, Any]:
-    """A flavors row as GET /flavors/{id} shows it at 2.61, plus the access list of a private flavor."""
-    body: dict[str, Any] = {
-        "id": row["flavorid"],
-        "name": row["name"],
-        "description": row["description"],
-        "ram": row["memory_mb"],
-        "disk": row["root_gb"],
-        "vcpus": row["vcpus"],
-        "swap": row["swap"] or "",
-        "OS-FLV-EXT-DATA:ephemeral": row["ephemeral_gb"],
-        "OS-FLV-DISABLED:disabled": bool(row["disabled"]),
-        "os-flavor-access:is_public": bool(row["is_public"]),
-        "rxtx_factor": row["rxtx_factor"],
-        "extra_specs": {k: ("" if v is None else v) for k, v in extra_specs.items()},
-    }
-    if not row["is_public"]:
-        body["access"] = list(projects)
-    return body
-
-
 def load_catalogue(conn: Connection, flavor_ids: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
     """Flavor bodies by flavor id: all of them, or only ``flavor_ids`` (missing ones are absent)."""
     query = select(catalog.FLAVORS).order_by(catalog.FLAVORS.c.id)
@@ -93,7 +73,7 @@ def load_catalogue(conn: Connection, flavor_ids: Iterable[str] | None = None) ->
     for flavor_id, project_id in conn.execute(projects):
         if flavor_id in access:
             access[flavor_id].append(project_id)
-    return {r["flavorid"]: flavor_body(r, specs[r["id"]], access[r["id"]]) for r in rows}
+    return {r["flavorid"]: api_body_of_row(r, specs[r["id"]], access[r["id"]]) for r in rows}
 
 
 def namespace_object(namespace: str, project_id: str) -> dict[str, Any]:
@@ -103,11 +83,12 @@ def namespace_object(namespace: str, project_id: str) -> dict[str, Any]:
                          "annotations": {ANN_PROJECT: project_id}}}
 
 
-def desired_for(body: Mapping[str, Any], options: MappingOptions) -> FlavorDesired:
-    """The objects of one flavor; a flavor the mapping refuses gets no objects and an error."""
+def desired_for(body: Mapping[str, Any], options: MappingOptions, check: FlavorCheck | None = None) -> FlavorDesired:
+    """The objects of one flavor; a flavor the mapping refuses gets no objects and an error. ``check``:
+    Nova's validation of a flavor body (api/flavor_checks.py), handed in by the process that runs us."""
     flavor_id = str(body["id"])
     try:
-        result = flavor_to_kubevirt(body, options)
+        result = flavor_to_kubevirt(body, options, check=check)
     except (InvalidFlavor, RefusedByKubeVirt) as exc:
         return FlavorDesired(flavor_id, kubernetes_name(flavor_id), {}, {}, f"refused by the mapping: {exc}")
     objects = {key_of(doc): doc for doc in result.documents()}
@@ -115,13 +96,13 @@ def desired_for(body: Mapping[str, Any], options: MappingOptions) -> FlavorDesir
     return FlavorDesired(flavor_id, result.name, objects, namespaces)
 
 
-def desired_state(bodies: Mapping[str, Mapping[str, Any]], options: MappingOptions,
-                  create_namespaces: bool) -> tuple[dict[ObjectKey, dict[str, Any]], dict[str, FlavorDesired]]:
+def desired_state(bodies: Mapping[str, Mapping[str, Any]], options: MappingOptions, create_namespaces: bool,
+                  check: FlavorCheck | None = None) -> tuple[dict[ObjectKey, dict[str, Any]], dict[str, FlavorDesired]]:
     """Every object the catalogue wants (namespaces included when the controller creates them)."""
     objects: dict[ObjectKey, dict[str, Any]] = {}
     per_flavor: dict[str, FlavorDesired] = {}
     for flavor_id, body in bodies.items():
-        wanted = desired_for(body, options)
+        wanted = desired_for(body, options, check)
         per_flavor[flavor_id] = wanted
         objects.update(wanted.objects)
         if create_namespaces:

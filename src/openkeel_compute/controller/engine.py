@@ -20,7 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import httpx2
 from sqlalchemy import Engine
@@ -47,10 +47,15 @@ from openkeel_compute.controller.plan import (
     Plan,
     plan,
 )
+from openkeel_compute.controller.settings import Settings
 from openkeel_compute.db.api import reader
+from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.mapping import ANN_ID
 from openkeel_compute.kubevirt.names import kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
+
+if TYPE_CHECKING:
+    from openkeel_compute.controller.servers import ServerLoop
 
 LOG = logging.getLogger(__name__)
 
@@ -66,17 +71,6 @@ class Backend(Protocol):
 
 class LostLeadership(Transient):
     pass
-
-
-@dataclasses.dataclass
-class Settings:
-    create_namespaces: bool = True
-    batch_size: int = 100
-    full_resync_threshold: int = 500
-    workers: int = 8
-    resync_interval: float = 300.0
-    poll_interval: float = 1.0
-    max_backoff: float = 300.0
 
 
 @dataclasses.dataclass
@@ -118,9 +112,11 @@ def _flavor_of(key: ObjectKey, body: Mapping[str, Any] | None, names: Mapping[st
 class Controller:
     def __init__(self, engine: Engine, backend: Backend, options: MappingOptions, settings: Settings | None = None,
                  metrics: Metrics | None = None, is_leader: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic, servers: Any = None) -> None:
+                 clock: Callable[[], float] = time.monotonic, servers: ServerLoop | None = None,
+                 flavor_check: FlavorCheck | None = None) -> None:
         self.engine = engine
-        self.servers = servers  # the server loop (controller.servers.ServerLoop), after the flavors each pass
+        self.flavor_check = flavor_check  # Nova's validation of a flavor body (api/flavor_checks.py), if given
+        self.servers = servers  # the server loop, after the flavors each pass
         self.backend = backend
         self.options = options
         self.settings = settings or Settings()
@@ -186,7 +182,7 @@ class Controller:
             order.setdefault(row.flavor_id, []).append(row.id)
         with reader(self.engine) as conn:
             bodies = load_catalogue(conn, order)  # read after the rows: at least as new as each of them
-        wanted = {fid: (desired_for(bodies[fid], self.options) if fid in bodies
+        wanted = {fid: (desired_for(bodies[fid], self.options, self.flavor_check) if fid in bodies
                         else FlavorDesired(fid, kubernetes_name(fid), {}, {})) for fid in order}
         try:
             observed = self.backend.observe({name for w in wanted.values() for name in w.names})
@@ -261,7 +257,8 @@ class Controller:
         _count, max_id, _oldest = outbox.summary(self.engine)  # before the snapshot, on purpose
         with reader(self.engine) as conn:
             bodies = load_catalogue(conn)
-        desired, per_flavor = desired_state(bodies, self.options, self.settings.create_namespaces)
+        desired, per_flavor = desired_state(bodies, self.options, self.settings.create_namespaces,
+                                               self.flavor_check)
         try:
             observed = self.backend.observe()
         except Exception as exc:  # noqa: BLE001 - any failure to observe: nothing written, try again later
@@ -351,7 +348,7 @@ class Controller:
             return False
         for uuid, problem in self.servers.run_once().items():
             report.problems[f"server {uuid}"] = problem
-        return bool(getattr(self.servers, "rows_done", 0))
+        return self.servers.rows_done > 0
 
     def run_once(self) -> Report:
         """One full resync, then the outbox until nothing more can be done now (``--once``); then one

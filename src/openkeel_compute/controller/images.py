@@ -18,28 +18,11 @@ from typing import Any
 from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from openkeel_compute.conf import groups
+from openkeel_compute.conf.service_user import SERVICE_USER, SERVICE_USER_GROUP, list_opts, register_opts
 
 LOG = logging.getLogger(__name__)
-SERVICE_USER = "service_user"
-SERVICE_USER_GROUP = cfg.OptGroup(
-    SERVICE_USER, title="Service credential",
-    help="The credential the controller uses towards the image service: the token the cluster's image "
-         "importer sends to Glance. Leave auth_type unset when Glance needs no token (noauth2, or the local "
-         "image service).")
 
-
-def register_opts(conf: cfg.ConfigOpts) -> None:
-    if SERVICE_USER in conf and "auth_type" in conf[SERVICE_USER]:
-        return
-    conf.register_group(groups.own(SERVICE_USER_GROUP))
-    ks_loading.register_session_conf_options(conf, SERVICE_USER)
-    ks_loading.register_auth_conf_options(conf, SERVICE_USER)
-
-
-def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
-    return [(SERVICE_USER_GROUP, ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
-             + ks_loading.get_auth_plugin_conf_options("password"))]
+__all__ = ["SERVICE_USER", "SERVICE_USER_GROUP", "ImageAccess", "list_opts", "register_opts"]
 
 
 class ImageAccess:
@@ -67,6 +50,7 @@ class ImageAccess:
             from openkeel_compute.images.glance import GlanceClient
 
             environ = {"keystone.token_auth": self.auth} if self.auth is not None else {}
+            assert self.conf is not None, "an image access without configuration is given its endpoint"
             self._endpoint = GlanceClient(self.conf).endpoint(None, environ)
         return self._endpoint
 

@@ -14,22 +14,25 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from lightkube import ApiError, Client
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.coordination_v1 import Lease
 
 from openkeel_compute.kubevirt.mapping import MANAGED_BY, MANAGER
 
+if TYPE_CHECKING:
+    from openkeel_compute.controller.gateway import Gateway
+
 LOG = logging.getLogger(__name__)
 
 
 class LeaderElector:
-    def __init__(self, client: Client, name: str, namespace: str, identity: str, duration: int = 15,
+    def __init__(self, cluster: Gateway, name: str, namespace: str, identity: str, duration: int = 15,
                  renew_interval: float = 5.0, clock: Callable[[], float] = time.monotonic,
                  on_change: Callable[[bool], None] | None = None) -> None:
-        self.client = client
+        self.cluster = cluster
         self.name = name
         self.namespace = namespace
         self.identity = identity
@@ -59,7 +62,7 @@ class LeaderElector:
         return LeaseSpec(
             holderIdentity=self.identity,
             leaseDurationSeconds=self.duration,
-            acquireTime=previous.acquireTime if ours and previous.acquireTime else now,
+            acquireTime=previous.acquireTime if previous is not None and ours and previous.acquireTime else now,
             renewTime=now,
             leaseTransitions=transitions if ours or previous is None or not previous.holderIdentity
             else transitions + 1,
@@ -67,14 +70,12 @@ class LeaderElector:
 
     def try_acquire_or_renew(self) -> bool:
         """One round: True when we hold the Lease afterwards."""
-        try:
-            lease = self.client.get(Lease, self.name, namespace=self.namespace)
-        except ApiError as exc:
-            if exc.status.code != 404:
-                raise
+        lease = self.cluster.lease(self.name, self.namespace)
+        if lease is None:
             return self._create()
         spec = lease.spec or LeaseSpec()
-        record = (spec.holderIdentity, spec.renewTime, spec.leaseDurationSeconds, lease.metadata.resourceVersion)
+        record = (spec.holderIdentity, spec.renewTime, spec.leaseDurationSeconds,
+                  lease.metadata.resourceVersion if lease.metadata is not None else None)
         if record != self._observed:
             self._observed, self._observed_at = record, self.clock()
         holder = spec.holderIdentity
@@ -85,11 +86,8 @@ class LeaderElector:
                 return False  # someone else holds it and renews it
             LOG.info("lease %s/%s: holder %s stopped renewing, taking over", self.namespace, self.name, holder)
         lease.spec = self._spec(spec)
-        try:
-            self.client.replace(lease)  # carries metadata.resourceVersion: a concurrent change gives 409
-        except ApiError as exc:
-            if exc.status.code != 409:
-                raise
+        # carries metadata.resourceVersion: a concurrent change gives 409
+        if not self.cluster.write_lease(lease, create=False):
             self._renewed_at = None
             return False
         self._renewed_at = self.clock()
@@ -98,11 +96,7 @@ class LeaderElector:
     def _create(self) -> bool:
         lease = Lease(metadata=ObjectMeta(name=self.name, namespace=self.namespace, labels={MANAGED_BY: MANAGER}),
                       spec=self._spec(None))
-        try:
-            self.client.create(lease)
-        except ApiError as exc:
-            if exc.status.code != 409:
-                raise
+        if not self.cluster.write_lease(lease, create=True):
             return False  # another replica created it first
         self._renewed_at = self.clock()
         return True
@@ -113,10 +107,10 @@ class LeaderElector:
             return
         self._renewed_at = None
         try:
-            lease = self.client.get(Lease, self.name, namespace=self.namespace)
-            if lease.spec and lease.spec.holderIdentity == self.identity:
+            lease = self.cluster.lease(self.name, self.namespace)
+            if lease is not None and lease.spec and lease.spec.holderIdentity == self.identity:
                 lease.spec.holderIdentity = None
-                self.client.replace(lease)
+                self.cluster.write_lease(lease, create=False)
         except Exception:
             LOG.warning("could not release lease %s/%s", self.namespace, self.name, exc_info=True)
 

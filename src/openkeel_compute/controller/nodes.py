@@ -9,12 +9,15 @@ checked against them.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import delete, insert, select, update
 
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
+
+if TYPE_CHECKING:
+    from openkeel_compute.controller.gateway import Gateway
 
 LOG = logging.getLogger(__name__)
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -58,16 +61,10 @@ def publish(engine, seen: dict[str, tuple[str | None, bool, bool]]) -> int:
     return changed
 
 
-def list_nodes(client) -> list[dict[str, Any]]:
-    from lightkube.resources.core_v1 import Node
-
-    return [node.to_dict() for node in client.list(Node)]
-
-
-def sync(engine, client) -> int:
+def sync(engine, cluster: Gateway) -> int:
     """One pass: read the nodes, publish them. Errors are logged and left for the next pass."""
     try:
-        return publish(engine, observed(list_nodes(client)))
+        return publish(engine, observed(cluster.nodes()))
     except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
         LOG.warning("nodes not published: %s", exc)
         return 0

@@ -10,6 +10,7 @@ from sqlalchemy import Engine, and_, func, select, update
 
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.model import operations
 
 OUTBOX = models.OUTBOX
 _ERROR_MAX = 2000
@@ -26,7 +27,7 @@ class Row:
 
 
 def _pending():
-    return and_(OUTBOX.c.done_at.is_(None), OUTBOX.c.kind == "flavor")
+    return and_(OUTBOX.c.done_at.is_(None), OUTBOX.c.kind == operations.FLAVOR)
 
 
 def pending(engine: Engine, limit: int, exclude: Collection[str] = ()) -> list[Row]:

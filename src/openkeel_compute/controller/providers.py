@@ -46,7 +46,7 @@ DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 CPU_MANAGER_LABEL = "cpumanager"
 ZONE_LABEL = "topology.kubernetes.io/zone"
 _TRAIT_NAME = re.compile(r"^[A-Z0-9_]+$")
-_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+_SUFFIXES: dict[str, int | Decimal] = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
              "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": 1, "k": 10**3, "K": 10**3,
              "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|K|M|G|T|P|E)?$")
@@ -269,12 +269,11 @@ def sync(placement: PlacementClient, nodes: Iterable[Mapping[str, Any]], ratios:
     return report
 
 
-def sync_from_conf(placement: PlacementClient, client: Any, conf: Any) -> Report | None:
-    """One pass over the cluster's nodes with the site's options; errors are logged, None returned."""
-    from openkeel_compute.controller.nodes import list_nodes
-
+def sync_from_conf(placement: PlacementClient, cluster: Any, conf: Any) -> Report | None:
+    """One pass over the cluster's nodes (``cluster``: the gateway) with the site's options; errors are
+    logged, None returned."""
     try:
-        return sync(placement, list_nodes(client), Ratios.from_conf(conf), labels_from_conf(conf))
+        return sync(placement, cluster.nodes(), Ratios.from_conf(conf), labels_from_conf(conf))
     except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
         LOG.warning("resource providers not updated: %s", exc)
         return None

@@ -8,64 +8,59 @@ import threading
 import time
 from typing import Any
 
+from lightkube import Client
+
 from openkeel_compute import signals
+from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import audit, nodes, providers
 from openkeel_compute.controller.claims import Claims
-from openkeel_compute.controller.engine import Controller, Settings
+from openkeel_compute.controller.engine import Controller
+from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.controller.images import ImageAccess
-from openkeel_compute.controller.kube import KubeBackend, Retry, make_client
+from openkeel_compute.controller.kube import Retry, make_client
 from openkeel_compute.controller.lease import LeaderElector
 from openkeel_compute.controller.metrics import Metrics
-from openkeel_compute.controller.options import default_identity
 from openkeel_compute.controller.render import RenderBackend
-from openkeel_compute.controller.servers import ServerCluster, ServerLoop
+from openkeel_compute.controller.servers import ServerLoop
+from openkeel_compute.controller.settings import ServerSettings, Settings
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
-from openkeel_compute.kubevirt.server import ServerOptions
+from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
 
 
-def settings_from(conf: Any) -> Settings:
-    c = conf.controller
-    return Settings(create_namespaces=c.create_namespaces, batch_size=c.batch_size,
-                    full_resync_threshold=c.full_resync_threshold, workers=c.workers,
-                    resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
+def gateway_from(conf: Any, client: Client, metrics: Metrics | None = None) -> Gateway:
+    """The cluster gateway on a lightkube client, with [controller]'s retry policy."""
+    retry = Retry(conf.controller.max_retries, conf.controller.retry_base_delay,
+                  on_retry=(lambda _r: metrics.errors.labels("retry").inc()) if metrics else None)
+    return Gateway(client, retry)
 
 
-def server_loop_from(conf: Any, engine: Any, client: Any, *, once: bool = False, claims: Any = None) -> ServerLoop:
-    """The server loop with the site's options ([DEFAULT] instance_build_timeout and force_config_drive,
-    [controller] server options, [service_user] for the image token)."""
-    c = conf.controller
-    options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
-                            shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf),
-                            default_availability_zone=conf.default_availability_zone)
-    loop = ServerLoop(engine, ServerCluster(client), options, build_timeout=float(conf.instance_build_timeout),
-                      unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
-                      batch_size=c.batch_size, images=ImageAccess.from_conf(conf),
-                      orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
-                      reclaim_interval=float(conf.reclaim_instance_interval), claims=claims)
-    loop.resize_confirm_window = float(conf.resize_confirm_window)
-    loop.allow_resize_to_same_host = conf.allow_resize_to_same_host
-    if claims is not None:
-        loop.placement = claims.placement
-    elif placement_client.configured(conf):
-        loop.placement = placement_client.PlacementClient.from_conf(conf)
-    return loop
+def server_loop_from(conf: Any, engine: Any, cluster: Gateway | Client, *, once: bool = False,
+                     claims: Claims | None = None) -> ServerLoop:
+    """The server loop with the site's settings (ServerSettings.from_conf), [service_user] for the image
+    token, and Placement: the claims' client, or ``[placement]``'s for the resizes' accounting."""
+    if not isinstance(cluster, Gateway):
+        cluster = gateway_from(conf, cluster)
+    placement = None
+    if claims is None and placement_client.configured(conf):
+        placement = placement_client.PlacementClient.from_conf(conf)
+    return ServerLoop(engine, cluster, ServerSettings.from_conf(conf, once=once), images=ImageAccess.from_conf(conf),
+                      claims=claims, placement=placement)
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                   metrics: Metrics | None = None):
-    """(backend, lightkube client or None): a cluster when a kubeconfig is given, else a render directory."""
+    """(backend, cluster gateway or None): a cluster when a kubeconfig is given (the gateway is then the
+    flavor engine's backend too), else a render directory."""
     if render_dir is None:
         kubeconfig = kubeconfig or conf.controller.kubeconfig
     if kubeconfig:
-        client = make_client(kubeconfig, conf.controller.request_timeout)
-        retry = Retry(conf.controller.max_retries, conf.controller.retry_base_delay,
-                      on_retry=(lambda _r: metrics.errors.labels("retry").inc()) if metrics else None)
-        return KubeBackend(client, retry), client
+        gateway = gateway_from(conf, make_client(kubeconfig, conf.controller.request_timeout), metrics)
+        return gateway, gateway
     return RenderBackend(render_dir or conf.controller.render_dir), None
 
 
@@ -80,7 +75,7 @@ def _acquire_within(elector: LeaderElector, seconds: float) -> bool:
         time.sleep(min(0.5, elector.renew_interval))
 
 
-def _node_publisher(engine, client, stop: threading.Event, interval: float, is_leader,
+def _node_publisher(engine, cluster: Gateway, stop: threading.Event, interval: float, is_leader,
                     publish_providers=None) -> threading.Thread:
     """Publish the nodes' zones (availability zones) and their resource providers every ``interval``
     seconds while leading."""
@@ -88,7 +83,7 @@ def _node_publisher(engine, client, stop: threading.Event, interval: float, is_l
     def loop() -> None:
         while not stop.wait(max(interval, 1.0)):
             if is_leader():
-                nodes.sync(engine, client)
+                nodes.sync(engine, cluster)
                 if publish_providers is not None:
                     publish_providers()
 
@@ -108,37 +103,39 @@ def placement_from(conf: Any, embedded_url: str | None = None):
 
 
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
-        stop: threading.Event | None = None, placement_url: str | None = None) -> int:
+        stop: threading.Event | None = None, placement_url: str | None = None,
+        flavor_check: FlavorCheck | None = None) -> int:
     """Run the controller. With a cluster, servers' resources are claimed in the Placement of
     ``[placement]`` (or the embedded one at ``placement_url``) and the nodes are its providers."""
     metrics = Metrics()
     engine = get_engine(conf)
     migration.sync(engine)
-    backend, client = build_backend(conf, kubeconfig, render_dir, metrics)
+    backend, cluster = build_backend(conf, kubeconfig, render_dir, metrics)
     elector = None
-    if client is not None:
+    if cluster is not None:
         c = conf.controller
-        elector = LeaderElector(client, c.lease_name, c.lease_namespace, c.identity or default_identity(),
+        elector = LeaderElector(cluster, c.lease_name, c.lease_namespace, c.identity or default_identity(),
                                 c.lease_duration, c.lease_renew_interval,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     publish_providers = None
-    if client is not None:  # servers need a cluster: rendering YAML files has no status to read back
+    if cluster is not None:  # servers need a cluster: rendering YAML files has no status to read back
         placement = placement_from(conf, placement_url)
         claims = Claims.from_conf(placement, conf)
-        servers = server_loop_from(conf, engine, client, once=once, claims=claims)  # one pass: lists, no watches
-        nodes.sync(engine, client)
+        servers = server_loop_from(conf, engine, cluster, once=once, claims=claims)  # one pass: lists, no watches
+        nodes.sync(engine, cluster)
 
         def publish_providers():
-            if providers.sync_from_conf(placement, client, conf) is not None:
+            if providers.sync_from_conf(placement, cluster, conf) is not None:
                 try:
                     audit.audit(engine, placement)
                 except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
                     LOG.warning("allocations not audited: %s", exc)
 
         publish_providers()
-    controller = Controller(engine, backend, mapping_options(conf), settings_from(conf), metrics,
-                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers)
+    controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf), metrics,
+                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers,
+                            flavor_check=flavor_check)
     try:
         if once:
             if elector is not None and not _acquire_within(elector, elector.duration + elector.renew_interval):
@@ -161,10 +158,10 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
             metrics.serve(conf.controller.metrics_host, conf.controller.metrics_port)
         if elector is not None:
             elector.start()
-        if client is not None:
-            _node_publisher(engine, client, stop, float(conf.controller.resync_interval),
+        if cluster is not None:
+            _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval),
                             (lambda: elector.is_leader) if elector else (lambda: True), publish_providers)
-        LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if client
+        LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)
         return 0

@@ -23,6 +23,7 @@ from openkeel_compute.controller.desired import (
 from openkeel_compute.controller.engine import Backend, _namespace_keys
 from openkeel_compute.controller.plan import NAMESPACES_OFF, flavor_id_of, is_managed, plan
 from openkeel_compute.db.api import reader
+from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.names import former_names, kubernetes_name
 from openkeel_compute.kubevirt.options import MappingOptions
 
@@ -41,8 +42,9 @@ class FlavorStatus:
 
 
 def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, create_namespaces: bool = True,
-                    flavor_id: str | None = None) -> list[FlavorStatus]:
-    """Status of one flavor (also a deleted one whose objects linger) or of all flavors and leftovers."""
+                    flavor_id: str | None = None, check: FlavorCheck | None = None) -> list[FlavorStatus]:
+    """Status of one flavor (also a deleted one whose objects linger) or of all flavors and leftovers.
+    ``check``: Nova's validation of a flavor body, as the controller runs it."""
     with reader(engine) as conn:
         bodies = load_catalogue(conn, None if flavor_id is None else [flavor_id])
     names = None if flavor_id is None else [kubernetes_name(flavor_id), *former_names(flavor_id)]
@@ -50,7 +52,7 @@ def flavor_statuses(engine: Engine, backend: Backend, options: MappingOptions, c
     rows: dict[str, list[outbox.Row]] = {}
     for row in outbox.pending_for(engine, flavor_id):
         rows.setdefault(row.flavor_id, []).append(row)
-    wanted: dict[str, FlavorDesired] = {fid: desired_for(body, options) for fid, body in bodies.items()}
+    wanted: dict[str, FlavorDesired] = {fid: desired_for(body, options, check) for fid, body in bodies.items()}
     if flavor_id is not None and flavor_id not in wanted:
         wanted[flavor_id] = FlavorDesired(flavor_id, kubernetes_name(flavor_id), {}, {})
     # Managed objects no catalogue flavor explains: a deleted flavor's leftovers.

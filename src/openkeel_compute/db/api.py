@@ -237,6 +237,7 @@ def raw_reader(engine: Engine) -> Iterator[RawRead]:
     server = dialect.name != "sqlite"
     try:
         if server:
+            assert proxied.dbapi_connection is not None  # a live pooled connection
             dialect.set_isolation_level(proxied.dbapi_connection, "AUTOCOMMIT")
         yield RawRead(dialect, proxied)
     except dialect.loaded_dbapi.Error as error:

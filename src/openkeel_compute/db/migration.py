@@ -41,4 +41,6 @@ def current(engine: Engine) -> str | None:
 
 
 def head() -> str:
-    return ScriptDirectory.from_config(_config()).get_current_head()
+    found = ScriptDirectory.from_config(_config()).get_current_head()
+    assert found is not None, "the migration scripts have one head"
+    return found

@@ -27,7 +27,8 @@ def current(engine: Engine) -> str | None:
 
 def head(versions: str = VERSIONS) -> str:
     """The one revision of the migration scripts that no other script revises."""
-    revisions, revised = set(), set()
+    revisions: set[str] = set()
+    revised: set[str] = set()
     for name in os.listdir(versions):
         if not name.endswith(".py"):
             continue

@@ -115,7 +115,7 @@ def auth_for(context, environ: Mapping[str, Any] | None) -> ks_plugin.BaseAuthPl
     catalog = environ.get("HTTP_X_SERVICE_CATALOG")
     if not token and not catalog:
         return None
-    from openkeel_compute.api.identity import HeaderCatalogAuth
+    from openkeel_compute.caller_auth import HeaderCatalogAuth
 
     return HeaderCatalogAuth(token, catalog)
 

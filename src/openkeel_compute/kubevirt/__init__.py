@@ -7,6 +7,7 @@ resources.limits.cpu on a VM that references an instancetype.
 """
 
 import importlib
+from typing import Any
 
 # Names are imported on first use (PEP 562): the API process registers the [kubevirt] options
 # through kubevirt.options and must not pay for the mapping tables it never runs.
@@ -26,7 +27,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

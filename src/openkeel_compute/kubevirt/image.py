@@ -71,7 +71,7 @@ def _bool(value: Any) -> bool | None:
     return True if text in _TRUE else False if text in _FALSE else None
 
 
-def _image_properties(image: Mapping[str, Any]) -> dict[str, Any]:
+def image_properties(image: Mapping[str, Any]) -> dict[str, Any]:
     """Glance properties with Nova's field types (ImageMetaProps coerces booleans and integers)."""
     props = dict(image.get("properties") or {})
     for key in _BOOL_PROPERTIES & props.keys():
@@ -97,7 +97,8 @@ def _unique(flavor: Flavor, image_name: Any, props: Mapping[str, Any], key: str,
     return flavor_value or image_value
 
 
-def _check_cpu_policies(flavor: Flavor, props: Mapping[str, Any]) -> None:
+def check_cpu_policies(flavor: Flavor, props: Mapping[str, Any]) -> None:
+    """The image's CPU pinning and thread policies may not override the flavor's (Nova's 403s)."""
     flavor_policy = flavor.extra_specs.get("hw:cpu_policy")
     image_policy = props.get("hw_cpu_policy")
     if (flavor_policy == "mixed" and image_policy == "dedicated") or (
@@ -111,7 +112,8 @@ def _check_cpu_policies(flavor: Flavor, props: Mapping[str, Any]) -> None:
                            "permitted to override CPU thread pinning policy set against the flavor", 403)
 
 
-def _check_page_size(flavor: Flavor, props: Mapping[str, Any]) -> str | None:
+def check_page_size(flavor: Flavor, props: Mapping[str, Any]) -> str | None:
+    """The image's page size, allowed only when the flavor's hw:mem_page_size is any or large."""
     flavor_request = flavor.extra_specs.get("hw:mem_page_size")
     image_request = props.get("hw_mem_page_size")
     if not flavor_request and image_request:
@@ -122,7 +124,8 @@ def _check_page_size(flavor: Flavor, props: Mapping[str, Any]) -> str | None:
     return image_request if image_request else None
 
 
-def _check_mem_encryption(flavor: Flavor, image: Mapping[str, Any], props: Mapping[str, Any]) -> str | None:
+def check_mem_encryption(flavor: Flavor, image: Mapping[str, Any], props: Mapping[str, Any]) -> str | None:
+    """The memory encryption model the flavor and image ask for together (None: none), or ImageRefused."""
     flavor_str = flavor.extra_specs.get("hw:mem_encryption")
     flavor_on = _bool(flavor_str) if flavor_str is not None else None
     image_on = props.get("hw_mem_encryption")
@@ -153,6 +156,15 @@ def _check_mem_encryption(flavor: Flavor, image: Mapping[str, Any], props: Mappi
     return str(image_model or flavor_model or "amd-sev")
 
 
+def check_boot_rules(flavor: Flavor, image: Mapping[str, Any]) -> None:
+    """The image-property rules Nova checks against the flavor before anything else at boot, in its
+    order (CPU policies, page size, memory encryption); ImageRefused on the first that fails."""
+    props = image_properties(image)
+    check_cpu_policies(flavor, props)
+    check_page_size(flavor, props)
+    check_mem_encryption(flavor, image, props)
+
+
 def preference_with_image(flavor: Mapping[str, Any] | Flavor, image: Mapping[str, Any],
                           options: MappingOptions = DEFAULT_OPTIONS) -> ImagePreference:
     """The flavor's preference spec with a Glance image's properties applied, or ImageRefused as Nova does.
@@ -162,7 +174,7 @@ def preference_with_image(flavor: Mapping[str, Any] | Flavor, image: Mapping[str
     parsed = flavor if isinstance(flavor, Flavor) else parse_flavor(flavor)
     objects = flavor_to_kubevirt(parsed, options)
     spec = copy.deepcopy(objects.preferences[0]["spec"]) if objects.preferences else {}
-    props = _image_properties(image)
+    props = image_properties(image)
     image_name = image.get("name")
     min_ram = int(image.get("min_ram") or 0)
     if parsed.ram < min_ram:
@@ -172,12 +184,12 @@ def preference_with_image(flavor: Mapping[str, Any] | Flavor, image: Mapping[str
         raise ImageRefused("FlavorDiskSmallerThanMinDisk",
                            "Flavor's disk is smaller than the minimum size specified in image metadata. Flavor disk "
                            f"is {parsed.disk * 1024**3} bytes, minimum size is {min_disk * 1024**3} bytes.")
-    _check_cpu_policies(parsed, props)
-    _check_page_size(parsed, props)
+    check_cpu_policies(parsed, props)
+    check_page_size(parsed, props)
     for key in ("tpm_version", "tpm_model", "sound_model", "usb_model", "redirected_usb_ports"):
         _unique(parsed, image_name, props, key)
     secure_boot = _unique(parsed, image_name, props, "secure_boot", prefix="os")
-    model = _check_mem_encryption(parsed, image, props)
+    model = check_mem_encryption(parsed, image, props)
     if parsed.vcpus >= 2:
         flavor_mq = parsed.extra_specs.get("hw:vif_multiqueue_enabled")
         flavor_mq_bool = _bool(flavor_mq) if flavor_mq is not None else None

@@ -49,7 +49,7 @@ def needs_quotes(value: str) -> bool:
     return value.lower() in _WORDS or _NUMBER_LIKE.match(value) is not None
 
 
-class _Dumper(_BaseDumper):  # type: ignore[misc, valid-type]
+class _Dumper(_BaseDumper):  # type: ignore[misc]  # yaml has no type information
     pass
 
 
@@ -64,12 +64,15 @@ _Dumper.add_representer(str, _represent_str)
 
 def dump(doc: Any, stream: IO[str] | None = None) -> str | None:
     """One document, block style, keys in their order; into ``stream``, or returned as text."""
-    return yaml.dump(doc, stream, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    text: str | None = yaml.dump(doc, stream, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    return text
 
 
 def dump_all(docs: Iterable[Any], stream: IO[str] | None = None) -> str | None:
     """Several documents separated by ``---``."""
-    return yaml.dump_all(docs, stream, Dumper=_Dumper, sort_keys=False, default_flow_style=False, width=1000)
+    text: str | None = yaml.dump_all(docs, stream, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
+                                     width=1000)
+    return text
 
 
 def comment(text: str) -> str:

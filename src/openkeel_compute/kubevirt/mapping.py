@@ -22,7 +22,7 @@ from openkeel_compute.kubevirt.admission import (
     annotations_size,
     qualified_name_ok,
 )
-from openkeel_compute.kubevirt.flavor import Flavor, InvalidFlavor, parse_flavor
+from openkeel_compute.kubevirt.flavor import Flavor, FlavorCheck, InvalidFlavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.names import kubernetes_name
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
@@ -855,10 +855,12 @@ def _copies(flavor: Flavor, options: MappingOptions) -> Iterator[tuple[str | Non
             yield project, options.namespace_for(project)
 
 
-def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor,
-                       options: MappingOptions = DEFAULT_OPTIONS) -> FlavorObjects:
-    """Convert one flavor (GET /flavors/{id} body, optionally with "access") into KubeVirt objects."""
-    parsed = flavor if isinstance(flavor, Flavor) else parse_flavor(flavor)
+def flavor_to_kubevirt(flavor: Mapping[str, Any] | Flavor, options: MappingOptions = DEFAULT_OPTIONS, *,
+                       check: FlavorCheck | None = None) -> FlavorObjects:
+    """Convert one flavor (GET /flavors/{id} body, optionally with "access") into KubeVirt objects.
+
+    ``check``: Nova's validation of a flavor body, run first on a body (kubevirt.flavor.parse_flavor)."""
+    parsed = flavor if isinstance(flavor, Flavor) else parse_flavor(flavor, check)
     if parsed.vcpus > UINT32_MAX:
         raise InvalidFlavor("vcpus", f"{parsed.vcpus} is more than KubeVirt's maximum of {UINT32_MAX} vCPUs")
     b = _Build(parsed, options)

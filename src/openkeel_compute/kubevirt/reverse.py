@@ -17,7 +17,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, InvalidFlavor, check_like_nova
+from openkeel_compute.kubevirt.flavor import (
+    DISABLED,
+    EPHEMERAL,
+    IS_PUBLIC,
+    FlavorCheck,
+    InvalidFlavor,
+    check_extra_specs,
+)
 from openkeel_compute.kubevirt.mapping import (
     ANN_DESCRIPTION,
     ANN_DISABLED,
@@ -305,8 +312,11 @@ class _Importer:
 
 
 def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str, Any] | None = None,
-                        options: MappingOptions = DEFAULT_OPTIONS) -> ImportResult:
-    """A Nova flavor whose extra specs reproduce this instancetype (and preference), with what is lost."""
+                        options: MappingOptions = DEFAULT_OPTIONS, *, check: FlavorCheck | None = None
+                        ) -> ImportResult:
+    """A Nova flavor whose extra specs reproduce this instancetype (and preference), with what is lost.
+
+    ``check``: Nova's validation of POST /flavors (api/flavor_checks.py), which the flavor must pass."""
     is_public = _kind_is_cluster(instancetype)
     metadata = instancetype.get("metadata") or {}
     spec = instancetype.get("spec") or {}
@@ -353,7 +363,9 @@ def import_instancetype(instancetype: Mapping[str, Any], preference: Mapping[str
         flavor["access"] = [namespace] if namespace else []
         importer.lose("metadata.namespace", "the namespace is taken as the project id")
     try:
-        check_like_nova(flavor)  # what is printed must be a flavor POST /flavors accepts
+        if check is not None:  # what is printed must be a flavor POST /flavors accepts
+            check(flavor)
+        check_extra_specs(flavor)
     except InvalidFlavor as refusal:
         raise NotAnInstancetype(f"{name}: no flavor Nova accepts reproduces it: {refusal}") from None
     return ImportResult(flavor, tuple(importer.lost))

@@ -19,9 +19,8 @@ from email.mime.multipart import MIMEMultipart
 from email.mime.nonmultipart import MIMENonMultipart
 from typing import Any, NamedTuple
 
-from openkeel_compute.compute.names import REQUESTED_NETWORKS, requested_nodes
 from openkeel_compute.kubevirt.admission import label_value_ok
-from openkeel_compute.kubevirt.flavor import DISABLED, EPHEMERAL, IS_PUBLIC, Flavor, parse_flavor
+from openkeel_compute.kubevirt.flavor import Flavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.image import preference_with_image
 from openkeel_compute.kubevirt.mapping import (
@@ -43,6 +42,8 @@ from openkeel_compute.kubevirt.names import (
     server_vm_name,
 )
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
+from openkeel_compute.model.flavor import api_body_of_row
+from openkeel_compute.model.sysmeta import REQUESTED_NETWORKS, requested_nodes
 
 SERVER_ID = "openkeel.io/server-id"
 PROJECT_ID = "openkeel.io/project-id"
@@ -95,31 +96,13 @@ class ServerObjects(NamedTuple):
 
 
 def flavor_from_copy(flavor: Mapping[str, Any] | Flavor, project_id: str) -> Flavor:
-    """The Flavor of a server's frozen flavor copy (a Flavor 1.2's fields, as FlavorCopy.cur holds them).
+    """The Flavor of a server's frozen flavor copy (a Flavor 1.2's fields, as FlavorCopy.cur holds them),
+    checked as the mapping checks a flavor (its extra specs against Nova's validators).
 
     A private flavor is read as shared with the server's project only: the VM uses that project's copy.
     """
-    if isinstance(flavor, Flavor):
-        if flavor.is_public or project_id in flavor.access:
-            return flavor if flavor.is_public else flavor._replace(access=(project_id,))
-        return flavor._replace(access=(project_id,))
-    public = bool(flavor.get("is_public", True))
-    body: dict[str, Any] = {
-        "id": str(flavor["flavorid"]),
-        "name": flavor["name"],
-        "ram": flavor["memory_mb"],
-        "vcpus": flavor["vcpus"],
-        "disk": flavor["root_gb"],
-        EPHEMERAL: flavor.get("ephemeral_gb") or 0,
-        "swap": flavor.get("swap") or "",
-        "rxtx_factor": float(flavor.get("rxtx_factor") or 1.0),
-        IS_PUBLIC: public,
-        DISABLED: bool(flavor.get("disabled", False)),
-        "extra_specs": dict(flavor.get("extra_specs") or {}),
-    }
-    if not public:
-        body["access"] = [project_id]
-    return parse_flavor(body)
+    parsed = flavor if isinstance(flavor, Flavor) else parse_flavor(api_body_of_row(flavor))
+    return parsed.for_project(project_id)
 
 
 def root_disk_gib(flavor: Flavor, image: Mapping[str, Any]) -> int:
@@ -419,4 +402,5 @@ def rebuild_root_volume(server_uuid: str, request_id: str) -> str:
 
 def _vm_from_fragment(fragment: Mapping[str, Any]) -> dict[str, Any]:
     """A deep copy of the flavor's VM fragment: the server's objects never share the flavor's dicts."""
-    return json.loads(json.dumps(fragment))
+    copied: dict[str, Any] = json.loads(json.dumps(fragment))
+    return copied

@@ -11,9 +11,9 @@ from __future__ import annotations
 import datetime as dt
 import ipaddress
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict
 
-from openkeel_compute.compute.states import (
+from openkeel_compute.model.states import (
     ACTIVE,
     BUILDING,
     ERROR,
@@ -68,6 +68,14 @@ class Observation(NamedTuple):
     deleted: bool = False  # a delete finished: the VM object is gone
     stop_guest: bool = False  # a stopped server's guest runs: stop it, as Nova's power sync does
     stopped_by_sync: bool = False  # a guest found off without a task: Nova's power sync calls its stop API
+
+
+class _Seen(TypedDict):
+    """What every observation of a server carries, whatever its state."""
+
+    addresses: dict[str, list[dict[str, Any]]] | None
+    host: str | None
+    host_status_unknown: bool
 
 
 def _start_requested(vm: Mapping[str, Any] | None) -> bool:
@@ -157,20 +165,20 @@ def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, 
     """The fault of a VM that cannot start, naming KubeVirt's reason, or None."""
     vmi_conditions = _conditions(vmi)
     scheduled = vmi_conditions.get("PodScheduled") or _conditions(vm).get("PodScheduled")
-    if _is(scheduled, "False", "Unschedulable") and not _within(scheduled, now, grace):
-        message = scheduled.get("message") or "Unschedulable"  # type: ignore[union-attr]
+    if scheduled is not None and _is(scheduled, "False", "Unschedulable") and not _within(scheduled, now, grace):
+        message = scheduled.get("message") or "Unschedulable"
         return Fault(500, f"No valid host was found. {message}", f"KubeVirt: Unschedulable: {message}")
     imported = _import_failure(data_volumes)
     if imported:
         return Fault(500, f"Build of instance {uuid} aborted: {imported}", f"KubeVirt: DataVolumeError: {imported}")
     synchronized = vmi_conditions.get("Synchronized")
-    if _is(synchronized, "False") and synchronized.get("reason") in (  # type: ignore[union-attr]
+    if synchronized is not None and _is(synchronized, "False") and synchronized.get("reason") in (
             "FailedPvcNotFound", "ErrImagePull", "ImagePullBackOff"):
-        reason, message = synchronized.get("reason"), synchronized.get("message") or ""  # type: ignore[union-attr]
+        reason, message = synchronized.get("reason"), synchronized.get("message") or ""
         return Fault(500, f"Build of instance {uuid} aborted: {reason}: {message}", f"KubeVirt: {reason}: {message}")
     failure = _conditions(vm).get("Failure")
-    if _is(failure, "True"):
-        reason, message = failure.get("reason") or "Failure", failure.get("message") or ""  # type: ignore[union-attr]
+    if failure is not None and _is(failure, "True"):
+        reason, message = failure.get("reason") or "Failure", failure.get("message") or ""
         return Fault(500, f"Build of instance {uuid} aborted: {reason}: {message}", f"KubeVirt: {reason}: {message}")
     return None
 
@@ -221,7 +229,7 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
         power, unresponsive = power_state.SHUTDOWN, False
     host = vmi_status.get("nodeName")
     seen = addresses(vmi, network_name)
-    base = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
+    base: _Seen = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
 
     if task == task_states.DELETING:
         # Deleted once the VM and its disks are gone (the VM's disks go with it, by owner reference).

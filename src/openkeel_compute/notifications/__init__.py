@@ -8,6 +8,7 @@ with a KeypairPayload 1.0 (see :mod:`openkeel_compute.notifications.keypair`).
 ``[oslo_messaging_notifications]`` options.
 """
 
+from openkeel_compute.conf.notifications import list_opts, register_opts
 from openkeel_compute.notifications.base import notifications_enabled
 from openkeel_compute.notifications.flavor import FlavorAction, FlavorNotifier, build_flavor_payload
 from openkeel_compute.notifications.keypair import (
@@ -16,7 +17,6 @@ from openkeel_compute.notifications.keypair import (
     Phase,
     build_keypair_payload,
 )
-from openkeel_compute.notifications.options import list_opts, register_opts
 
 
 class ApiNotifier(FlavorNotifier, KeypairNotifier):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
-from openkeel_compute.notifications import options
+from openkeel_compute.conf import notifications as options
 from openkeel_compute.notifications.sender import TRANSPORT_DRIVERS, BackgroundSender
 
 if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really sends

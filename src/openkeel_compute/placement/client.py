@@ -252,7 +252,8 @@ class PlacementClient:
         current = self.get_allocations(consumer)
         if not current.allocations:
             return False
-        self.put_allocations(consumer, {}, project_id=current.project_id, user_id=current.user_id,
+        # allocations always carry their consumer's project and user
+        self.put_allocations(consumer, {}, project_id=current.project_id, user_id=current.user_id,  # type: ignore[arg-type]
                              consumer_generation=current.generation)
         return True
 

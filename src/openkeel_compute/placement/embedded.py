@@ -121,6 +121,7 @@ def start(state_path: str | os.PathLike, host: str = "127.0.0.1", port: int = 0,
     process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, **popen)
     deadline = time.monotonic() + timeout
     line = ""
+    assert process.stdout is not None  # stdout=PIPE
     while time.monotonic() < deadline:
         line = process.stdout.readline()
         if line.startswith(READY):

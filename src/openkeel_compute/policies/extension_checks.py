@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from importlib.metadata import EntryPoint
+from typing import Any
 
 import stevedore
 from oslo_policy import _checks
@@ -40,7 +41,7 @@ class DeferredCheck:
 
     def __init__(self, entry_point: EntryPoint):
         self.entry_point = entry_point
-        self._class = None
+        self._class: Any = None
         self._lock = threading.Lock()
 
     def __call__(self, kind: str, match: str):

@@ -11,14 +11,16 @@ from lightkube.types import PatchType
 
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.controller import nodes
+from openkeel_compute.controller.gateway import Gateway
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.emulator import Emulator
 from openkeel_compute.emulator.server import node
 from openkeel_compute.kubevirt.server import ServerOptions, compose, require_zone
 from tests.api.servers.test_create import IMAGE, _counts, _image_service
-from tests.kubevirt.test_server import IMAGE as KV_IMAGE
-from tests.kubevirt.test_server import SERVER, _copy
+from tests.kubevirt.objects import IMAGE as KV_IMAGE
+from tests.kubevirt.objects import SERVER
+from tests.kubevirt.objects import flavor_copy as _copy
 
 MEMBER = {"X-Auth-Token": "demo:demo"}
 ADMIN = {"X-Auth-Token": "admin:admin"}
@@ -39,8 +41,8 @@ def test_the_controller_publishes_node_zones_from_the_cluster(client, conf):
         cluster.seed(node("n-a1", zone="az-a"))
         cluster.seed(node("n-b1", zone="az-b", ready=False))
         kube = Client(KubeConfig.from_dict(cluster.kubeconfig()))
-        assert nodes.sync(engine, kube) == 3
-        assert nodes.sync(engine, kube) == 0  # nothing changed
+        assert nodes.sync(engine, Gateway(kube)) == 3
+        assert nodes.sync(engine, Gateway(kube)) == 0  # nothing changed
         listed = client.get("/v2.1/os-availability-zone", headers=MEMBER).json["availabilityZoneInfo"]
         assert listed == [{"zoneName": "az-a", "zoneState": {"available": True}, "hosts": None},
                           {"zoneName": "nova", "zoneState": {"available": True}, "hosts": None},
@@ -50,7 +52,7 @@ def test_the_controller_publishes_node_zones_from_the_cluster(client, conf):
             ("az-a", ["n-a1"]), ("nova", ["emulated-node-1"]), ("az-b", [])]
         assert detail[0]["hosts"]["n-a1"]["nova-compute"]["available"] is True
         cluster.remove("Node", "n-b1")
-        nodes.sync(engine, kube)
+        nodes.sync(engine, Gateway(kube))
     with db_api.reader(engine) as conn:
         assert sorted(conn.execute(sa.select(models.NODE_ZONES.c.node)).scalars()) == ["emulated-node-1", "n-a1"]
 
@@ -66,7 +68,7 @@ def test_a_cordoned_node_is_a_disabled_compute_service(client, conf):
             cluster.seed(obj)
         kube = Client(KubeConfig.from_dict(cluster.kubeconfig()))
         kube.patch(Node, "n-a2", {"spec": {"unschedulable": True}}, patch_type=PatchType.MERGE)  # kubectl cordon
-        nodes.sync(engine, kube)
+        nodes.sync(engine, Gateway(kube))
         with db_api.reader(engine) as conn:
             assert dict(conn.execute(sa.select(models.NODE_ZONES.c.node, models.NODE_ZONES.c.cordoned)).all()) == {
                 "emulated-node-1": False, "n-a1": False, "n-a2": True, "n-c1": True}
@@ -77,7 +79,7 @@ def test_a_cordoned_node_is_a_disabled_compute_service(client, conf):
         assert [(z["zoneName"], sorted(z["hosts"] or {})) for z in detail] == [
             ("az-a", ["n-a1"]), ("nova", ["emulated-node-1"]), ("az-c", [])]
         kube.patch(Node, "n-c1", {"spec": {"unschedulable": False}}, patch_type=PatchType.MERGE)
-        assert nodes.sync(engine, kube) == 1
+        assert nodes.sync(engine, Gateway(kube)) == 1
         listed = client.get("/v2.1/os-availability-zone", headers=MEMBER).json["availabilityZoneInfo"]
         assert ("az-c", True) in [(z["zoneName"], z["zoneState"]["available"]) for z in listed]
 

@@ -16,8 +16,9 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.kubevirt.server import compose
 from tests.api.servers.test_create import IMAGE, _counts, _image_service
-from tests.kubevirt.test_server import IMAGE as KV_IMAGE
-from tests.kubevirt.test_server import SERVER, _copy
+from tests.kubevirt.objects import IMAGE as KV_IMAGE
+from tests.kubevirt.objects import SERVER
+from tests.kubevirt.objects import flavor_copy as _copy
 
 ADMIN, MEMBER = "admin:admin", "demo:demo"
 

@@ -10,10 +10,11 @@ import sqlalchemy as sa
 
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, networks, states
+from openkeel_compute.compute import instances, networks
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
+from openkeel_compute.model import states
 from tests._shared import shared_path
 
 RECORDED_HOST = "127.0.0.1:19300"

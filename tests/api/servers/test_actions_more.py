@@ -9,9 +9,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
+from openkeel_compute.model import states
 from tests.api.servers import oracle_state as oracle
 from tests.api.servers.test_create import _image_service
 from tests.conftest import admin

@@ -187,7 +187,8 @@ def test_filters_on_novas_columns_are_regular_expressions(client, cloud, query, 
 
 
 def test_soft_deleted_turns_the_soft_deleted_rule_around(client, cloud, conf):
-    from openkeel_compute.compute import instances, states
+    from openkeel_compute.compute import instances
+    from openkeel_compute.model import states
 
     with db_api.transaction(db_api.get_engine(conf)) as conn:
         instances.save_state(conn, oracle.SERVER_B, vm_state=states.SOFT_DELETED)

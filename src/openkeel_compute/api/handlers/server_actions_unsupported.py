@@ -19,12 +19,13 @@ from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read
 from openkeel_compute.api.handlers.servers_create import _password, image_service
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, states, unsupported
+from openkeel_compute.compute import actions, unsupported
 from openkeel_compute.compute.unsupported import Ending
+from openkeel_compute.model import events, states
 from openkeel_compute.policies import server_actions as rules
 
 # the events a cold migration or resize records before the compute service resizes
-RESIZE_EVENTS = ("conductor_migrate_server", "cold_migrate", "compute_prep_resize")
+RESIZE_EVENTS = events.BEFORE_RESIZE
 
 
 def policy_target(row: dict, *, user: bool) -> dict:

@@ -12,8 +12,9 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors, instances, states
+from openkeel_compute.compute import actions, errors, instances
 from openkeel_compute.db.models import INSTANCE_ACTIONS, utcnow
+from openkeel_compute.model import states
 from openkeel_compute.policies import server_actions as rules
 
 

@@ -12,7 +12,8 @@ import dataclasses
 import datetime as dt
 import json
 
-from openkeel_compute.compute import instances, names, networks, states
+from openkeel_compute.compute import instances, names, networks
+from openkeel_compute.model import states
 
 COLLECTION = "servers"
 _PROGRESS_STATUSES = frozenset({"ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"})

@@ -9,6 +9,8 @@ Revises: 0001
 Create Date: 2026-12-01
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
@@ -19,7 +21,7 @@ def exact(length):
     return sa.String(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
 
 
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 
 def long_text():

@@ -10,6 +10,8 @@ Revises: 0002
 Create Date: 2026-12-01
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -20,7 +22,7 @@ def exact(length):
     return sa.String(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
 
 
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 revision = '0003'
 down_revision = '0002'

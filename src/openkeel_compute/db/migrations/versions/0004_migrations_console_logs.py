@@ -5,6 +5,8 @@ Revises: 0003
 Create Date: 2026-12-01
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import mysql, postgresql
@@ -20,7 +22,7 @@ def long_text():
     return sa.Text().with_variant(mysql.MEDIUMTEXT(), "mysql", "mariadb")
 
 
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 revision = '0004'
 down_revision = '0003'

@@ -10,10 +10,12 @@ Revises: 0004
 Create Date: 2026-12-01
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 revision = '0005'
 down_revision = '0004'

@@ -6,6 +6,8 @@ The values are Nova's strings (and power_state integers) because clients see the
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 # --- vm_state: the stable state a user expects ----------------------------------------------
 ACTIVE = "active"
 BUILDING = "building"
@@ -93,12 +95,12 @@ class power_state:  # a namespace, read as power_state.RUNNING
 POWER_STATE_NAMES = {0: "pending", 1: "running", 3: "paused", 4: "shutdown", 6: "crashed", 7: "suspended"}
 
 # --- status: what GET /servers shows, from vm_state and task_state ----------------------------
-_REBOOT = {task_states.REBOOTING: "REBOOT", task_states.REBOOT_PENDING: "REBOOT",
+_REBOOT: dict[str | None, str] = {task_states.REBOOTING: "REBOOT", task_states.REBOOT_PENDING: "REBOOT",
            task_states.REBOOT_STARTED: "REBOOT", task_states.REBOOTING_HARD: "HARD_REBOOT",
            task_states.REBOOT_PENDING_HARD: "HARD_REBOOT", task_states.REBOOT_STARTED_HARD: "HARD_REBOOT"}
-_REBUILD = {task_states.REBUILDING: "REBUILD", task_states.REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD",
+_REBUILD: dict[str | None, str] = {task_states.REBUILDING: "REBUILD", task_states.REBUILD_BLOCK_DEVICE_MAPPING: "REBUILD",
             task_states.REBUILD_SPAWNING: "REBUILD"}
-_RESIZE = {task_states.RESIZE_PREP: "RESIZE", task_states.RESIZE_MIGRATING: "RESIZE",
+_RESIZE: dict[str | None, str] = {task_states.RESIZE_PREP: "RESIZE", task_states.RESIZE_MIGRATING: "RESIZE",
            task_states.RESIZE_MIGRATED: "RESIZE", task_states.RESIZE_FINISH: "RESIZE"}
 
 # vm_state → {task_state or "default": status}, Nova's table. Insertion order matters: the
@@ -131,7 +133,7 @@ def status_from_state(vm_state: str | None, task_state: str | None = None, *, de
     UNKNOWN for a vm_state outside the table."""
     if deleted:
         return "DELETED"
-    by_task = STATUS_MAP.get(vm_state)
+    by_task = STATUS_MAP.get(vm_state) if vm_state is not None else None
     if by_task is None:
         return "UNKNOWN"
     return by_task.get(task_state, by_task["default"])
@@ -148,7 +150,7 @@ class StatusFilter:
 
     __slots__ = ("task_states", "vm_states")
 
-    def __init__(self, vm_states: list[str], task_states: list[str | None] | None):
+    def __init__(self, vm_states: list[str], task_states: list[str] | None) -> None:
         self.vm_states = vm_states
         self.task_states = task_states
 
@@ -156,18 +158,18 @@ class StatusFilter:
     def matches_nothing(self) -> bool:
         return not self.vm_states
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"StatusFilter(vm_states={self.vm_states!r}, task_states={self.task_states!r})"
 
 
-def status_filter(statuses) -> StatusFilter:
+def status_filter(statuses: Iterable[str]) -> StatusFilter:
     """The inverse of the status map for the list filter; statuses compare case-insensitively."""
     wanted = {s.lower() for s in statuses}
     vm: set[str] = set()
-    tasks: set[str | None] = set()
+    tasks: set[str] = set()
     for vm_state, by_task in STATUS_MAP.items():
         for task_state, status in by_task.items():
-            if status.lower() in wanted:
+            if status.lower() in wanted and task_state is not None:  # the keys are task states or "default"
                 vm.add(vm_state)
                 tasks.add(task_state)
     if "default" in tasks:

@@ -1,4 +1,6 @@
-"""The controller's side of os-getConsoleOutput: read a server's console log from its launcher pod.
+"""console-output: the controller's side of os-getConsoleOutput, a server's console log from its launcher pod.
+
+A read: it neither waits behind the server's other rows nor holds them (the table marks it unordered).
 
 KubeVirt gives the pod of a VMI whose serial console is logged a ``guest-console-log`` container that
 prints what the guest writes on its serial console; the pod is the VMI's (label
@@ -10,38 +12,34 @@ stopped) or no pod running yet: the log is empty, as the cluster has none. A pod
 
 from __future__ import annotations
 
-import collections
 import logging
 from typing import Any
 
-import httpx2
-from lightkube import ApiError
-from lightkube.resources.core_v1 import Pod
 from sqlalchemy import Engine
 
 from openkeel_compute.compute import console, instances
+from openkeel_compute.controller.kube import ClusterError
+from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
 from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.model import operations
 
 LOG = logging.getLogger(__name__)
 CONTAINER = "guest-console-log"
 CREATED_BY = "kubevirt.io/created-by"
-OPERATION = "console-output"  # the outbox operation the API writes
-_CHUNK = 16 * 1024
+OPERATION = operations.CONSOLE_OUTPUT  # the outbox operation the API writes
 
 
 class ConsoleNotAvailable(Exception):
     """The guest's pod has no guest-console-log container."""
 
 
-def launcher_pod(client: Any, namespace: str, vmi: dict[str, Any]) -> dict[str, Any] | None:
+def launcher_pod(cluster: Any, namespace: str, vmi: dict[str, Any]) -> dict[str, Any] | None:
     """The VMI's running launcher pod (the active one when KubeVirt lists several, as during a migration)."""
     uid = (vmi.get("metadata") or {}).get("uid")
     if not uid:
         return None
     active = (vmi.get("status") or {}).get("activePods") or {}
-    pods = [p.to_dict() if hasattr(p, "to_dict") else dict(p)
-            for p in client.list(Pod, namespace=namespace, labels={CREATED_BY: uid})]
-    running = [p for p in pods if (p.get("status") or {}).get("phase") == "Running"]
+    running = [p for p in cluster.pods(namespace, {CREATED_BY: uid}) if (p.get("status") or {}).get("phase") == "Running"]
     running.sort(key=lambda p: (p["metadata"].get("uid") not in active, p["metadata"].get("creationTimestamp") or ""))
     return running[0] if running else None
 
@@ -51,39 +49,31 @@ def has_console(pod: dict[str, Any]) -> bool:
     return any(c.get("name") == CONTAINER for c in (spec.get("containers") or []) + (spec.get("initContainers") or []))
 
 
-def read_log(http: Any, namespace: str, pod: str, length: int | None) -> bytes:
-    """The container's log, at most its last MAX_CONSOLE_BYTES (what Nova's libvirt driver reads of a
-    console file); ``length`` >= 0 asks the cluster for that many last lines only."""
-    params: dict[str, Any] = {"container": CONTAINER}
-    if length is not None and length >= 0:
-        params["tailLines"] = length
-    kept: collections.deque[bytes] = collections.deque()
-    size = 0
-    with http.stream("GET", f"/api/v1/namespaces/{namespace}/pods/{pod}/log", params=params) as response:
-        if response.status_code in (400, 404):
-            # the pod went (its VMI stopped) or its container is not running yet: no log to read
-            LOG.info("console log of pod %s/%s: %s", namespace, pod, response.status_code)
-            return b""
-        response.raise_for_status()
-        for chunk in response.iter_bytes(_CHUNK):
-            kept.append(chunk)
-            size += len(chunk)
-            while size - len(kept[0]) >= console.MAX_CONSOLE_BYTES:
-                size -= len(kept.popleft())
-    return b"".join(kept)[-console.MAX_CONSOLE_BYTES:]
-
-
 def console_log(cluster: Any, namespace: str, server_uuid: str, length: int | None) -> bytes:
-    """The server's console log as its guest printed it (empty when no guest runs)."""
+    """The server's console log as its guest printed it (empty when no guest runs): at most its last
+    MAX_CONSOLE_BYTES (what Nova's libvirt driver reads of a console file); ``length`` >= 0 asks the
+    cluster for that many last lines only."""
     vmi = cluster.vmi(namespace, server_uuid)
     if vmi is None:
         return b""
-    pod = launcher_pod(cluster.client, namespace, vmi)
+    pod = launcher_pod(cluster, namespace, vmi)
     if pod is None:
         return b""
     if not has_console(pod):
         raise ConsoleNotAvailable(pod["metadata"]["name"])
-    return read_log(cluster.http, namespace, pod["metadata"]["name"], length)
+    name = pod["metadata"]["name"]
+    tail = length if length is not None and length >= 0 else None
+    log = cluster.pod_log(namespace, name, CONTAINER, tail, console.MAX_CONSOLE_BYTES)
+    if log is None:
+        # the pod went (its VMI stopped) or its container is not running yet: no log to read
+        LOG.info("console log of pod %s/%s: gone or not running yet", namespace, name)
+        return b""
+    return log
+
+
+def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    answer(ctx.engine, ctx.cluster, ctx.settings.options.mapping.namespace_for, row.server_uuid)
+    return DONE
 
 
 def answer(engine: Engine, cluster: Any, namespace_for: Any, server_uuid: str) -> None:
@@ -102,7 +92,7 @@ def answer(engine: Engine, cluster: Any, namespace_for: Any, server_uuid: str) -
         output = console.as_text(console.tail(data, request.length))
     except ConsoleNotAvailable:
         error = console.NOT_AVAILABLE
-    except (ApiError, httpx2.HTTPError) as exc:
+    except ClusterError as exc:
         LOG.warning("server %s: console log not read: %s", server_uuid, exc)
         error = f"cluster: {exc}"[:255]
     with transaction(engine) as conn:

@@ -114,18 +114,17 @@ DEFAULT_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    # [service_user] (keystoneauth's options) is registered by the controller's image access
-    # (controller/images.py ImageAccess.from_conf) when it starts: API workers never read it, and
-    # keystoneauth with requests under it would stay resident in every one of them.
+    # [service_user] (conf/service_user.py) is registered by the controller's image access
+    # (controller/images.py ImageAccess.from_conf) when it starts: API workers never read it.
     conf.register_opts(DEFAULT_OPTS)
     conf.register_group(groups.own(GROUP))
     conf.register_opts(OPTS, group=GROUP)
 
 
 def list_opts() -> list[tuple[Any, list[cfg.Opt]]]:
-    from openkeel_compute.controller import images
+    from openkeel_compute.conf import service_user
 
-    return [("DEFAULT", DEFAULT_OPTS), (GROUP, OPTS), *images.list_opts()]
+    return [("DEFAULT", DEFAULT_OPTS), (GROUP, OPTS), *service_user.list_opts()]
 
 
 def default_identity() -> str:

@@ -1,0 +1,36 @@
+"""[service_user]: the controller's service credential towards the image service (Nova's group name).
+
+keystoneauth's session and auth options, registered by the controller's image access
+(controller/images.py) when it starts: API workers never read them, and keystoneauth with requests
+under it would stay resident in every one of them.
+"""
+
+from __future__ import annotations
+
+from oslo_config import cfg
+
+from openkeel_compute.conf import groups
+
+SERVICE_USER = "service_user"
+SERVICE_USER_GROUP = cfg.OptGroup(
+    SERVICE_USER, title="Service credential",
+    help="The credential the controller uses towards the image service: the token the cluster's image "
+         "importer sends to Glance. Leave auth_type unset when Glance needs no token (noauth2, or the local "
+         "image service).")
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    if SERVICE_USER in conf and "auth_type" in conf[SERVICE_USER]:
+        return
+    from keystoneauth1 import loading as ks_loading
+
+    conf.register_group(groups.own(SERVICE_USER_GROUP))
+    ks_loading.register_session_conf_options(conf, SERVICE_USER)
+    ks_loading.register_auth_conf_options(conf, SERVICE_USER)
+
+
+def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
+    from keystoneauth1 import loading as ks_loading
+
+    return [(SERVICE_USER_GROUP, ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
+             + ks_loading.get_auth_plugin_conf_options("password"))]

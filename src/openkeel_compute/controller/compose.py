@@ -1,0 +1,41 @@
+"""A server's KubeVirt objects from its row, with the image service as the cluster reaches it.
+
+Every root disk import goes through here (a build, a rebuild, a resize's new disks, a VM pinned to
+another node): the pure composition (``kubevirt.server.compose``) with Glance's URL and the service
+token of ``controller/images.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from openkeel_compute.compute import flavor_copy
+from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.controller.images import ImageAccess
+from openkeel_compute.kubevirt.server import ServerObjects, ServerOptions, compose
+from openkeel_compute.model import sysmeta
+
+
+class Composer:
+    def __init__(self, options: ServerOptions, images: ImageAccess | None = None) -> None:
+        self.options = options
+        self.images = images
+
+    def __call__(self, server: dict[str, Any], flavor: dict[str, Any] | None = None,
+                 **kwargs: Any) -> ServerObjects:
+        """The server's objects from its row (on ``flavor``, a flavor copy entry, instead of its current
+        one when given); ``kwargs`` go to ``kubevirt.server.compose`` (``root_volume``)."""
+        image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
+                                            if k.startswith(sysmeta.IMAGE_PREFIX)})
+        image["id"] = server["image_ref"]
+        options, token = self.options, None
+        if self.images is not None:
+            options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
+            token = self.images.token()
+        return compose(server, flavor or flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+                       server.get("key_data"), options, image_token=token, **kwargs)
+
+    def token(self) -> str | None:
+        """The service token the image import sends (None: no credential, or no image access)."""
+        return self.images.token() if self.images is not None else None

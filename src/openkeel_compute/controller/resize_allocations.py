@@ -1,0 +1,108 @@
+"""Nova's resize accounting in Placement: what a resize, a confirm and a revert do to the allocations."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from openkeel_compute.controller.claims import NoValidHost, node_provider
+from openkeel_compute.controller.providers import zone_aggregate
+from openkeel_compute.placement.errors import PlacementConflict, PlacementError
+from openkeel_compute.placement.request import resource_request
+
+LOG = logging.getLogger(__name__)
+
+
+class Allocations:
+    """Nova's resize accounting in Placement (``placement``: the Placement client, or None without one).
+
+    At the start the server's allocation (the old flavor) moves to the migration's uuid and the server
+    claims the new flavor on a node Placement offers for it: another node than its own unless
+    ``same_host`` ([DEFAULT] allow_resize_to_same_host), its own first when it may stay; confirm gives
+    the migration's allocation back; revert moves it back onto the server (replacing the new flavor's)."""
+
+    def __init__(self, placement: Any, *, same_host: bool = True, max_results: int = 1000) -> None:
+        self.placement = placement
+        self.same_host = same_host
+        self.max_results = max_results
+
+    def resize(self, server_uuid: str, migration: str, new_flavor: dict, *,
+               image_properties: dict | None = None, zone: str | None = None) -> str | None:
+        """Claim ``new_flavor`` for the server; the provider holding it (None: no Placement, or nothing
+        claimed for the server before). NoValidHost when no node may take it: the old flavor's
+        allocation is then the server's again, as before the resize."""
+        if self.placement is None:
+            return None
+        try:
+            return self._resize(server_uuid, migration, new_flavor, image_properties, zone)
+        except PlacementError as exc:  # Placement away: as Nova's scheduler, no valid host
+            LOG.warning("server %s: resize not claimed, Placement failed: %s", server_uuid, exc.message)
+            try:
+                if not self.placement.get_allocations(server_uuid).allocations:
+                    self.placement.move_allocations(migration, server_uuid)
+            except PlacementError:
+                pass  # still away: the audit gives the migration's back and claims the server's again
+            raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
+
+    def _resize(self, server_uuid: str, migration: str, new_flavor: dict, image_properties: dict | None,
+                zone: str | None) -> str | None:
+        if not self.placement.get_allocations(migration).allocations:
+            held = self.placement.get_allocations(server_uuid)
+            if not held.allocations:
+                return None  # nothing claimed for the server (a server from before Placement): nothing to move
+            self.placement.move_allocations(server_uuid, migration)
+        moved = self.placement.get_allocations(migration)
+        source = node_provider(moved.allocations)
+        current = self.placement.get_allocations(server_uuid)
+        if current.allocations:
+            return node_provider(current.allocations)  # claimed already (a step tried again)
+        try:
+            return self._claim(server_uuid, moved, source, new_flavor, image_properties, zone)
+        except NoValidHost:
+            self.placement.move_allocations(migration, server_uuid)
+            raise
+
+    def _claim(self, server_uuid: str, moved: Any, source: str, new_flavor: dict,
+               image_properties: dict | None, zone: str | None) -> str:
+        query = resource_request(new_flavor, image_properties).query([zone_aggregate(zone)] if zone else None)
+        found = self.placement.allocation_candidates(query, self.max_results)
+        candidates = [c for c in found.candidates if node_provider(c.allocations) != source]
+        if self.same_host:  # the server may stay where it is: its own node first (its VM need not move)
+            candidates = [c for c in found.candidates if node_provider(c.allocations) == source] + candidates
+        asked = "&".join(f"{k}={v}" for k, v in query)
+        if not candidates:
+            raise NoValidHost(f"No allocation candidates for {asked}"
+                              + ("" if self.same_host else " on another node (allow_resize_to_same_host is false)"))
+        for candidate in candidates:
+            generation = self.placement.get_allocations(server_uuid).generation
+            try:
+                self.placement.put_allocations(server_uuid, candidate.allocations, project_id=moved.project_id,
+                                               user_id=moved.user_id, consumer_generation=generation)
+            except PlacementConflict:
+                continue
+            return node_provider(candidate.allocations)
+        raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")
+
+    def node_of(self, provider: str) -> str:
+        """The node a resource provider stands for (its name)."""
+        found = self.placement.provider(provider)
+        if found is None:
+            raise PlacementError(f"resource provider {provider} is gone")
+        return str(found["name"])
+
+    def confirm(self, migration: str) -> None:
+        if self.placement is not None:
+            self.placement.delete_allocations(migration)
+
+    def revert(self, server_uuid: str, migration: str, *, in_place: bool = False) -> None:
+        """The migration's allocation (the old flavor) back onto the server, replacing the new flavor's;
+        ``in_place``: onto the node the server holds now (its old node is gone)."""
+        if self.placement is None:
+            return
+        relocate = None
+        if in_place:
+            held = self.placement.get_allocations(server_uuid).allocations
+            moved = self.placement.get_allocations(migration).allocations
+            if held and moved:
+                relocate = {node_provider(moved): node_provider(held)}
+        self.placement.move_allocations(migration, server_uuid, relocate)

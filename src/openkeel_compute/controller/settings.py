@@ -1,0 +1,79 @@
+"""The controller's settings, each loop's in one immutable dataclass built from configuration here only.
+
+``Settings``: the flavor engine's ([controller] batch_size, resync_interval, ...); ``ServerSettings``:
+the server loop's (Nova's [DEFAULT] options of the compute side, [controller]'s server options, and how a
+server becomes KubeVirt objects). Tests build them with the values they need; nothing sets a loop's
+setting from outside after it was built.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from openkeel_compute.kubevirt.server import DEFAULT_SERVER_OPTIONS, ServerOptions
+
+#: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
+#: default 0 would let a build that never starts, or whose objects the cluster keeps refusing, wait forever)
+BUILD_TIMEOUT = 3600.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The flavor engine's."""
+
+    create_namespaces: bool = True
+    batch_size: int = 100
+    full_resync_threshold: int = 500
+    workers: int = 8
+    resync_interval: float = 300.0
+    poll_interval: float = 1.0
+    max_backoff: float = 300.0
+
+    @classmethod
+    def from_conf(cls, conf: Any) -> Settings:
+        c = conf.controller
+        return cls(create_namespaces=c.create_namespaces, batch_size=c.batch_size,
+                   full_resync_threshold=c.full_resync_threshold, workers=c.workers,
+                   resync_interval=float(c.resync_interval), poll_interval=c.poll_interval)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerSettings:
+    """The server loop's."""
+
+    #: how a server becomes objects ([DEFAULT] force_config_drive, shutdown_timeout, [kubevirt], ...)
+    options: ServerOptions = DEFAULT_SERVER_OPTIONS
+    #: [DEFAULT] instance_build_timeout (0: no limit)
+    build_timeout: float = BUILD_TIMEOUT
+    #: [controller] unschedulable_grace: seconds a launcher pod may stay unschedulable
+    unschedulable_grace: float = 0.0
+    #: [controller] network_name: what a server's addresses are listed under
+    network_name: str = "pod-network"
+    #: [controller] batch_size: outbox rows per pass, and servers written per transaction
+    batch_size: int = 100
+    #: [DEFAULT] reclaim_instance_interval (0: deleted servers are not kept)
+    reclaim_interval: float = 0.0
+    #: [DEFAULT] resize_confirm_window (0: resizes wait for the user)
+    resize_confirm_window: float = 0.0
+    #: [DEFAULT] allow_resize_to_same_host (False: a resize claims on another node)
+    allow_resize_to_same_host: bool = False
+    #: [controller] orphan_interval: seconds between two sweeps for objects whose server is gone
+    orphan_interval: float = 300.0
+    #: [controller] server_watch, off for a single pass (--once)
+    watch: bool = False
+
+    @classmethod
+    def from_conf(cls, conf: Any, *, once: bool = False) -> ServerSettings:
+        from openkeel_compute.conf.kubevirt import mapping_options
+
+        c = conf.controller
+        options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
+                                shutdown_timeout=conf.shutdown_timeout, mapping=mapping_options(conf),
+                                default_availability_zone=conf.default_availability_zone)
+        return cls(options=options, build_timeout=float(conf.instance_build_timeout),
+                   unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
+                   batch_size=c.batch_size, reclaim_interval=float(conf.reclaim_instance_interval),
+                   resize_confirm_window=float(conf.resize_confirm_window),
+                   allow_resize_to_same_host=conf.allow_resize_to_same_host,
+                   orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once)

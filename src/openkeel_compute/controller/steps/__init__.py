@@ -1,0 +1,63 @@
+"""The server operations: one module per operation, registered in one table.
+
+Each outbox operation the API writes (``model.operations``) has one row here: the step that carries it
+out (``(ctx, row, server) -> Outcome``, steps/base.py), the instance-action event the loop starts before
+the cluster is asked (None: the step records its own events), and how the row sits among the server's
+others. A new operation is a new module and one row.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from openkeel_compute.controller.steps import (
+    build,
+    confirm,
+    console,
+    delete,
+    power,
+    reboot,
+    rebuild,
+    resize,
+    revert,
+)
+from openkeel_compute.controller.steps.base import Context, ServerRow, Step
+from openkeel_compute.model import events
+from openkeel_compute.model import operations as ops
+
+
+@dataclasses.dataclass(frozen=True)
+class Operation:
+    step: Step
+    #: the instance-action event started, once per row, before the cluster is asked
+    event: str | None = None
+    #: False: a read that neither waits behind the server's other rows nor holds them (nor needs its row)
+    ordered: bool = True
+    #: True: the server's earlier rows are moot (what they would make goes with it): done without running
+    supersedes: bool = False
+    #: called once per pass with the rows of this operation that are their server's first: work done for
+    #: several servers at once (the builds' claims in one request)
+    prepare: Callable[[Context, list[ServerRow]], Any] | None = None
+
+
+TABLE: dict[str, Operation] = {
+    ops.CREATE: Operation(build.run, events.BUILD, prepare=build.claim_together),
+    ops.DELETE: Operation(delete.run, events.TERMINATE, supersedes=True),
+    ops.START: Operation(power.start, events.START),
+    ops.STOP: Operation(power.run, events.STOP),
+    ops.REBOOT_SOFT: Operation(power.run, events.REBOOT),
+    ops.REBOOT_HARD: Operation(reboot.run, events.REBOOT),
+    ops.PAUSE: Operation(power.run, events.PAUSE),
+    ops.UNPAUSE: Operation(power.run, events.UNPAUSE),
+    ops.REBUILD: Operation(rebuild.run),
+    ops.SOFT_DELETE: Operation(delete.soft),
+    ops.RESTORE: Operation(delete.restore),
+    ops.RESIZE: Operation(resize.run),
+    ops.CONFIRM_RESIZE: Operation(confirm.run),
+    ops.REVERT_RESIZE: Operation(revert.run),
+    ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
+}
+
+__all__ = ["TABLE", "Operation"]

@@ -1,0 +1,143 @@
+"""What every server step shares: the row it works on, the collaborators it may use, and how it ends.
+
+A step is a function ``(ctx, row, server) -> Outcome`` (controller/steps/__init__.py has the table). It
+does what the cluster can do now and says how that went, as kopf's handlers do (done, retried later,
+failed) and as KubeVirt's VM controller separates its sync from the status it records:
+
+- ``DONE``: the request was carried out (or is moot: the server is gone, another task took over);
+- ``Waiting(reason, after)``: the cluster is not there yet (a VMI still stopping, a disk still
+  importing): the row is tried again ``after`` seconds later (0: the next pass). Nothing went wrong: no
+  attempt is counted, no error recorded, the log line is at DEBUG. ``raise Wait(...)`` from a helper
+  deep in a step says the same;
+- ``Failed(reason)``: the attempt failed (the cluster refused, Placement is away, ...): the attempt is
+  counted, the reason kept as the row's ``last_error``, one WARNING line, and the row is tried again.
+  With ``fault``, the task already ended in that Nova fault (recorded by the step with the state change,
+  as Nova's compute records it) and the row is not tried again.
+
+Any other exception a step raises is a ``Failed`` with its message.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import Engine
+
+from openkeel_compute.compute import instances
+from openkeel_compute.db.api import reader
+from openkeel_compute.kubevirt.vmstatus import Fault
+
+if TYPE_CHECKING:
+    from openkeel_compute.controller.claims import Claims
+    from openkeel_compute.controller.compose import Composer
+    from openkeel_compute.controller.gateway import Gateway
+    from openkeel_compute.controller.resize_allocations import Allocations
+    from openkeel_compute.controller.settings import ServerSettings
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerRow:
+    """A pending outbox row of kind ``server``."""
+
+    id: int
+    server_uuid: str
+    operation: str
+    payload: dict[str, Any]
+
+    @property
+    def request_id(self) -> str:
+        return str(self.payload.get("request_id") or "")
+
+
+@dataclasses.dataclass(frozen=True)
+class Done:
+    pass
+
+
+DONE = Done()
+
+
+@dataclasses.dataclass(frozen=True)
+class Waiting:
+    reason: str
+    after: float = 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Failed:
+    reason: str
+    fault: Fault | None = None  # the task ended in this fault: the row is over
+
+    @property
+    def final(self) -> bool:
+        return self.fault is not None
+
+
+Outcome = Done | Waiting | Failed
+
+
+class Wait(Exception):
+    """Raised anywhere in a step: the step waits for the cluster (``Waiting``)."""
+
+    def __init__(self, reason: str, after: float = 0.0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.after = after
+
+
+@dataclasses.dataclass
+class PassState:
+    """What the steps of one pass share: the namespaces known to exist, and where new servers' objects went
+    (written with the rows done, so that the API and the next pass find them)."""
+
+    namespaces: set[str] = dataclasses.field(default_factory=set)
+    placed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # uuid, namespace, VM name
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """The collaborators a step may use, and nothing else."""
+
+    engine: Engine
+    cluster: Gateway
+    settings: ServerSettings
+    objects: Composer  # the server's objects, with the image service's URL and token
+    allocations: Allocations  # Nova's resize accounting in Placement
+    now: Callable[[], dt.datetime]
+    claims: Claims | None = None  # servers' resources claimed in Placement (None: not claimed)
+    pass_state: PassState = dataclasses.field(default_factory=PassState)
+
+    def namespace_of(self, server: dict[str, Any]) -> str:
+        return self.settings.options.mapping.namespace_for(str(server["project_id"]))
+
+    def ensure_namespace(self, namespace: str, project_id: str) -> None:
+        """The project's namespace, asked for once per pass."""
+        if namespace not in self.pass_state.namespaces:
+            self.cluster.ensure_namespace(namespace, project_id)
+            self.pass_state.namespaces.add(namespace)
+
+
+Step = Callable[[Context, ServerRow, dict[str, Any]], Outcome]
+
+
+def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
+    """A live server's row with its metadata and system metadata; None once it is gone."""
+    with reader(engine) as conn:
+        try:
+            row = instances.get(conn, uuid)
+        except Exception:  # noqa: BLE001 - gone (deleted meanwhile): nothing to do
+            return None
+        row["metadata"] = instances.metadata_of(conn, uuid)
+        row["system_metadata"] = instances.metadata_of(conn, uuid, system=True)
+    return row
+
+
+def vmi_phase(vmi: dict[str, Any] | None) -> str | None:
+    """The VMI's phase ("" when it has none yet), None without a VMI."""
+    return None if vmi is None else ((vmi.get("status") or {}).get("phase") or "")
+
+
+FINAL_PHASES = ("Succeeded", "Failed")

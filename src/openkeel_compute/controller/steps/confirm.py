@@ -1,0 +1,68 @@
+"""confirm-resize: the old flavor's ControllerRevisions deleted, the migration's allocation given back,
+the server ``active`` or ``stopped`` by its power state. And the periodic confirmation of resizes that
+waited longer than ``resize_confirm_window`` (Nova's option and periodic task)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from typing import Any
+
+from sqlalchemy import select
+
+from openkeel_compute.compute import errors, instances, resize
+from openkeel_compute.controller.desired import ObjectKey
+from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
+from openkeel_compute.controller.steps.resize import start_event
+from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.models import MIGRATIONS
+from openkeel_compute.model import events, sysmeta
+
+LOG = logging.getLogger(__name__)
+
+
+def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    uuid, namespace = row.server_uuid, ctx.namespace_of(server)
+    migration = row.payload["migration"]
+    vm, _vmi, _dvs = ctx.cluster.look(namespace, uuid)
+    with reader(ctx.engine) as conn:
+        before = json.loads(resize.sysmeta(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
+    if vm is not None:
+        keep = {(vm_edits.status_ref(vm, f).get("controllerRevisionRef") or {}).get("name") for f in vm_edits.MATCHERS}
+        for field in vm_edits.MATCHERS:
+            old = (before.get(field) or {}).get("revision")
+            if old and old not in keep:
+                ctx.cluster.delete(ObjectKey("ControllerRevision", namespace, old))
+    with transaction(ctx.engine) as conn:
+        if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
+            ctx.allocations.confirm(migration)
+            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, None)
+            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES, None)
+            start_event(conn, row, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
+    return DONE
+
+
+def auto_confirm(ctx: Context, window: float) -> list[str]:
+    """Confirm the resizes that waited longer than ``window`` seconds (Nova's resize_confirm_window and
+    its periodic task: an admin's confirmResize, recorded as an instance action). Returns the uuids."""
+    if window <= 0:
+        return []
+    cutoff = ctx.now() - dt.timedelta(seconds=window)
+    with reader(ctx.engine) as conn:
+        due = [r[0] for r in conn.execute(
+            select(MIGRATIONS.c.instance_uuid).where(MIGRATIONS.c.status == "finished", MIGRATIONS.c.deleted == 0,
+                                                     MIGRATIONS.c.updated_at <= cutoff))]
+    done = []
+    for uuid in due:
+        # an admin's confirmResize with no user and no project: Nova's periodic task's context
+        actor = instances.Actor(None, None, is_admin=True, request_id=instances.new_request_id())  # type: ignore[arg-type]
+        try:
+            with transaction(ctx.engine) as conn:
+                resize.confirm(conn, instances.get(conn, uuid), actor)
+        except errors.ComputeError as exc:  # not in VERIFY_RESIZE any more, or confirmed meanwhile
+            LOG.info("server %s: resize not confirmed automatically: %s", uuid, exc)
+            continue
+        done.append(uuid)
+    return done

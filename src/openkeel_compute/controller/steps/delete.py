@@ -1,0 +1,86 @@
+"""delete, soft-delete, restore, and the reclaim of soft-deleted servers.
+
+- delete: the VirtualMachine (its disks and instance go with it), its Secrets and its preference; an
+  open resize ends (``resize.close_on_delete``). The observation soft-deletes the row once none of
+  them is left. The table marks it ``supersedes``: the server's earlier rows are moot and done.
+- soft-delete: the VM stopped (its disks stay), then vm_state soft-delete: what Nova's compute service
+  does when its driver has no soft delete of its own.
+- restore: the VM started again; ACTIVE once it runs.
+- reclaim (a periodic task, not an outbox row): servers soft-deleted longer than
+  ``reclaim_instance_interval`` are deleted for good, as Nova's periodic task does (no instance action).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from openkeel_compute.compute import instances, soft_delete
+from openkeel_compute.controller import tasks
+from openkeel_compute.controller.steps import resize
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    FINAL_PHASES,
+    Context,
+    Outcome,
+    ServerRow,
+    Waiting,
+    vmi_phase,
+)
+from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.model import events, states
+from openkeel_compute.model import operations as ops
+from openkeel_compute.model.states import task_states
+
+#: who deletes a server reclaimed: the controller itself
+RECLAIMER = instances.Actor("openkeel", "openkeel")
+
+
+def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    ctx.cluster.delete_server(ctx.namespace_of(server), row.server_uuid)
+    resize.close_on_delete(ctx, row.server_uuid)
+    return DONE
+
+
+def soft(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    if server.get("task_state") != task_states.SOFT_DELETING:
+        return DONE
+    namespace = ctx.namespace_of(server)
+    phase = vmi_phase(ctx.cluster.look(namespace, row.server_uuid)[1])
+    if phase is not None and phase not in FINAL_PHASES:
+        ctx.cluster.subresource(namespace, server_vm_name(row.server_uuid), "stop")
+        return Waiting("waiting for the server's virtual machine to stop")
+    with transaction(ctx.engine) as conn:
+        tasks.end(conn, row.server_uuid, row.request_id, events.SOFT_DELETE, task_states.SOFT_DELETING,
+                  vm_state=states.SOFT_DELETED, task_state=None, power_state=states.power_state.SHUTDOWN)
+    return DONE
+
+
+def restore(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    if server.get("task_state") != task_states.RESTORING:
+        return DONE
+    namespace = ctx.namespace_of(server)
+    phase = vmi_phase(ctx.cluster.look(namespace, row.server_uuid)[1])
+    if phase == "Running":
+        with transaction(ctx.engine) as conn:
+            tasks.end(conn, row.server_uuid, row.request_id, events.RESTORE, task_states.RESTORING,
+                      vm_state=states.ACTIVE, task_state=None, power_state=states.power_state.RUNNING)
+        return DONE
+    if phase is None or phase in FINAL_PHASES:
+        ctx.cluster.subresource(namespace, server_vm_name(row.server_uuid), "start")
+    return Waiting("waiting for the server's virtual machine to run")
+
+
+def reclaim(ctx: Context, interval: float, now: dt.datetime) -> list[str]:
+    """Delete for good the servers soft-deleted longer than ``interval`` seconds; returns their uuids."""
+    with reader(ctx.engine) as conn:
+        due = soft_delete.due_for_reclaim(conn, interval, now)
+    done = []
+    for uuid in due:
+        with transaction(ctx.engine) as conn:
+            if instances.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
+                                    progress=0):
+                instances.outbox(conn, uuid, ops.DELETE, RECLAIMER)
+                done.append(uuid)
+    return done

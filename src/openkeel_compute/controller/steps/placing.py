@@ -1,0 +1,88 @@
+"""Where a server runs: its resources claimed in Placement, and the node its VM is pinned to.
+
+Used by the build (the claim before any object exists), by the starts (a server whose node was deleted
+is started elsewhere) and by the observation (a build whose node cannot run it tries another one).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from openkeel_compute.compute import instances
+from openkeel_compute.controller import tasks
+from openkeel_compute.controller.claims import NoValidHost
+from openkeel_compute.controller.steps.base import Context
+from openkeel_compute.db.api import transaction
+from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model import states, sysmeta
+
+LOG = logging.getLogger(__name__)
+
+
+def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
+    """Claim the server's resources (controller/claims.py): its node is then its host and node, and the VM
+    is pinned there. When no node has room the build ends in ERROR with Nova's fault, which is returned."""
+    assert ctx.claims is not None
+    try:
+        node, _alternates = ctx.claims.claim(server)
+    except NoValidHost as exc:
+        with transaction(ctx.engine) as conn:
+            tasks.end_in_fault(conn, server, exc.fault, expected=[server.get("task_state")], vm_state=states.ERROR)
+        return exc.fault
+    if server.get("node") != node:
+        with transaction(ctx.engine) as conn:
+            instances.save_state(conn, server["uuid"], host=node, node=node)
+    server["host"] = server["node"] = node
+    return None
+
+
+def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None:
+    """Before a start (os-start, or a hard reboot of a stopped server): a server whose node was deleted
+    has its VM pinned to a node that will never take it again. Its resources are claimed on a node that
+    exists (one PUT at its consumer generation, which drops the old node's allocation), and the VM is
+    pinned there, as Nova's evacuate rebuilds the server of a gone host on another one. When no node can
+    take it the start fails as a Nova start does: the task goes back, the server stays SHUTOFF with
+    "No valid host was found." as its fault (returned), and nothing moved."""
+    node = server.get("node")
+    if ctx.claims is None or not node or ctx.cluster.node_exists(node):
+        return None
+    moved = ctx.claims.move(server, {node})
+    if moved is None:
+        fault = NoValidHost(f"The server's node {node} is gone and no other node can take it").fault
+        with transaction(ctx.engine) as conn:
+            tasks.end_in_fault(conn, server, fault, expected=[server.get("task_state")], host=node)
+        return fault
+    LOG.info("server %s: its node %s is gone, starting it on %s", server["uuid"], node, moved)
+    # the VM is pinned before the row names the new node: a failure in between leaves the row on the
+    # gone node, and the next attempt moves again (to the node the claim now holds, or another)
+    ctx.cluster.apply(ctx.objects({**server, "host": moved, "node": moved}).vm)
+    with transaction(ctx.engine) as conn:
+        instances.save_state(conn, server["uuid"], host=moved, node=moved)
+    server["host"] = server["node"] = moved
+    return None
+
+
+def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
+    """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
+    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
+    node and restarted. False when no attempt is left or no other node has room."""
+    assert ctx.claims is not None
+    tried = [n for n in (server["system_metadata"].get(sysmeta.TRIED_NODES) or "").split(",") if n]
+    if server.get("node") and server["node"] not in tried:
+        tried.append(server["node"])
+    if len(tried) >= ctx.claims.max_attempts:
+        return False
+    node = ctx.claims.move(server, set(tried))
+    if node is None:
+        return False
+    LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],
+             server.get("node"), node, len(tried) + 1, ctx.claims.max_attempts)
+    with transaction(ctx.engine) as conn:
+        instances.save_state(conn, server["uuid"], host=node, node=node)
+        instances.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
+    server["host"] = server["node"] = node
+    ctx.cluster.apply(ctx.objects(server).vm)
+    ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")
+    return True

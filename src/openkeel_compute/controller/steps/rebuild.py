@@ -1,0 +1,111 @@
+"""rebuild: a new root disk from the new image (docs/servers.md, "Rebuild").
+
+Pass after pass, the server's task says where it is: ``rebuilding``: the VM is stopped; once its VMI is
+gone the VM is applied with a new root DataVolume from the new image and the old disk deleted
+(``rebuild_block_device_mapping``, event ``compute_rebuild_instance``); then the VM starts again
+(``rebuild_spawning``, which the observation ends ACTIVE once it runs), or, for a server rebuilt while
+SHUTOFF, it stays stopped and the task ends here once the new disk is imported, as Nova does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from openkeel_compute.compute import instances
+from openkeel_compute.controller import tasks
+from openkeel_compute.controller.desired import ObjectKey
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    FINAL_PHASES,
+    Context,
+    Failed,
+    Outcome,
+    ServerRow,
+    Waiting,
+)
+from openkeel_compute.db.api import transaction
+from openkeel_compute.kubevirt import mapping
+from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.kubevirt.server import rebuild_root_volume
+from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model import events, states
+from openkeel_compute.model.states import task_states
+
+
+def _root(row: ServerRow) -> str:
+    return rebuild_root_volume(row.server_uuid, row.request_id or str(row.id))
+
+
+def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    uuid, namespace = row.server_uuid, ctx.namespace_of(server)
+    task = server.get("task_state")
+    if task == task_states.REBUILDING:
+        _vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
+        if vmi is not None and ((vmi.get("status") or {}).get("phase")) not in FINAL_PHASES:
+            ctx.cluster.subresource(namespace, server_vm_name(uuid), "stop")
+            return Waiting("waiting for the server's virtual machine to stop before its root disk is replaced")
+        _replace_root_disk(ctx, row, server, namespace, dvs)
+        with transaction(ctx.engine) as conn:
+            if not instances.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
+                                        task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
+                return DONE  # deleted or reset meanwhile: that task wins
+            action_id = instances.action_for_request(conn, uuid, row.request_id)
+            if action_id is not None:
+                tasks.keep(conn, row.id, uuid, instances.start_event(conn, action_id, events.REBUILD))
+        task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
+    if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
+        return DONE  # no longer this rebuild's to finish
+    if row.payload.get("old_vm_state") == states.STOPPED:
+        return _end_stopped(ctx, row, server, namespace)
+    ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
+    with transaction(ctx.engine) as conn:
+        instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                             task_state=task_states.REBUILD_SPAWNING)
+    return DONE
+
+
+def _end_stopped(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str) -> Outcome:
+    """Done once the new disk is there, as Nova's rebuild of a stopped server ends after the spawn: the
+    disk is imported, the guest is off."""
+    uuid, root = row.server_uuid, _root(row)
+    _vm, _vmi, dvs = ctx.cluster.look(namespace, uuid)
+    phase = next((((dv.get("status") or {}).get("phase")) for dv in dvs
+                  if (dv.get("metadata") or {}).get("name") == root), None)
+    expected = task_states.REBUILD_BLOCK_DEVICE_MAPPING
+    if phase == "Failed":
+        message = f"Rebuild of instance {uuid} failed: the new root disk could not be imported"
+        fault = Fault(500, message, f"KubeVirt: DataVolume {root} Failed")
+        with transaction(ctx.engine) as conn:
+            if not instances.save_state(conn, uuid, expected_task_state=expected, vm_state=states.ERROR,
+                                        task_state=None):
+                return DONE  # another task took over
+            instances.add_fault(conn, uuid, code=fault.code, message=message, details=fault.details,
+                                host=server.get("host"))
+            tasks.finish(conn, tasks.of(conn, uuid), Fault(500, message, ""))
+        return Failed(message, fault)
+    if phase != "Succeeded":
+        return Waiting("waiting for the new root disk to be imported")
+    with transaction(ctx.engine) as conn:
+        if instances.save_state(conn, uuid, expected_task_state=expected, vm_state=states.STOPPED, task_state=None,
+                                power_state=states.power_state.SHUTDOWN):
+            tasks.finish(conn, tasks.of(conn, uuid), None)
+    return DONE
+
+
+def _replace_root_disk(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str,
+                       dvs: list[dict[str, Any]]) -> None:
+    uuid, root = row.server_uuid, _root(row)
+    objects = ctx.objects(server, root_volume=root)
+    ctx.cluster.ensure_namespace(namespace, str(server["project_id"]))
+    for body in objects.documents():
+        ctx.cluster.apply(body)
+    for dv in dvs:
+        name = (dv.get("metadata") or {}).get("name")
+        if name and name != root:
+            ctx.cluster.delete(ObjectKey("DataVolume", namespace, name))
+    wanted = {s["metadata"]["name"] for s in objects.secrets}
+    for secret in ctx.cluster.secrets_of(namespace, uuid):
+        if secret not in wanted:  # a key pair the rebuild removed
+            ctx.cluster.delete(ObjectKey("Secret", namespace, secret))
+    if objects.preference is None:  # the new image needs no preference of its own
+        ctx.cluster.delete(ObjectKey(mapping.PREFERENCE, namespace, server_vm_name(uuid)))

@@ -1,0 +1,102 @@
+"""revert-resize (task ``resize_reverting``): the VM stopped, its matchers patched back to the old names
+*with* their revision names (the old flavor and its instancetype may have been deleted meanwhile: the
+revision is all KubeVirt needs), the old flavor's disks back, the VM back on its node and started if the
+server ran before the resize → ``active`` / ``stopped``; the migration's allocation back on the server."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from openkeel_compute.compute import instances, resize
+from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    FINAL_PHASES,
+    Context,
+    Outcome,
+    ServerRow,
+    Wait,
+    vmi_phase,
+)
+from openkeel_compute.controller.steps.resize import end_event, start_event
+from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.model.states import task_states
+
+_BACK = "waiting for KubeVirt to take the old instancetype back"
+
+
+def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    uuid, namespace = row.server_uuid, ctx.namespace_of(server)
+    if server.get("task_state") != task_states.RESIZE_REVERTING:
+        return DONE
+    with reader(ctx.engine) as conn:
+        before = json.loads(resize.sysmeta(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
+        old_vm_state = resize.sysmeta(conn, uuid, sysmeta.OLD_VM_STATE)
+        started = resize.sysmeta(conn, uuid, sysmeta.RESIZE_STEP_EVENT)
+    if not started:
+        with transaction(ctx.engine) as conn:
+            start_event(conn, row, events.REVERT_RESIZE, done=True, host=server.get("host"))
+            start_event(conn, row, events.FINISH_REVERT_RESIZE, host=server.get("host"))
+    vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
+    if vm is None:
+        raise Wait("the server has no VirtualMachine")
+    nodes = vm_edits.resize_nodes(server)
+    source, dest = nodes.get("source"), nodes.get("dest")
+    moved = bool(source and source != dest)
+    # The resize moved the server and its old node was deleted since: it reverts where it runs, as a
+    # resize allowed to stay on its node would have (pinned to the gone node it would never run again).
+    home = dest if moved and not ctx.cluster.node_exists(str(source)) else source
+    old_it = (before.get("instancetype") or {}).get("matcher")
+    if old_it and ((vm.get("spec") or {}).get("instancetype") or {}).get("name") != old_it.get("name"):
+        _put_back(ctx, server, namespace, vm, vmi, before, home if moved else None)
+        raise Wait(_BACK)
+    if old_it and vm_edits.status_ref(vm, "instancetype").get("name") != old_it.get("name"):
+        raise Wait(_BACK)
+    running = old_vm_state != states.STOPPED
+    if moved and home != source and vmi is None:  # the old node went after the VM was pinned to it
+        vm_edits.pin(ctx, namespace, uuid, vm, str(home))
+        vm = ctx.cluster.look(namespace, uuid)[0] or vm
+    if running and vmi_phase(vmi) != "Running":
+        vm_edits.start_if_stopped(ctx, namespace, uuid, vm, vmi)
+        raise Wait("waiting for the server's virtual machine to run")
+    if not running and vmi_phase(vmi) not in (None, *FINAL_PHASES):
+        vm_edits.stop(ctx, namespace, uuid, vmi)
+    node = ((vmi or {}).get("status") or {}).get("nodeName") if running else home
+    power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
+    ctx.allocations.revert(uuid, row.payload["migration"], in_place=home != source)
+    with transaction(ctx.engine) as conn:
+        if resize.reverted(conn, uuid, row.payload["migration"], power_state=power):
+            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, None)
+            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES, None)
+            if node and node != server.get("node"):
+                instances.save_state(conn, uuid, host=node, node=node)
+            end_event(conn, uuid, host=node or server.get("host"))
+    return DONE
+
+
+def _put_back(ctx: Context, server: dict[str, Any], namespace: str, vm: dict[str, Any], vmi: dict[str, Any] | None,
+              before: dict[str, Any], home: str | None) -> None:
+    """Stop the VM, then patch its matchers (with their revisions) and disks back; pin it to ``home``."""
+    uuid = server["uuid"]
+    vm_edits.stop(ctx, namespace, uuid, vmi)
+    spec = vm.get("spec") or {}
+    wanted: dict[str, dict[str, Any] | None] = {}
+    for field in vm_edits.MATCHERS:
+        matcher = (before.get(field) or {}).get("matcher")
+        revision = (before.get(field) or {}).get("revision")
+        if matcher is None:
+            wanted[field] = None
+            continue
+        matcher = {k: v for k, v in matcher.items() if k != "revisionName"}
+        if revision:
+            matcher["revisionName"] = revision
+        if spec.get(field) != matcher:
+            wanted[field] = matcher
+    vm_edits.patch(ctx, namespace, uuid, vm_edits.matcher_patch(vm, wanted))
+    copy = instances.flavors_of(server)
+    if copy.old:
+        vm_edits.set_flavor_disks(ctx, namespace, uuid, server, ctx.cluster.look(namespace, uuid)[0] or vm, copy.old)
+    if home is not None:
+        vm_edits.pin(ctx, namespace, uuid, ctx.cluster.look(namespace, uuid)[0] or vm, home)

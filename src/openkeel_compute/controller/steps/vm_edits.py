@@ -1,0 +1,150 @@
+"""What a resize and its revert change in a stopped VirtualMachine, and the waits around it.
+
+Each edit reads the VM, computes a JSON patch that ``test``s what it read before it ``replace``s it (an
+object changed in between is refused, and the next pass reads again), and sends it only when something
+differs.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from openkeel_compute.controller.steps.base import FINAL_PHASES, Context, Wait, vmi_phase
+from openkeel_compute.kubevirt import mapping
+from openkeel_compute.kubevirt.mapping import CLOUD_INIT_DISK, SWAP_DISK
+from openkeel_compute.kubevirt.names import server_root_volume, server_user_data_secret, server_vm_name
+from openkeel_compute.kubevirt.server import HOSTNAME_LABEL, flavor_from_copy, require_node
+from openkeel_compute.model import sysmeta
+
+LOG = logging.getLogger(__name__)
+#: the VM's disks (and volumes) a flavor's ephemeral and swap sizes make
+FLAVOR_DISKS = ("ephemeral0", SWAP_DISK)
+MATCHERS = ("instancetype", "preference")
+
+
+def status_ref(vm: dict[str, Any], field: str) -> dict[str, Any]:
+    """``status.<field>Ref`` of a VM (where KubeVirt records the revision it froze)."""
+    return (vm.get("status") or {}).get(f"{field}Ref") or {}
+
+
+def resize_nodes(server: dict[str, Any]) -> dict[str, str]:
+    """The resize's source and destination nodes (empty: the claim chose none, no Placement)."""
+    nodes: dict[str, str] = json.loads((server.get("system_metadata") or {}).get(sysmeta.RESIZE_NODES) or "{}")
+    return nodes
+
+
+def new_matchers(server: dict[str, Any], flavor: dict[str, Any], vm: dict[str, Any],
+                 options: Any) -> dict[str, dict[str, Any] | None]:
+    """The matchers of the VM on ``flavor`` (a flavor copy entry): the flavor's instancetype, and its
+    preference unless the server has one of its own (an image that changes the flavor's preference)."""
+    objects = mapping.flavor_to_kubevirt(flavor_from_copy(flavor, str(server["project_id"])), options.mapping)
+    wanted: dict[str, dict[str, Any] | None] = {"instancetype": dict(objects.vm["spec"]["instancetype"])}
+    current = (vm.get("spec") or {}).get("preference")
+    if current and current.get("kind") == mapping.PREFERENCE and current.get("name") == server_vm_name(server["uuid"]):
+        wanted["preference"] = dict(current)  # the server's own preference stays
+    else:
+        wanted["preference"] = dict(objects.vm["spec"]["preference"])
+    return wanted
+
+
+def matcher_patch(vm: dict[str, Any], wanted: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
+    """One JSON patch: ``test`` each matcher as read, then set it to ``wanted`` (None: removed)."""
+    spec = vm.get("spec") or {}
+    ops: list[dict[str, Any]] = []
+    for field, value in wanted.items():
+        path = f"/spec/{field}"
+        if field in spec:
+            ops.append({"op": "test", "path": path, "value": spec[field]})
+            ops.append({"op": "replace", "path": path, "value": value} if value else {"op": "remove", "path": path})
+        elif value:
+            ops.append({"op": "add", "path": path, "value": value})
+    return ops
+
+
+def flavor_disks(current: list[dict[str, Any]], wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``current`` disks (or volumes) with the flavor's ephemeral and swap entries of ``wanted`` in place of
+    their own, before the cloud-init disk as a boot places them; every other entry kept as it is."""
+    keep = [e for e in current if e.get("name") not in FLAVOR_DISKS]
+    add = [e for e in wanted if e.get("name") in FLAVOR_DISKS]
+    at = next((i for i, e in enumerate(keep) if e.get("name") == CLOUD_INIT_DISK), len(keep))
+    return keep[:at] + add + keep[at:]
+
+
+def patch(ctx: Context, namespace: str, uuid: str, ops: list[dict[str, Any]]) -> None:
+    if ops:
+        ctx.cluster.patch("VirtualMachine", namespace, server_vm_name(uuid), ops)
+
+
+def stop(ctx: Context, namespace: str, uuid: str, vmi: dict[str, Any] | None) -> None:
+    """Ask a running VMI to stop, and wait (``Wait``) until the VM has none."""
+    phase = vmi_phase(vmi)
+    if phase is not None and phase not in FINAL_PHASES:
+        ctx.cluster.subresource(namespace, server_vm_name(uuid), "stop")
+        raise Wait("waiting for the server's virtual machine to stop")
+    if phase is not None:
+        raise Wait("waiting for the stopped VMI to go")
+
+
+def start_if_stopped(ctx: Context, namespace: str, uuid: str, vm: dict[str, Any], vmi: dict[str, Any] | None) -> None:
+    status = vm.get("status") or {}
+    if vmi is None and not status.get("stateChangeRequests"):
+        ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
+
+
+def grow_root_disk(ctx: Context, namespace: str, uuid: str, old: dict[str, Any], new: dict[str, Any]) -> None:
+    """Ask for the larger root disk (PVC expansion); a disk never shrinks."""
+    if int(new.get("root_gb") or 0) <= int(old.get("root_gb") or 0):
+        return
+    root = server_root_volume(server_vm_name(uuid))
+    body = {"spec": {"resources": {"requests": {"storage": f"{int(new['root_gb'])}Gi"}}}}
+    if not ctx.cluster.patch("PersistentVolumeClaim", namespace, root, body, patch="merge"):
+        LOG.warning("server %s: no claim %s to grow", uuid, root)
+
+
+def pin(ctx: Context, namespace: str, uuid: str, vm: dict[str, Any], node: str) -> None:
+    """Point the VM's required node affinity on kubernetes.io/hostname at ``node`` (a stopped VM: its
+    next VMI is scheduled there)."""
+    tspec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+    affinity = tspec.get("affinity")
+    wanted = json.loads(json.dumps(affinity or {}))
+    terms = (((wanted.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {})
+             .get("nodeSelectorTerms"))
+    if terms:
+        for term in terms:
+            exprs = [e for e in term.get("matchExpressions") or [] if e.get("key") != HOSTNAME_LABEL]
+            term["matchExpressions"] = [*exprs, {"key": HOSTNAME_LABEL, "operator": "In", "values": [node]}]
+    else:
+        holder = {"affinity": wanted}
+        require_node(holder, node)
+        wanted = holder["affinity"]
+    if wanted == affinity:
+        return
+    path = "/spec/template/spec/affinity"
+    ops = ([{"op": "test", "path": path, "value": affinity}, {"op": "replace", "path": path, "value": wanted}]
+           if affinity is not None else [{"op": "add", "path": path, "value": wanted}])
+    patch(ctx, namespace, uuid, ops)
+
+
+def set_flavor_disks(ctx: Context, namespace: str, uuid: str, server: dict[str, Any], vm: dict[str, Any],
+                     flavor: dict[str, Any]) -> None:
+    """Give the stopped VM the ephemeral and swap disks of ``flavor`` (a flavor copy entry) as a boot
+    composes them: emptyDisks grown, shrunk, added or removed (each start gets them blank, so their
+    size is the VM's to change), and the user data with or without the swap lines."""
+    composed = ctx.objects(server, flavor=flavor)
+    want_spec = composed.vm["spec"]["template"]["spec"]
+    tspec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+    ops: list[dict[str, Any]] = []
+    for path, current, wanted in (
+            ("/spec/template/spec/domain/devices/disks", ((tspec.get("domain") or {}).get("devices") or {})
+             .get("disks") or [], want_spec["domain"]["devices"]["disks"]),
+            ("/spec/template/spec/volumes", tspec.get("volumes") or [], want_spec["volumes"])):
+        merged = flavor_disks(current, wanted)
+        if merged != current:
+            ops += [{"op": "test", "path": path, "value": current}, {"op": "replace", "path": path, "value": merged}]
+    secret = server_user_data_secret(uuid)
+    for body in composed.secrets:
+        if (body.get("metadata") or {}).get("name") == secret:
+            ctx.cluster.apply(body)
+    patch(ctx, namespace, uuid, ops)

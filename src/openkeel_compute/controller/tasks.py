@@ -1,0 +1,86 @@
+"""A server task's instance-action event, as the controller records it across passes and restarts.
+
+An outbox row's event (``compute_stop_instance``, ...) is started once, before the cluster is asked, and
+kept in the server's system metadata (``model.sysmeta.TASK_EVENT``, "<row id>:<event id>"): a controller
+restarted at any point finishes it rather than losing or repeating it. The observation finishes it when
+it sees the task end; a delete ends the task it overrides as "Error"; a step whose task ends in a Nova
+fault finishes it with the fault (``end_in_fault``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection
+
+from openkeel_compute.compute import instances
+from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model import sysmeta
+
+
+def start(conn: Connection, row_id: int, uuid: str, request_id: str, event: str) -> None:
+    """Start ``event`` in the instance action of request ``request_id``, once per outbox row."""
+    if not request_id or not instances.ever_existed(conn, uuid):
+        return
+    current = instances.system_metadata_item(conn, uuid, sysmeta.TASK_EVENT)
+    if current and current.split(":", 1)[0] == str(row_id):
+        return  # started by an earlier attempt at this row
+    if current:  # a delete overrides the task that ran: its event ends, unfinished
+        instances.finish_event(conn, int(current.split(":", 1)[1]), "Error")
+    action_id = instances.action_for_request(conn, uuid, request_id)
+    if action_id is not None:
+        event_id = instances.start_event(conn, action_id, event)
+        instances.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
+
+
+def keep(conn: Connection, row_id: int, uuid: str, event_id: int) -> None:
+    """Remember an event a step started itself (a rebuild's) as the task's."""
+    instances.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
+
+
+def of(conn: Connection, uuid: str) -> dict[str, Any]:
+    """The server's open event as ``finish`` reads it, from the database as it is now."""
+    return {"uuid": uuid, "system_metadata": {sysmeta.TASK_EVENT: instances.system_metadata_item(
+        conn, uuid, sysmeta.TASK_EVENT)}}
+
+
+def finish(conn: Connection, server: dict[str, Any], fault: Fault | None, host: str | None = None) -> None:
+    """Finish the task's event (``server``: its row with its system metadata), on the server's host as
+    Nova's compute service records it; "Error" with the fault's message when there is one."""
+    value = server["system_metadata"].get(sysmeta.TASK_EVENT)
+    if not value:
+        return
+    event_id = int(value.split(":", 1)[1])
+    if fault is None:
+        instances.finish_event(conn, event_id, "Success", host=host)
+    else:
+        instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
+                               details=fault.message, host=host)
+    instances.set_system_metadata_item(conn, server["uuid"], sysmeta.TASK_EVENT, None)
+
+
+def end_in_fault(conn: Connection, server: dict[str, Any], fault: Fault, *, expected: Any,
+                 vm_state: str | None = None, host: str | None = None) -> bool:
+    """End the task ``expected`` (compare-and-swap) with Nova's ``fault``: the task cleared (and the
+    server in ``vm_state`` when given), the fault recorded, the task's event finished as "Error". False
+    when another task took over meanwhile (nothing written)."""
+    changes: dict[str, Any] = {"task_state": None}
+    if vm_state is not None:
+        changes["vm_state"] = vm_state
+    if not instances.save_state(conn, server["uuid"], expected_task_state=expected, **changes):
+        return False
+    instances.add_fault(conn, server["uuid"], code=fault.code, message=fault.message, details=fault.details,
+                        host=host)
+    finish(conn, server, fault, host)
+    return True
+
+
+def end(conn: Connection, uuid: str, request_id: str, event: str, expected: str, **changes: Any) -> bool:
+    """End the task ``expected`` with ``changes`` and record ``event``, done, in the request's action.
+    False when another task (a delete) took over."""
+    if not instances.save_state(conn, uuid, expected_task_state=expected, **changes):
+        return False
+    action_id = instances.action_for_request(conn, uuid, request_id)
+    if action_id is not None:
+        instances.finish_event(conn, instances.start_event(conn, action_id, event), "Success")
+    return True

@@ -1,0 +1,33 @@
+"""The outbox: what the API asks the controller to do, one row per request.
+
+Each row has a kind (``FLAVOR`` or ``SERVER``), the object's id and an operation. The server
+operations are the controller's step table (controller/steps/__init__.py: one step per operation).
+"""
+
+from __future__ import annotations
+
+FLAVOR = "flavor"
+SERVER = "server"
+
+# flavor rows
+UPSERT = "upsert"
+DELETE = "delete"  # also a server's
+
+# server rows
+CREATE = "create"
+START = "start"
+STOP = "stop"
+REBOOT_SOFT = "reboot-soft"
+REBOOT_HARD = "reboot-hard"
+PAUSE = "pause"
+UNPAUSE = "unpause"
+REBUILD = "rebuild"
+SOFT_DELETE = "soft-delete"
+RESTORE = "restore"
+RESIZE = "resize"
+CONFIRM_RESIZE = "confirm-resize"
+REVERT_RESIZE = "revert-resize"
+CONSOLE_OUTPUT = "console-output"
+
+SERVER_OPERATIONS = (CREATE, DELETE, START, STOP, REBOOT_SOFT, REBOOT_HARD, PAUSE, UNPAUSE, REBUILD, SOFT_DELETE,
+                     RESTORE, RESIZE, CONFIRM_RESIZE, REVERT_RESIZE, CONSOLE_OUTPUT)

@@ -1,0 +1,63 @@
+"""The system-metadata keys of a server that more than one room reads or writes.
+
+Nova's own keys (what it shows or acts on) keep Nova's names; the controller's bookkeeping keys start
+with ``openkeel_`` and are never shown by the API. A value is a string (Nova's column), at most 255
+characters on every engine.
+"""
+
+from __future__ import annotations
+
+# -- what the API writes at boot and the controller reads -----------------------------------------------
+
+#: the image's properties, copied at boot as ``image_<property>`` (compute/image_meta.py)
+IMAGE_PREFIX = "image_"
+#: the image a rebuild replaced the server's with, as Nova records it
+BASE_IMAGE_REF = "image_base_image_ref"
+#: the server's security group names (JSON list; "null": the server has no network)
+SECURITY_GROUPS = "security_groups"
+#: "none" when the server was created with networks "none": the controller gives its VM no interface
+REQUESTED_NETWORKS = "requested_networks"
+#: the node asked for at boot: the legacy forced host ("zone:host[:node]") or 2.74's host and
+#: hypervisor_hostname. A Kubernetes node is both Nova's host and its node.
+REQUESTED_HOST = "requested_host"
+REQUESTED_NODE = "requested_hypervisor_hostname"
+#: "True" for the legacy forced form, which bypasses the scheduler's checks in Nova
+FORCED_DESTINATION = "forced_destination"
+#: the vm_state a resize started from (Nova's old_vm_state): a revert goes back to it
+OLD_VM_STATE = "old_vm_state"
+
+# -- the controller's bookkeeping: what a restarted controller needs to carry on -------------------------
+
+#: the instance-action event of the running *task* of one outbox row, "<outbox row id>:<event id>". It is
+#: started before the cluster is asked and finished by the observation that sees the task end (or as
+#: "Error" by a delete that overrides the task).
+TASK_EVENT = "openkeel_task_event"
+#: the event of the running *resize step*, "<event id>": started and finished by the resize steps
+#: themselves, across the rows of one resize (resize, then confirm or revert), never by the observation.
+#: It must differ from TASK_EVENT: the observation ends the task event when it sees no task, which a
+#: resize passes through between its steps, and the two values have different shapes.
+RESIZE_STEP_EVENT = "openkeel_resize_event"
+#: the VMI a hard reboot replaces: the reboot is done only once another VMI runs
+REPLACED_VMI = "openkeel_replaced_vmi"
+#: the nodes a build was tried on, comma-separated (Placement's alternates, [scheduler] max_attempts)
+TRIED_NODES = "openkeel_tried_nodes"
+#: the VM's matchers and ControllerRevisions before a resize (JSON), what a revert puts back
+RESIZE_FROM = "openkeel_resize_from"
+#: the nodes of a resize, JSON {"source": node, "dest": node} (the claim chose the destination)
+RESIZE_NODES = "openkeel_resize_nodes"
+
+
+def requested_nodes(system_metadata: dict[str, str] | None) -> tuple[str, ...]:
+    """The node names a server must run on (all of them: two different names leave it nowhere to run).
+
+    The one function the controller's scheduling (node affinity, Placement candidates) reads the
+    request through; empty when the server may run anywhere.
+    """
+    metadata = system_metadata or {}
+    names = [metadata.get(REQUESTED_HOST), metadata.get(REQUESTED_NODE)]
+    return tuple(sorted({name for name in names if name}))
+
+
+def destination_forced(system_metadata: dict[str, str] | None) -> bool:
+    """Whether the node was forced (legacy availability_zone form) rather than requested (2.74)."""
+    return (system_metadata or {}).get(FORCED_DESTINATION) == "True"
