@@ -10,10 +10,11 @@ import sqlalchemy as sa
 
 from openkeel_compute.api import census
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
+from openkeel_compute.model import states
 from tests.conftest import admin, user
 
 GONE = {"computeFault": {"code": 410, "message": "This resource is no longer available. No forwarding address is given."}}

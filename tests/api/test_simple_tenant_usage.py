@@ -16,10 +16,11 @@ import sqlalchemy as sa
 
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
+from openkeel_compute.model import states
 from tests.conftest import admin, make_conf, user
 from tests.databases import ENGINES, throwaway_database
 from tests.wsgi_client import Client

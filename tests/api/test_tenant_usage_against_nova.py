@@ -17,10 +17,11 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, states
+from openkeel_compute.compute import instances
 from openkeel_compute.compute.instances import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
+from openkeel_compute.model import states
 from tests.api import oracles
 
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"

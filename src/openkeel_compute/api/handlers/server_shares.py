@@ -17,7 +17,8 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.compute import errors, instances, states
+from openkeel_compute.compute import errors, instances
+from openkeel_compute.model import states
 from openkeel_compute.policies import contract as rules
 
 _STRICT = {"type": "object", "properties": {}, "additionalProperties": False}
