@@ -6,6 +6,8 @@ Revises: 0007
 Create Date: 2026-12-05
 """
 
+from typing import Any
+
 import sqlalchemy as sa
 from alembic import op
 from sqlalchemy.dialects import postgresql
@@ -16,7 +18,7 @@ def exact(length):
     return sa.String(length).with_variant(postgresql.VARCHAR(length, collation="C"), "postgresql")
 
 
-MYSQL = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
+MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 revision = '0008'
 down_revision = '0007'
