@@ -46,6 +46,8 @@ EXPECTED = {
                                                                            ["all"]),
     ("instancetype.kubevirt.io", "v1beta1", "virtualmachineclusterpreferences"): (["vmcp", "vmcps"], None),
     ("cdi.kubevirt.io", "v1beta1", "datavolumes"): (["dv", "dvs"], ["all"]),
+    # Multus's CRD
+    ("k8s.cni.cncf.io", "v1", "network-attachment-definitions"): (["net-attach-def"], None),
 }
 
 

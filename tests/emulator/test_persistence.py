@@ -46,6 +46,8 @@ def test_every_kind_comes_back_with_its_status_uid_and_resource_version(kept, tm
     for kind in ("VirtualMachineInstancetype", "VirtualMachinePreference"):
         cluster.seed({"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": kind,
                       "metadata": {"name": "private", "namespace": NS}, "spec": {}})
+    cluster.seed({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                  "metadata": {"name": "neutron-net", "namespace": NS}, "spec": {"config": "{}"}})
     # a server-side apply: its field manager's configuration is kept too
     client.apply(Secret.from_dict(_secret("applied", a="YQ==", b="Yg==")), field_manager="openkeel")
     pod = next(iter(cluster.objects("Pod").values()))["metadata"]["name"]

@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from openkeel_compute.emulator import networks
+
 Lookup = Callable[[str, str, "str | None"], "dict[str, Any] | None"]
 
 
@@ -57,8 +59,12 @@ def review(request: Review) -> list[str]:
 
 
 def denial(kind: str, messages: list[str]) -> str:
+    """The API server's words for a webhook's refusal; KubeVirt joins at most ten causes."""
     webhook = WEBHOOKS.get(kind, f"{kind.lower()}-validator.kubevirt.io")
-    return f'admission webhook "{webhook}" denied the request: {", ".join(messages)}'
+    text = ", ".join(messages[:10])
+    if len(messages) > 10:
+        text += f", and {len(messages) - 10} more validation errors"
+    return f'admission webhook "{webhook}" denied the request: {text}'
 
 
 def _matcher_spec(review_: Review, field: str, cluster_kind: str, namespaced_kind: str) -> dict[str, Any] | None:
@@ -115,3 +121,18 @@ def matcher_revision_rule(review_: Review) -> list[str]:
 
 
 register("VirtualMachine", matcher_revision_rule)
+
+
+def network_rules(review_: Review) -> list[str]:
+    """KubeVirt's network validator (pkg/network/admitter) over a VM's template or a new VMI."""
+    spec = review_.obj.get("spec") or {}
+    if review_.kind == "VirtualMachine":
+        return networks.validate((spec.get("template") or {}).get("spec") or {}, "spec.template.spec",
+                                 creating=review_.operation == "CREATE")
+    if review_.operation != "CREATE":
+        return []
+    return networks.validate(spec, "spec")
+
+
+register("VirtualMachine", network_rules)
+register("VirtualMachineInstance", network_rules)

@@ -88,11 +88,14 @@ def _uptime(index: int, seed: int) -> str:
 
 
 def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, boot: int = 1,
-             hardware: Hardware | None = None) -> list[str]:
+             hardware: Hardware | None = None, nics: list[tuple[str, str | None, str | None]] | None = None
+             ) -> list[str]:
     """What a cloud image's serial console shows through one boot: kernel, systemd, cloud-init, login.
+    ``nics``: (guest name, IPv4 address, MAC) of each interface (default: one, ``enp1s0`` with ``address``).
 
     Lines end with CRLF as a serial line does; systemd's status marks carry their colour escapes.
     """
+    nics = nics or [("enp1s0", address, mac)]
     hardware = hardware or Hardware()
     seed = int(hashlib.sha256(f"{vmi_uid}/{boot}".encode()).hexdigest()[:8], 16)
     memory = memory_lines(hardware.memory)
@@ -124,7 +127,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
         "Freeing SMP alternatives memory: 44K",
         "clocksource: Switched to clocksource kvm-clock",
         *disk,
-        "virtio_net virtio0 enp1s0: renamed from eth0",
+        *(f"virtio_net virtio{i if i == 0 else i + 2} {name}: renamed from eth{i}" for i, (name, _a, _m) in
+          enumerate(nics)),
         "EXT4-fs (vda1): mounted filesystem with ordered data mode. Quota mode: none.",
         "Run /sbin/init as init process",
         "systemd[1]: systemd 255.4-1ubuntu8.4 running in system mode",
@@ -142,7 +146,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
         ("cloud-init[512]: ci-info: ++++++++++++++++++++++++++++++++++++++Net device info+++++++++++++++++++++++++++"
         "++++++++++++"),
         "cloud-init[512]: ci-info: | Device |  Up  |   Address   |    Mask   | Scope  |     Hw-Address    |",
-        f"cloud-init[512]: ci-info: | enp1s0 | True | {address or '.'} | 255.255.255.0 | global | {mac or '.'} |",
+        *(f"cloud-init[512]: ci-info: | {name} | True | {ip or '.'} | 255.255.255.0 | global | {hw or '.'} |"
+          for name, ip, hw in nics),
         "cloud-init[512]: ci-info: |   lo   | True |  127.0.0.1  | 255.0.0.0 |  host  |         .         |",
         f"cloud-init[512]: ci-info: | Route | Destination | Gateway | Interface | {cidr} |",
         "cloud-init[512]: Generating public/private ed25519 key pair.",

@@ -19,6 +19,7 @@ import random
 import string
 from typing import Any
 
+from openkeel_compute.emulator import networks
 from openkeel_compute.emulator.console import Hardware, boot_log, reboot_log
 from openkeel_compute.emulator.store import ApiError, Store, not_found, now
 
@@ -75,9 +76,13 @@ class Launchers:
                                 "hostname": hostname, "restartPolicy": "Never", "automountServiceAccountToken": False}
         if init:
             spec["initContainers"] = init
+        annotations = {"kubevirt.io/domain": meta["name"]}
+        selection = networks.selection(meta.get("namespace"), networks.attachable(vmi.get("spec") or {}))
+        if selection:  # what the pod asks Multus for
+            annotations[networks.NETWORKS_ANNOTATION] = selection
         pod = {"apiVersion": "v1", "kind": "Pod",
                "metadata": {"name": f"virt-launcher-{meta['name']}-{_suffix()}", "namespace": meta.get("namespace"),
-                            "labels": labels, "annotations": {"kubevirt.io/domain": meta["name"]},
+                            "labels": labels, "annotations": annotations,
                             "ownerReferences": [{"apiVersion": vmi["apiVersion"], "kind": vmi["kind"],
                                                  "name": meta["name"], "uid": meta["uid"], "controller": True,
                                                  "blockOwnerDeletion": True}]},
@@ -88,18 +93,26 @@ class Launchers:
         self.pods[meta["uid"]] = (meta.get("namespace"), pod["metadata"]["name"])
         return self.store.put(pod)
 
-    def scheduled(self, vmi: dict[str, Any], node: str | None = None) -> str | None:
-        """The VMI's pod runs on the node: returns its uid (the VMI's status.activePods key)."""
+    def scheduled(self, vmi: dict[str, Any], node: str | None = None, pod_ip: str = "10.244.0.1") -> str | None:
+        """The VMI's pod runs on the node with the address ``pod_ip``, Multus having attached its networks
+        (network-status): returns its uid (the VMI's status.activePods key)."""
         pod = self.pod_of(vmi)
         if pod is None:
             return None
-        new = dict(pod, spec={**pod["spec"], "nodeName": node or self.node})
+        node = node or self.node
+        new = dict(pod, spec={**pod["spec"], "nodeName": node})
+        new["metadata"] = dict(pod["metadata"])
+        pod_mac = networks.mac_of(pod["metadata"]["uid"], "eth0", None).replace("02:", "0a:", 1)
+        new["metadata"]["annotations"] = {**(pod["metadata"].get("annotations") or {}),
+                                          networks.STATUS_ANNOTATION: networks.network_status(
+                                              pod["metadata"].get("namespace"), pod_ip, pod_mac,
+                                              networks.attachable(vmi.get("spec") or {}), vmi["metadata"]["uid"])}
         containers = [c["name"] for c in pod["spec"].get("initContainers") or ()] + [
             c["name"] for c in pod["spec"]["containers"]]
         started = now()
         new["status"] = {
-            "phase": "Running", "qosClass": "Burstable", "hostIP": "192.168.122.10", "podIP": "10.244.0.1",
-            "startTime": started,
+            "phase": "Running", "qosClass": "Burstable", "hostIP": self.host_ip(node),
+            "hostIPs": [{"ip": self.host_ip(node)}], "podIP": pod_ip, "podIPs": [{"ip": pod_ip}], "startTime": started,
             "conditions": [{"type": t, "status": "True", "lastProbeTime": None, "lastTransitionTime": started}
                            for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")],
             "containerStatuses": [{"name": name, "ready": True, "restartCount": 0, "started": True,
@@ -113,6 +126,14 @@ class Launchers:
         self.store.put(new)
         return pod["metadata"]["uid"]
 
+    def host_ip(self, node: str) -> str:
+        """The node's InternalIP (192.168.122.10 when it has none)."""
+        found = self.store.objects.get(("nodes", None, node)) or {}
+        for address in (found.get("status") or {}).get("addresses") or ():
+            if address.get("type") == "InternalIP":
+                return address.get("address")
+        return "192.168.122.10"
+
     def booted(self, vmi: dict[str, Any]) -> None:
         """The guest booted (the VMI runs): its console printed a boot."""
         pod = self.pod_of(vmi)
@@ -123,8 +144,11 @@ class Launchers:
         interfaces = (vmi.get("status") or {}).get("interfaces") or [{}]
         namespace = vmi["metadata"].get("namespace")
         hardware = Hardware.of(vmi, lambda claim: self.store.lookup("PersistentVolumeClaim", claim, namespace))
+        nics = [(entry.get("interfaceName") or f"enp{index + 1}s0",
+                 next((ip for ip in entry.get("ipAddresses") or () if ":" not in ip), None), entry.get("mac"))
+                for index, entry in enumerate(interfaces)]
         self._print(uid, boot_log(hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"),
-                                  interfaces[0].get("mac"), boot, hardware))
+                                  interfaces[0].get("mac"), boot, hardware, nics=nics))
 
     def _print(self, pod_uid: str, lines: list[str]) -> None:
         text = self.consoles.setdefault(pod_uid, [])

@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import time
 from typing import Any
 
-from openkeel_compute.emulator import scheduling
+from openkeel_compute.emulator import networks, scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.launcher import Launchers
 from openkeel_compute.emulator.resources import BY_KIND
+from openkeel_compute.emulator.running import RESTART_MESSAGE, Running
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
 
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
@@ -46,11 +46,20 @@ class Delays:
     scheduled: float = 1.5  # Scheduled → Running (domain started)
     stopping: float = 2.0  # VMI asked to stop → Succeeded and gone
     progress_every: float = 1.0  # an import's status.progress is brought up to date this often
+    hotplug: float = 1.0  # each step of an interface's or a volume's hot(un)plug
+    migration_step: float = 1.0  # each step of a live migration before its memory transfer
+    migration_transfer: float = 5.0  # a live migration's memory transfer (Running → Succeeded)
+    # a node NotReady: its pods are evicted after the default NoExecute toleration, virt-handler's heartbeat
+    # is stale after KubeVirt's timeout; a migration target that cannot be scheduled fails after this
+    pod_eviction: float = 300.0
+    heartbeat_timeout: float = 300.0
+    migration_unschedulable: float = 300.0
 
     @classmethod
     def fast(cls) -> Delays:
         """Quick enough for tests, still with every phase visible for a moment."""
-        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01)
+        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01, hotplug=0.02, migration_step=0.02,
+                   migration_transfer=0.05, pod_eviction=0.1, heartbeat_timeout=0.1, migration_unschedulable=0.2)
 
     @classmethod
     def from_scale(cls, scale: float) -> Delays:
@@ -97,6 +106,7 @@ class Lifecycle:
         self._settled: set[tuple] = set()
         self._read_by: dict[tuple, tuple] = {}
         self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
+        self.running = Running(self)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -113,6 +123,24 @@ class Lifecycle:
             start = self.since[uid] = clock
             self.store.note(("since", uid, clock))
         return clock - start >= delay
+
+    def due_key(self, key: str, delay: float, clock: float) -> bool:
+        """Like _due for a step that is not an object's phase (``key``: "<uid>/<what>"); the first call starts
+        the wait."""
+        start = self.since.get(key)
+        if start is None:
+            self.mark(key, clock)
+            return delay <= 0
+        return clock - start >= delay
+
+    def mark(self, key: str, clock: float | None) -> None:
+        """A step keyed ``key`` happened at ``clock`` (None: nothing under way any more)."""
+        if clock is None:
+            if self.since.pop(key, None) is not None:
+                self.store.note(("since", key, None))
+            return
+        self.since[key] = clock
+        self.store.note(("since", key, clock))
 
     def _moved(self, obj: dict[str, Any], clock: float) -> None:
         uid = obj["metadata"]["uid"]
@@ -151,11 +179,13 @@ class Lifecycle:
         the console text they printed (``consoles``)."""
         offset = time.time() - time.monotonic()
         self.since = {uid: at - offset for uid, at in since.items()}
-        for vmi in self.store.objects.of_kind("virtualmachineinstances").values():
-            for iface in (vmi.get("status") or {}).get("interfaces") or ():
-                parts = str(iface.get("ipAddress") or "").split(".")
-                if len(parts) == 4 and parts[:2] == ["10", "244"] and all(p.isdigit() for p in parts[2:]):
-                    ips = max(ips, int(parts[2]) * 250 + int(parts[3]) - 2)
+        seen = [iface.get("ipAddress") for vmi in self.store.objects.of_kind("virtualmachineinstances").values()
+                for iface in (vmi.get("status") or {}).get("interfaces") or ()]
+        seen += [(pod.get("status") or {}).get("podIP") for pod in self.store.objects.of_kind("pods").values()]
+        for address in seen:
+            parts = str(address or "").split(".")
+            if len(parts) == 4 and parts[:2] == ["10", "244"] and all(p.isdigit() for p in parts[2:]):
+                ips = max(ips, int(parts[2]) * 250 + int(parts[3]) - 2)
         self.ips = ips
         self.launchers.restore(consoles)
 
@@ -356,10 +386,17 @@ class Lifecycle:
                 self.store._remove(("virtualmachineinstances", ns, name))
                 self.launchers.remove(vmi)
                 self.since.pop(meta["uid"], None)
+                self.running.forget(meta["uid"])
                 self._places.pop(meta["uid"], None)
             return
-        if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
-            self._settle(vmi)  # the passes look at every VMI again while faults are injected
+        if phase == "Running":
+            if self.faults and self._fault("node-loss", ns, name) is not None:
+                self._lose_node(vmi, clock)
+            elif not self.running.step(vmi, clock) and not self.faults:
+                self._settle(vmi)  # the passes look at every VMI again while faults are injected
+            return
+        if phase in ("Succeeded", "Failed"):
+            self._settle(vmi)
             return
         # A pass that finds a phase not yet due changes nothing: it is left before the VMI is copied.
         if phase == "Pending" and not self._due(vmi, self.delays.pending, clock):
@@ -382,6 +419,15 @@ class Lifecycle:
                                                                    "phaseTransitionTimestamp": now()}],
                       guestOSInfo={}, qosClass="Burstable", conditions=[])
         elif phase == "Pending":
+            missing = networks.missing_attachment(self.store, vmi)
+            if missing is not None:  # virt-controller cannot render the pod: it tries again, the VMI waits
+                message = f"failed to render launch manifest: failed to locate network attachment definition {missing}"
+                if any(c.get("type") == "Synchronized" and c.get("message") == message for c in st["conditions"]):
+                    return
+                st["conditions"] = [*(c for c in st["conditions"] if c.get("type") != "Synchronized"),
+                                    _condition("Synchronized", "False", "FailedCreate", message)]
+                self._write(new)
+                return
             st["phase"] = "Scheduling"
             self.launchers.create(vmi)
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
@@ -395,7 +441,7 @@ class Lifecycle:
                 self._write(new)
                 self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
                 return
-            pod_uid = self.launchers.scheduled(vmi, target) or new_uid()
+            pod_uid = self.launchers.scheduled(vmi, target, self.next_ip()) or new_uid()
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
@@ -408,36 +454,17 @@ class Lifecycle:
             if (vmi.get("spec") or {}).get("startStrategy") == "Paused":
                 st["conditions"].append(_condition("Paused", "True", "PausedStartStrategy",
                                                    "VMI was paused by start strategy"))
-            st["interfaces"] = self._interfaces(vmi)
+            self.running.boot(vmi, new)
             st["migrationMethod"] = "BlockMigration"
             st["machine"] = {"type": "pc-q35-rhel9.6.0"}
             self.launchers.booted(new)
         else:
-            if phase == "Running" and self._fault("node-loss", ns, name) is not None:
-                self._lose_node(vmi, clock)
             return
         if phase is not None:
             st.setdefault("phaseTransitionTimestamps", []).append(
                 {"phase": st["phase"], "phaseTransitionTimestamp": now()})
         self._moved(vmi, clock)
         self._write(new)
-
-    def _interfaces(self, vmi: dict[str, Any]) -> list[dict[str, Any]]:
-        spec = vmi.get("spec") or {}
-        interfaces = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
-        networks = {n.get("name"): n for n in spec.get("networks") or []}
-        out = []
-        for index, iface in enumerate(interfaces):
-            network = networks.get(iface.get("name")) or {}
-            if "pod" not in network:
-                continue
-            ip = self.next_ip()
-            digest = hashlib.sha256(f"{vmi['metadata']['uid']}/{index}".encode()).hexdigest()
-            mac = iface.get("macAddress") or "02:" + ":".join(digest[i:i + 2] for i in range(0, 10, 2))
-            out.append({"name": iface.get("name"), "interfaceName": f"eth{index}", "mac": mac, "ipAddress": ip,
-                        "ipAddresses": [ip], "infoSource": "domain", "podInterfaceName": "eth0" if index == 0
-                        else f"pod{index}", "queueCount": 1, "linkState": "up"})
-        return out
 
     def _lose_node(self, vmi: dict[str, Any], clock: float) -> None:
         new = _own(vmi)
@@ -577,8 +604,14 @@ class Lifecycle:
                 "annotations": {**(tmeta.get("annotations") or {}), "kubevirt.io/vm-generation":
                                 str(vm["metadata"].get("generation", 1))},
                 "ownerReferences": [_owner(vm)], "finalizers": list(VMI_FINALIZERS)}
+        devices = domain.get("devices") or {}
+        if any(i.get("state") == "absent" for i in devices.get("interfaces") or ()):  # never started absent
+            kept = [i for i in devices["interfaces"] if i.get("state") != "absent"]
+            devices["interfaces"] = kept
+            spec["networks"] = [n for n in spec.get("networks") or () if n.get("name") in {i.get("name") for i in kept}]
+        revision = self.running.start_revision(vm)
         self._write({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta,
-                     "spec": spec})
+                     "spec": spec, "status": {"virtualMachineRevisionName": revision}})
 
     def _vm(self, vm: dict[str, Any], clock: float) -> None:
         meta = vm["metadata"]
@@ -618,6 +651,11 @@ class Lifecycle:
                 failures.append(failure)
         dvs = self._datavolumes(vm)
         dvs_ready = all((dv.get("status") or {}).get("phase") == "Succeeded" for dv in dvs)
+        cleared = self.running.sync_vm(vm, vmi)
+        if cleared is not None:  # absent interfaces that are gone leave the VM's template (looked at again)
+            new["spec"] = {**vm["spec"], "template": {**vm["spec"]["template"], "spec": cleared}}
+            self._write(new)
+            return
         requests = list(status.get("stateChangeRequests") or [])
         if requests:
             first = requests[0]
@@ -638,7 +676,8 @@ class Lifecycle:
             else:
                 status.pop("stateChangeRequests", None)
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
-        self._vm_status(new, status, vmi, dvs, failures, requests)
+        restart = self.running.restart_required(new, vmi)
+        self._vm_status(new, status, vmi, dvs, failures, requests, restart)
         # a start waiting for its disks is taken up once a DataVolume is written (it succeeded)
         waiting = bool(requests) and requests[0].get("action") == "Start" and vmi is None and not dvs_ready
         if new != vm:
@@ -660,7 +699,8 @@ class Lifecycle:
         self._moved(vmi, time.monotonic())
 
     def _vm_status(self, vm: dict[str, Any], status: dict[str, Any], vmi: dict[str, Any] | None,
-                   dvs: list[dict[str, Any]], failures: list[str], requests: list[dict[str, Any]]) -> None:
+                   dvs: list[dict[str, Any]], failures: list[str], requests: list[dict[str, Any]],
+                   restart: bool = False) -> None:
         vmi_status = (vmi or {}).get("status") or {}
         phase = vmi_status.get("phase")
         conditions = {c["type"]: c for c in vmi_status.get("conditions") or ()}
@@ -708,6 +748,10 @@ class Lifecycle:
             new_conditions.insert(0, keep if keep and keep.get("reason") == reason else _condition(
                 "Ready", "False", reason, "VMI does not exist" if vmi is None else "Guest VM is not reported as "
                                                                                    "running"))
+        if restart:
+            keep = old.get("RestartRequired")
+            new_conditions.append(keep or {"type": "RestartRequired", "status": "True", "lastProbeTime": None,
+                                           "lastTransitionTime": now(), "message": RESTART_MESSAGE})
         if failures:
             keep = old.get("Failure")
             message = "; ".join(failures)

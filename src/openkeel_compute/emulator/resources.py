@@ -28,6 +28,8 @@ CORE_NODES = {
     "DataVolume": _object(spec={"$ref": "v1beta1.DataVolumeSpec"}, status=ANY),
     "Node": _object(spec=ANY, status=ANY),
     "Pod": _object(spec=ANY, status=ANY),
+    # Multus's CRD (k8s.cni.cncf.io/v1): spec.config is the CNI configuration, a JSON string
+    "NetworkAttachmentDefinition": _object(spec={"type": "object", "properties": {"config": STRING}}),
     "PersistentVolumeClaim": _object(spec={"type": "object", "properties": {
         "accessModes": {"type": "array", "items": STRING}, "storageClassName": STRING, "volumeMode": STRING,
         "volumeName": STRING, "resources": {"type": "object", "properties": {
@@ -46,6 +48,7 @@ class Resource:
     # what discovery lists, so that `kubectl get vm,vmi,dv` and `kubectl get all` resolve as on a real cluster
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    singular: str = ""  # discovery's singularName (default: the kind in lower case)
 
     @property
     def api_version(self) -> str:
@@ -87,6 +90,8 @@ RESOURCES = [
     Resource(IT, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", False,
              short_names=("vmcp", "vmcps")),
     Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume", True, True, ("dv", "dvs"), ALL),
+    Resource("k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition", True,
+             short_names=("net-attach-def",), singular="network-attachment-definition"),
 ]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND = {r.kind: r for r in RESOURCES}

@@ -565,7 +565,7 @@ class Emulator:
         for res in RESOURCES:
             if (res.group, res.version) != (group, version):
                 continue
-            entry: dict[str, Any] = {"name": res.plural, "singularName": res.kind.lower(),
+            entry: dict[str, Any] = {"name": res.plural, "singularName": res.singular or res.kind.lower(),
                                      "namespaced": res.namespaced, "kind": res.kind, "verbs": verbs}
             if res.short_names:  # kubectl resolves `get vm,vmi,dv` and `get all` from these
                 entry["shortNames"] = list(res.short_names)

@@ -283,6 +283,10 @@ class Objects(dict):
             self.nodes_removed.add(key[2])
         return old
 
+    def dependents_of(self, uid: str) -> set[Key]:
+        """The keys of the objects that name ``uid`` among their owners."""
+        return set(self._dependents.get(uid, ()))
+
     def take_touched(self) -> set[Key]:
         """The keys written or removed since the last call (hold the store's lock)."""
         touched, self.touched = self.touched, set()

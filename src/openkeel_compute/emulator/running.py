@@ -1,0 +1,195 @@
+"""What happens to a running VMI: the guest comes up (its interfaces, its guest agent), and what the VM
+controller, Multus and virt-handler do when the VM's template changes under it (interface hotplug, the
+``RestartRequired`` condition).
+
+``Running.boot`` fills the status of a VMI going Running; ``Running.step`` moves a running VMI's hot(un)plug on
+by one step when its time has come (``Delays.hotplug`` each) and says whether work is left, so that the
+lifecycle does not set the VMI aside; ``Running.sync_vm`` is the VM controller's part (the VM's template
+applied to its VMI, absent interfaces cleared, RestartRequired).
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from openkeel_compute.emulator import guest, networks
+from openkeel_compute.emulator.netstatus import Interfaces
+from openkeel_compute.emulator.store import clone, now
+
+START_REVISION = "revision-start-vm-{uid}-{generation}"
+RESTART_MESSAGE = "a non-live-updatable field was changed in the template spec"
+
+
+class Running:
+    def __init__(self, lifecycle: Any) -> None:
+        self.lifecycle = lifecycle
+        self.store = lifecycle.store
+
+    def _configured(self, vmi: dict[str, Any]) -> dict[str, list[str]]:
+        return guest.configured_addresses(vmi.get("spec") or {}, vmi["metadata"].get("namespace"), self.store.lookup)
+
+    def _interfaces(self, vmi: dict[str, Any], pod: dict[str, Any] | None) -> Interfaces:
+        return Interfaces(vmi, pod, self._configured(vmi), guest.has_agent(vmi))
+
+    # -- the VMI ---------------------------------------------------------------------------------------
+
+    def boot(self, vmi: dict[str, Any], new: dict[str, Any]) -> None:
+        """The guest came up: ``new``'s status gets its interfaces, and its guest agent's report."""
+        st = new["status"]
+        pod = self.lifecycle.launchers.pod_of(vmi)
+        st["interfaces"] = self._interfaces(vmi, pod).at_boot()
+        if guest.has_agent(vmi):
+            st["conditions"].append(guest.agent_condition())
+            st["guestOSInfo"] = dict(guest.GUEST_OS_INFO)
+
+    def step(self, vmi: dict[str, Any], clock: float) -> bool:
+        """One step of what is under way on a running VMI; True while something is left to do."""
+        pod = self.lifecycle.launchers.pod_of(vmi)
+        interfaces = Interfaces(vmi, pod, {}, guest.has_agent(vmi))
+        key = f"{vmi['metadata']['uid']}/net"
+        pending = interfaces.advance() is not None
+        stale = self._condition_stale(vmi, interfaces.migration_required())
+        if not pending and not stale:
+            self.lifecycle.mark(key, None)
+            return False
+        due = pending and self.lifecycle.due_key(key, self.lifecycle.delays.hotplug, clock)
+        if not due and not stale:
+            return True
+        new = dict(vmi)
+        new["metadata"] = clone(vmi["metadata"])
+        new["status"] = clone(vmi.get("status") or {})
+        if due:
+            interfaces.configured = self._configured(vmi)  # read now: the network data as it is at the plug
+            moved = interfaces.advance()
+            if moved is not None:
+                new["status"]["interfaces"], attached = moved
+                self._attach(vmi, pod, attached)
+            self.lifecycle.mark(key, clock)
+        after = Interfaces(new, self.lifecycle.launchers.pod_of(vmi), {}, interfaces.agent)
+        self._set_migration_required(new["status"], after.migration_required())
+        self.store.put(new)
+        return True
+
+    def forget(self, uid: str) -> None:
+        self.lifecycle.mark(f"{uid}/net", None)
+
+    @staticmethod
+    def _condition_stale(vmi: dict[str, Any], required: bool) -> bool:
+        has = any(c.get("type") == "MigrationRequired" for c in (vmi.get("status") or {}).get("conditions") or ())
+        return has != required
+
+    @staticmethod
+    def _set_migration_required(status: dict[str, Any], required: bool) -> None:
+        conditions = [c for c in status.get("conditions") or () if c.get("type") != "MigrationRequired"]
+        old = next((c for c in status.get("conditions") or () if c.get("type") == "MigrationRequired"), None)
+        if required:
+            conditions.append(old or {"type": "MigrationRequired", "status": "False", "lastProbeTime": None,
+                                      "lastTransitionTime": now(), "reason": "AutoMigrationPending"})
+        status["conditions"] = conditions
+
+    def _attach(self, vmi: dict[str, Any], pod: dict[str, Any] | None, attached: list[str]) -> None:
+        """The pod's Multus annotations as the dynamic networks controller leaves them."""
+        if pod is None:
+            return
+        spec = vmi.get("spec") or {}
+        pairs = [(n, i) for n, i in networks.attachable(spec) if n.get("name") in attached]
+        ns = pod["metadata"].get("namespace")
+        annotations = dict(pod["metadata"].get("annotations") or {})
+        selection = networks.selection(ns, pairs)
+        if selection:
+            annotations[networks.NETWORKS_ANNOTATION] = selection
+        else:
+            annotations.pop(networks.NETWORKS_ANNOTATION, None)
+        status = pod.get("status") or {}
+        pod_mac = networks.mac_of(pod["metadata"]["uid"], "eth0", None).replace("02:", "0a:", 1)
+        annotations[networks.STATUS_ANNOTATION] = networks.network_status(
+            ns, status.get("podIP") or "", pod_mac, pairs, vmi["metadata"]["uid"])
+        if annotations != pod["metadata"].get("annotations"):
+            self.store.put({**pod, "metadata": {**clone(pod["metadata"]), "annotations": annotations}})
+
+    # -- the VM controller -----------------------------------------------------------------------------
+
+    def start_revision(self, vm: dict[str, Any]) -> str:
+        """The ControllerRevision of the VM as it starts (what RestartRequired compares with); older ones go."""
+        meta = vm["metadata"]
+        name = START_REVISION.format(uid=meta["uid"], generation=meta.get("generation", 1))
+        ns = meta.get("namespace")
+        prefix = f"revision-start-vm-{meta['uid']}-"
+        for key in list(self.store.objects.dependents_of(meta["uid"])):
+            if key[0] == "controllerrevisions" and key[2].startswith(prefix) and key[2] != name:
+                self.store._remove(key)
+        if self.store.lookup("ControllerRevision", name, ns) is None:
+            snapshot = {"apiVersion": vm["apiVersion"], "kind": vm["kind"],
+                        "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "generation") if k in meta},
+                        "spec": copy.deepcopy(vm.get("spec") or {})}
+            status = vm.get("status") or {}
+            for field in ("instancetype", "preference"):
+                ref = ((status.get(f"{field}Ref") or {}).get("controllerRevisionRef") or {}).get("name")
+                if snapshot["spec"].get(field) and ref:
+                    snapshot["spec"][field]["revisionName"] = ref
+            self.store.put({"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                            "metadata": {"name": name, "namespace": ns, "ownerReferences": [{
+                                "apiVersion": vm["apiVersion"], "kind": vm["kind"], "name": meta["name"],
+                                "uid": meta["uid"], "controller": True, "blockOwnerDeletion": True}]},
+                            "data": snapshot, "revision": meta.get("generation", 1)})
+        return name
+
+    def sync_vm(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> dict[str, Any] | None:
+        """The VM controller's interface sync: the VM's template applied to a live VMI (written here), and the
+        VM's template spec without the absent interfaces that are gone (returned; None: unchanged)."""
+        template_spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        live = vmi is not None and not vmi["metadata"].get("deletionTimestamp")
+        if live:
+            new_spec = networks.sync_vmi(template_spec, vmi)
+            if new_spec is not None:
+                vmi = self.store.put({**vmi, "spec": new_spec})
+        if vmi is not None and not live:
+            return None
+        return networks.clear_vm(template_spec, vmi)
+
+    def restart_required(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> bool:
+        """KubeVirt's syncRestartRequired: the VM's template differs from the one its VMI started with in a
+        field that cannot be updated live (CPU sockets, guest memory, node selector, affinity, tolerations,
+        hotpluggable volumes and the interfaces hotplug carries can)."""
+        if vmi is None or vmi["metadata"].get("deletionTimestamp"):
+            return False
+        name = (vmi.get("status") or {}).get("virtualMachineRevisionName")
+        revision = self.store.lookup("ControllerRevision", name, vmi["metadata"].get("namespace")) if name else None
+        if revision is None:
+            return False
+        last = copy.deepcopy((((revision.get("data") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
+        current = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+        return not live_equal(last, current, vmi.get("spec") or {})
+
+
+def live_equal(last: dict[str, Any], current: dict[str, Any], vmi_spec: dict[str, Any]) -> bool:
+    """Whether ``current`` (the VM's template spec) differs from ``last`` only where a live update reaches."""
+    domain = last.setdefault("domain", {})
+    cur_domain = current.get("domain") or {}
+    if "cpu" in domain and "cpu" in cur_domain:
+        if "sockets" in cur_domain["cpu"]:
+            domain["cpu"]["sockets"] = cur_domain["cpu"]["sockets"]
+        else:
+            domain["cpu"].pop("sockets", None)
+    if (cur_domain.get("memory") or {}).get("guest") is not None:
+        domain.setdefault("memory", {})["guest"] = cur_domain["memory"]["guest"]
+    for field in ("nodeSelector", "affinity", "tolerations"):
+        if field in current:
+            last[field] = copy.deepcopy(current[field])
+        else:
+            last.pop(field, None)
+    if not networks.restart_required(current, vmi_spec):
+        devices = domain.setdefault("devices", {})
+        cur_devices = cur_domain.get("devices") or {}
+        if "interfaces" in cur_devices:
+            devices["interfaces"] = copy.deepcopy(cur_devices["interfaces"])
+        else:
+            devices.pop("interfaces", None)
+        if "networks" in current:
+            last["networks"] = copy.deepcopy(current["networks"])
+        else:
+            last.pop("networks", None)
+    if not (domain.get("devices") or {}) and "devices" not in cur_domain:
+        domain.pop("devices", None)
+    return last == current
