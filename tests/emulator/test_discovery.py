@@ -34,6 +34,7 @@ EXPECTED = {
     ("", "v1", "secrets"): (None, None),
     ("", "v1", "pods"): (["po"], ["all"]),
     ("", "v1", "persistentvolumeclaims"): (["pvc"], None),
+    ("", "v1", "persistentvolumes"): (["pv"], None),
     ("coordination.k8s.io", "v1", "leases"): (None, None),
     ("apps", "v1", "controllerrevisions"): (None, None),
     ("kubevirt.io", "v1", "virtualmachines"): (["vm", "vms"], ["all"]),

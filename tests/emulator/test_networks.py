@@ -176,8 +176,8 @@ def _template_interfaces(vm: dict) -> tuple[list, list]:
     (lambda i, n: i[0].update(macAddress="fa:16:3e:zz:22:33"),
      "interface spec.template.spec.domain.devices.interfaces[0].name has malformed MAC address (fa:16:3e:zz:22:33)."),
     (lambda i, n: i[0].update(macAddress="02:00:5e:10:00:00:00:01"),
-     "interface spec.template.spec.domain.devices.interfaces[0].name has too long MAC address "
-     "(02:00:5e:10:00:00:00:01)."),
+     ("interface spec.template.spec.domain.devices.interfaces[0].name has too long MAC address "
+     "(02:00:5e:10:00:00:00:01).")),
     (lambda i, n: (i[0].pop("bridge"), i[0].update(masquerade={})),
      "Masquerade interface only implemented with pod network"),
     (lambda i, n: (i[0].pop("bridge"), i[0].update(masquerade={}, state="absent")),
@@ -185,8 +185,8 @@ def _template_interfaces(vm: dict) -> tuple[list, list]:
      "Masquerade interface only implemented with pod network"),
     (lambda i, n: n[0]["multus"].pop("networkName"), "CNI delegating plugin must have a networkName"),
     (lambda i, n: i[0].update(state="sleeping"), f"logical {PORT1[:8]} interface state value is unsupported: sleeping"),
-    (lambda i, n: i[0].update(sriov={}), f"logical {PORT1[:8]} interface must have exactly one binding method or "
-                                         "binding plugin"),
+    (lambda i, n: i[0].update(sriov={}), (f"logical {PORT1[:8]} interface must have exactly one binding method or "
+                                         "binding plugin")),
     (lambda i, n: i[0].update(model="vmxnet3"),
      "interface spec.template.spec.domain.devices.interfaces[0].name uses model vmxnet3 that is not supported."),
 ])

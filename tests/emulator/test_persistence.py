@@ -48,6 +48,9 @@ def test_every_kind_comes_back_with_its_status_uid_and_resource_version(kept, tm
                       "metadata": {"name": "private", "namespace": NS}, "spec": {}})
     cluster.seed({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
                   "metadata": {"name": "neutron-net", "namespace": NS}, "spec": {"config": "{}"}})
+    cluster.seed({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "vol-1"},
+                  "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                           "nfs": {"server": "192.0.2.1", "path": "/exports/vol-1"}}})
     # a server-side apply: its field manager's configuration is kept too
     client.apply(Secret.from_dict(_secret("applied", a="YQ==", b="Yg==")), field_manager="openkeel")
     pod = next(iter(cluster.objects("Pod").values()))["metadata"]["name"]

@@ -58,7 +58,7 @@ def _root_disk(spec: dict[str, Any], claim: Callable[[str], dict[str, Any] | Non
     return int(to_bytes(size)) if size else None
 
 
-def _size(n_bytes: int, base: int, units: tuple[str, ...]) -> str:
+def human_size(n_bytes: int, base: int, units: tuple[str, ...]) -> str:
     """The kernel's string_get_size: three significant digits, ``10.7 GB`` / ``10.0 GiB``."""
     value, unit = float(n_bytes), 0
     while value >= base and unit < len(units) - 1:
@@ -103,8 +103,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
     disk = []
     if hardware.disk is not None:
         sectors = hardware.disk // 512
-        decimal = _size(hardware.disk, 1000, ("B", "kB", "MB", "GB", "TB", "PB"))
-        binary = _size(hardware.disk, 1024, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
+        decimal = human_size(hardware.disk, 1000, ("B", "kB", "MB", "GB", "TB", "PB"))
+        binary = human_size(hardware.disk, 1024, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
         disk = [f"virtio_blk virtio2: [vda] {sectors} 512-byte logical blocks ({decimal}/{binary})",
                 " vda: vda1 vda14 vda15"]
     kernel = [

@@ -14,12 +14,13 @@ with the pod: a VMI that stops takes its pod and the log with it, and the next s
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import random
 import string
 from typing import Any
 
-from openkeel_compute.emulator import networks
+from openkeel_compute.emulator import disks, networks
 from openkeel_compute.emulator.console import Hardware, boot_log, reboot_log
 from openkeel_compute.emulator.store import ApiError, Store, not_found, now
 
@@ -74,6 +75,11 @@ class Launchers:
         spec: dict[str, Any] = {"containers": [{"name": COMPUTE_CONTAINER, "image": LAUNCHER_IMAGE,
                                                  "command": ["/usr/bin/virt-launcher-monitor"]}],
                                 "hostname": hostname, "restartPolicy": "Never", "automountServiceAccountToken": False}
+        claims = [{"name": v["name"], "persistentVolumeClaim": {"claimName": claim}}
+                  for v in (vmi.get("spec") or {}).get("volumes") or ()
+                  if (claim := disks.claim_name(v)) and not disks.hotpluggable(v)]
+        if claims:  # the claims the pod mounts (hotplugged ones go to an attachment pod)
+            spec["volumes"] = claims
         if init:
             spec["initContainers"] = init
         annotations = {"kubevirt.io/domain": meta["name"]}
@@ -149,6 +155,21 @@ class Launchers:
                 for index, entry in enumerate(interfaces)]
         self._print(uid, boot_log(hostname_of(vmi), vmi["metadata"]["uid"], interfaces[0].get("ipAddress"),
                                   interfaces[0].get("mac"), boot, hardware, nics=nics))
+
+    def kernel(self, vmi: dict[str, Any], lines: list[str]) -> None:
+        """Kernel messages of the running guest on its console (stamped with its uptime)."""
+        pod = self.pod_of(vmi)
+        if pod is None or not console_logged(vmi) or pod["metadata"]["uid"] not in self.consoles:
+            return
+        started = (pod.get("status") or {}).get("startTime")
+        try:
+            since = datetime.datetime.strptime(started, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+            uptime = max(0.0, (datetime.datetime.now(datetime.UTC) - since).total_seconds()) + 13.0
+        except (TypeError, ValueError):
+            uptime = 13.0
+        micros = int(uptime * 1_000_000)
+        self._print(pod["metadata"]["uid"], [f"[{micros // 1_000_000:5d}.{micros % 1_000_000:06d}] {line}\r\n"
+                                             for line in lines])
 
     def _print(self, pod_uid: str, lines: list[str]) -> None:
         text = self.consoles.setdefault(pod_uid, [])

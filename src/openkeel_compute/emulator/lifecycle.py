@@ -21,12 +21,13 @@ import dataclasses
 import time
 from typing import Any
 
-from openkeel_compute.emulator import networks, scheduling
+from openkeel_compute.emulator import disks, networks, scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.launcher import Launchers
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.running import RESTART_MESSAGE, Running
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
+from openkeel_compute.emulator.volumes import Binder
 
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 VMI_FINALIZERS = ["kubevirt.io/virtualMachineControllerFinalize", "kubevirt.io/foregroundDeleteVirtualMachine"]
@@ -101,12 +102,13 @@ class Lifecycle:
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         # Objects whose last pass changed nothing and would change nothing again until something they
         # read is written: skipped by the passes (a thousand settled servers cost nothing). ``_settled``:
-        # their keys; ``_read_by``: the key of the settled VM that read each object (itself, its VMI, its
+        # their keys; ``_read_by``: the keys of the settled objects that read each object (a VM: itself, its VMI, its
         # DataVolumes), so that writing any of them has the VM looked at again.
         self._settled: set[tuple] = set()
-        self._read_by: dict[tuple, tuple] = {}
+        self._read_by: dict[tuple, set[tuple]] = {}
         self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
         self.running = Running(self)
+        self.binder = Binder(self)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -198,7 +200,8 @@ class Lifecycle:
         clock = time.monotonic() if clock is None else clock
         store = self.store
         objects = store.objects
-        for plural, one in (("datavolumes", self._datavolume), ("persistentvolumeclaims", self._expand),
+        for plural, one in (("datavolumes", self._datavolume), ("persistentvolumes", self.binder.volume),
+                            ("persistentvolumeclaims", self.binder.claim),
                             ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
             with store.lock:
                 self._forget_settled(objects.take_touched())
@@ -237,14 +240,16 @@ class Lifecycle:
             return
         self._settled -= touched
         for key in touched:
-            vm = self._read_by.pop(key, None)
-            if vm is not None:
-                self._settled.discard(vm)
+            self._settled.difference_update(self._read_by.pop(key, ()))
 
-    def _settle(self, obj: dict[str, Any]) -> None:
-        """The object's pass changed nothing, and none will until the object is written again."""
+    def _settle(self, obj: dict[str, Any], *reads: tuple) -> None:
+        """The object's pass changed nothing, and none will until the object (or one of the objects whose
+        keys ``reads`` gives) is written again."""
         meta = obj["metadata"]
-        self._settled.add((BY_KIND[obj["kind"]].plural, meta.get("namespace"), meta["name"]))
+        key = (BY_KIND[obj["kind"]].plural, meta.get("namespace"), meta["name"])
+        self._settled.add(key)
+        for read in reads:
+            self._read_by.setdefault(read, set()).add(key)
 
     def _namespaces(self, clock: float) -> None:
         terminating = {name for (_plural, _ns, name), obj in self.store.objects.of_kind("namespaces").items()
@@ -271,13 +276,15 @@ class Lifecycle:
         ns, name = dv["metadata"].get("namespace"), dv["metadata"]["name"]
         if self.store.lookup("PersistentVolumeClaim", name, ns) is not None:
             return
-        size = ((((dv.get("spec") or {}).get("storage") or {}).get("resources") or {}).get("requests") or {}).get(
-            "storage", "1Gi")
+        storage = (dv.get("spec") or {}).get("storage") or (dv.get("spec") or {}).get("pvc") or {}
+        size = ((storage.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+        modes = list(storage.get("accessModes") or ["ReadWriteOnce"])
         self._write({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                      "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(dv)],
                                   "labels": dict(dv["metadata"].get("labels") or {})},
-                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
-                     "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}}})
+                     "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}},
+                              "volumeMode": storage.get("volumeMode") or "Filesystem"},
+                     "status": {"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}}})
 
     def _expand(self, pvc: dict[str, Any], _clock: float | None = None) -> None:
         """A claim asked for more than it has grows to it (a storage class that allows expansion)."""
@@ -393,7 +400,9 @@ class Lifecycle:
             if self.faults and self._fault("node-loss", ns, name) is not None:
                 self._lose_node(vmi, clock)
             elif not self.running.step(vmi, clock) and not self.faults:
-                self._settle(vmi)  # the passes look at every VMI again while faults are injected
+                # the passes look at every VMI again while faults are injected; a claim that grows or binds
+                # is seen by the VMIs that use it
+                self._settle(vmi, *(("persistentvolumeclaims", ns, claim) for claim in disks.claims_of(vmi)))
             return
         if phase in ("Succeeded", "Failed"):
             self._settle(vmi)
@@ -651,7 +660,9 @@ class Lifecycle:
                 failures.append(failure)
         dvs = self._datavolumes(vm)
         dvs_ready = all((dv.get("status") or {}).get("phase") == "Succeeded" for dv in dvs)
-        cleared = self.running.sync_vm(vm, vmi)
+        cleared, hotplug_error = self.running.sync_vm(vm, vmi)
+        if hotplug_error:
+            failures.append(hotplug_error)
         if cleared is not None:  # absent interfaces that are gone leave the VM's template (looked at again)
             new["spec"] = {**vm["spec"], "template": {**vm["spec"]["template"], "spec": cleared}}
             self._write(new)
@@ -690,7 +701,7 @@ class Lifecycle:
             for key in (own, ("virtualmachineinstances", ns, name),
                         *(("datavolumes", ns, (t.get("metadata") or {}).get("name", ""))
                           for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ())):
-                self._read_by[key] = own
+                self._read_by.setdefault(key, set()).add(own)
 
     def _stop(self, vmi: dict[str, Any]) -> None:
         new = copy.deepcopy(vmi)
@@ -755,8 +766,10 @@ class Lifecycle:
         if failures:
             keep = old.get("Failure")
             message = "; ".join(failures)
+            reason = "HotPlugVolumeError" if message.startswith("Error encountered while handling declarative") \
+                else "FailedCreate"
             new_conditions.append(keep if keep and keep.get("message") == message
-                                  else _condition("Failure", "True", "FailedCreate", message))
+                                  else _condition("Failure", "True", reason, message))
         status["conditions"] = new_conditions
 
     # -- garbage collection --------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from openkeel_compute.emulator import guest, networks
+from openkeel_compute.emulator import disks, guest, networks
+from openkeel_compute.emulator.diskplug import VolumePlug
 from openkeel_compute.emulator.netstatus import Interfaces
 from openkeel_compute.emulator.store import clone, now
 
@@ -39,12 +40,41 @@ class Running:
         st = new["status"]
         pod = self.lifecycle.launchers.pod_of(vmi)
         st["interfaces"] = self._interfaces(vmi, pod).at_boot()
+        ns = vmi["metadata"].get("namespace")
+        st["volumeStatus"] = disks.boot_status(vmi.get("spec") or {},
+                                               lambda name: self.store.lookup("PersistentVolumeClaim", name, ns))
         if guest.has_agent(vmi):
             st["conditions"].append(guest.agent_condition())
             st["guestOSInfo"] = dict(guest.GUEST_OS_INFO)
 
     def step(self, vmi: dict[str, Any], clock: float) -> bool:
         """One step of what is under way on a running VMI; True while something is left to do."""
+        busy = self._network_step(vmi, clock)
+        vmi = self.store.lookup("VirtualMachineInstance", vmi["metadata"]["name"], vmi["metadata"].get("namespace"))
+        return self._volume_step(vmi, clock) or busy
+
+    def _volume_step(self, vmi: dict[str, Any], clock: float) -> bool:
+        plug = VolumePlug(self.store, self.lifecycle.launchers, vmi)
+        key = f"{vmi['metadata']['uid']}/vol"
+        if plug.advance() is None:
+            self.lifecycle.mark(key, None)
+            return False
+        if not self.lifecycle.due_key(key, self.lifecycle.delays.hotplug, clock):
+            return True
+        moved = plug.advance()
+        if moved is not None:
+            entries, attach, lines = moved
+            new = dict(vmi)
+            new["metadata"] = clone(vmi["metadata"])
+            new["status"] = clone(vmi.get("status") or {})
+            new["status"]["volumeStatus"] = plug.apply(entries, attach)
+            self.store.put(new)
+            for _target, text in lines:
+                self.lifecycle.launchers.kernel(vmi, text)
+        self.lifecycle.mark(key, clock)
+        return True
+
+    def _network_step(self, vmi: dict[str, Any], clock: float) -> bool:
         pod = self.lifecycle.launchers.pod_of(vmi)
         interfaces = Interfaces(vmi, pod, {}, guest.has_agent(vmi))
         key = f"{vmi['metadata']['uid']}/net"
@@ -73,6 +103,7 @@ class Running:
 
     def forget(self, uid: str) -> None:
         self.lifecycle.mark(f"{uid}/net", None)
+        self.lifecycle.mark(f"{uid}/vol", None)
 
     @staticmethod
     def _condition_stale(vmi: dict[str, Any], required: bool) -> bool:
@@ -135,18 +166,32 @@ class Running:
                             "data": snapshot, "revision": meta.get("generation", 1)})
         return name
 
-    def sync_vm(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> dict[str, Any] | None:
-        """The VM controller's interface sync: the VM's template applied to a live VMI (written here), and the
-        VM's template spec without the absent interfaces that are gone (returned; None: unchanged)."""
+    def sync_vm(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> tuple[dict[str, Any] | None, str | None]:
+        """The VM controller's sync of a live VMI with the VM's template: interfaces (hotplug) and hotpluggable
+        volumes (declarative hotplug, once the VMI runs) written to the VMI; returns the VM's template spec
+        without the absent interfaces that are gone (None: unchanged) and the hotplug error KubeVirt would
+        meet (the VMI update webhook's refusal), if any."""
         template_spec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         live = vmi is not None and not vmi["metadata"].get("deletionTimestamp")
+        error = None
         if live:
             new_spec = networks.sync_vmi(template_spec, vmi)
             if new_spec is not None:
                 vmi = self.store.put({**vmi, "spec": new_spec})
+            if (vmi.get("status") or {}).get("phase") == "Running" and \
+                    (vm.get("spec") or {}).get("updateVolumesStrategy") != "Migration":
+                new_spec = disks.sync_vmi_volumes(template_spec, vmi)
+                if new_spec is not None:
+                    refusal = disks.hotplug_refusal(vmi.get("spec") or {}, new_spec)
+                    if refusal is None:
+                        vmi = self.store.put({**vmi, "spec": new_spec})
+                    else:
+                        error = ("Error encountered while handling declarative hotplug volumes: admission webhook "
+                                 '"virtualmachineinstances-update-validator.kubevirt.io" denied the request: '
+                                 + refusal)
         if vmi is not None and not live:
-            return None
-        return networks.clear_vm(template_spec, vmi)
+            return None, error
+        return networks.clear_vm(template_spec, vmi), error
 
     def restart_required(self, vm: dict[str, Any], vmi: dict[str, Any] | None) -> bool:
         """KubeVirt's syncRestartRequired: the VM's template differs from the one its VMI started with in a
@@ -160,13 +205,25 @@ class Running:
             return False
         last = copy.deepcopy((((revision.get("data") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
         current = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
-        return not live_equal(last, current, vmi.get("spec") or {})
+        return not live_equal(last, current, vmi.get("spec") or {}, (vm.get("spec") or {}).get("updateVolumesStrategy"))
 
 
-def live_equal(last: dict[str, Any], current: dict[str, Any], vmi_spec: dict[str, Any]) -> bool:
+def live_equal(last: dict[str, Any], current: dict[str, Any], vmi_spec: dict[str, Any],
+               volumes_strategy: str | None = None) -> bool:
     """Whether ``current`` (the VM's template spec) differs from ``last`` only where a live update reaches."""
     domain = last.setdefault("domain", {})
     cur_domain = current.get("domain") or {}
+    if disks.valid_live_volumes(last, current, volumes_strategy):
+        if "volumes" in current:
+            last["volumes"] = copy.deepcopy(current["volumes"])
+        else:
+            last.pop("volumes", None)
+    if disks.valid_live_disks(last, current):
+        cur_disks = (cur_domain.get("devices") or {}).get("disks")
+        if cur_disks is not None:
+            domain.setdefault("devices", {})["disks"] = copy.deepcopy(cur_disks)
+        else:
+            (domain.get("devices") or {}).pop("disks", None)
     if "cpu" in domain and "cpu" in cur_domain:
         if "sockets" in cur_domain["cpu"]:
             domain["cpu"]["sockets"] = cur_domain["cpu"]["sockets"]

@@ -507,9 +507,12 @@ class Emulator:
             raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
                            reason="MethodNotAllowed")
         self._api_fault(method, plural, ns, name)
-        body = body if isinstance(body, dict) else {}
+        raw, body = body, body if isinstance(body, dict) else {}
         with self.store.lock:
-            if plural == "virtualmachines":
+            if verb in subresources.VOLUME_VERBS:
+                kind = "VirtualMachine" if plural == "virtualmachines" else "VirtualMachineInstance"
+                subresources.volume_verb(self.store, kind, ns, name, verb, raw)
+            elif plural == "virtualmachines":
                 subresources.vm_verb(self.store, ns, name, verb, body)
             else:
                 subresources.vmi_verb(self.store, ns, name, verb, body)

@@ -310,6 +310,7 @@ class Store:
         self.rv = 0
         self.writes: list[tuple[str, str, dict]] = []  # (method, path, params) of accepted writes
         self.expire_continue = 0  # the next N continued list pages answer 410 Gone
+        self.service = False  # a write under way comes from KubeVirt's own service account (subresources)
         # (resourceVersion, type, plural, namespace, object JSON) of recent changes, for watches
         self.events: collections.deque[tuple[int, str, str, str | None, bytes]] = collections.deque(maxlen=20000)
         self.history_start = 0  # watches from an older resource version answer 410 (set by a restore)
@@ -440,12 +441,23 @@ class Store:
                            details={"name": name, "group": res.group, "kind": res.kind})
 
     def _admit(self, res: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        refusals = admission.review(admission.Review(operation, res.kind, obj, old, self.lookup))
-        if refusals:
-            name = obj["metadata"].get("name", "")
-            raise ApiError(422, admission.denial(res.kind, refusals), details={
-                "name": name, "group": res.group, "kind": res.plural,
-                "causes": [{"reason": "FieldValueInvalid", "message": m} for m in refusals]})
+        request = admission.Review(operation, res.kind, obj, old, self.lookup, self.service)
+        admission.mutate(request)
+        refusals = admission.review(request)
+        if not refusals:
+            return
+        name = obj["metadata"].get("name", "")
+        fields = [r for r in refusals if isinstance(r, admission.FieldError)]
+        if fields:  # the API server's own validation answers before any webhook
+            text = fields[0] if len(fields) == 1 else "[" + ", ".join(fields) + "]"
+            raise ApiError(422, f'{res.kind} "{name}" is invalid: {text}', details={
+                "name": name, "group": res.group, "kind": res.kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": f.split(": ", 1)[-1],
+                            "field": f.split(": ", 1)[0]} for f in fields]})
+        code = 400 if any(isinstance(r, admission.Rejection) for r in refusals) else 422
+        raise ApiError(code, admission.denial(res.kind, refusals, operation), details={
+            "name": name, "group": res.group, "kind": res.plural,
+            "causes": [{"reason": "FieldValueInvalid", "message": m} for m in refusals]})
 
     def _need_namespace(self, res: Resource, ns: str | None, name: str | None = None) -> None:
         if not res.namespaced:
