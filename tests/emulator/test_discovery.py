@@ -39,6 +39,8 @@ EXPECTED = {
     ("apps", "v1", "controllerrevisions"): (None, None),
     ("kubevirt.io", "v1", "virtualmachines"): (["vm", "vms"], ["all"]),
     ("kubevirt.io", "v1", "virtualmachineinstances"): (["vmi", "vmis"], ["all"]),
+    ("kubevirt.io", "v1", "virtualmachineinstancemigrations"): (["vmim", "vmims"], ["all"]),
+    ("migrations.kubevirt.io", "v1alpha1", "migrationpolicies"): (None, None),
     ("instancetype.kubevirt.io", "v1beta1", "virtualmachineinstancetypes"): (
         ["vminstancetype", "vminstancetypes", "vmf", "vmfs"], ["all"]),
     ("instancetype.kubevirt.io", "v1beta1", "virtualmachineclusterinstancetypes"): (

@@ -28,6 +28,8 @@ class Review:
     old: dict[str, Any] | None
     lookup: Lookup  # (kind, name, namespace) -> stored object or None
     service: bool = False  # the request comes from one of KubeVirt's service accounts (virt-api, virt-controller)
+    # (kind, namespace) -> the stored objects of that kind there (a webhook listing, e.g. migrations)
+    list: Callable[[str, str | None], list[dict[str, Any]]] = lambda kind, namespace: []
 
 
 Hook = Callable[[Review], list[str]]

@@ -21,9 +21,11 @@ import dataclasses
 import time
 from typing import Any
 
-from openkeel_compute.emulator import disks, networks, scheduling
+from openkeel_compute.emulator import disks, migrations, networks, nodes, scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.launcher import Launchers
+from openkeel_compute.emulator.migrator import Migrator
+from openkeel_compute.emulator.nodes import NodeLifecycle
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.running import RESTART_MESSAGE, Running
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
@@ -109,6 +111,8 @@ class Lifecycle:
         self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
         self.running = Running(self)
         self.binder = Binder(self)
+        self.migrator = Migrator(self)
+        self.nodes = NodeLifecycle(self)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -153,15 +157,16 @@ class Lifecycle:
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
 
-    def _place(self, spec: dict[str, Any]) -> tuple[str | None, str]:
-        """(the node the VMI's launcher pod goes to, or None with kube-scheduler's Unschedulable message):
-        a Ready, schedulable node whose labels satisfy the VMI's nodeSelector and required node affinity
-        (the cluster's first node when it matches, else the first by name)."""
+    def _place(self, spec: dict[str, Any], namespace: str | None = None, labels: dict[str, str] | None = None
+               ) -> tuple[str | None, str]:
+        """(the node a pod of this spec goes to, or None with kube-scheduler's Unschedulable message):
+        scheduling.choose over the nodes (the cluster's first node wins a tie) and the pods bound to them,
+        with the ``kubevirt.io/schedulable: "true"`` node selector KubeVirt gives every launcher pod."""
+        spec = {**spec, "nodeSelector": {**(spec.get("nodeSelector") or {}), "kubevirt.io/schedulable": "true"}}
         nodes = list(self.store.objects.of_kind("nodes").values())
-        first = [n for n in nodes if n["metadata"]["name"] == NODE]
-        if first and scheduling.choose(spec, first)[0]:
-            return NODE, ""
-        return scheduling.choose(spec, nodes)
+        pods = self.launchers.bound_pods() if scheduling.uses_pod_affinity(spec) or self.launchers.anti_affinity \
+            else []
+        return scheduling.choose(spec, nodes, pods, namespace, labels, first=NODE)
 
     def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         plural = BY_KIND[kind].plural
@@ -200,8 +205,10 @@ class Lifecycle:
         clock = time.monotonic() if clock is None else clock
         store = self.store
         objects = store.objects
-        for plural, one in (("datavolumes", self._datavolume), ("persistentvolumes", self.binder.volume),
+        for plural, one in (("nodes", self.nodes.node), ("datavolumes", self._datavolume),
+                            ("persistentvolumes", self.binder.volume),
                             ("persistentvolumeclaims", self.binder.claim),
+                            ("virtualmachineinstancemigrations", self.migrator.step),
                             ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
             with store.lock:
                 self._forget_settled(objects.take_touched())
@@ -389,6 +396,13 @@ class Lifecycle:
         status = vmi.setdefault("status", {})
         phase = status.get("phase")
         if meta.get("deletionTimestamp"):
+            pod = self.launchers.pod_of(vmi)
+            if pod is not None and nodes.is_down(self.store, (pod.get("spec") or {}).get("nodeName")):
+                # nobody on the node can stop it: the pod stays Terminating, and the VMI waits for it to go
+                if not pod["metadata"].get("deletionTimestamp"):
+                    self.store.delete(BY_KIND["Pod"], pod["metadata"].get("namespace"), pod["metadata"]["name"],
+                                      None, {})
+                return
             if phase in ("Succeeded", "Failed") or not phase or self._due(vmi, self.delays.stopping, clock):
                 self.store._remove(("virtualmachineinstances", ns, name))
                 self.launchers.remove(vmi)
@@ -397,12 +411,21 @@ class Lifecycle:
                 self._places.pop(meta["uid"], None)
             return
         if phase == "Running":
+            pod = self.launchers.pod_of(vmi)
             if self.faults and self._fault("node-loss", ns, name) is not None:
                 self._lose_node(vmi, clock)
+            elif pod is None:  # force-deleted, or its node deleted: KubeVirt's VMI controller fails the VMI
+                self._pod_gone(vmi, clock)
+            elif (ready := nodes.vmi_ready(vmi, pod)) is not None:
+                new = _own(vmi)
+                new["status"]["conditions"] = [ready if c.get("type") == "Ready" else c
+                                               for c in new["status"].get("conditions") or ()]
+                self._write(new)
             elif not self.running.step(vmi, clock) and not self.faults:
-                # the passes look at every VMI again while faults are injected; a claim that grows or binds
-                # is seen by the VMIs that use it
-                self._settle(vmi, *(("persistentvolumeclaims", ns, claim) for claim in disks.claims_of(vmi)))
+                # the passes look at every VMI again while faults are injected; its pod changing, or a claim
+                # that grows or binds, has it looked at again
+                pod_key = ("pods", pod["metadata"].get("namespace"), pod["metadata"]["name"])
+                self._settle(vmi, pod_key, *(("persistentvolumeclaims", ns, c) for c in disks.claims_of(vmi)))
             return
         if phase in ("Succeeded", "Failed"):
             self._settle(vmi)
@@ -417,10 +440,13 @@ class Lifecycle:
             # the node choice reads only the VMI's spec and the nodes: asked again once a node changed
             place = self._places.get(meta["uid"])
             if place is None:
-                place = self._places[meta["uid"]] = self._place(vmi.get("spec") or {})
+                place = self._places[meta["uid"]] = self._place(vmi.get("spec") or {}, ns, meta.get("labels"))
             target, why = place
             if fault is None and target is not None and not self._due(vmi, self.delays.scheduling, clock):
                 return
+            if target is not None and (self.launchers.anti_affinity or scheduling.uses_pod_affinity(
+                    vmi.get("spec") or {})):  # the pods bound meanwhile count: decide now
+                target, why = self._places[meta["uid"]] = self._place(vmi.get("spec") or {}, ns, meta.get("labels"))
         new = _own(vmi)
         st = new["status"]
         if phase is None:
@@ -458,13 +484,11 @@ class Lifecycle:
                                            "Guest VM is not reported as running")]
         elif phase == "Scheduled":
             st["phase"] = "Running"
-            st["conditions"] = [_condition("Ready", "True"), _condition("LiveMigratable", "True"),
-                                _condition("StorageLiveMigratable", "True")]
+            st["conditions"] = [_condition("Ready", "True"), _condition("StorageLiveMigratable", "True")]
             if (vmi.get("spec") or {}).get("startStrategy") == "Paused":
                 st["conditions"].append(_condition("Paused", "True", "PausedStartStrategy",
                                                    "VMI was paused by start strategy"))
             self.running.boot(vmi, new)
-            st["migrationMethod"] = "BlockMigration"
             st["machine"] = {"type": "pc-q35-rhel9.6.0"}
             self.launchers.booted(new)
         else:
@@ -514,16 +538,19 @@ class Lifecycle:
                 continue
             if vmi["metadata"].get("deletionTimestamp"):
                 continue  # being deleted: it goes on its next pass, its pod is gone already
-            new = _own(vmi)
-            st = new["status"]
-            st["phase"] = "Failed"
-            st["conditions"] = [_condition("Ready", "False", "PodNotExists",
-                                           "virt-launcher pod has not yet been scheduled"),
-                                *(c for c in st.get("conditions") or () if c.get("type") != "Ready")]
-            st.setdefault("phaseTransitionTimestamps", []).append(
-                {"phase": "Failed", "phaseTransitionTimestamp": now()})
-            self._moved(vmi, clock)
-            self._write(new)
+            self._pod_gone(vmi, clock)
+
+    def _pod_gone(self, vmi: dict[str, Any], clock: float) -> None:
+        """A Scheduled or Running VMI whose launcher pod is gone: Failed, no ``status.reason``, Ready False
+        ``PodNotExists``, ``nodeName`` kept (KubeVirt's VMI controller)."""
+        new = _own(vmi)
+        st = new["status"]
+        st["phase"] = "Failed"
+        st["conditions"] = [_condition("Ready", "False", "PodNotExists", "virt-launcher pod has not yet been scheduled"),
+                            *(c for c in st.get("conditions") or () if c.get("type") != "Ready")]
+        st.setdefault("phaseTransitionTimestamps", []).append({"phase": "Failed", "phaseTransitionTimestamp": now()})
+        self._moved(vmi, clock)
+        self._write(new)
 
     # -- VirtualMachines -----------------------------------------------------------------------------
 
@@ -721,6 +748,8 @@ class Lifecycle:
         start_expected = any(r.get("action") == "Start" for r in requests)
         if vmi is not None and not final and vmi["metadata"].get("deletionTimestamp"):
             printable = "Stopping"
+        elif migrations.migrating(vmi):
+            printable = "Migrating"
         elif phase == "Running":
             printable = "Paused" if paused else "Running"
         elif "Failed" in dv_phases:

@@ -118,6 +118,9 @@ RESOURCES = [
     Resource(IT, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", False,
              short_names=("vmcp", "vmcps")),
     Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume", True, True, ("dv", "dvs"), ALL),
+    Resource("kubevirt.io", "v1", "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration", True, True,
+             ("vmim", "vmims"), ALL),
+    Resource("migrations.kubevirt.io", "v1alpha1", "migrationpolicies", "MigrationPolicy", False, True),
     Resource("k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition", True,
              short_names=("net-attach-def",), singular="network-attachment-definition"),
 ]

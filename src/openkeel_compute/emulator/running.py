@@ -13,7 +13,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from openkeel_compute.emulator import disks, guest, networks
+from openkeel_compute.emulator import disks, guest, migrations, networks
 from openkeel_compute.emulator.diskplug import VolumePlug
 from openkeel_compute.emulator.netstatus import Interfaces
 from openkeel_compute.emulator.store import clone, now
@@ -43,6 +43,9 @@ class Running:
         ns = vmi["metadata"].get("namespace")
         st["volumeStatus"] = disks.boot_status(vmi.get("spec") or {},
                                                lambda name: self.store.lookup("PersistentVolumeClaim", name, ns))
+        condition, st["migrationMethod"] = migrations.live_migratable(
+            vmi.get("spec") or {}, vmi["metadata"].get("annotations") or {}, st["volumeStatus"])
+        st["conditions"].insert(1, condition)
         if guest.has_agent(vmi):
             st["conditions"].append(guest.agent_condition())
             st["guestOSInfo"] = dict(guest.GUEST_OS_INFO)
@@ -68,6 +71,12 @@ class Running:
             new["metadata"] = clone(vmi["metadata"])
             new["status"] = clone(vmi.get("status") or {})
             new["status"]["volumeStatus"] = plug.apply(entries, attach)
+            condition, new["status"]["migrationMethod"] = migrations.live_migratable(
+                new.get("spec") or {}, new["metadata"].get("annotations") or {}, new["status"]["volumeStatus"])
+            conditions = new["status"].get("conditions") or []
+            old = next((c for c in conditions if c.get("type") == "LiveMigratable"), None)
+            if old is None or (old.get("status"), old.get("reason")) != (condition["status"], condition.get("reason")):
+                new["status"]["conditions"] = [c for c in conditions if c.get("type") != "LiveMigratable"] + [condition]
             self.store.put(new)
             for _target, text in lines:
                 self.lifecycle.launchers.kernel(vmi, text)
@@ -100,6 +109,24 @@ class Running:
         self._set_migration_required(new["status"], after.migration_required())
         self.store.put(new)
         return True
+
+    def moved(self, vmi: dict[str, Any], target: dict[str, Any]) -> None:
+        """The VMI migrated into ``target``: its hotplug attachment pod follows it (a new one on the target's node,
+        owned by the target pod), and its volumes say so."""
+        old = VolumePlug(self.store, self.lifecycle.launchers, vmi)
+        source = old.pod
+        if source is None:
+            return
+        claims = [(v["name"], v["persistentVolumeClaim"]["claimName"]) for v in source["spec"].get("volumes") or ()]
+        pod = self.store.put(disks.attachment_pod(vmi, target, claims))
+        self.store._remove(("pods", source["metadata"].get("namespace"), source["metadata"]["name"]))
+        new = dict(vmi)
+        new["status"] = clone(vmi.get("status") or {})
+        for entry in new["status"].get("volumeStatus") or ():
+            if (entry.get("hotplugVolume") or {}).get("attachPodName") == source["metadata"]["name"]:
+                entry["hotplugVolume"] = {"attachPodName": pod["metadata"]["name"],
+                                          "attachPodUID": pod["metadata"]["uid"]}
+        self.store.put(new)
 
     def forget(self, uid: str) -> None:
         self.lifecycle.mark(f"{uid}/net", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import http.server
 import json
 import logging
@@ -32,7 +33,7 @@ from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
 from openkeel_compute.emulator.persist import Persistence
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
-from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match
+from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match, now
 
 LOG = logging.getLogger(__name__)
 FAULTS_PATH = "/emulator/v1/faults"
@@ -132,8 +133,11 @@ def node(name: str, zone: str | None = None, ready: bool = True, *, cpu: str = "
     if zone is not None:
         all_labels["topology.kubernetes.io/zone"] = zone
     resources = {"cpu": cpu, "memory": memory, "ephemeral-storage": disk, "pods": "110"}
+    address = f"192.168.122.{10 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 200}"
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels},
             "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                                   "addresses": [{"type": "InternalIP", "address": address},
+                                                 {"type": "Hostname", "address": name}],
                                    "capacity": dict(resources), "allocatable": dict(resources)}}
 
 
@@ -267,9 +271,34 @@ class Emulator:
         """Add a fault; a node loss acts at once and returns how many VMIs it failed."""
         if fault.kind == "node-loss":
             return self.lifecycle.lose_node(fault.namespace, fault.name)
+        if fault.kind in ("node-not-ready", "node-ready"):
+            if not fault.name:
+                raise ValueError(f"a {fault.kind} fault names its node (name)")
+            ready = "True" if fault.kind == "node-ready" else ("Unknown" if fault.reason == "Unknown" else "False")
+            return int(self.set_node_ready(fault.name, ready))
         with self.store.lock:
             self.faults.append(fault)
         return 0
+
+    def set_node_ready(self, name: str, ready: str | bool = True) -> bool:
+        """What the node's kubelet posts: its Ready condition ``True``, ``False`` or ``Unknown`` (a node that
+        stopped answering). Returns whether the node exists."""
+        status = ready if isinstance(ready, str) else ("True" if ready else "False")
+        with self.store.lock:
+            current = self.store.lookup("Node", name)
+            if current is None:
+                return False
+            new = copy.deepcopy(current)
+            conditions = [c for c in (new.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
+            reason = {"True": "KubeletReady", "False": "KubeletNotReady", "Unknown": "NodeStatusUnknown"}[status]
+            message = {"True": "kubelet is posting ready status",
+                       "False": "container runtime network not ready: NetworkReady=false",
+                       "Unknown": "Kubelet stopped posting node status."}[status]
+            conditions.insert(0, {"type": "Ready", "status": status, "reason": reason, "message": message,
+                                  "lastHeartbeatTime": now(), "lastTransitionTime": now()})
+            new.setdefault("status", {})["conditions"] = conditions
+            self.store.put(new)
+            return True
 
     def clear_faults(self, kind: str | None = None) -> None:
         with self.store.lock:
@@ -535,7 +564,10 @@ class Emulator:
                 fault = Fault.from_json(body if isinstance(body, dict) else {})
             except (TypeError, ValueError) as exc:
                 raise ApiError(400, str(exc)) from None
-            affected = self.inject(fault)
+            try:
+                affected = self.inject(fault)
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
             return 201, {"fault": fault.to_json(), "affected": affected}, {}
         raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
                        reason="MethodNotAllowed")

@@ -441,7 +441,7 @@ class Store:
                            details={"name": name, "group": res.group, "kind": res.kind})
 
     def _admit(self, res: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        request = admission.Review(operation, res.kind, obj, old, self.lookup, self.service)
+        request = admission.Review(operation, res.kind, obj, old, self.lookup, self.service, self.of_kind)
         admission.mutate(request)
         refusals = admission.review(request)
         if not refusals:
@@ -477,6 +477,11 @@ class Store:
     def lookup(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         res = BY_KIND[kind]
         return self.objects.get((res.plural, namespace if res.namespaced else None, name))
+
+    def of_kind(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The stored objects of a kind (in a namespace, when given)."""
+        res = BY_KIND[kind]
+        return [o for key, o in self.objects.of_kind(res.plural).items() if namespace is None or key[1] == namespace]
 
     def get(self, res: Resource, ns: str | None, name: str) -> dict[str, Any]:
         obj = self.objects.get((res.plural, ns, name))
@@ -686,6 +691,15 @@ class Store:
             return current
         if res.kind == "Namespace":
             return self._terminate_namespace(key, current)
+        grace = options.get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
+        if res.kind == "Pod" and str(grace) != "0" and self._node_down((current.get("spec") or {}).get("nodeName")):
+            # no kubelet confirms the pod stopped: it stays Terminating (a forced delete removes it)
+            if not current["metadata"].get("deletionTimestamp"):
+                obj = copy.deepcopy(current)
+                obj["metadata"].update(deletionTimestamp=now(), deletionGracePeriodSeconds=int(grace or 30))
+                self.objects[key] = self._stamp(obj, current)
+                self.objects[key]["metadata"]["deletionTimestamp"] = obj["metadata"]["deletionTimestamp"]
+            return self.objects[key]
         policy = options.get("propagationPolicy") or params.get("propagationPolicy")
         finalizers = list(current["metadata"].get("finalizers") or [])
         if policy == "Foreground" and "foregroundDeletion" not in finalizers and self.dependents(current):
@@ -712,6 +726,13 @@ class Store:
         obj["status"] = {"phase": "Terminating"}
         self.objects[key] = self._stamp(obj, current)
         return self.objects[key]
+
+    def _node_down(self, name: str | None) -> bool:
+        node = self.objects.get(("nodes", None, name)) if name else None
+        if node is None:
+            return False
+        ready = next((c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), {})
+        return ready.get("status") != "True"
 
     def dependents(self, owner: dict[str, Any]) -> list[Key]:
         uid = owner["metadata"]["uid"]

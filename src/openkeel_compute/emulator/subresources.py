@@ -15,7 +15,7 @@ from openkeel_compute.emulator.lifecycle import _condition
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.store import ApiError, Store
 
-VM_VERBS = ("start", "stop", "restart", "addvolume", "removevolume")
+VM_VERBS = ("start", "stop", "restart", "migrate", "addvolume", "removevolume")
 VMI_VERBS = ("pause", "unpause", "softreboot", "addvolume", "removevolume")
 VOLUME_VERBS = ("addvolume", "removevolume")
 
@@ -93,6 +93,8 @@ def vm_verb(store: Store, ns: str, name: str, verb: str, body: dict[str, Any]) -
             new_vmi.setdefault("spec", {})["terminationGracePeriodSeconds"] = grace
             store.put(new_vmi)
         _request(store, vm, {"action": "Stop", "uid": vmi["metadata"]["uid"]})
+    elif verb == "migrate":
+        migrate(store, ns, name, vmi, body)
     elif verb == "restart":
         grace = body.get("gracePeriodSeconds")
         if grace is not None and grace > 0:
@@ -253,3 +255,22 @@ def volume_verb(store: Store, kind: str, ns: str, name: str, verb: str, body: An
                             f"{exc.message}") from None
     finally:
         store.service = False
+
+
+def migrate(store: Store, ns: str, name: str, vmi: dict[str, Any] | None, body: dict[str, Any]) -> None:
+    """PUT …/virtualmachines/NAME/migrate (MigrateOptions): a VirtualMachineInstanceMigration named
+    ``kubevirt-migrate-vm-…`` for the running VMI, with the options' ``addedNodeSelector``."""
+    if vmi is None:
+        raise _not_found("virtualmachineinstance", name)
+    if (vmi.get("status") or {}).get("phase") != "Running":
+        raise _conflict("virtualmachine", name, "VM is not running")
+    spec: dict[str, Any] = {"vmiName": name}
+    if body.get("addedNodeSelector"):
+        spec["addedNodeSelector"] = body["addedNodeSelector"]
+    params = {"dryRun": "All"} if (body.get("dryRun") or [])[:1] == ["All"] else {}
+    try:
+        store.create(BY_KIND["VirtualMachineInstanceMigration"], ns, {
+            "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+            "metadata": {"generateName": "kubevirt-migrate-vm-"}, "spec": spec}, params)
+    except ApiError as exc:
+        raise ApiError(500, f"Internal error occurred: {exc.message}") from None
