@@ -169,6 +169,9 @@ def sync_vmi_volumes(vm_spec: dict[str, Any], vmi: dict[str, Any]) -> dict[str, 
     """KubeVirt's declarative hotplug (pkg/storage/hotplug): the running VMI's spec with the VM template's
     hotpluggable volumes and their disks added, and those gone or changed in the VM removed (None: same)."""
     spec = vmi.get("spec") or {}
+    if not any(hotpluggable(v) for v in vm_spec.get("volumes") or ()) and not any(
+            hotpluggable(v) for v in spec.get("volumes") or ()):
+        return None  # no hotpluggable volume on either side (the common case: costs no copy)
     vm_volumes = {v.get("name"): v for v in vm_spec.get("volumes") or ()}
     vm_disks = {d.get("name"): d for d in ((vm_spec.get("domain") or {}).get("devices") or {}).get("disks") or ()}
     reported = {s.get("name") for s in (vmi.get("status") or {}).get("volumeStatus") or ()}

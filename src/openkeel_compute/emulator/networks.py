@@ -266,6 +266,11 @@ def sync_vmi(vm_spec: dict[str, Any], vmi: dict[str, Any]) -> dict[str, Any] | N
     appended, state changes copied, absent interfaces no longer reported dropped, Multus network names
     followed); None when nothing changes."""
     spec = vmi.get("spec") or {}
+    wanted = {i.get("name"): i.get("state") for i in interfaces_of(vm_spec)}
+    have = {i.get("name"): i.get("state") for i in interfaces_of(spec)}
+    if wanted == have and not any(state == "absent" for state in have.values()) and all(
+            not isinstance(n.get("multus"), dict) for n in networks_of(spec)):
+        return None  # nothing to hotplug, unplug or follow (the common case: costs no copy)
     vmi_ifaces = copy.deepcopy(interfaces_of(spec))
     vmi_nets = copy.deepcopy(networks_of(spec))
     by_name = {i.get("name"): i for i in vmi_ifaces}
@@ -304,6 +309,8 @@ def sync_vmi(vm_spec: dict[str, Any], vmi: dict[str, Any]) -> dict[str, Any] | N
 def clear_vm(vm_spec: dict[str, Any], vmi: dict[str, Any] | None) -> dict[str, Any] | None:
     """The VM template spec without the absent interfaces the VMI no longer has (None: unchanged)."""
     ifaces = interfaces_of(vm_spec)
+    if not any(i.get("state") == "absent" for i in ifaces):
+        return None
     vmi_spec = (vmi or {}).get("spec") or {}
     in_vmi = {i.get("name") for i in interfaces_of(vmi_spec)}
     reported = {s.get("name") for s in ((vmi or {}).get("status") or {}).get("interfaces") or ()}

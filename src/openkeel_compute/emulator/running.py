@@ -180,7 +180,7 @@ class Running:
         if self.store.lookup("ControllerRevision", name, ns) is None:
             snapshot = {"apiVersion": vm["apiVersion"], "kind": vm["kind"],
                         "metadata": {k: meta[k] for k in ("name", "namespace", "uid", "generation") if k in meta},
-                        "spec": copy.deepcopy(vm.get("spec") or {})}
+                        "spec": clone(vm.get("spec") or {})}
             status = vm.get("status") or {}
             for field in ("instancetype", "preference"):
                 ref = ((status.get(f"{field}Ref") or {}).get("controllerRevisionRef") or {}).get("name")
@@ -228,8 +228,8 @@ class Running:
             return False
         name = (vmi.get("status") or {}).get("virtualMachineRevisionName")
         revision = self.store.lookup("ControllerRevision", name, vmi["metadata"].get("namespace")) if name else None
-        if revision is None:
-            return False
+        if revision is None or revision.get("revision") == vm["metadata"].get("generation"):
+            return False  # the VM has not changed since its VMI started
         last = copy.deepcopy((((revision.get("data") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
         current = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         return not live_equal(last, current, vmi.get("spec") or {}, (vm.get("spec") or {}).get("updateVolumesStrategy"))
