@@ -323,3 +323,30 @@ def test_a_hotplug_under_way_goes_on_after_a_restart_and_a_stopped_vm_drops_abse
     vm = again.wait_for("VirtualMachine", VM_NAME, NS, lambda o: len(_template_interfaces(o)[0]) == 1)
     assert [n["name"] for n in _template_interfaces(vm)[1]] == [PORT1[:8]]
     client.close()
+
+
+def test_the_guest_agent_answers_through_virt_apis_subresources(cluster, client):
+    client.create(NAD.from_dict(nad()), namespace=NS)
+    base = f"{cluster.url}/apis/subresources.kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances/{VM_NAME}"
+    assert httpx.get(f"{base}/guestosinfo").status_code == 404
+    _boot(cluster, client, neutron_vm())
+    running(cluster)
+    info = httpx.get(f"{base}/guestosinfo").json()
+    assert info["os"]["prettyName"] == "Ubuntu 24.04.1 LTS" and info["hostname"] == VM_NAME
+    assert {"name": "guest-ping", "enabled": True} in info["supportedCommands"]
+    root = info["fsInfo"]["disks"][0]
+    assert (root["mountPoint"], root["fileSystemType"], root["disk"][0]["busType"]) == ("/", "ext4", "virtio")
+    assert httpx.get(f"{base}/userlist").json() == {"metadata": {}, "items": []}
+    assert httpx.get(f"{base}/filesystemlist").json()["items"] == [root]
+    assert put(client, "virtualmachines", VM_NAME, "stop").status_code == 202
+    cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: o is None)
+    vm = neutron_vm(agent=False)
+    client.delete(VM, VM_NAME, namespace=NS)
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: o is None)
+    client.create(VM.from_dict(vm), namespace=NS)
+    assert put(client, "virtualmachines", VM_NAME, "start").status_code == 202
+    running(cluster)
+    refused = httpx.get(f"{base}/guestosinfo")
+    assert (refused.status_code, refused.json()["message"]) == (
+        409, (f'Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io "{VM_NAME}": VMI does not have '
+             "guest agent connected"))

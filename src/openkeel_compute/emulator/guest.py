@@ -29,9 +29,17 @@ from typing import Any
 
 import yaml
 
-from openkeel_compute.emulator.store import now
+from openkeel_compute.emulator.store import ApiError, now
+from openkeel_compute.kubevirt.quantity import to_bytes
 
 AGENT_ANNOTATION = "emulator.openkeel.io/guest-agent"
+AGENT_VERBS = ("guestosinfo", "userlist", "filesystemlist")
+AGENT_VERSION = "8.2.2"
+AGENT_COMMANDS = ("guest-exec", "guest-exec-status", "guest-fsfreeze-freeze", "guest-fsfreeze-status",
+                  "guest-fsfreeze-thaw", "guest-get-fsinfo", "guest-get-host-name", "guest-get-osinfo",
+                  "guest-get-time", "guest-get-timezone", "guest-get-users", "guest-info",
+                  "guest-network-get-interfaces", "guest-ping", "guest-set-user-password", "guest-shutdown",
+                  "guest-ssh-add-authorized-keys", "guest-ssh-get-authorized-keys", "guest-sync")
 GUEST_OS_INFO = {"name": "Ubuntu", "kernelRelease": "6.8.0-45-generic", "version": "24.04.1 LTS (Noble Numbat)",
                  "prettyName": "Ubuntu 24.04.1 LTS", "versionId": "24.04",
                  "kernelVersion": "#45-Ubuntu SMP PREEMPT_DYNAMIC Fri Aug 30 12:02:04 UTC 2024",
@@ -176,3 +184,50 @@ def next_interface_name(taken: set[str]) -> str:
     while slot in used:
         slot += 1
     return f"enp{slot}s0"
+
+
+def _root_filesystem(vmi: dict[str, Any], lookup: Lookup) -> dict[str, Any]:
+    """The root filesystem the guest reports: ext4 on the first partition of its boot disk."""
+    spec = vmi.get("spec") or {}
+    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
+    total = 0
+    serial = ""
+    if disks:
+        first = min(disks, key=lambda d: (d.get("bootOrder") is None, d.get("bootOrder") or 0, disks.index(d)))
+        serial = first.get("serial") or ""
+        volume = next((v for v in spec.get("volumes") or () if v.get("name") == first.get("name")), {})
+        claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get(
+            "claimName")
+        pvc = lookup("PersistentVolumeClaim", claim, vmi["metadata"].get("namespace")) if claim else None
+        size = (((pvc or {}).get("status") or {}).get("capacity") or {}).get("storage")
+        if size:
+            total = int(to_bytes(size)) - 116 * 1024 * 1024  # less the BIOS and EFI partitions
+    return {"diskName": "vda1", "mountPoint": "/", "fileSystemType": "ext4", "usedBytes": min(total, 1_879_048_192),
+            "totalBytes": total, "disk": [{"serial": serial, "busType": "virtio"}]}
+
+
+def agent_answer(store: Any, namespace: str, name: str, verb: str) -> dict[str, Any]:
+    """``GET …/virtualmachineinstances/NAME/{guestosinfo,userlist,filesystemlist}`` as virt-api relays the guest
+    agent's report: 409 unless the VMI runs with its agent connected."""
+    vmi = store.lookup("VirtualMachineInstance", name, namespace)
+    if vmi is None:
+        raise ApiError(404, f'virtualmachineinstance.kubevirt.io "{name}" not found',
+                       details={"name": name, "group": "kubevirt.io", "kind": "virtualmachineinstance"})
+    status = vmi.get("status") or {}
+    why = None
+    if status.get("phase") != "Running":
+        why = "VMI is not running"
+    elif not any(c.get("type") == "AgentConnected" for c in status.get("conditions") or ()):
+        why = "VMI does not have guest agent connected"
+    if why:
+        raise ApiError(409, f'Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io "{name}": {why}',
+                       details={"name": name, "group": "kubevirt.io", "kind": "virtualmachineinstance"})
+    root = _root_filesystem(vmi, store.lookup)
+    if verb == "userlist":  # a cloud image nobody logged in to
+        return {"metadata": {}, "items": []}
+    if verb == "filesystemlist":
+        return {"metadata": {}, "items": [root]}
+    return {"guestAgentVersion": AGENT_VERSION,
+            "supportedCommands": [{"name": c, "enabled": True} for c in AGENT_COMMANDS],
+            "hostname": (vmi.get("spec") or {}).get("hostname") or name, "os": dict(GUEST_OS_INFO),
+            "timezone": "UTC, 0", "fsInfo": {"disks": [root]}, "fsFreezeStatus": "thawed"}

@@ -27,7 +27,7 @@ from typing import Any, Self
 import orjson
 import yaml
 
-from openkeel_compute.emulator import subresources
+from openkeel_compute.emulator import guest, subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
@@ -530,6 +530,13 @@ class Emulator:
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         ns, plural, name, verb = rest[1], rest[2], rest[3], rest[4]
         verbs = {"virtualmachines": subresources.VM_VERBS, "virtualmachineinstances": subresources.VMI_VERBS}
+        if plural == "virtualmachineinstances" and verb in guest.AGENT_VERBS:
+            if method != "GET":
+                raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
+                               reason="MethodNotAllowed")
+            self._api_fault(method, plural, ns, name)
+            with self.store.lock:
+                return 200, guest.agent_answer(self.store, ns, name, verb), {}
         if verb not in verbs.get(plural, ()):
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         if method != "PUT":
@@ -619,6 +626,8 @@ class Emulator:
                                          subresources.VMI_VERBS)):
                 listing += [{"name": f"{plural}/{verb}", "singularName": "", "namespaced": True, "kind": kind,
                              "verbs": ["update"]} for verb in names]
+            listing += [{"name": f"virtualmachineinstances/{verb}", "singularName": "", "namespaced": True,
+                         "kind": "VirtualMachineInstance", "verbs": ["get"]} for verb in guest.AGENT_VERBS]
         if not listing:
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         gv = f"{group}/{version}" if group else version
