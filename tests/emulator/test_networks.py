@@ -350,3 +350,23 @@ def test_the_guest_agent_answers_through_virt_apis_subresources(cluster, client)
     assert (refused.status_code, refused.json()["message"]) == (
         409, (f'Operation cannot be fulfilled on virtualmachineinstance.kubevirt.io "{VM_NAME}": VMI does not have '
              "guest agent connected"))
+
+
+def test_an_interface_hotplugged_onto_a_missing_network_waits_for_its_definition(cluster, client):
+    client.create(NAD.from_dict(nad()), namespace=NS)
+    _boot(cluster, client, neutron_vm())
+    running(cluster)
+    vm = cluster.get("VirtualMachine", VM_NAME, NS)
+    ifaces, nets = copy.deepcopy(_template_interfaces(vm))
+    ifaces.append({"name": PORT2[:8], "bridge": {}, "macAddress": MAC2})
+    nets.append({"name": PORT2[:8], "multus": {"networkName": "later"}})
+    _patch_template(client, ifaces, nets)
+    vmi = cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: any(
+        c.get("type") == "MigrationRequired" for c in o["status"]["conditions"]))
+    cluster.lifecycle.step()
+    cluster.lifecycle.step()
+    vmi = cluster.get("VirtualMachineInstance", VM_NAME, NS)
+    assert _iface(vmi, PORT2[:8]) is None  # Multus cannot attach it
+    client.create(NAD.from_dict(nad("later")), namespace=NS)
+    vmi = cluster.wait_for("VirtualMachineInstance", VM_NAME, NS, lambda o: "mac" in (_iface(o, PORT2[:8]) or {}))
+    assert not any(c["type"] == "MigrationRequired" for c in vmi["status"]["conditions"])

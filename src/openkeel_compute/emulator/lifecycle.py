@@ -425,7 +425,8 @@ class Lifecycle:
                 # the passes look at every VMI again while faults are injected; its pod changing, or a claim
                 # that grows or binds, has it looked at again
                 pod_key = ("pods", pod["metadata"].get("namespace"), pod["metadata"]["name"])
-                self._settle(vmi, pod_key, *(("persistentvolumeclaims", ns, c) for c in disks.claims_of(vmi)))
+                self._settle(vmi, pod_key, *(("persistentvolumeclaims", ns, c) for c in disks.claims_of(vmi)),
+                             *networks.attachment_keys(vmi))
             return
         if phase in ("Succeeded", "Failed"):
             self._settle(vmi)

@@ -64,8 +64,10 @@ class Interfaces:
     """The interfaces of one running VMI: what its status lists, what its pod has attached, and one step on."""
 
     def __init__(self, vmi: dict[str, Any], pod: dict[str, Any] | None, configured: dict[str, list[str]],
-                 agent: bool) -> None:
+                 agent: bool, attachable: Any = None) -> None:
+        """``attachable(network)``: whether Multus can attach that network (its definition exists)."""
         self.vmi, self.pod, self.configured, self.agent = vmi, pod, configured, agent
+        self.attachable = attachable or (lambda _network: True)
         spec = vmi.get("spec") or {}
         self.ifaces = networks.interfaces_of(spec)
         self.nets = {n.get("name"): n for n in networks.networks_of(spec)}
@@ -123,6 +125,8 @@ class Interfaces:
                 continue
             pod_side = networks.pod_interface_name(name) in self.attached
             if iface.get("state") != "absent":
+                if not pod_side and not self.attachable(net):
+                    continue  # Multus cannot attach it (no such NetworkAttachmentDefinition): it waits
                 if not pod_side:  # (1) Multus attaches it to the pod, the VMI controller lists it
                     moved = True
                     attached.append(name)

@@ -88,6 +88,14 @@ def parse_mac(text: str) -> int | None:
     return None
 
 
+def attachment_keys(vmi: dict[str, Any]) -> list[tuple[str, str | None, str]]:
+    """The store keys of the NetworkAttachmentDefinitions a VMI's networks name."""
+    namespace = vmi["metadata"].get("namespace")
+    return [("network-attachment-definitions", *nad_key(namespace, n["multus"]["networkName"]))
+            for n in networks_of(vmi.get("spec") or {})
+            if isinstance(n.get("multus"), dict) and n["multus"].get("networkName")]
+
+
 def missing_attachment(store: Any, vmi: dict[str, Any]) -> str | None:
     """``ns/name`` of the first NetworkAttachmentDefinition the VMI needs and its cluster lacks."""
     namespace = vmi["metadata"].get("namespace")

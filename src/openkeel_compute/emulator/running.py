@@ -85,7 +85,13 @@ class Running:
 
     def _network_step(self, vmi: dict[str, Any], clock: float) -> bool:
         pod = self.lifecycle.launchers.pod_of(vmi)
-        interfaces = Interfaces(vmi, pod, {}, guest.has_agent(vmi))
+        ns = vmi["metadata"].get("namespace")
+
+        def attachable(network: dict[str, Any]) -> bool:
+            nad_ns, nad = networks.nad_key(ns, (network.get("multus") or {}).get("networkName") or "")
+            return self.store.lookup("NetworkAttachmentDefinition", nad, nad_ns) is not None
+
+        interfaces = Interfaces(vmi, pod, {}, guest.has_agent(vmi), attachable)
         key = f"{vmi['metadata']['uid']}/net"
         pending = interfaces.advance() is not None
         stale = self._condition_stale(vmi, interfaces.migration_required())
@@ -105,7 +111,7 @@ class Running:
                 new["status"]["interfaces"], attached = moved
                 self._attach(vmi, pod, attached)
             self.lifecycle.mark(key, clock)
-        after = Interfaces(new, self.lifecycle.launchers.pod_of(vmi), {}, interfaces.agent)
+        after = Interfaces(new, self.lifecycle.launchers.pod_of(vmi), {}, interfaces.agent, attachable)
         self._set_migration_required(new["status"], after.migration_required())
         self.store.put(new)
         return True
