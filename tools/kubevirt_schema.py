@@ -30,6 +30,12 @@ ROOTS = {
     "VirtualMachinePreference": "v1beta1.VirtualMachinePreference",
     "VirtualMachineClusterPreference": "v1beta1.VirtualMachineClusterPreference",
     "DataVolumeSpec": "v1beta1.DataVolumeSpec",
+    "VirtualMachineInstanceMigration": "v1.VirtualMachineInstanceMigration",
+    "MigrationPolicy": "v1alpha1.MigrationPolicy",
+    # the bodies of the subresources.kubevirt.io verbs
+    "AddVolumeOptions": "v1.AddVolumeOptions",
+    "RemoveVolumeOptions": "v1.RemoveVolumeOptions",
+    "MigrateOptions": "v1.MigrateOptions",
     "ObjectMeta": "k8s.io.apimachinery.pkg.apis.meta.v1.ObjectMeta",
 }
 KEEP = ("type", "properties", "items", "additionalProperties", "required", "$ref")

@@ -35,10 +35,13 @@ EXPECTED = {
     ("", "v1", "secrets"): (None, None),
     ("", "v1", "pods"): (["po"], ["all"]),
     ("", "v1", "persistentvolumeclaims"): (["pvc"], None),
+    ("", "v1", "persistentvolumes"): (["pv"], None),
     ("coordination.k8s.io", "v1", "leases"): (None, None),
     ("apps", "v1", "controllerrevisions"): (None, None),
     ("kubevirt.io", "v1", "virtualmachines"): (["vm", "vms"], ["all"]),
     ("kubevirt.io", "v1", "virtualmachineinstances"): (["vmi", "vmis"], ["all"]),
+    ("kubevirt.io", "v1", "virtualmachineinstancemigrations"): (["vmim", "vmims"], ["all"]),
+    ("migrations.kubevirt.io", "v1alpha1", "migrationpolicies"): (None, None),
     ("instancetype.kubevirt.io", "v1beta1", "virtualmachineinstancetypes"): (
         ["vminstancetype", "vminstancetypes", "vmf", "vmfs"], ["all"]),
     ("instancetype.kubevirt.io", "v1beta1", "virtualmachineclusterinstancetypes"): (
@@ -47,6 +50,8 @@ EXPECTED = {
                                                                            ["all"]),
     ("instancetype.kubevirt.io", "v1beta1", "virtualmachineclusterpreferences"): (["vmcp", "vmcps"], None),
     ("cdi.kubevirt.io", "v1beta1", "datavolumes"): (["dv", "dvs"], ["all"]),
+    # Multus's CRD
+    ("k8s.cni.cncf.io", "v1", "network-attachment-definitions"): (["net-attach-def"], None),
 }
 
 

@@ -46,6 +46,16 @@ def test_every_kind_comes_back_with_its_status_uid_and_resource_version(kept, tm
     for kind in ("VirtualMachineInstancetype", "VirtualMachinePreference"):
         cluster.seed({"apiVersion": "instancetype.kubevirt.io/v1beta1", "kind": kind,
                       "metadata": {"name": "private", "namespace": NS}, "spec": {}})
+    cluster.seed({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+                  "metadata": {"name": "neutron-net", "namespace": NS}, "spec": {"config": "{}"}})
+    cluster.seed({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "vol-1"},
+                  "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"],
+                           "nfs": {"server": "192.0.2.1", "path": "/exports/vol-1"}}})
+    cluster.seed({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstanceMigration",
+                  "metadata": {"name": "done", "namespace": NS}, "spec": {"vmiName": "gone"},
+                  "status": {"phase": "Succeeded"}})
+    cluster.seed({"apiVersion": "migrations.kubevirt.io/v1alpha1", "kind": "MigrationPolicy",
+                  "metadata": {"name": "post-copy"}, "spec": {"allowPostCopy": True}})
     # a server-side apply: its field manager's configuration is kept too
     client.apply(Secret.from_dict(_secret("applied", a="YQ==", b="Yg==")), field_manager="openkeel")
     pod = next(iter(cluster.objects("Pod").values()))["metadata"]["name"]

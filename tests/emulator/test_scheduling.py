@@ -55,9 +55,9 @@ def test_the_pod_goes_to_a_ready_node_that_fits(spec, chosen):
 
 @pytest.mark.parametrize(("spec", "message"), [
     (_affinity({"matchExpressions": [_on("kubernetes.io/hostname", "In", "nowhere")]}),
-     ("0/4 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 1 node(s) had untolerated "
-      "taint {node.kubernetes.io/not-ready: }. preemption: 0/4 nodes are available: 4 Preemption is not helpful "
-      "for scheduling.")),
+     ("0/4 nodes are available: 1 node(s) had untolerated taint {node.kubernetes.io/not-ready: }, 3 node(s) "
+      "didn't match Pod's node affinity/selector. preemption: 0/4 nodes are available: 4 Preemption is not "
+      "helpful for scheduling.")),  # kube-scheduler sorts its reasons
     (_affinity({"matchExpressions": [_on("kubernetes.io/hostname", "In", "n-a1"),
                                      _on("kubernetes.io/hostname", "In", "n-b1")]}), None),  # both must hold
     (_affinity({"matchExpressions": [_on("kubernetes.io/hostname", "In", "n-down")]}), None),  # not Ready

@@ -104,9 +104,11 @@ def test_a_pass_looks_only_at_what_was_written_since_it_settled(cluster, client)
     time.sleep(0.2)  # a few passes: everything settles
     lifecycle = cluster.lifecycle
     looked: list[str] = []
-    for name in ("_datavolume", "_expand", "_vmi", "_vm"):
-        real = getattr(lifecycle, name)
-        setattr(lifecycle, name, lambda obj, *args, _real=real: (looked.append(obj["kind"]), _real(obj, *args))[1])
+    for owner, name in ((lifecycle, "_datavolume"), (lifecycle, "_expand"), (lifecycle, "_vmi"), (lifecycle, "_vm"),
+                        (lifecycle.binder, "claim"), (lifecycle.binder, "volume"), (lifecycle.migrator, "step"),
+                        (lifecycle.nodes, "node")):
+        real = getattr(owner, name)
+        setattr(owner, name, lambda obj, *args, _real=real: (looked.append(obj["kind"]), _real(obj, *args))[1])
     time.sleep(0.2)
     assert looked == []
     http = http_of(client)
@@ -151,7 +153,7 @@ def test_a_vmi_waiting_to_be_scheduled_is_placed_once_until_a_node_changes(clust
     lifecycle = cluster.lifecycle
     placed: list[int] = []
     real = lifecycle._place
-    lifecycle._place = lambda spec: (placed.append(1), real(spec))[1]
+    lifecycle._place = lambda spec, *args: (placed.append(1), real(spec, *args))[1]
     time.sleep(0.3)  # dozens of passes
     assert placed == []
     cluster.seed(node("emulated-node-9"))

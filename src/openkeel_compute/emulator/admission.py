@@ -15,6 +15,8 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from openkeel_compute.emulator import networks
+
 Lookup = Callable[[str, str, "str | None"], "dict[str, Any] | None"]
 
 
@@ -25,15 +27,32 @@ class Review:
     obj: dict[str, Any]
     old: dict[str, Any] | None
     lookup: Lookup  # (kind, name, namespace) -> stored object or None
+    service: bool = False  # the request comes from one of KubeVirt's service accounts (virt-api, virt-controller)
+    # (kind, namespace) -> the stored objects of that kind there (a webhook listing, e.g. migrations)
+    list: Callable[[str, str | None], list[dict[str, Any]]] = lambda kind, namespace: []
 
 
 Hook = Callable[[Review], list[str]]
 HOOKS: dict[str, list[Hook]] = {}
+# Mutating admission (KubeVirt's mutating webhooks, Kubernetes' admission plugins and defaults): change
+# ``review.obj`` in place before the validating hooks run.
+Mutator = Callable[[Review], None]
+MUTATORS: dict[str, list[Mutator]] = {}
+
+
+class FieldError(str):
+    """A refusal of the API server's own validation (``Kind "name" is invalid: field: detail``), not of a
+    webhook; the text is ``field: detail``."""
+
+
+class Rejection(str):
+    """A webhook's error answer (KubeVirt's ToAdmissionResponseError): 400 instead of 422."""
 
 # The webhook kube-apiserver names in a denial, per kind (KubeVirt's validating webhooks).
 WEBHOOKS = {
     "VirtualMachine": "virtualmachine-validator.kubevirt.io",
     "VirtualMachineInstance": "virtualmachineinstances-create-validator.kubevirt.io",
+    "VirtualMachineInstance/UPDATE": "virtualmachineinstances-update-validator.kubevirt.io",
     "VirtualMachineInstancetype": "virtualmachineinstancetype-validator.instancetype.kubevirt.io",
     "VirtualMachineClusterInstancetype": "virtualmachineclusterinstancetype-validator.instancetype.kubevirt.io",
     "VirtualMachinePreference": "virtualmachinepreference-validator.instancetype.kubevirt.io",
@@ -48,6 +67,11 @@ def register(kind: str, hook: Hook) -> Callable[[], None]:
     return lambda: HOOKS[kind].remove(hook)
 
 
+def mutate(request: Review) -> None:
+    for mutator in MUTATORS.get(request.kind, ()):
+        mutator(request)
+
+
 def review(request: Review) -> list[str]:
     """Every refusal of every hook registered for the object's kind."""
     found: list[str] = []
@@ -56,9 +80,13 @@ def review(request: Review) -> list[str]:
     return found
 
 
-def denial(kind: str, messages: list[str]) -> str:
-    webhook = WEBHOOKS.get(kind, f"{kind.lower()}-validator.kubevirt.io")
-    return f'admission webhook "{webhook}" denied the request: {", ".join(messages)}'
+def denial(kind: str, messages: list[str], operation: str = "CREATE") -> str:
+    """The API server's words for a webhook's refusal; KubeVirt joins at most ten causes."""
+    webhook = WEBHOOKS.get(f"{kind}/{operation}") or WEBHOOKS.get(kind, f"{kind.lower()}-validator.kubevirt.io")
+    text = ", ".join(messages[:10])
+    if len(messages) > 10:
+        text += f", and {len(messages) - 10} more validation errors"
+    return f'admission webhook "{webhook}" denied the request: {text}'
 
 
 def _matcher_spec(review_: Review, field: str, cluster_kind: str, namespaced_kind: str) -> dict[str, Any] | None:
@@ -115,3 +143,37 @@ def matcher_revision_rule(review_: Review) -> list[str]:
 
 
 register("VirtualMachine", matcher_revision_rule)
+
+
+def network_rules(review_: Review) -> list[str]:
+    """KubeVirt's network validator (pkg/network/admitter) over a VM's template or a new VMI."""
+    spec = review_.obj.get("spec") or {}
+    if review_.kind == "VirtualMachine":
+        return networks.validate((spec.get("template") or {}).get("spec") or {}, "spec.template.spec",
+                                 creating=review_.operation == "CREATE")
+    if review_.operation != "CREATE":
+        return []
+    return networks.validate(spec, "spec")
+
+
+register("VirtualMachine", network_rules)
+register("VirtualMachineInstance", network_rules)
+
+
+def vmi_update_rules(review_: Review) -> list[str]:
+    """KubeVirt's VMI update webhook: only its own service accounts change a VMI's spec (through the
+    subresources), and then only hotplugged volumes may come and go, with a disk KubeVirt can hotplug."""
+    if review_.operation != "UPDATE" or review_.old is None:
+        return []
+    old, new = review_.old.get("spec") or {}, review_.obj.get("spec") or {}
+    if old == new:
+        return []
+    if not review_.service:
+        return ["update of VMI object is restricted"]
+    from openkeel_compute.emulator import disks
+
+    refusal = disks.hotplug_refusal(old, new)
+    return [refusal] if refusal else []
+
+
+register("VirtualMachineInstance", vmi_update_rules)

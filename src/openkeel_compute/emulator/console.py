@@ -58,7 +58,7 @@ def _root_disk(spec: dict[str, Any], claim: Callable[[str], dict[str, Any] | Non
     return int(to_bytes(size)) if size else None
 
 
-def _size(n_bytes: int, base: int, units: tuple[str, ...]) -> str:
+def human_size(n_bytes: int, base: int, units: tuple[str, ...]) -> str:
     """The kernel's string_get_size: three significant digits, ``10.7 GB`` / ``10.0 GiB``."""
     value, unit = float(n_bytes), 0
     while value >= base and unit < len(units) - 1:
@@ -88,11 +88,14 @@ def _uptime(index: int, seed: int) -> str:
 
 
 def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, boot: int = 1,
-             hardware: Hardware | None = None) -> list[str]:
+             hardware: Hardware | None = None, nics: list[tuple[str, str | None, str | None]] | None = None
+             ) -> list[str]:
     """What a cloud image's serial console shows through one boot: kernel, systemd, cloud-init, login.
+    ``nics``: (guest name, IPv4 address, MAC) of each interface (default: one, ``enp1s0`` with ``address``).
 
     Lines end with CRLF as a serial line does; systemd's status marks carry their colour escapes.
     """
+    nics = nics or [("enp1s0", address, mac)]
     hardware = hardware or Hardware()
     seed = int(hashlib.sha256(f"{vmi_uid}/{boot}".encode()).hexdigest()[:8], 16)
     memory = memory_lines(hardware.memory)
@@ -100,8 +103,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
     disk = []
     if hardware.disk is not None:
         sectors = hardware.disk // 512
-        decimal = _size(hardware.disk, 1000, ("B", "kB", "MB", "GB", "TB", "PB"))
-        binary = _size(hardware.disk, 1024, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
+        decimal = human_size(hardware.disk, 1000, ("B", "kB", "MB", "GB", "TB", "PB"))
+        binary = human_size(hardware.disk, 1024, ("B", "KiB", "MiB", "GiB", "TiB", "PiB"))
         disk = [f"virtio_blk virtio2: [vda] {sectors} 512-byte logical blocks ({decimal}/{binary})",
                 " vda: vda1 vda14 vda15"]
     kernel = [
@@ -124,7 +127,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
         "Freeing SMP alternatives memory: 44K",
         "clocksource: Switched to clocksource kvm-clock",
         *disk,
-        "virtio_net virtio0 enp1s0: renamed from eth0",
+        *(f"virtio_net virtio{i if i == 0 else i + 2} {name}: renamed from eth{i}" for i, (name, _a, _m) in
+          enumerate(nics)),
         "EXT4-fs (vda1): mounted filesystem with ordered data mode. Quota mode: none.",
         "Run /sbin/init as init process",
         "systemd[1]: systemd 255.4-1ubuntu8.4 running in system mode",
@@ -142,7 +146,8 @@ def boot_log(hostname: str, vmi_uid: str, address: str | None, mac: str | None, 
         ("cloud-init[512]: ci-info: ++++++++++++++++++++++++++++++++++++++Net device info+++++++++++++++++++++++++++"
         "++++++++++++"),
         "cloud-init[512]: ci-info: | Device |  Up  |   Address   |    Mask   | Scope  |     Hw-Address    |",
-        f"cloud-init[512]: ci-info: | enp1s0 | True | {address or '.'} | 255.255.255.0 | global | {mac or '.'} |",
+        *(f"cloud-init[512]: ci-info: | {name} | True | {ip or '.'} | 255.255.255.0 | global | {hw or '.'} |"
+          for name, ip, hw in nics),
         "cloud-init[512]: ci-info: |   lo   | True |  127.0.0.1  | 255.0.0.0 |  host  |         .         |",
         f"cloud-init[512]: ci-info: | Route | Destination | Gateway | Interface | {cidr} |",
         "cloud-init[512]: Generating public/private ed25519 key pair.",

@@ -11,6 +11,10 @@ They are driven through ``Emulator.inject`` or the control endpoint ``/emulator/
 ``import-failure`` DataVolumes matching (by their own name or their VirtualMachine's) fail their import:
                    phase Failed, Running=False with ``reason`` (default Error) and ``message``
 ``node-loss``      running VMIs matching now fail: phase Failed, ``status.reason`` NodeUnresponsive
+``node-not-ready`` the node ``name`` stops posting Ready (``reason`` Unknown: it stops answering at all)
+``node-ready``     the node ``name`` is Ready again
+``migration-stall`` live migrations of VMIs matching never converge (post-copy finishes them, else aborted)
+``migration-failure`` live migrations of VMIs matching fail while transferring (``message``: the reason)
 =================  ==========================================================================================
 """
 
@@ -19,7 +23,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-KINDS = ("api-error", "unschedulable", "import-failure", "node-loss")
+KINDS = ("api-error", "unschedulable", "import-failure", "node-loss", "node-not-ready", "node-ready",
+         "migration-stall", "migration-failure")
 API_MESSAGES = {
     429: "Too many requests, please try again later.",
     500: "Internal error occurred: the emulated API server failed this request",

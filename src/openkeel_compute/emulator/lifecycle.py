@@ -18,15 +18,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import time
 from typing import Any
 
-from openkeel_compute.emulator import scheduling
+from openkeel_compute.emulator import disks, migrations, networks, nodes, scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
 from openkeel_compute.emulator.launcher import Launchers
+from openkeel_compute.emulator.migrator import Migrator
+from openkeel_compute.emulator.nodes import NodeLifecycle
 from openkeel_compute.emulator.resources import BY_KIND
+from openkeel_compute.emulator.running import RESTART_MESSAGE, Running
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
+from openkeel_compute.emulator.volumes import Binder
 
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 VMI_FINALIZERS = ["kubevirt.io/virtualMachineControllerFinalize", "kubevirt.io/foregroundDeleteVirtualMachine"]
@@ -46,11 +49,20 @@ class Delays:
     scheduled: float = 1.5  # Scheduled → Running (domain started)
     stopping: float = 2.0  # VMI asked to stop → Succeeded and gone
     progress_every: float = 1.0  # an import's status.progress is brought up to date this often
+    hotplug: float = 1.0  # each step of an interface's or a volume's hot(un)plug
+    migration_step: float = 1.0  # each step of a live migration before its memory transfer
+    migration_transfer: float = 5.0  # a live migration's memory transfer (Running → Succeeded)
+    # a node NotReady: its pods are evicted after the default NoExecute toleration, virt-handler's heartbeat
+    # is stale after KubeVirt's timeout; a migration target that cannot be scheduled fails after this
+    pod_eviction: float = 300.0
+    heartbeat_timeout: float = 300.0
+    migration_unschedulable: float = 300.0
 
     @classmethod
     def fast(cls) -> Delays:
         """Quick enough for tests, still with every phase visible for a moment."""
-        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01)
+        return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01, hotplug=0.02, migration_step=0.02,
+                   migration_transfer=0.05, pod_eviction=0.1, heartbeat_timeout=0.1, migration_unschedulable=0.2)
 
     @classmethod
     def from_scale(cls, scale: float) -> Delays:
@@ -92,11 +104,15 @@ class Lifecycle:
         self._emptied: dict[str, float] = {}  # terminating namespaces found empty -> when
         # Objects whose last pass changed nothing and would change nothing again until something they
         # read is written: skipped by the passes (a thousand settled servers cost nothing). ``_settled``:
-        # their keys; ``_read_by``: the key of the settled VM that read each object (itself, its VMI, its
+        # their keys; ``_read_by``: the keys of the settled objects that read each object (a VM: itself, its VMI, its
         # DataVolumes), so that writing any of them has the VM looked at again.
         self._settled: set[tuple] = set()
-        self._read_by: dict[tuple, tuple] = {}
+        self._read_by: dict[tuple, set[tuple]] = {}
         self._places: dict[str, tuple[str | None, str]] = {}  # VMI uid -> _place's answer, until a node changes
+        self.running = Running(self)
+        self.binder = Binder(self)
+        self.migrator = Migrator(self)
+        self.nodes = NodeLifecycle(self)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -114,6 +130,24 @@ class Lifecycle:
             self.store.note(("since", uid, clock))
         return clock - start >= delay
 
+    def due_key(self, key: str, delay: float, clock: float) -> bool:
+        """Like _due for a step that is not an object's phase (``key``: "<uid>/<what>"); the first call starts
+        the wait."""
+        start = self.since.get(key)
+        if start is None:
+            self.mark(key, clock)
+            return delay <= 0
+        return clock - start >= delay
+
+    def mark(self, key: str, clock: float | None) -> None:
+        """A step keyed ``key`` happened at ``clock`` (None: nothing under way any more)."""
+        if clock is None:
+            if self.since.pop(key, None) is not None:
+                self.store.note(("since", key, None))
+            return
+        self.since[key] = clock
+        self.store.note(("since", key, clock))
+
     def _moved(self, obj: dict[str, Any], clock: float) -> None:
         uid = obj["metadata"]["uid"]
         self.since[uid] = clock
@@ -123,15 +157,16 @@ class Lifecycle:
     def _write(self, obj: dict[str, Any]) -> dict[str, Any]:
         return self.store.put(obj)
 
-    def _place(self, spec: dict[str, Any]) -> tuple[str | None, str]:
-        """(the node the VMI's launcher pod goes to, or None with kube-scheduler's Unschedulable message):
-        a Ready, schedulable node whose labels satisfy the VMI's nodeSelector and required node affinity
-        (the cluster's first node when it matches, else the first by name)."""
+    def _place(self, spec: dict[str, Any], namespace: str | None = None, labels: dict[str, str] | None = None
+               ) -> tuple[str | None, str]:
+        """(the node a pod of this spec goes to, or None with kube-scheduler's Unschedulable message):
+        scheduling.choose over the nodes (the cluster's first node wins a tie) and the pods bound to them,
+        with the ``kubevirt.io/schedulable: "true"`` node selector KubeVirt gives every launcher pod."""
+        spec = {**spec, "nodeSelector": {**(spec.get("nodeSelector") or {}), "kubevirt.io/schedulable": "true"}}
         nodes = list(self.store.objects.of_kind("nodes").values())
-        first = [n for n in nodes if n["metadata"]["name"] == NODE]
-        if first and scheduling.choose(spec, first)[0]:
-            return NODE, ""
-        return scheduling.choose(spec, nodes)
+        pods = self.launchers.bound_pods() if scheduling.uses_pod_affinity(spec) or self.launchers.anti_affinity \
+            else []
+        return scheduling.choose(spec, nodes, pods, namespace, labels, first=NODE)
 
     def _children(self, kind: str, owner: dict[str, Any]) -> list[dict[str, Any]]:
         plural = BY_KIND[kind].plural
@@ -151,11 +186,13 @@ class Lifecycle:
         the console text they printed (``consoles``)."""
         offset = time.time() - time.monotonic()
         self.since = {uid: at - offset for uid, at in since.items()}
-        for vmi in self.store.objects.of_kind("virtualmachineinstances").values():
-            for iface in (vmi.get("status") or {}).get("interfaces") or ():
-                parts = str(iface.get("ipAddress") or "").split(".")
-                if len(parts) == 4 and parts[:2] == ["10", "244"] and all(p.isdigit() for p in parts[2:]):
-                    ips = max(ips, int(parts[2]) * 250 + int(parts[3]) - 2)
+        seen = [iface.get("ipAddress") for vmi in self.store.objects.of_kind("virtualmachineinstances").values()
+                for iface in (vmi.get("status") or {}).get("interfaces") or ()]
+        seen += [(pod.get("status") or {}).get("podIP") for pod in self.store.objects.of_kind("pods").values()]
+        for address in seen:
+            parts = str(address or "").split(".")
+            if len(parts) == 4 and parts[:2] == ["10", "244"] and all(p.isdigit() for p in parts[2:]):
+                ips = max(ips, int(parts[2]) * 250 + int(parts[3]) - 2)
         self.ips = ips
         self.launchers.restore(consoles)
 
@@ -168,7 +205,10 @@ class Lifecycle:
         clock = time.monotonic() if clock is None else clock
         store = self.store
         objects = store.objects
-        for plural, one in (("datavolumes", self._datavolume), ("persistentvolumeclaims", self._expand),
+        for plural, one in (("nodes", self.nodes.node), ("datavolumes", self._datavolume),
+                            ("persistentvolumes", self.binder.volume),
+                            ("persistentvolumeclaims", self.binder.claim),
+                            ("virtualmachineinstancemigrations", self.migrator.step),
                             ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
             with store.lock:
                 self._forget_settled(objects.take_touched())
@@ -207,14 +247,16 @@ class Lifecycle:
             return
         self._settled -= touched
         for key in touched:
-            vm = self._read_by.pop(key, None)
-            if vm is not None:
-                self._settled.discard(vm)
+            self._settled.difference_update(self._read_by.pop(key, ()))
 
-    def _settle(self, obj: dict[str, Any]) -> None:
-        """The object's pass changed nothing, and none will until the object is written again."""
+    def _settle(self, obj: dict[str, Any], *reads: tuple) -> None:
+        """The object's pass changed nothing, and none will until the object (or one of the objects whose
+        keys ``reads`` gives) is written again."""
         meta = obj["metadata"]
-        self._settled.add((BY_KIND[obj["kind"]].plural, meta.get("namespace"), meta["name"]))
+        key = (BY_KIND[obj["kind"]].plural, meta.get("namespace"), meta["name"])
+        self._settled.add(key)
+        for read in reads:
+            self._read_by.setdefault(read, set()).add(key)
 
     def _namespaces(self, clock: float) -> None:
         terminating = {name for (_plural, _ns, name), obj in self.store.objects.of_kind("namespaces").items()
@@ -241,13 +283,15 @@ class Lifecycle:
         ns, name = dv["metadata"].get("namespace"), dv["metadata"]["name"]
         if self.store.lookup("PersistentVolumeClaim", name, ns) is not None:
             return
-        size = ((((dv.get("spec") or {}).get("storage") or {}).get("resources") or {}).get("requests") or {}).get(
-            "storage", "1Gi")
+        storage = (dv.get("spec") or {}).get("storage") or (dv.get("spec") or {}).get("pvc") or {}
+        size = ((storage.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
+        modes = list(storage.get("accessModes") or ["ReadWriteOnce"])
         self._write({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                      "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(dv)],
                                   "labels": dict(dv["metadata"].get("labels") or {})},
-                     "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}},
-                     "status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": size}}})
+                     "spec": {"accessModes": modes, "resources": {"requests": {"storage": size}},
+                              "volumeMode": storage.get("volumeMode") or "Filesystem"},
+                     "status": {"phase": "Bound", "accessModes": modes, "capacity": {"storage": size}}})
 
     def _expand(self, pvc: dict[str, Any], _clock: float | None = None) -> None:
         """A claim asked for more than it has grows to it (a storage class that allows expansion)."""
@@ -352,14 +396,40 @@ class Lifecycle:
         status = vmi.setdefault("status", {})
         phase = status.get("phase")
         if meta.get("deletionTimestamp"):
+            pod = self.launchers.pod_of(vmi)
+            if pod is not None and nodes.is_down(self.store, (pod.get("spec") or {}).get("nodeName")):
+                # nobody on the node can stop it: the pod stays Terminating, and the VMI waits for it to go
+                if not pod["metadata"].get("deletionTimestamp"):
+                    self.store.delete(BY_KIND["Pod"], pod["metadata"].get("namespace"), pod["metadata"]["name"],
+                                      None, {})
+                return
             if phase in ("Succeeded", "Failed") or not phase or self._due(vmi, self.delays.stopping, clock):
                 self.store._remove(("virtualmachineinstances", ns, name))
                 self.launchers.remove(vmi)
                 self.since.pop(meta["uid"], None)
+                self.running.forget(meta["uid"])
                 self._places.pop(meta["uid"], None)
             return
-        if phase in ("Running", "Succeeded", "Failed") and not (phase == "Running" and self.faults):
-            self._settle(vmi)  # the passes look at every VMI again while faults are injected
+        if phase == "Running":
+            pod = self.launchers.pod_of(vmi)
+            if self.faults and self._fault("node-loss", ns, name) is not None:
+                self._lose_node(vmi, clock)
+            elif pod is None:  # force-deleted, or its node deleted: KubeVirt's VMI controller fails the VMI
+                self._pod_gone(vmi, clock)
+            elif (ready := nodes.vmi_ready(vmi, pod)) is not None:
+                new = _own(vmi)
+                new["status"]["conditions"] = [ready if c.get("type") == "Ready" else c
+                                               for c in new["status"].get("conditions") or ()]
+                self._write(new)
+            elif not self.running.step(vmi, clock) and not self.faults:
+                # the passes look at every VMI again while faults are injected; its pod changing, or a claim
+                # that grows or binds, has it looked at again
+                pod_key = ("pods", pod["metadata"].get("namespace"), pod["metadata"]["name"])
+                self._settle(vmi, pod_key, *(("persistentvolumeclaims", ns, c) for c in disks.claims_of(vmi)),
+                             *networks.attachment_keys(vmi))
+            return
+        if phase in ("Succeeded", "Failed"):
+            self._settle(vmi)
             return
         # A pass that finds a phase not yet due changes nothing: it is left before the VMI is copied.
         if phase == "Pending" and not self._due(vmi, self.delays.pending, clock):
@@ -371,10 +441,13 @@ class Lifecycle:
             # the node choice reads only the VMI's spec and the nodes: asked again once a node changed
             place = self._places.get(meta["uid"])
             if place is None:
-                place = self._places[meta["uid"]] = self._place(vmi.get("spec") or {})
+                place = self._places[meta["uid"]] = self._place(vmi.get("spec") or {}, ns, meta.get("labels"))
             target, why = place
             if fault is None and target is not None and not self._due(vmi, self.delays.scheduling, clock):
                 return
+            if target is not None and (self.launchers.anti_affinity or scheduling.uses_pod_affinity(
+                    vmi.get("spec") or {})):  # the pods bound meanwhile count: decide now
+                target, why = self._places[meta["uid"]] = self._place(vmi.get("spec") or {}, ns, meta.get("labels"))
         new = _own(vmi)
         st = new["status"]
         if phase is None:
@@ -382,6 +455,15 @@ class Lifecycle:
                                                                    "phaseTransitionTimestamp": now()}],
                       guestOSInfo={}, qosClass="Burstable", conditions=[])
         elif phase == "Pending":
+            missing = networks.missing_attachment(self.store, vmi)
+            if missing is not None:  # virt-controller cannot render the pod: it tries again, the VMI waits
+                message = f"failed to render launch manifest: failed to locate network attachment definition {missing}"
+                if any(c.get("type") == "Synchronized" and c.get("message") == message for c in st["conditions"]):
+                    return
+                st["conditions"] = [*(c for c in st["conditions"] if c.get("type") != "Synchronized"),
+                                    _condition("Synchronized", "False", "FailedCreate", message)]
+                self._write(new)
+                return
             st["phase"] = "Scheduling"
             self.launchers.create(vmi)
             st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
@@ -395,7 +477,7 @@ class Lifecycle:
                 self._write(new)
                 self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
                 return
-            pod_uid = self.launchers.scheduled(vmi, target) or new_uid()
+            pod_uid = self.launchers.scheduled(vmi, target, self.next_ip()) or new_uid()
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
@@ -403,41 +485,20 @@ class Lifecycle:
                                            "Guest VM is not reported as running")]
         elif phase == "Scheduled":
             st["phase"] = "Running"
-            st["conditions"] = [_condition("Ready", "True"), _condition("LiveMigratable", "True"),
-                                _condition("StorageLiveMigratable", "True")]
+            st["conditions"] = [_condition("Ready", "True"), _condition("StorageLiveMigratable", "True")]
             if (vmi.get("spec") or {}).get("startStrategy") == "Paused":
                 st["conditions"].append(_condition("Paused", "True", "PausedStartStrategy",
                                                    "VMI was paused by start strategy"))
-            st["interfaces"] = self._interfaces(vmi)
-            st["migrationMethod"] = "BlockMigration"
+            self.running.boot(vmi, new)
             st["machine"] = {"type": "pc-q35-rhel9.6.0"}
             self.launchers.booted(new)
         else:
-            if phase == "Running" and self._fault("node-loss", ns, name) is not None:
-                self._lose_node(vmi, clock)
             return
         if phase is not None:
             st.setdefault("phaseTransitionTimestamps", []).append(
                 {"phase": st["phase"], "phaseTransitionTimestamp": now()})
         self._moved(vmi, clock)
         self._write(new)
-
-    def _interfaces(self, vmi: dict[str, Any]) -> list[dict[str, Any]]:
-        spec = vmi.get("spec") or {}
-        interfaces = ((spec.get("domain") or {}).get("devices") or {}).get("interfaces") or []
-        networks = {n.get("name"): n for n in spec.get("networks") or []}
-        out = []
-        for index, iface in enumerate(interfaces):
-            network = networks.get(iface.get("name")) or {}
-            if "pod" not in network:
-                continue
-            ip = self.next_ip()
-            digest = hashlib.sha256(f"{vmi['metadata']['uid']}/{index}".encode()).hexdigest()
-            mac = iface.get("macAddress") or "02:" + ":".join(digest[i:i + 2] for i in range(0, 10, 2))
-            out.append({"name": iface.get("name"), "interfaceName": f"eth{index}", "mac": mac, "ipAddress": ip,
-                        "ipAddresses": [ip], "infoSource": "domain", "podInterfaceName": "eth0" if index == 0
-                        else f"pod{index}", "queueCount": 1, "linkState": "up"})
-        return out
 
     def _lose_node(self, vmi: dict[str, Any], clock: float) -> None:
         new = _own(vmi)
@@ -478,16 +539,19 @@ class Lifecycle:
                 continue
             if vmi["metadata"].get("deletionTimestamp"):
                 continue  # being deleted: it goes on its next pass, its pod is gone already
-            new = _own(vmi)
-            st = new["status"]
-            st["phase"] = "Failed"
-            st["conditions"] = [_condition("Ready", "False", "PodNotExists",
-                                           "virt-launcher pod has not yet been scheduled"),
-                                *(c for c in st.get("conditions") or () if c.get("type") != "Ready")]
-            st.setdefault("phaseTransitionTimestamps", []).append(
-                {"phase": "Failed", "phaseTransitionTimestamp": now()})
-            self._moved(vmi, clock)
-            self._write(new)
+            self._pod_gone(vmi, clock)
+
+    def _pod_gone(self, vmi: dict[str, Any], clock: float) -> None:
+        """A Scheduled or Running VMI whose launcher pod is gone: Failed, no ``status.reason``, Ready False
+        ``PodNotExists``, ``nodeName`` kept (KubeVirt's VMI controller)."""
+        new = _own(vmi)
+        st = new["status"]
+        st["phase"] = "Failed"
+        st["conditions"] = [_condition("Ready", "False", "PodNotExists", "virt-launcher pod has not yet been scheduled"),
+                            *(c for c in st.get("conditions") or () if c.get("type") != "Ready")]
+        st.setdefault("phaseTransitionTimestamps", []).append({"phase": "Failed", "phaseTransitionTimestamp": now()})
+        self._moved(vmi, clock)
+        self._write(new)
 
     # -- VirtualMachines -----------------------------------------------------------------------------
 
@@ -577,8 +641,14 @@ class Lifecycle:
                 "annotations": {**(tmeta.get("annotations") or {}), "kubevirt.io/vm-generation":
                                 str(vm["metadata"].get("generation", 1))},
                 "ownerReferences": [_owner(vm)], "finalizers": list(VMI_FINALIZERS)}
+        devices = domain.get("devices") or {}
+        if any(i.get("state") == "absent" for i in devices.get("interfaces") or ()):  # never started absent
+            kept = [i for i in devices["interfaces"] if i.get("state") != "absent"]
+            devices["interfaces"] = kept
+            spec["networks"] = [n for n in spec.get("networks") or () if n.get("name") in {i.get("name") for i in kept}]
+        revision = self.running.start_revision(vm)
         self._write({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta,
-                     "spec": spec})
+                     "spec": spec, "status": {"virtualMachineRevisionName": revision}})
 
     def _vm(self, vm: dict[str, Any], clock: float) -> None:
         meta = vm["metadata"]
@@ -618,6 +688,13 @@ class Lifecycle:
                 failures.append(failure)
         dvs = self._datavolumes(vm)
         dvs_ready = all((dv.get("status") or {}).get("phase") == "Succeeded" for dv in dvs)
+        cleared, hotplug_error = self.running.sync_vm(vm, vmi)
+        if hotplug_error:
+            failures.append(hotplug_error)
+        if cleared is not None:  # absent interfaces that are gone leave the VM's template (looked at again)
+            new["spec"] = {**vm["spec"], "template": {**vm["spec"]["template"], "spec": cleared}}
+            self._write(new)
+            return
         requests = list(status.get("stateChangeRequests") or [])
         if requests:
             first = requests[0]
@@ -638,7 +715,8 @@ class Lifecycle:
             else:
                 status.pop("stateChangeRequests", None)
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
-        self._vm_status(new, status, vmi, dvs, failures, requests)
+        restart = self.running.restart_required(new, vmi)
+        self._vm_status(new, status, vmi, dvs, failures, requests, restart)
         # a start waiting for its disks is taken up once a DataVolume is written (it succeeded)
         waiting = bool(requests) and requests[0].get("action") == "Start" and vmi is None and not dvs_ready
         if new != vm:
@@ -651,7 +729,7 @@ class Lifecycle:
             for key in (own, ("virtualmachineinstances", ns, name),
                         *(("datavolumes", ns, (t.get("metadata") or {}).get("name", ""))
                           for t in (vm.get("spec") or {}).get("dataVolumeTemplates") or ())):
-                self._read_by[key] = own
+                self._read_by.setdefault(key, set()).add(own)
 
     def _stop(self, vmi: dict[str, Any]) -> None:
         new = copy.deepcopy(vmi)
@@ -660,7 +738,8 @@ class Lifecycle:
         self._moved(vmi, time.monotonic())
 
     def _vm_status(self, vm: dict[str, Any], status: dict[str, Any], vmi: dict[str, Any] | None,
-                   dvs: list[dict[str, Any]], failures: list[str], requests: list[dict[str, Any]]) -> None:
+                   dvs: list[dict[str, Any]], failures: list[str], requests: list[dict[str, Any]],
+                   restart: bool = False) -> None:
         vmi_status = (vmi or {}).get("status") or {}
         phase = vmi_status.get("phase")
         conditions = {c["type"]: c for c in vmi_status.get("conditions") or ()}
@@ -670,6 +749,8 @@ class Lifecycle:
         start_expected = any(r.get("action") == "Start" for r in requests)
         if vmi is not None and not final and vmi["metadata"].get("deletionTimestamp"):
             printable = "Stopping"
+        elif migrations.migrating(vmi):
+            printable = "Migrating"
         elif phase == "Running":
             printable = "Paused" if paused else "Running"
         elif "Failed" in dv_phases:
@@ -708,11 +789,17 @@ class Lifecycle:
             new_conditions.insert(0, keep if keep and keep.get("reason") == reason else _condition(
                 "Ready", "False", reason, "VMI does not exist" if vmi is None else "Guest VM is not reported as "
                                                                                    "running"))
+        if restart:
+            keep = old.get("RestartRequired")
+            new_conditions.append(keep or {"type": "RestartRequired", "status": "True", "lastProbeTime": None,
+                                           "lastTransitionTime": now(), "message": RESTART_MESSAGE})
         if failures:
             keep = old.get("Failure")
             message = "; ".join(failures)
+            reason = "HotPlugVolumeError" if message.startswith("Error encountered while handling declarative") \
+                else "FailedCreate"
             new_conditions.append(keep if keep and keep.get("message") == message
-                                  else _condition("Failure", "True", "FailedCreate", message))
+                                  else _condition("Failure", "True", reason, message))
         status["conditions"] = new_conditions
 
     # -- garbage collection --------------------------------------------------------------------------

@@ -145,7 +145,10 @@ def _apply(state: State, record: dict[str, Any]) -> None:
         else:
             state.objects[key] = obj
     elif "since" in record:
-        state.since[record["since"]] = record["at"]
+        if record["at"] is None:  # nothing under way any more
+            state.since.pop(record["since"], None)
+        else:
+            state.since[record["since"]] = record["at"]
     elif "applied" in record:
         state.applied.setdefault(tuple(record["applied"]), {})[record["manager"]] = record["config"]
     elif "unapplied" in record:
@@ -158,6 +161,11 @@ def _apply(state: State, record: dict[str, Any]) -> None:
         state.rv = max(state.rv, record["reserve"])
 
 
+def _owner_uid(key: str) -> str:
+    """The uid a ``since`` key belongs to: an object's uid, or "<uid>/<step>" for a step under way on it."""
+    return key.split("/", 1)[0]
+
+
 def _encode(records: list[tuple], offset: float) -> bytes:
     """Journal lines; ``offset`` turns the lifecycle's monotonic clock into wall-clock time."""
     parts = []
@@ -167,7 +175,7 @@ def _encode(records: list[tuple], offset: float) -> bytes:
             parts.append(b'{"rv":%d,"type":"%s","object":%s}\n' % (tag, record[1].encode(), record[4]))
             continue
         if tag == "since":
-            line: dict[str, Any] = {"since": record[1], "at": record[2] + offset}
+            line: dict[str, Any] = {"since": record[1], "at": None if record[2] is None else record[2] + offset}
         elif tag == "applied":
             line = {"applied": list(record[1]), "manager": record[2], "config": record[3]}
         elif tag == "unapplied":
@@ -236,7 +244,7 @@ class Persistence:
         if state.objects:
             self.store.restore(state.objects, state.applied, state.rv)
             uids = self.store.objects.uids
-            self.lifecycle.restore({uid: at for uid, at in state.since.items() if uid in uids}, state.ips,
+            self.lifecycle.restore({key: at for key, at in state.since.items() if _owner_uid(key) in uids}, state.ips,
                                    {uid: c for uid, c in state.consoles.items() if uid in uids})
         self.generation = max([state.generation, *state.journals])
         with self.store.lock:
@@ -343,7 +351,7 @@ class Persistence:
             uids = store.objects.uids
             objects = list(store.objects.values())
             applied = [[*key, dict(managers)] for key, managers in store.applied.items()]
-            since = {uid: at for uid, at in lifecycle.since.items() if uid in uids}
+            since = {key: at for key, at in lifecycle.since.items() if _owner_uid(key) in uids}
             consoles = {uid: [launchers.boots.get(uid, 0), list(lines)] for uid, lines in launchers.consoles.items()
                         if uid in uids}
             rv, ips = store.rv, lifecycle.ips

@@ -16,6 +16,35 @@ def _object(**props: Any) -> dict[str, Any]:
     return {"type": "object", "properties": {"apiVersion": STRING, "kind": STRING, "metadata": META, **props}}
 
 
+QUANTITY_MAP = {"type": "object", "additionalProperties": {"type": ["string", "integer", "number"]}}
+SECRET_REF = {"type": "object", "properties": {"name": STRING, "namespace": STRING}}
+# Kubernetes core/v1 PersistentVolumeSpec, with the sources a cluster serving OpenStack volumes uses (CSI, e.g.
+# ceph-csi's static rbd volumes; iSCSI; NFS; hostPath and local for tests; FC).
+PV_SPEC = {"type": "object", "properties": {
+    "accessModes": {"type": "array", "items": STRING}, "capacity": QUANTITY_MAP,
+    "claimRef": {"type": "object", "properties": {k: STRING for k in (
+        "apiVersion", "fieldPath", "kind", "name", "namespace", "resourceVersion", "uid")}},
+    "mountOptions": {"type": "array", "items": STRING},
+    "nodeAffinity": {"type": "object", "properties": {"required": {"$ref": "k8s.io.api.core.v1.NodeSelector"}}},
+    "persistentVolumeReclaimPolicy": STRING, "storageClassName": STRING, "volumeMode": STRING,
+    "volumeAttributesClassName": STRING,
+    "csi": {"type": "object", "properties": {
+        "driver": STRING, "volumeHandle": STRING, "readOnly": BOOLEAN, "fsType": STRING,
+        "volumeAttributes": STRING_MAP, "controllerPublishSecretRef": SECRET_REF, "nodeStageSecretRef": SECRET_REF,
+        "nodePublishSecretRef": SECRET_REF, "controllerExpandSecretRef": SECRET_REF,
+        "nodeExpandSecretRef": SECRET_REF}},
+    "iscsi": {"type": "object", "properties": {
+        "targetPortal": STRING, "iqn": STRING, "lun": INTEGER, "iscsiInterface": STRING, "fsType": STRING,
+        "readOnly": BOOLEAN, "portals": {"type": "array", "items": STRING}, "chapAuthDiscovery": BOOLEAN,
+        "chapAuthSession": BOOLEAN, "secretRef": SECRET_REF, "initiatorName": STRING}},
+    "nfs": {"type": "object", "properties": {"server": STRING, "path": STRING, "readOnly": BOOLEAN}},
+    "hostPath": {"type": "object", "properties": {"path": STRING, "type": STRING}},
+    "local": {"type": "object", "properties": {"path": STRING, "fsType": STRING}},
+    "fc": {"type": "object", "properties": {"targetWWNs": {"type": "array", "items": STRING}, "lun": INTEGER,
+                                            "fsType": STRING, "readOnly": BOOLEAN,
+                                            "wwids": {"type": "array", "items": STRING}}},
+}}
+
 # Kinds KubeVirt's document does not describe: the core fields of Kubernetes' own types.
 CORE_NODES = {
     "Namespace": _object(spec={"type": "object", "properties": {"finalizers": {"type": "array", "items": STRING}}},
@@ -28,10 +57,10 @@ CORE_NODES = {
     "DataVolume": _object(spec={"$ref": "v1beta1.DataVolumeSpec"}, status=ANY),
     "Node": _object(spec=ANY, status=ANY),
     "Pod": _object(spec=ANY, status=ANY),
-    "PersistentVolumeClaim": _object(spec={"type": "object", "properties": {
-        "accessModes": {"type": "array", "items": STRING}, "storageClassName": STRING, "volumeMode": STRING,
-        "volumeName": STRING, "resources": {"type": "object", "properties": {
-            "requests": STRING_MAP, "limits": STRING_MAP}}}}, status=ANY),
+    # Multus's CRD (k8s.cni.cncf.io/v1): spec.config is the CNI configuration, a JSON string
+    "NetworkAttachmentDefinition": _object(spec={"type": "object", "properties": {"config": STRING}}),
+    "PersistentVolumeClaim": _object(spec={"$ref": "k8s.io.api.core.v1.PersistentVolumeClaimSpec"}, status=ANY),
+    "PersistentVolume": _object(spec=PV_SPEC, status=ANY),
 }
 
 
@@ -46,6 +75,7 @@ class Resource:
     # what discovery lists, so that `kubectl get vm,vmi,dv` and `kubectl get all` resolve as on a real cluster
     short_names: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
+    singular: str = ""  # discovery's singularName (default: the kind in lower case)
 
     @property
     def api_version(self) -> str:
@@ -73,6 +103,7 @@ RESOURCES = [
     Resource("", "v1", "secrets", "Secret", True),
     Resource("", "v1", "pods", "Pod", True, True, short_names=("po",), categories=ALL),
     Resource("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", True, True, short_names=("pvc",)),
+    Resource("", "v1", "persistentvolumes", "PersistentVolume", False, True, short_names=("pv",)),
     Resource("coordination.k8s.io", "v1", "leases", "Lease", True),
     Resource("apps", "v1", "controllerrevisions", "ControllerRevision", True),
     Resource("kubevirt.io", "v1", "virtualmachines", "VirtualMachine", True, True, ("vm", "vms"), ALL),
@@ -87,6 +118,11 @@ RESOURCES = [
     Resource(IT, "v1beta1", "virtualmachineclusterpreferences", "VirtualMachineClusterPreference", False,
              short_names=("vmcp", "vmcps")),
     Resource("cdi.kubevirt.io", "v1beta1", "datavolumes", "DataVolume", True, True, ("dv", "dvs"), ALL),
+    Resource("kubevirt.io", "v1", "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration", True, True,
+             ("vmim", "vmims"), ALL),
+    Resource("migrations.kubevirt.io", "v1alpha1", "migrationpolicies", "MigrationPolicy", False, True),
+    Resource("k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition", True,
+             short_names=("net-attach-def",), singular="network-attachment-definition"),
 ]
 BY_PATH = {(r.group, r.version, r.plural): r for r in RESOURCES}
 BY_KIND = {r.kind: r for r in RESOURCES}

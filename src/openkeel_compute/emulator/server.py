@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import hashlib
 import http.server
 import json
 import logging
@@ -26,13 +27,13 @@ from typing import Any, Self
 import orjson
 import yaml
 
-from openkeel_compute.emulator import subresources
+from openkeel_compute.emulator import guest, subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
 from openkeel_compute.emulator.persist import Persistence
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
-from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match
+from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match, now
 
 LOG = logging.getLogger(__name__)
 FAULTS_PATH = "/emulator/v1/faults"
@@ -132,8 +133,11 @@ def node(name: str, zone: str | None = None, ready: bool = True, *, cpu: str = "
     if zone is not None:
         all_labels["topology.kubernetes.io/zone"] = zone
     resources = {"cpu": cpu, "memory": memory, "ephemeral-storage": disk, "pods": "110"}
+    address = f"192.168.122.{10 + int(hashlib.sha256(name.encode()).hexdigest(), 16) % 200}"
     return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": all_labels},
             "spec": {}, "status": {"conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                                   "addresses": [{"type": "InternalIP", "address": address},
+                                                 {"type": "Hostname", "address": name}],
                                    "capacity": dict(resources), "allocatable": dict(resources)}}
 
 
@@ -267,9 +271,34 @@ class Emulator:
         """Add a fault; a node loss acts at once and returns how many VMIs it failed."""
         if fault.kind == "node-loss":
             return self.lifecycle.lose_node(fault.namespace, fault.name)
+        if fault.kind in ("node-not-ready", "node-ready"):
+            if not fault.name:
+                raise ValueError(f"a {fault.kind} fault names its node (name)")
+            ready = "True" if fault.kind == "node-ready" else ("Unknown" if fault.reason == "Unknown" else "False")
+            return int(self.set_node_ready(fault.name, ready))
         with self.store.lock:
             self.faults.append(fault)
         return 0
+
+    def set_node_ready(self, name: str, ready: str | bool = True) -> bool:
+        """What the node's kubelet posts: its Ready condition ``True``, ``False`` or ``Unknown`` (a node that
+        stopped answering). Returns whether the node exists."""
+        status = ready if isinstance(ready, str) else ("True" if ready else "False")
+        with self.store.lock:
+            current = self.store.lookup("Node", name)
+            if current is None:
+                return False
+            new = copy.deepcopy(current)
+            conditions = [c for c in (new.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
+            reason = {"True": "KubeletReady", "False": "KubeletNotReady", "Unknown": "NodeStatusUnknown"}[status]
+            message = {"True": "kubelet is posting ready status",
+                       "False": "container runtime network not ready: NetworkReady=false",
+                       "Unknown": "Kubelet stopped posting node status."}[status]
+            conditions.insert(0, {"type": "Ready", "status": status, "reason": reason, "message": message,
+                                  "lastHeartbeatTime": now(), "lastTransitionTime": now()})
+            new.setdefault("status", {})["conditions"] = conditions
+            self.store.put(new)
+            return True
 
     def clear_faults(self, kind: str | None = None) -> None:
         with self.store.lock:
@@ -501,15 +530,25 @@ class Emulator:
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         ns, plural, name, verb = rest[1], rest[2], rest[3], rest[4]
         verbs = {"virtualmachines": subresources.VM_VERBS, "virtualmachineinstances": subresources.VMI_VERBS}
+        if plural == "virtualmachineinstances" and verb in guest.AGENT_VERBS:
+            if method != "GET":
+                raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
+                               reason="MethodNotAllowed")
+            self._api_fault(method, plural, ns, name)
+            with self.store.lock:
+                return 200, guest.agent_answer(self.store, ns, name, verb), {}
         if verb not in verbs.get(plural, ()):
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         if method != "PUT":
             raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
                            reason="MethodNotAllowed")
         self._api_fault(method, plural, ns, name)
-        body = body if isinstance(body, dict) else {}
+        raw, body = body, body if isinstance(body, dict) else {}
         with self.store.lock:
-            if plural == "virtualmachines":
+            if verb in subresources.VOLUME_VERBS:
+                kind = "VirtualMachine" if plural == "virtualmachines" else "VirtualMachineInstance"
+                subresources.volume_verb(self.store, kind, ns, name, verb, raw)
+            elif plural == "virtualmachines":
                 subresources.vm_verb(self.store, ns, name, verb, body)
             else:
                 subresources.vmi_verb(self.store, ns, name, verb, body)
@@ -532,7 +571,10 @@ class Emulator:
                 fault = Fault.from_json(body if isinstance(body, dict) else {})
             except (TypeError, ValueError) as exc:
                 raise ApiError(400, str(exc)) from None
-            affected = self.inject(fault)
+            try:
+                affected = self.inject(fault)
+            except ValueError as exc:
+                raise ApiError(400, str(exc)) from None
             return 201, {"fault": fault.to_json(), "affected": affected}, {}
         raise ApiError(405, f"the server does not allow this method on the requested resource ({method})",
                        reason="MethodNotAllowed")
@@ -565,7 +607,7 @@ class Emulator:
         for res in RESOURCES:
             if (res.group, res.version) != (group, version):
                 continue
-            entry: dict[str, Any] = {"name": res.plural, "singularName": res.kind.lower(),
+            entry: dict[str, Any] = {"name": res.plural, "singularName": res.singular or res.kind.lower(),
                                      "namespaced": res.namespaced, "kind": res.kind, "verbs": verbs}
             if res.short_names:  # kubectl resolves `get vm,vmi,dv` and `get all` from these
                 entry["shortNames"] = list(res.short_names)
@@ -584,6 +626,8 @@ class Emulator:
                                          subresources.VMI_VERBS)):
                 listing += [{"name": f"{plural}/{verb}", "singularName": "", "namespaced": True, "kind": kind,
                              "verbs": ["update"]} for verb in names]
+            listing += [{"name": f"virtualmachineinstances/{verb}", "singularName": "", "namespaced": True,
+                         "kind": "VirtualMachineInstance", "verbs": ["get"]} for verb in guest.AGENT_VERBS]
         if not listing:
             raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
         gv = f"{group}/{version}" if group else version

@@ -283,6 +283,10 @@ class Objects(dict):
             self.nodes_removed.add(key[2])
         return old
 
+    def dependents_of(self, uid: str) -> set[Key]:
+        """The keys of the objects that name ``uid`` among their owners."""
+        return set(self._dependents.get(uid, ()))
+
     def take_touched(self) -> set[Key]:
         """The keys written or removed since the last call (hold the store's lock)."""
         touched, self.touched = self.touched, set()
@@ -306,6 +310,7 @@ class Store:
         self.rv = 0
         self.writes: list[tuple[str, str, dict]] = []  # (method, path, params) of accepted writes
         self.expire_continue = 0  # the next N continued list pages answer 410 Gone
+        self.service = False  # a write under way comes from KubeVirt's own service account (subresources)
         # (resourceVersion, type, plural, namespace, object JSON) of recent changes, for watches
         self.events: collections.deque[tuple[int, str, str, str | None, bytes]] = collections.deque(maxlen=20000)
         self.history_start = 0  # watches from an older resource version answer 410 (set by a restore)
@@ -436,12 +441,23 @@ class Store:
                            details={"name": name, "group": res.group, "kind": res.kind})
 
     def _admit(self, res: Resource, operation: str, obj: dict[str, Any], old: dict[str, Any] | None) -> None:
-        refusals = admission.review(admission.Review(operation, res.kind, obj, old, self.lookup))
-        if refusals:
-            name = obj["metadata"].get("name", "")
-            raise ApiError(422, admission.denial(res.kind, refusals), details={
-                "name": name, "group": res.group, "kind": res.plural,
-                "causes": [{"reason": "FieldValueInvalid", "message": m} for m in refusals]})
+        request = admission.Review(operation, res.kind, obj, old, self.lookup, self.service, self.of_kind)
+        admission.mutate(request)
+        refusals = admission.review(request)
+        if not refusals:
+            return
+        name = obj["metadata"].get("name", "")
+        fields = [r for r in refusals if isinstance(r, admission.FieldError)]
+        if fields:  # the API server's own validation answers before any webhook
+            text = fields[0] if len(fields) == 1 else "[" + ", ".join(fields) + "]"
+            raise ApiError(422, f'{res.kind} "{name}" is invalid: {text}', details={
+                "name": name, "group": res.group, "kind": res.kind,
+                "causes": [{"reason": "FieldValueInvalid", "message": f.split(": ", 1)[-1],
+                            "field": f.split(": ", 1)[0]} for f in fields]})
+        code = 400 if any(isinstance(r, admission.Rejection) for r in refusals) else 422
+        raise ApiError(code, admission.denial(res.kind, refusals, operation), details={
+            "name": name, "group": res.group, "kind": res.plural,
+            "causes": [{"reason": "FieldValueInvalid", "message": m} for m in refusals]})
 
     def _need_namespace(self, res: Resource, ns: str | None, name: str | None = None) -> None:
         if not res.namespaced:
@@ -461,6 +477,11 @@ class Store:
     def lookup(self, kind: str, name: str, namespace: str | None = None) -> dict[str, Any] | None:
         res = BY_KIND[kind]
         return self.objects.get((res.plural, namespace if res.namespaced else None, name))
+
+    def of_kind(self, kind: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The stored objects of a kind (in a namespace, when given)."""
+        res = BY_KIND[kind]
+        return [o for key, o in self.objects.of_kind(res.plural).items() if namespace is None or key[1] == namespace]
 
     def get(self, res: Resource, ns: str | None, name: str) -> dict[str, Any]:
         obj = self.objects.get((res.plural, ns, name))
@@ -670,6 +691,15 @@ class Store:
             return current
         if res.kind == "Namespace":
             return self._terminate_namespace(key, current)
+        grace = options.get("gracePeriodSeconds", params.get("gracePeriodSeconds"))
+        if res.kind == "Pod" and str(grace) != "0" and self._node_down((current.get("spec") or {}).get("nodeName")):
+            # no kubelet confirms the pod stopped: it stays Terminating (a forced delete removes it)
+            if not current["metadata"].get("deletionTimestamp"):
+                obj = copy.deepcopy(current)
+                obj["metadata"].update(deletionTimestamp=now(), deletionGracePeriodSeconds=int(grace or 30))
+                self.objects[key] = self._stamp(obj, current)
+                self.objects[key]["metadata"]["deletionTimestamp"] = obj["metadata"]["deletionTimestamp"]
+            return self.objects[key]
         policy = options.get("propagationPolicy") or params.get("propagationPolicy")
         finalizers = list(current["metadata"].get("finalizers") or [])
         if policy == "Foreground" and "foregroundDeletion" not in finalizers and self.dependents(current):
@@ -696,6 +726,13 @@ class Store:
         obj["status"] = {"phase": "Terminating"}
         self.objects[key] = self._stamp(obj, current)
         return self.objects[key]
+
+    def _node_down(self, name: str | None) -> bool:
+        node = self.objects.get(("nodes", None, name)) if name else None
+        if node is None:
+            return False
+        ready = next((c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), {})
+        return ready.get("status") != "True"
 
     def dependents(self, owner: dict[str, Any]) -> list[Key]:
         uid = owner["metadata"]["uid"]
