@@ -27,6 +27,8 @@ from openkeel_compute.controller.settings import ServerSettings, Settings
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.flavor import FlavorCheck
+from openkeel_compute.notifications import server_events
+from openkeel_compute.notifications.server import ServerNotifier
 from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
@@ -102,6 +104,17 @@ def placement_from(conf: Any, embedded_url: str | None = None):
     return PlacementClient.from_conf(conf)
 
 
+def _server_notifier(conf: Any, engine: Any) -> ServerNotifier | None:
+    """The controller's server notifications (the compute steps' instance.* events), installed for the
+    hooks in compute/; None when nothing would be sent."""
+    notifier = ServerNotifier(conf, host=conf.host, engine=engine)
+    if not notifier.sends_servers:
+        notifier.close()
+        return None
+    server_events.install(notifier)
+    return notifier
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None, placement_url: str | None = None,
         flavor_check: FlavorCheck | None = None) -> int:
@@ -110,6 +123,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
     metrics = Metrics()
     engine = get_engine(conf)
     migration.sync(engine)
+    notifier = _server_notifier(conf, engine)
     backend, cluster = build_backend(conf, kubeconfig, render_dir, metrics)
     elector = None
     if cluster is not None:
@@ -166,6 +180,9 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         controller.run(stop)
         return 0
     finally:
+        if notifier is not None:
+            server_events.install(None)
+            notifier.close()
         if servers is not None:
             servers.close()
         if elector is not None and not once:

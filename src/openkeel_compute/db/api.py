@@ -10,17 +10,20 @@ transactions wrote right before they commit (db/generations.py).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import StaticPool
 
 from openkeel_compute.db import generations
+
+LOG = logging.getLogger(__name__)
 
 _ENGINES: dict[str, Engine] = {}
 _LOCK = threading.Lock()
@@ -180,16 +183,48 @@ def dispose_all() -> None:
 _SQLITE_WRITERS: dict[int, threading.Lock] = {}
 
 
+AFTER_COMMIT = "openkeel_after_commit"
+
+
+def after_commit(conn: Connection, callback: Callable[[], None]) -> None:
+    """Run ``callback()`` once ``conn``'s transaction (``transaction()``) has committed; never after a
+    rollback. Outside ``transaction()`` it runs at once. A callback that raises is logged, never raised
+    to the writer: what follows a commit (a notification) cannot undo it."""
+    callbacks = conn.info.get(AFTER_COMMIT)
+    if callbacks is None:
+        _run_after_commit([callback])
+    else:
+        callbacks.append(callback)
+
+
+def _run_after_commit(callbacks: list[Callable[[], None]]) -> None:
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            LOG.exception("A step after a database commit failed")
+
+
 @contextlib.contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
     """A connection inside one transaction: committed on success, rolled back on any error."""
+    callbacks: list[Callable[[], None]] = []
     if engine.dialect.name == "sqlite":
         lock = _SQLITE_WRITERS.setdefault(id(engine), threading.Lock())
         with lock, engine.begin() as conn:
-            yield conn
-        return
-    with engine.begin() as conn:
-        yield conn
+            conn.info[AFTER_COMMIT] = callbacks
+            try:
+                yield conn
+            finally:
+                conn.info.pop(AFTER_COMMIT, None)
+    else:
+        with engine.begin() as conn:
+            conn.info[AFTER_COMMIT] = callbacks
+            try:
+                yield conn
+            finally:
+                conn.info.pop(AFTER_COMMIT, None)
+    _run_after_commit(callbacks)
 
 
 @contextlib.contextmanager
