@@ -186,19 +186,26 @@ _SQLITE_WRITERS: dict[int, threading.Lock] = {}
 AFTER_COMMIT = "openkeel_after_commit"
 
 
-def after_commit(conn: Connection, callback: Callable[[], None]) -> None:
+def after_commit(conn: Connection, callback: Callable[[], None], *, key: object = None,
+                 first: bool = False) -> None:
     """Run ``callback()`` once ``conn``'s transaction (``transaction()``) has committed; never after a
-    rollback. Outside ``transaction()`` it runs at once. A callback that raises is logged, never raised
-    to the writer: what follows a commit (a notification) cannot undo it."""
+    rollback. Outside ``transaction()`` it runs at once. Callbacks run in the order given, except that
+    one given ``first`` runs before the others of its ``key``. A callback that raises is logged, never
+    raised to the writer: what follows a commit (a notification) cannot undo it."""
     callbacks = conn.info.get(AFTER_COMMIT)
     if callbacks is None:
-        _run_after_commit([callback])
-    else:
-        callbacks.append(callback)
+        _run_after_commit([(key, callback)])
+        return
+    if first:
+        for index, (other, _) in enumerate(callbacks):
+            if other == key:
+                callbacks.insert(index, (key, callback))
+                return
+    callbacks.append((key, callback))
 
 
-def _run_after_commit(callbacks: list[Callable[[], None]]) -> None:
-    for callback in callbacks:
+def _run_after_commit(callbacks: list[tuple[object, Callable[[], None]]]) -> None:
+    for _key, callback in callbacks:
         try:
             callback()
         except Exception:
@@ -208,7 +215,7 @@ def _run_after_commit(callbacks: list[Callable[[], None]]) -> None:
 @contextlib.contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
     """A connection inside one transaction: committed on success, rolled back on any error."""
-    callbacks: list[Callable[[], None]] = []
+    callbacks: list[tuple[object, Callable[[], None]]] = []
     if engine.dialect.name == "sqlite":
         lock = _SQLITE_WRITERS.setdefault(id(engine), threading.Lock())
         with lock, engine.begin() as conn:

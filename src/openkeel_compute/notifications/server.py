@@ -33,7 +33,13 @@ from oslo_config import cfg
 from sqlalchemy import Engine, select
 
 from openkeel_compute.db.api import reader
-from openkeel_compute.db.models import INSTANCE_ACTIONS, INSTANCE_ACTIONS_EVENTS, KEY_PAIRS
+from openkeel_compute.db.models import (
+    INSTANCE_ACTIONS,
+    INSTANCE_ACTIONS_EVENTS,
+    INSTANCE_METADATA,
+    INSTANCE_SYSTEM_METADATA,
+    KEY_PAIRS,
+)
 from openkeel_compute.model import events as ev
 from openkeel_compute.notifications import server_payload as sp
 from openkeel_compute.notifications.base import VersionedNotifier, legacy_notifications_enabled
@@ -75,6 +81,15 @@ EVENTS: dict[str, Event] = {
 }
 
 
+#: the events Nova's compute sends with the server's block devices (the others: null, as
+#: ``[notifications] bdms_in_notifications`` is off by default)
+WITH_BLOCK_DEVICES = frozenset({"create", "delete", "shutdown", "reboot", "rebuild", "resize_finish",
+                                "resize_revert", "resume"})
+
+#: the legacy payloads' extra keys, by event (Nova's extra_usage_info)
+LEGACY_EXTRA: dict[str, dict[str, str]] = {"create.end": {"message": "Success"}}
+
+
 def _addresses(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
     try:
         value = json.loads(row.get("network_info") or "{}")
@@ -94,6 +109,7 @@ def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_
         except Exception:  # noqa: BLE001 - gone for good (archived): nothing to describe
             return None
         copy = instances.flavors_of(row)
+        metadata, system_metadata = _metadata(conn, row)
         keypairs = []
         if row.get("key_name"):
             keypairs = [dict(r) for r in conn.execute(
@@ -101,10 +117,22 @@ def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_
                        KEY_PAIRS.c.type).where(KEY_PAIRS.c.user_id == row["user_id"],
                                                KEY_PAIRS.c.name == row["key_name"])).mappings()]
         return sp.ServerView(
-            row=row, flavor=copy.cur, new_flavor=copy.new, metadata=instances.metadata_of(conn, uuid),
-            system_metadata=instances.metadata_of(conn, uuid, system=True), tags=instances.tags_of(conn, uuid),
+            row=row, flavor=copy.cur, new_flavor=copy.new, metadata=metadata,
+            system_metadata=system_metadata, tags=instances.tags_of(conn, uuid),
             keypairs=keypairs, addresses=_addresses(row), request_id=request_id, user_id=user_id,
             project_id=project_id)
+
+
+def _metadata(conn: Any, row: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The server's metadata and system metadata; a deleted server's as they were when it went (Nova's
+    delete.end still carries them)."""
+    found = []
+    for table in (INSTANCE_METADATA, INSTANCE_SYSTEM_METADATA):
+        query = select(table.c.key, table.c.value).where(table.c.instance_uuid == row["uuid"])
+        if not row.get("deleted"):
+            query = query.where(table.c.deleted == 0)
+        found.append(dict(conn.execute(query.order_by(table.c.id)).all()))
+    return found[0], found[1]
 
 
 def audit_period_now(unit: str, now: dt.datetime | None = None) -> tuple[str, str]:
@@ -128,6 +156,7 @@ class ServerNotifier(VersionedNotifier):
             self.legacy_sender = self._make_sender(conf, list(conf.oslo_messaging_notifications.topics))
         self.state_change = conf.notifications.notify_on_state_change
         self.audit_unit = _audit_unit(conf)
+        self.image_service = _image_service(conf)
         self.wants_updates = bool(self.state_change) and (self.enabled or self.legacy_enabled)
 
     @property
@@ -159,13 +188,22 @@ class ServerNotifier(VersionedNotifier):
                 fault: sp.Fault | None = None, action: str | None = None, legacy: str | None = None) -> None:
         name = action or event.action
         suffix = f".{phase}" if phase else ""
-        versioned = (f"instance.{name}{suffix}", sp.versioned_payload(event.kind, view, fault=fault))
+        versioned = (f"instance.{name}{suffix}", sp.versioned_payload(
+            event.kind, view, fault=fault, with_block_devices=name in WITH_BLOCK_DEVICES))
         legacy_name = legacy if legacy is not None else event.legacy
-        old = (f"compute.instance.{legacy_name}{suffix}", sp.legacy_payload(view, fault=fault)) \
-            if legacy_name else None
+        old = (f"compute.instance.{legacy_name}{suffix}", sp.legacy_payload(
+            view, fault=fault, with_network=event.kind == "create" and phase == "end",
+            image_service=self.image_service, **self._legacy_extra(view, name, phase))) if legacy_name else None
         self._emit_server(view, versioned=versioned, legacy=old, source="nova-api" if event.api else "nova-compute",
                    host=host if event.api else (view.row.get("host") or host),
                    priority="ERROR" if phase == "error" else "INFO")
+
+    @staticmethod
+    def _legacy_extra(view: sp.ServerView, action: str, phase: str | None) -> dict[str, str]:
+        extra = dict(LEGACY_EXTRA.get(f"{action}.{phase}", {}))
+        if action == "create" and phase == "start":
+            extra["image_name"] = view.system_metadata.get("image_name") or ""
+        return extra
 
     # -- the hooks (notifications/server_events.py), after commit -----------------------------------
 
@@ -177,8 +215,9 @@ class ServerNotifier(VersionedNotifier):
         if view is None:
             return
         self._action(view, found, phase, host)
-        if event == ev.TERMINATE:
-            self._action(view, found, phase, host, action="shutdown", legacy="shutdown")
+        if event == ev.TERMINATE:  # Nova's compute: delete.start, then the guest's shutdown, start and end
+            self._action(view, found, "start", host, action="shutdown", legacy="shutdown")
+            self._action(view, found, "end", host, action="shutdown", legacy="shutdown")
 
     def finished_event(self, event_id: int, result: str, host: str | None, details: str | None,
                        traceback: str | None) -> None:
@@ -204,8 +243,6 @@ class ServerNotifier(VersionedNotifier):
             fault = sp.Fault(exception=_exception_name(details), message=details or "", traceback=traceback or "")
             self._action(view, event, "error", host, fault=fault)
             return
-        if found[0] == ev.TERMINATE:
-            self._action(view, event, "end", host, action="shutdown", legacy="shutdown")
         self._action(view, event, "end", host)
 
     def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None:
@@ -215,22 +252,29 @@ class ServerNotifier(VersionedNotifier):
         view = load_view(self.engine, uuid, **context)
         if view is None:
             return
+        if old.get("deleting"):  # Nova saves the deleted state, then destroys the row (deleted_at)
+            view.row = {**view.row, "deleted_at": None}
         row = view.row
-        states = {"old_state": row.get("vm_state"), "state": row.get("vm_state"),
+        states: dict[str, Any] = {"old_state": row.get("vm_state"), "state": row.get("vm_state"),
                   "old_task_state": row.get("task_state"), "new_task_state": row.get("task_state")}
-        if old.get("vm_state") != row.get("vm_state") or (
-                self.state_change == "vm_and_task_state" and old.get("task_state") != row.get("task_state")):
+        if old.get("vm_state") != row.get("vm_state"):
             states.update(old_state=old.get("vm_state"), old_task_state=old.get("task_state"))
+        elif self.state_change == "vm_and_task_state" and actor is None:
+            # Nova's compute reports a task change from the old task; its API (the task a request
+            # starts) reports the new task as the old one too, and so does OpenKeel's.
+            states.update(old_task_state=old.get("task_state"))
         old_name = old.get("display_name") if old.get("display_name") != row.get("display_name") else None
         begin, end = audit_period_now(self.audit_unit)
-        legacy = sp.legacy_payload(view, **states, audit_period_beginning=begin, audit_period_ending=end)
+        legacy = sp.legacy_payload(view, image_service=self.image_service)
+        legacy.update(states, audit_period_beginning=begin, audit_period_ending=end)
         if old_name:
             legacy["old_display_name"] = old_name
         versioned = sp.versioned_payload("update", view, extra={
             "state_update": sp.state_update(**states), "audit_period": sp.audit_period(begin, end),
             "old_display_name": old_name})
+        # the API's writes are published from its host, the controller's from the server's node
         self._emit_server(view, versioned=("instance.update", versioned), legacy=("compute.instance.update", legacy),
-                   source="nova-compute", host=None)
+                          source="nova-compute", host=None if actor is not None else row.get("host"))
 
     def exists(self, uuid: str, begin: dt.datetime, end: dt.datetime, host: str | None = None) -> bool:
         """``compute.instance.exists`` / ``instance.exists`` for the audit period [begin, end)."""
@@ -240,7 +284,8 @@ class ServerNotifier(VersionedNotifier):
         if view is None:
             return False
         b, e = begin.strftime("%Y-%m-%dT%H:%M:%S.%f"), end.strftime("%Y-%m-%dT%H:%M:%S.%f")
-        legacy = sp.legacy_payload(view, audit_period_beginning=b, audit_period_ending=e)
+        legacy = sp.legacy_payload(view, image_service=self.image_service, audit_period_beginning=b,
+                                   audit_period_ending=e)
         versioned = sp.versioned_payload("exists", view, extra={"audit_period": sp.audit_period(b, e)})
         self._emit_server(view, versioned=("instance.exists", versioned), legacy=("compute.instance.exists", legacy),
                    source="nova-compute", host=host)
@@ -277,6 +322,15 @@ def _actor_context(actor: Any) -> dict[str, Any]:
 
 def _exception_name(details: str | None) -> str:
     return "InstanceFault" if not details else details.split(":", 1)[0].strip().split(" ")[0] or "InstanceFault"
+
+
+def _image_service(conf: cfg.ConfigOpts) -> str | None:
+    """The image service's URL, for the legacy payloads' image_ref_url (None: not configured here)."""
+    try:
+        servers = list(conf.glance.api_servers or [])
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        return None
+    return servers[0] if servers else None
 
 
 def _audit_unit(conf: cfg.ConfigOpts) -> str:

@@ -24,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.db.api import after_commit
-from openkeel_compute.db.models import INSTANCES
+from openkeel_compute.db.models import INSTANCE_ACTIONS, INSTANCE_ACTIONS_EVENTS, INSTANCES
 
 
 class Emitter(Protocol):
@@ -58,10 +58,15 @@ def event_started(conn: Connection, action_id: int, event: str, host: str | None
 
 
 def event_finished(conn: Connection, event_id: int, result: str, host: str | None, details: str | None,
-                   traceback: str | None) -> None:
+                   traceback: str | None, uuid: str | None = None) -> None:
     emitter = _EMITTER
     if emitter is not None:
-        after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback))
+        if uuid is None:  # the key that orders a server's notifications in the transaction
+            uuid = conn.execute(select(INSTANCE_ACTIONS.c.instance_uuid).where(
+                INSTANCE_ACTIONS.c.id == select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
+                    INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery())).scalar()
+        after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback),
+                     key=uuid)
 
 
 _STATE = (INSTANCES.c.vm_state, INSTANCES.c.task_state, INSTANCES.c.display_name)
@@ -85,8 +90,10 @@ def state_before_of(row: dict[str, Any]) -> dict[str, Any] | None:
             "display_name": row.get("display_name")}
 
 
-def state_saved(conn: Connection, uuid: str, before: dict[str, Any] | None, actor: Any = None) -> None:
-    """The write after ``state_before`` changed the row: ``instance.update`` after commit."""
+def state_saved(conn: Connection, uuid: str, before: dict[str, Any] | None, actor: Any = None, *,
+                first: bool = False) -> None:
+    """The write after ``state_before`` changed the row: ``instance.update`` after commit (``first``:
+    before the server's other notifications of the transaction, as a delete's is before its end)."""
     emitter = _EMITTER
     if emitter is not None and before is not None:
-        after_commit(conn, functools.partial(emitter.update, uuid, before, actor))
+        after_commit(conn, functools.partial(emitter.update, uuid, before, actor), key=uuid, first=first)

@@ -170,9 +170,13 @@ def instance_data(view: ServerView) -> dict[str, Any]:
 
 
 def versioned_payload(kind: str, view: ServerView, *, fault: Fault | None = None,
-                      extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The versioned payload of one event of ``kind`` (a key of ``PAYLOADS``)."""
+                      extra: Mapping[str, Any] | None = None, with_block_devices: bool = False) -> dict[str, Any]:
+    """The versioned payload of one event of ``kind`` (a key of ``PAYLOADS``). ``with_block_devices``:
+    Nova's compute hands this event the server's volumes (``block_devices`` a list, the volumes'
+    BlockDevicePayloads; the servers here boot from their image disk: none), else null."""
     data = instance_data(view)
+    if with_block_devices:
+        data["block_devices"] = []
     if kind not in ("update", "exists"):
         data["fault"] = fault_payload(fault)
     if kind == "create":
@@ -215,8 +219,11 @@ def audit_period(beginning: str, ending: str) -> dict[str, Any]:
                                             "audit_period_ending": iso(ending)})
 
 
-def legacy_payload(view: ServerView, *, fault: Fault | None = None, **extra: Any) -> dict[str, Any]:
-    """Nova's ``info_from_instance`` (plus a fault's ``message``/``code`` and the ``extra`` keys)."""
+def legacy_payload(view: ServerView, *, fault: Fault | None = None, with_network: bool = False,
+                   image_service: str | None = None, **extra: Any) -> dict[str, Any]:
+    """Nova's ``info_from_instance`` (plus a fault's ``message``/``code`` and the ``extra`` keys).
+    ``fixed_ips`` only ``with_network`` (Nova passes its network info to create.end only);
+    ``image_ref_url`` is the image's URL at ``image_service`` (without one, the image id, as Nova)."""
     row = view.row
     flavor = view.flavor
     created = row.get("created_at")
@@ -248,7 +255,8 @@ def legacy_payload(view: ServerView, *, fault: Fault | None = None, **extra: Any
         "terminated_at": _legacy_time(row.get("terminated_at")),
         "deleted_at": _legacy_time(row.get("deleted_at")),
         "launched_at": _legacy_time(row.get("launched_at")),
-        "image_ref_url": view.system_metadata.get("__image_ref_url") or row.get("image_ref"),
+        "image_ref_url": f"{image_service.rstrip('/')}/images/{row.get('image_ref')}"
+        if image_service and row.get("image_ref") else row.get("image_ref"),
         "os_type": row.get("os_type"),
         "kernel_id": row.get("kernel_id"),
         "ramdisk_id": row.get("ramdisk_id"),
@@ -257,10 +265,11 @@ def legacy_payload(view: ServerView, *, fault: Fault | None = None, **extra: Any
         "progress": int(row["progress"]) if row.get("progress") else "",
         "access_ip_v4": row.get("access_ip_v4"),
         "access_ip_v6": row.get("access_ip_v6"),
-        "fixed_ips": fixed_ips,
         "image_meta": {k[len("image_"):]: v for k, v in view.system_metadata.items() if k.startswith("image_")},
         "metadata": dict(view.metadata),
     }
+    if with_network:
+        info["fixed_ips"] = fixed_ips
     info.update(extra)
     if fault is not None:
         info.update({"exception": fault.message, "message": fault.message, "code": fault.code})
