@@ -55,6 +55,7 @@ class Event:
     kind: str = "action"  # the payload (server_payload.PAYLOADS)
     error: bool = False  # Nova sends .error when the step fails
     api: bool = False  # an API event without phase (lock, unlock)
+    exists_first: bool = False  # Nova's compute sends the usage so far (exists) before .start
 
 
 EVENTS: dict[str, Event] = {
@@ -67,14 +68,14 @@ EVENTS: dict[str, Event] = {
     ev.UNPAUSE: Event("unpause", "unpause"),
     ev.SUSPEND: Event("suspend", "suspend"),
     ev.RESUME: Event("resume", "resume"),
-    ev.REBUILD: Event("rebuild", "rebuild", "rebuild", error=True),
+    ev.REBUILD: Event("rebuild", "rebuild", "rebuild", error=True, exists_first=True),
     ev.SOFT_DELETE: Event("soft_delete", "soft_delete"),
     ev.RESTORE: Event("restore", "restore"),
-    ev.PREP_RESIZE: Event("resize_prep", "resize.prep", "resize_prep"),
+    ev.PREP_RESIZE: Event("resize_prep", "resize.prep", "resize_prep", exists_first=True),
     ev.RESIZE: Event("resize", "resize", error=True),
     ev.FINISH_RESIZE: Event("resize_finish", "finish_resize"),
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
-    ev.REVERT_RESIZE: Event("resize_revert", "resize.revert"),
+    ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
@@ -83,8 +84,11 @@ EVENTS: dict[str, Event] = {
 
 #: the events Nova's compute sends with the server's block devices (the others: null, as
 #: ``[notifications] bdms_in_notifications`` is off by default)
-WITH_BLOCK_DEVICES = frozenset({"create", "delete", "shutdown", "reboot", "rebuild", "resize_finish",
+WITH_BLOCK_DEVICES = frozenset({"create", "delete", "shutdown", "reboot", "rebuild", "resize", "resize_finish",
                                 "resize_revert", "resume"})
+#: the legacy events Nova's compute sends with the server's network (``fixed_ips``)
+WITH_NETWORK = frozenset({"create.end", "rebuild.end", "resize.start", "resize.end", "finish_resize.start",
+                          "finish_resize.end", "resize.confirm.end"})
 
 #: the legacy payloads' extra keys, by event (Nova's extra_usage_info)
 LEGACY_EXTRA: dict[str, dict[str, str]] = {"create.end": {"message": "Success"}}
@@ -180,7 +184,7 @@ class ServerNotifier(VersionedNotifier):
             self.sender.submit({}, context, versioned[0], versioned[1], publisher_id=f"{source}:{where}",
                                priority=priority)
         if legacy is not None and self.legacy_enabled and self.legacy_sender is not None:
-            service = source.removeprefix("nova-")
+            service = "compute"  # Nova's legacy notifier names every server event's publisher so
             self.legacy_sender.submit({}, context, legacy[0], legacy[1], publisher_id=f"{service}.{where}",
                                       priority=priority)
 
@@ -192,17 +196,20 @@ class ServerNotifier(VersionedNotifier):
             event.kind, view, fault=fault, with_block_devices=name in WITH_BLOCK_DEVICES))
         legacy_name = legacy if legacy is not None else event.legacy
         old = (f"compute.instance.{legacy_name}{suffix}", sp.legacy_payload(
-            view, fault=fault, with_network=event.kind == "create" and phase == "end",
+            view, fault=fault, with_network=f"{legacy_name}.{phase}" in WITH_NETWORK,
             image_service=self.image_service, **self._legacy_extra(view, name, phase))) if legacy_name else None
         self._emit_server(view, versioned=versioned, legacy=old, source="nova-api" if event.api else "nova-compute",
                    host=host if event.api else (view.row.get("host") or host),
                    priority="ERROR" if phase == "error" else "INFO")
 
     @staticmethod
-    def _legacy_extra(view: sp.ServerView, action: str, phase: str | None) -> dict[str, str]:
-        extra = dict(LEGACY_EXTRA.get(f"{action}.{phase}", {}))
-        if action == "create" and phase == "start":
+    def _legacy_extra(view: sp.ServerView, action: str, phase: str | None) -> dict[str, Any]:
+        extra: dict[str, Any] = dict(LEGACY_EXTRA.get(f"{action}.{phase}", {}))
+        if (action, phase) in (("create", "start"), ("rebuild", "start"), ("rebuild", "end")):
             extra["image_name"] = view.system_metadata.get("image_name") or ""
+        if action == "resize_prep" and phase == "end" and view.new_flavor:
+            extra["new_instance_type"] = str(view.new_flavor.get("name"))
+            extra["new_instance_type_id"] = view.new_flavor.get("id")
         return extra
 
     # -- the hooks (notifications/server_events.py), after commit -----------------------------------
@@ -214,6 +221,14 @@ class ServerNotifier(VersionedNotifier):
         view = self._view_of_action(action_id)
         if view is None:
             return
+        if event == ev.REBUILD:  # the conductor's, once the rebuild is scheduled
+            self._emit_server(view, versioned=("instance.rebuild_scheduled", sp.versioned_payload("rebuild", view)),
+                              legacy=("compute.instance.rebuild.scheduled", sp.legacy_payload(
+                                  view, image_service=self.image_service)), source="nova-conductor", host=host)
+        if found.exists_first:
+            begin, end = audit_period_now(self.audit_unit)
+            self._exists(view, dt.datetime.fromisoformat(begin), dt.datetime.fromisoformat(end),
+                         view.row.get("host") or host)
         self._action(view, found, phase, host)
         if event == ev.TERMINATE:  # Nova's compute: delete.start, then the guest's shutdown, start and end
             self._action(view, found, "start", host, action="shutdown", legacy="shutdown")
@@ -283,13 +298,17 @@ class ServerNotifier(VersionedNotifier):
         view = load_view(self.engine, uuid)
         if view is None:
             return False
-        b, e = begin.strftime("%Y-%m-%dT%H:%M:%S.%f"), end.strftime("%Y-%m-%dT%H:%M:%S.%f")
-        legacy = sp.legacy_payload(view, image_service=self.image_service, audit_period_beginning=b,
-                                   audit_period_ending=e)
-        versioned = sp.versioned_payload("exists", view, extra={"audit_period": sp.audit_period(b, e)})
-        self._emit_server(view, versioned=("instance.exists", versioned), legacy=("compute.instance.exists", legacy),
-                   source="nova-compute", host=host)
+        self._exists(view, begin, end, host)
         return True
+
+    def _exists(self, view: sp.ServerView, begin: dt.datetime, end: dt.datetime, host: str | None) -> None:
+        # the legacy payload's period is str() of the times, the versioned one's ISO
+        legacy = sp.legacy_payload(view, image_service=self.image_service, audit_period_beginning=str(begin),
+                                   audit_period_ending=str(end))
+        versioned = sp.versioned_payload("exists", view, extra={"audit_period": sp.audit_period(
+            begin.isoformat(), end.isoformat())})
+        self._emit_server(view, versioned=("instance.exists", versioned), legacy=("compute.instance.exists", legacy),
+                          source="nova-compute", host=host)
 
     # -- reading ---------------------------------------------------------------------------------------
 
