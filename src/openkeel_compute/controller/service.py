@@ -13,7 +13,7 @@ from lightkube import Client
 from openkeel_compute import signals
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import audit, nodes, providers
+from openkeel_compute.controller import audit, nodes, providers, usage_audit
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
@@ -115,6 +115,23 @@ def _server_notifier(conf: Any, engine: Any) -> ServerNotifier | None:
     return notifier
 
 
+def _with_usage_audit(conf: Any, engine: Any, notifier: Any, then: Any) -> Any:
+    """The leader's periodic work, with Nova's instance usage audit when [DEFAULT] instance_usage_audit is on
+    (once per period and node: controller/usage_audit.py)."""
+    if not conf.instance_usage_audit:
+        return then
+
+    def work() -> None:
+        if then is not None:
+            then()
+        try:
+            usage_audit.run(engine, conf.instance_usage_audit_period, notifier)
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            LOG.warning("instance usage audit not run: %s", exc)
+
+    return work
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None, placement_url: str | None = None,
         flavor_check: FlavorCheck | None = None) -> int:
@@ -174,7 +191,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
             elector.start()
         if cluster is not None:
             _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval),
-                            (lambda: elector.is_leader) if elector else (lambda: True), publish_providers)
+                            (lambda: elector.is_leader) if elector else (lambda: True),
+                            _with_usage_audit(conf, engine, notifier, publish_providers))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)
