@@ -121,7 +121,7 @@ def test_a_catastrophic_regex_answers_at_once_on_a_long_name(world):
     assert (got.status, got.json()["servers"]) == (200, [])
 
 
-@pytest.mark.parametrize("pattern", ["(?a)x", "x++", "(?>a)", "\\N{DIGIT ONE}", "\\u00e9", "(a)\\1", "(?=a)"])
+@pytest.mark.parametrize("pattern", ["x++", "(?>a)", "(a)\\1", "(?=a)", "(?<=a)b", "(a)?(?(1)b|c)"])
 def test_patterns_only_a_backtracking_engine_runs_are_bad_filters(world, pattern):
     from urllib.parse import quote
 
@@ -137,6 +137,30 @@ def test_python_named_groups_are_supported(world):
     assert [f["id"] for f in got.json()["flavors"]] == [w.FLAVOR]
     got = _get(world, "/servers", "ip=192%5C.168", token=w.OWNER)
     assert [s["id"] for s in got.json()["servers"]] == [w.SERVER]
+
+
+def test_unicode_classes_and_case_folding_in_filters_are_pythons(world):
+    # Nova matches with Python's re: \w, \d, \s and \b are Unicode classes there, (?i) folds é and É
+    from urllib.parse import quote
+
+    flavor = {"flavor": {"name": "café-k1", "ram": 1, "vcpus": 1, "disk": 1, "id": "fz-cafe"}}
+    assert _send(world, "POST", "/flavors", json.dumps(flavor).encode()).status == 200
+    rename = {"server": {"name": "Ñandú-٣"}}
+    assert _send(world, "PUT", f"/servers/{w.SERVER}", json.dumps(rename).encode(), token=w.OWNER).status == 200
+    try:
+        for pattern in ("\\w+-k", "^caf\\w-", "(?i)CAFÉ", "\\bk\\d$", "\\u00e9", "\\N{LATIN SMALL LETTER E WITH ACUTE}"):
+            got = _get(world, "/flavors", "name=" + quote(pattern), version="2.102")
+            assert [f["id"] for f in got.json()["flavors"]] == ["fz-cafe"], pattern
+        for pattern in ("^\\w+-\\d$", "(?i)ñANDÚ", "ú\\b", "^\\S+$", "[^\\W\\d]-"):
+            got = _get(world, "/servers", "name=" + quote(pattern), token=w.OWNER)
+            assert [s["id"] for s in got.json()["servers"]] == [w.SERVER], pattern
+        for pattern in ("(?a)^caf\\w", "f\\b", "é\\B"):  # ASCII-only \w; f and é are one word in Unicode
+            got = _get(world, "/flavors", "name=" + quote(pattern), version="2.102")
+            assert "fz-cafe" not in [f["id"] for f in got.json()["flavors"]], pattern
+    finally:
+        _send(world, "PUT", f"/servers/{w.SERVER}", json.dumps({"server": {"name": "srv-a"}}).encode(),
+              token=w.OWNER)
+        _send(world, "DELETE", "/flavors/fz-cafe", b"")
 
 
 def test_the_regex_engine_is_linear():
@@ -168,7 +192,7 @@ def test_a_regex_filter_on_an_integer_column_matches_its_decimal_text(world, val
 
 
 def test_a_pattern_the_linear_time_engine_refuses_on_an_integer_column_is_a_400(world):
-    got = _get(world, "/servers", "all_tenants=1&launch_index=(?a)x", token=w.ADMIN)
+    got = _get(world, "/servers", "all_tenants=1&launch_index=x%2B%2B", token=w.ADMIN)
     assert got.status == 400 and "is not a 'regex'" in got.json()["badRequest"]["message"]
 
 
