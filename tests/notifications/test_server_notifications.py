@@ -84,7 +84,7 @@ def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path) -> No
     a power-off has no error notification in Nova and sends none."""
     from openkeel_compute.model import events
 
-    with notifying_world(tmp_path, notification_format="both", state_change=None) as (client, controller, messages):
+    with notifying_world(tmp_path, notification_format="both", state_change=None) as (client, _controller, messages):
         assert client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": FLAVOR}).status_code == 200
         got = client.post("/v2.1/servers", headers=DEMO, json_body={"server": {
             "name": "web-1", "imageRef": IMAGE, "flavorRef": "1", "networks": "none"}})
