@@ -114,3 +114,18 @@ def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path) -> No
     legacy = sent["compute.instance.create.error"]
     assert legacy["priority"] == "ERROR"
     assert (legacy["payload"]["code"], legacy["payload"]["message"][:22]) == (500, "No valid host was foun")
+
+
+def test_nova_s_default_format_with_a_driver_sends_legacy_ones_and_without_one_loads_nothing(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom openkeel_compute.conf import build_conf\n"
+             "from openkeel_compute.notifications.server import ServerNotifier\n"
+             "n = ServerNotifier(build_conf(sys.argv[1:]), host='h')\n"
+             "print(n.legacy_enabled, n.enabled, 'oslo_messaging' in sys.modules)\n")
+    configured = tmp_path / "driver.conf"
+    configured.write_text("[oslo_messaging_notifications]\ndriver = test\ntransport_url = fake:/\n")
+    runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", probe, *args], capture_output=True, text=True,
+                           check=True, timeout=120).stdout.split() for args in ([], ["--config-file", str(configured)])]
+    assert runs == [["False", "False", "False"], ["True", "False", "True"]]
