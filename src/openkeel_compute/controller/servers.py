@@ -264,8 +264,9 @@ class ServerLoop:
             return _OVER
         problems[row.server_uuid] = error
         _finish_rows(self.engine, [row.id], error=error, done=False)
-        delay = min(self.settings.retry_max_delay, self.settings.retry_delay * 2 ** min(row.attempts, 16))
-        self._not_before[row.id] = self.clock() + delay
+        if counted:  # a cluster that does not answer ends the pass instead: its rows are tried on the next
+            delay = min(self.settings.retry_max_delay, self.settings.retry_delay * 2 ** min(row.attempts, 16))
+            self._not_before[row.id] = self.clock() + delay
         return _FAILS
 
     # -- observing and the periodic tasks ------------------------------------------------------------

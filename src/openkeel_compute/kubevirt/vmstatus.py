@@ -260,7 +260,15 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
                            progress=_progress(data_volumes), **base)
 
     if vm is None:
-        return Observation(ERROR, None, power, _gone(uuid), **base)
+        # Gone from the cluster (removed behind our back): Nova's power sync finds no guest on the host. A
+        # server that ran is stopped through the stop API (SHUTOFF, no fault); a start or a hard reboot
+        # makes the VM again from the server's record. A stop under way is done; any other task is its
+        # step's to end (it makes the VM again, or ends in Nova's fault).
+        if task == task_states.POWERING_OFF:
+            return Observation(STOPPED, None, power_state.NOSTATE, **base)
+        if task is None and vm_state not in _LEFT_ALONE and vm_state != STOPPED:
+            return Observation(STOPPED, None, power_state.NOSTATE, stopped_by_sync=True, **base)
+        return Observation(vm_state, task, power_state.NOSTATE if task is None else power, **base)
     if unresponsive:
         return Observation(vm_state, task, power, **base)
 

@@ -11,7 +11,7 @@ failed) and as KubeVirt's VM controller separates its sync from the status it re
   deep in a step says the same;
 - ``Failed(reason)``: the attempt failed (the cluster refused, Placement is away, ...): the attempt is
   counted, the reason kept as the row's ``last_error``, one WARNING line (not repeated while the reason
-  stays the same), and the row is tried again after a backoff (``ServerSettings.retry_delay``, doubled
+  stays the same), and the row is tried again after a backoff (none when the cluster does not answer) (``ServerSettings.retry_delay``, doubled
   each attempt up to ``retry_max_delay``). Once ``step_attempts`` attempts failed, an operation with a
   ``give_up`` (controller/steps/__init__.py) ends its task in Nova's fault with the last reason: a
   failure is bounded in time. With ``fault``, the task already ended in that Nova fault (recorded by the

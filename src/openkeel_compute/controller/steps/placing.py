@@ -1,7 +1,8 @@
 """Where a server runs: its resources claimed in Placement, and the node its VM is pinned to.
 
 Used by the build (the claim before any object exists), by the starts (a server whose node was deleted
-is started elsewhere) and by the observation (a build whose node cannot run it tries another one).
+is started elsewhere; one whose VM is gone gets it again) and by the observation (a build whose node
+cannot run it tries another one).
 """
 
 from __future__ import annotations
@@ -64,6 +65,21 @@ def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None
         instances.save_state(conn, server["uuid"], host=moved, node=moved)
     server["host"] = server["node"] = moved
     return None
+
+
+def make_again(ctx: Context, server: dict[str, Any]) -> bool:
+    """A server whose VirtualMachine is gone from the cluster (removed behind our back) gets it again from
+    its record, as Nova's hard reboot defines the guest again from the instance's record: its own
+    instancetype and preference, its Secrets, and a root disk imported again from its image (the old one
+    went with the VM). True when it was made again."""
+    namespace = ctx.namespace_of(server)
+    if ctx.cluster.look(namespace, server["uuid"])[0] is not None:
+        return False
+    LOG.warning("server %s: its virtual machine is gone from the cluster: made again from the server's record",
+                server["uuid"])
+    ctx.ensure_namespace(namespace, str(server["project_id"]))
+    vm_edits.apply_server(ctx, ctx.objects(server), None)
+    return True
 
 
 def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
