@@ -148,3 +148,39 @@ def test_a_pause_of_a_guest_that_is_gone_ends_in_a_fault_at_once(world):
     (event,) = got.json["instanceAction"]["events"]
     assert (event["event"], event["result"]) == ("compute_pause_instance", "Error")
     assert event["details"] == f"Instance {uuid} is not running."  # the fault Nova records (shown in ERROR only)
+
+
+def _addresses(client, uuid):
+    return [a["addr"] for a in _server(client, uuid)["addresses"].get("pod-network", [])]
+
+
+def _vmi_addresses(cluster, uuid):
+    vmis = [v for k, v in cluster.objects("VirtualMachineInstance").items() if k[1] == uuid]
+    interfaces = (vmis[0]["status"].get("interfaces") or []) if vmis else []
+    return [ip for i in interfaces for ip in i.get("ipAddresses") or [i.get("ipAddress")] if ip]
+
+
+def test_addresses_are_the_ones_the_guest_has_now(world):
+    """The pod network's address goes with the launcher pod: a stopped server shows none, a started or
+    rebuilt one the new VMI's (docs/servers.md says when it changes), never the one it no longer has."""
+    client, controller, cluster = world
+    uuid = _boot(client, controller)
+    first = _addresses(client, uuid)
+    assert first and first == _vmi_addresses(cluster, uuid)
+    _action(client, uuid, {"os-stop": None})
+    _until(client, controller, uuid, "SHUTOFF")
+    assert _addresses(client, uuid) == []
+    _action(client, uuid, {"os-start": None})
+    _until(client, controller, uuid, "ACTIVE")
+    assert _addresses(client, uuid) == _vmi_addresses(cluster, uuid) != []
+    _action(client, uuid, {"rebuild": {"imageRef": IMAGE_ALT}})
+    seen_without = False  # while the old VMI is gone and the new one not yet there, no address
+    deadline = time.monotonic() + 30
+    while _server(client, uuid)["status"] != "ACTIVE" and time.monotonic() < deadline:
+        controller.run_once()
+        seen_without |= _server(client, uuid)["OS-EXT-STS:task_state"] in (
+            "rebuild_block_device_mapping", "rebuild_spawning") and _addresses(client, uuid) == []
+        time.sleep(0.02)
+    assert seen_without
+    _until(client, controller, uuid, "ACTIVE")
+    assert _addresses(client, uuid) == _vmi_addresses(cluster, uuid) != []

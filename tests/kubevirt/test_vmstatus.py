@@ -257,8 +257,14 @@ def test_addresses_from_the_pod_interface():
 
 @pytest.mark.parametrize("the_vmi", [None, vmi("Running"), vmi("Running", interfaces=[{"name": "default"}]),
                                      vmi("Running", interfaces=[{"name": "default", "ipAddresses": ["fe80::2"]}])])
-def test_no_address_to_read_keeps_the_last_seen(the_vmi):
+def test_no_address_to_read_shows_none_never_the_last_seen(the_vmi):
+    """The pod network's address goes with the launcher pod: a VMI that shows none (stopped, finished, a new
+    one not yet reporting) leaves the server with no address, never one the guest no longer has."""
     assert addresses(the_vmi, "pod-network") is None
+    assert run(server("active"), vm(), the_vmi).addresses == {}
+    stale = [{"name": "default", "mac": "m", "ipAddress": "10.0.0.5"}]  # a finished VMI keeps its last status
+    assert run(server("stopped"), vm(), vmi("Succeeded", interfaces=stale)).addresses == {}
+    assert run(server("active"), vm(), vmi("Failed", interfaces=stale)).addresses == {}
 
 
 def test_single_ip_address_field():

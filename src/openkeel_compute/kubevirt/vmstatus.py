@@ -60,7 +60,9 @@ class Observation(NamedTuple):
     task_state: str | None
     power_state: int
     fault: Fault | None = None
-    addresses: dict[str, list[dict[str, Any]]] | None = None  # None: nothing to read, keep the last seen
+    #: the addresses the guest has now: its VMI's; none while no VMI runs or it shows none (a stopped
+    #: server's pod-network address is given back with its launcher pod). None: keep what the row has
+    addresses: dict[str, list[dict[str, Any]]] | None = None
     progress: int | None = None
     host: str | None = None  # the node the VMI runs on
     launched: bool = False  # the server reached Running for the first time: set launched_at
@@ -228,7 +230,10 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
         # VMI whose launcher pod went with its node (Failed, no reason) -- not "host unknown" any more.
         power, unresponsive = power_state.SHUTDOWN, False
     host = vmi_status.get("nodeName")
-    seen = addresses(vmi, network_name)
+    # Never an address the guest no longer has: the pod network's address goes with the launcher pod (a
+    # stop, a reboot, a rebuild, a resize, a move give the new VMI a new one, unless the network plugin
+    # keeps it), so what a VMI does not show (none, a finished one, a new one not yet reporting) is none.
+    seen = (addresses(vmi, network_name) if phase not in _FINAL else None) or {}
     base: _Seen = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
 
     if task == task_states.DELETING:
