@@ -54,7 +54,7 @@ from openkeel_compute.controller.steps.base import (
 from openkeel_compute.controller.steps.power import verb_for
 from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
-from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.api import reader, transaction, unavailable
 from openkeel_compute.model import operations as ops
 from openkeel_compute.placement.client import PlacementClient
 
@@ -229,7 +229,9 @@ class ServerLoop:
             outcome: Outcome = spec.step(ctx, row, server if server is not None else {})  # a read gets no row
         except Wait as wait:
             outcome = Waiting(wait.reason, wait.after)
-        except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
+        except Exception as exc:  # the row stays pending with the error, tried again later
+            if unavailable(exc):
+                raise  # the database away: the pass ends, no attempt is counted (controller/engine.py waits)
             result = self._record(row, Failed(str(exc)), problems)
             return _AWAY if result == _FAILS and transient(exc) else result
         return self._record(row, outcome, problems)
