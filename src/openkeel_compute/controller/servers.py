@@ -54,7 +54,7 @@ from openkeel_compute.controller.steps.base import (
 from openkeel_compute.controller.steps.power import verb_for
 from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
-from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.api import reader, transaction, unavailable
 from openkeel_compute.model import operations as ops
 from openkeel_compute.placement.client import PlacementClient
 
@@ -231,6 +231,8 @@ class ServerLoop:
         except Wait as wait:
             outcome = Waiting(wait.reason, wait.after)
         except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
+            if unavailable(exc):
+                raise  # the database away: the pass ends, no attempt is counted (controller/engine.py waits)
             away = transient(exc)
             result = self._record(ctx, row, server, Failed(str(exc)), problems, counted=not away)
             return _AWAY if result == _FAILS and away else result

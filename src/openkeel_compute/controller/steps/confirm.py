@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import errors, instances, resize
+from openkeel_compute.compute import errors, instances, resize, working_state
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
@@ -29,7 +29,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     migration = row.payload["migration"]
     vm, _vmi, _dvs = ctx.cluster.look(namespace, uuid)
     with reader(ctx.engine) as conn:
-        before = json.loads(resize.sysmeta(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
+        before = json.loads(working_state.get(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
     if vm is not None:
         keep = {(vm_edits.status_ref(vm, f).get("controllerRevisionRef") or {}).get("name") for f in vm_edits.MATCHERS}
         for field in vm_edits.MATCHERS:
@@ -40,8 +40,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     with transaction(ctx.engine) as conn:
         if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
             ctx.allocations.confirm(migration)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, None)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
             start_event(conn, row, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
     return DONE
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute import instances, working_state
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import Context
-from openkeel_compute.db.api import transaction
+from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import states, sysmeta
@@ -87,7 +87,8 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
     node and restarted. False when no attempt is left or no other node has room."""
     assert ctx.claims is not None
-    tried = [n for n in (server["system_metadata"].get(sysmeta.TRIED_NODES) or "").split(",") if n]
+    with reader(ctx.engine) as conn:
+        tried = [n for n in (working_state.get(conn, server["uuid"], sysmeta.TRIED_NODES) or "").split(",") if n]
     if server.get("node") and server["node"] not in tried:
         tried.append(server["node"])
     if len(tried) >= ctx.claims.max_attempts:
@@ -99,7 +100,7 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
              server.get("node"), node, len(tried) + 1, ctx.claims.max_attempts)
     with transaction(ctx.engine) as conn:
         instances.save_state(conn, server["uuid"], host=node, node=node)
-        instances.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
+        working_state.put(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
     server["host"] = server["node"] = node
     vm_edits.apply_server(ctx, ctx.objects(server), ctx.cluster.look(namespace, server["uuid"])[0])
     ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")

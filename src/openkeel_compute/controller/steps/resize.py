@@ -4,7 +4,7 @@ Tried pass after pass; the server's task_state says which step comes next (a res
 carries on where it was), and a step waits while the cluster has not got there yet:
 
 - ``resize_prep``: the VM's matchers and the ControllerRevisions its status names are kept in the
-  server's system metadata (what a revert needs), the new flavor is claimed in Placement
+  controller's working state of the server (compute/working_state.py: what a revert needs), the new flavor is claimed in Placement
   (resize_allocations.py) → ``resize_migrating`` (migration ``migrating``);
 - ``resize_migrating``: the VM is stopped; once it has no VMI → ``resize_migrated`` (``post-migrating``);
 - ``resize_migrated``: the server's own instancetype and preference of the new flavor are applied in its
@@ -26,7 +26,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from openkeel_compute.compute import instances, resize
+from openkeel_compute.compute import instances, resize, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import vm_edits
@@ -136,10 +136,12 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
         if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
                                     task_state=task_states.RESIZE_MIGRATING):
             return DONE  # deleted or reset meanwhile
-        resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
+        working_state.put(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
         if dest:
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES,
-                               json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True))
+            nodes = json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, nodes)
+            # the later steps of this same pass read it from here (a stopped server goes on at once)
+            server.setdefault("working_state", {})[sysmeta.RESIZE_NODES] = nodes
         resize.move_migration(conn, migration, "migrating")
         host = server.get("host")
         for name in events.BEFORE_RESIZE:
