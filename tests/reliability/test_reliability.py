@@ -77,3 +77,16 @@ def test_the_matrix_sees_a_leak(sqlite_world, persona):
     ok = policy_matrix.w.Answer(200, [("Content-Type", "application/json")], b"{}")
     path = f"/servers/{policy_matrix.w.SERVER}/action"
     assert policy_matrix._leak(persona, "/servers/{server_id}/action", "POST", "os-resetState", path, ok)
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "mariadb"])
+def test_a_database_restart_under_server_writes_loses_nothing(engine):
+    """Boots, metadata writes and stops while the database (a server of the test's own) stops and
+    starts again: every acknowledged boot is there afterwards, and no request sent after the restart
+    fails (tools/reliability.py --areas restarts runs it longer, with flavor writes too)."""
+    from tests.reliability import restarts
+
+    report = restarts.run(engine, free_port(), writers=2, before=1.5, outage=1.5, after=3.0, writes="servers")
+    print(report.line(engine + ", servers"))
+    assert report.acknowledged > 0 and report.lost == 0
+    assert report.errors_after_recovery == 0 and report.recovery_seconds is not None
