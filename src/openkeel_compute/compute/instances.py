@@ -26,6 +26,7 @@ from openkeel_compute.db.models import (
     utcnow,
 )
 from openkeel_compute.model import operations, states
+from openkeel_compute.notifications import server_events
 
 I = INSTANCES.c  # the column namespace: I.task_state
 
@@ -267,6 +268,7 @@ def begin_action(conn: Connection, instance: str | dict, pre: Precondition, acto
                 # MariaDB's repeatable read.
                 row = get(conn, instance_uuid, for_update=True)
                 continue
+            server_events.state_saved(conn, instance_uuid, server_events.state_before_of(row), actor)
         start_action(conn, instance_uuid, instance_action or pre.name, actor)
         return row
     raise errors.InstanceInvalidState(pre.name, instance_uuid, "task_state", row["task_state"])
@@ -293,6 +295,7 @@ def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
         # locked or deleted meanwhile (the current row says which), or a delete under way
         PRECONDITIONS["delete"].check(get(conn, row["uuid"], for_update=True), is_admin=actor.is_admin)
         return False
+    server_events.state_saved(conn, row["uuid"], server_events.state_before_of(row), actor)
     start_action(conn, row["uuid"], "delete", actor)
     return True
 
@@ -328,7 +331,11 @@ def save_state(conn: Connection, instance_uuid: str, *, expected_task_state=(), 
         if len(_SAVE_STATEMENTS) < 256:
             _SAVE_STATEMENTS[key] = statement
     values = {f"v_{column}": value for column, value in changes.items()}
-    return conn.execute(statement, {"w_uuid": instance_uuid, **values}).rowcount == 1
+    before = server_events.state_before(conn, instance_uuid)
+    saved = conn.execute(statement, {"w_uuid": instance_uuid, **values}).rowcount == 1
+    if saved:
+        server_events.state_saved(conn, instance_uuid, before)  # instance.update, after commit
+    return saved
 
 
 # --- lock ---------------------------------------------------------------------------------------
@@ -348,6 +355,7 @@ def lock(conn: Connection, instance_uuid: str, actor: Actor, reason: str | None 
     if reason:
         changes["locked_reason"] = reason
     conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(changes))
+    server_events.state_saved(conn, instance_uuid, server_events.state_before_of(row), actor)
     finish_event(conn, event, "Success")
     return True
 
@@ -360,11 +368,12 @@ def is_expected_locked_by(row: dict, actor: Actor) -> bool:
 
 
 def unlock(conn: Connection, instance_uuid: str, actor: Actor, host: str | None = None) -> None:
-    get(conn, instance_uuid)
+    row = get(conn, instance_uuid)
     action_id = start_action(conn, instance_uuid, "unlock", actor)
     event = start_event(conn, action_id, "api_unlock", host=host)
     conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0)
                  .values(locked=False, locked_by=None, locked_reason=None, updated_at=utcnow()))
+    server_events.state_saved(conn, instance_uuid, server_events.state_before_of(row), actor)
     finish_event(conn, event, "Success")
 
 
@@ -388,6 +397,7 @@ def start_event(conn: Connection, action_id: int, event: str, host: str | None =
         "deleted": 0})
     # Nova moves the action's updated_at with each event (2.58 lists and filters on it).
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
+    server_events.event_started(conn, action_id, event, host)  # instance.<action>.start, after commit
     return int(result.inserted_primary_key[0])  # type: ignore[index]  # one row inserted: its key
 
 
@@ -403,6 +413,7 @@ def finish_event(conn: Connection, event_id: int, result: str, *, traceback: str
     action_id = select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
         INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery()
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
+    server_events.event_finished(conn, event_id, result, host, details, traceback)  # .end / .error
 
 
 def action_for_request(conn: Connection, instance_uuid: str, request_id: str) -> int | None:
@@ -501,12 +512,14 @@ def soft_delete(conn: Connection, instance_uuid: str) -> bool:
     actions and events stay (os-instance-actions lists them for deleted servers). Returns False when
     there was nothing left to delete."""
     now = utcnow()
+    before = server_events.state_before(conn, instance_uuid)
     result = conn.execute(
         update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0)
         .values(deleted=I.id, deleted_at=now, updated_at=now, terminated_at=func.coalesce(I.terminated_at, now),
                 vm_state=states.DELETED, task_state=None, power_state=states.power_state.NOSTATE, progress=0))
     if result.rowcount != 1:
         return False
+    server_events.state_saved(conn, instance_uuid, before and {**before, "deleting": True}, first=True)
     for table in (INSTANCE_METADATA, INSTANCE_SYSTEM_METADATA, INSTANCE_FAULTS):
         conn.execute(update(table).where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0)
                      .values(deleted=table.c.id, deleted_at=now, updated_at=now))
@@ -611,14 +624,18 @@ _UPDATABLE = frozenset({"display_name", "display_description", "hostname", "auto
                         "access_ip_v6", "pinned_availability_zone"})
 
 
-def update_fields(conn: Connection, instance_uuid: str, changes: dict) -> bool:
+def update_fields(conn: Connection, instance_uuid: str, changes: dict, actor: Actor | None = None) -> bool:
     """PUT /servers/{id}: names, description, hostname, disk config, access IPs (no task runs
     for them, as in Nova). Returns False when the server is gone."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
     values = dict(changes, updated_at=utcnow())
-    return conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(values)).rowcount == 1
+    before = server_events.state_before(conn, instance_uuid)
+    saved = conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(values)).rowcount == 1
+    if saved:
+        server_events.state_saved(conn, instance_uuid, before, actor)  # instance.update, after commit
+    return saved
 
 
 _INSERT_OUTBOX = insert(OUTBOX)

@@ -13,7 +13,7 @@ from lightkube import Client
 from openkeel_compute import signals
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import audit, nodes, providers
+from openkeel_compute.controller import audit, nodes, providers, usage_audit
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
@@ -28,6 +28,8 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.flavor import FlavorCheck
+from openkeel_compute.notifications import server_events
+from openkeel_compute.notifications.server import ServerNotifier
 from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
@@ -130,6 +132,34 @@ def placement_from(conf: Any, embedded_url: str | None = None):
     return PlacementClient.from_conf(conf)
 
 
+def _server_notifier(conf: Any, engine: Any) -> ServerNotifier | None:
+    """The controller's server notifications (the compute steps' instance.* events), installed for the
+    hooks in compute/; None when nothing would be sent."""
+    notifier = ServerNotifier(conf, host=conf.host, engine=engine)
+    if not notifier.sends_servers:
+        notifier.close()
+        return None
+    server_events.install(notifier)
+    return notifier
+
+
+def _with_usage_audit(conf: Any, engine: Any, notifier: Any, then: Any) -> Any:
+    """The leader's periodic work, with Nova's instance usage audit when [DEFAULT] instance_usage_audit is on
+    (once per period and node: controller/usage_audit.py)."""
+    if not conf.instance_usage_audit:
+        return then
+
+    def work() -> None:
+        if then is not None:
+            then()
+        try:
+            usage_audit.run(engine, conf.instance_usage_audit_period, notifier)
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            LOG.warning("instance usage audit not run: %s", exc)
+
+    return work
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None, placement_url: str | None = None,
         flavor_check: FlavorCheck | None = None) -> int:
@@ -148,6 +178,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         migration.sync(engine)
     elif not _when_database_answers(lambda: migration.sync(engine), stop):
         return 0
+    notifier = _server_notifier(conf, engine)
     backend, cluster = build_backend(conf, kubeconfig, render_dir, metrics)
     elector = None
     if cluster is not None:
@@ -195,12 +226,16 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
             elector.start()
         if cluster is not None:
             _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval),
-                            (lambda: elector.is_leader) if elector else (lambda: True), publish_providers)
+                            (lambda: elector.is_leader) if elector else (lambda: True),
+                            _with_usage_audit(conf, engine, notifier, publish_providers))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)
         return 0
     finally:
+        if notifier is not None:
+            server_events.install(None)
+            notifier.close()
         if servers is not None:
             servers.close()
         if elector is not None and not once:
