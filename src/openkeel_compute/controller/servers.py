@@ -29,7 +29,7 @@ from typing import Any
 from lightkube import Client
 from sqlalchemy import Engine, and_, select, update
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.compose import Composer
@@ -190,7 +190,7 @@ class ServerLoop:
         if self._pass.placed or done:
             with transaction(self.engine) as conn:
                 for uuid, namespace, name in self._pass.placed:  # where the API and the next pass find them
-                    instances.save_state(conn, uuid, namespace=namespace, vm_name=name)
+                    cas.save_state(conn, uuid, namespace=namespace, vm_name=name)
                 if done:
                     _finish_rows(conn, done)
         self.rows_done = len(done)

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import store
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.vmstatus import Fault
 
@@ -127,11 +127,11 @@ def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
     """A live server's row with its metadata and system metadata; None once it is gone."""
     with reader(engine) as conn:
         try:
-            row = instances.get(conn, uuid)
+            row = store.get(conn, uuid)
         except Exception:  # noqa: BLE001 - gone (deleted meanwhile): nothing to do
             return None
-        row["metadata"] = instances.metadata_of(conn, uuid)
-        row["system_metadata"] = instances.metadata_of(conn, uuid, system=True)
+        row["metadata"] = store.metadata_of(conn, uuid)
+        row["system_metadata"] = store.metadata_of(conn, uuid, system=True)
     return row
 
 

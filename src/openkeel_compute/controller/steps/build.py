@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller.steps import placing
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
 from openkeel_compute.db.api import transaction
@@ -48,4 +48,4 @@ def claim_together(ctx: Context, rows: list[ServerRow]) -> None:
     if made:
         with transaction(ctx.engine) as conn:
             for uuid, node in made.items():
-                instances.save_state(conn, uuid, host=node, node=node)
+                cas.save_state(conn, uuid, host=node, node=node)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, instance_sysmeta
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps.base import Context
@@ -33,7 +33,7 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
         return exc.fault
     if server.get("node") != node:
         with transaction(ctx.engine) as conn:
-            instances.save_state(conn, server["uuid"], host=node, node=node)
+            cas.save_state(conn, server["uuid"], host=node, node=node)
     server["host"] = server["node"] = node
     return None
 
@@ -59,7 +59,7 @@ def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None
     # gone node, and the next attempt moves again (to the node the claim now holds, or another)
     ctx.cluster.apply(ctx.objects({**server, "host": moved, "node": moved}).vm)
     with transaction(ctx.engine) as conn:
-        instances.save_state(conn, server["uuid"], host=moved, node=moved)
+        cas.save_state(conn, server["uuid"], host=moved, node=moved)
     server["host"] = server["node"] = moved
     return None
 
@@ -80,8 +80,8 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],
              server.get("node"), node, len(tried) + 1, ctx.claims.max_attempts)
     with transaction(ctx.engine) as conn:
-        instances.save_state(conn, server["uuid"], host=node, node=node)
-        instances.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
+        cas.save_state(conn, server["uuid"], host=node, node=node)
+        instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
     server["host"] = server["node"] = node
     ctx.cluster.apply(ctx.objects(server).vm)
     ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import instance_sysmeta
 from openkeel_compute.controller.steps import placing
 from openkeel_compute.controller.steps.base import DONE, FINAL_PHASES, Context, Failed, Outcome, ServerRow
 from openkeel_compute.db.api import transaction
@@ -30,6 +30,6 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         ctx.cluster.subresource(namespace, name, "start")
         return DONE
     with transaction(ctx.engine) as conn:
-        instances.set_system_metadata_item(conn, row.server_uuid, sysmeta.REPLACED_VMI, uid)
+        instance_sysmeta.set_system_metadata_item(conn, row.server_uuid, sysmeta.REPLACED_VMI, uid)
     ctx.cluster.subresource(namespace, name, "restart")
     return DONE
