@@ -24,7 +24,7 @@ from collections.abc import Callable
 import falcon
 import orjson
 
-from openkeel_compute.api import faults, microversion, validation
+from openkeel_compute.api import faults, microversion, stored_text, validation
 from openkeel_compute.api.microversion import Version
 
 LOG = logging.getLogger(__name__)
@@ -212,49 +212,6 @@ def _parse_query(freq: falcon.Request) -> dict[str, list[str]]:
     return result
 
 
-def _unstorable(text: str) -> bool:
-    """Text no database can hold or compare alike: a NUL (PostgreSQL refuses it in any string,
-    the others store it) or a lone surrogate (not encodable as UTF-8)."""
-    if "\x00" in text:
-        return True
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return True
-    return False
-
-
-def _strings_of(value):
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _strings_of(key)
-            yield from _strings_of(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings_of(item)
-
-
-def _refuse_unstorable_text(params: dict, query: dict, body, ctx) -> None:
-    """A 400 for client text that would reach the database unstorable, whatever the engine.
-
-    Runs after the schemas (their own messages come first, e.g. for names) and before the handler:
-    a NUL in an id would otherwise be "not found" on SQLite and MariaDB but a server error on
-    PostgreSQL. The same input now has the same answer on every engine.
-    """
-    places = (
-        ("the URL", params.values()),
-        ("the query string", (*query, *(v for values in query.values() for v in values))),
-        ("the request body", _strings_of(body)),
-        ("the token's user or project", (getattr(ctx, "user_id", None), getattr(ctx, "project_id", None))),
-    )
-    for place, texts in places:
-        if any(isinstance(text, str) and _unstorable(text) for text in texts):
-            raise faults.BadRequest(f"Invalid input received: {place} contains a NUL character or an "
-                                    "invalid Unicode character.")
-
-
 def _read_body(freq: falcon.Request) -> bytes:
     """The request body; a chunked one (no Content-Length) is read to its end.
 
@@ -372,7 +329,7 @@ class Endpoint:
         if body_schema is not None:
             body = validation.validate_body(body_schema, body, legacy_v2=req.legacy_v2)
         req.body = body
-        _refuse_unstorable_text(params, req.query, body, ctx)
+        stored_text.refuse_unstorable(params, req.query, body, ctx, writes=method not in ("GET", "HEAD"))
         try:
             result = op.func(req, **params)
         except faults.Fault as fault:

@@ -11,6 +11,7 @@ together.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from sqlalchemy import and_, delete, func, insert, select, text, update
@@ -242,6 +243,10 @@ def lock_project(conn, project_id: str) -> None:
     serialises every writer already.
     """
     dialect = conn.dialect.name
+    if len(project_id) > _LOCK_KEY_LENGTH:
+        # a key pair's lock is "user:" and a user id of up to 255 characters: a key that long names
+        # its sentinel row by digest (within the column; truncated, it would never be found again)
+        project_id = "sha256:" + hashlib.sha256(project_id.encode()).hexdigest()
     if dialect == "postgresql":
         conn.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": "openkeel-quota:" + project_id})
     elif dialect in ("mysql", "mariadb"):
@@ -255,6 +260,7 @@ def lock_project(conn, project_id: str) -> None:
 
 # The sentinel row MariaDB writers lock (not a resource: never listed, never counted).
 _LOCK_RESOURCE = "~lock"
+_LOCK_KEY_LENGTH = 255  # quotas.project_id
 
 
 def _effective(conn, conf, project_id: str, user_id: str | None) -> tuple[dict, dict, dict, dict]:

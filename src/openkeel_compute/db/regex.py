@@ -7,6 +7,7 @@ MariaDB's own dialects elsewhere (each refusing a different set of patterns, wit
 
 So patterns are compiled with RE2, which matches in time linear in the text and refuses the
 constructs that need backtracking (backreferences, lookaround, possessive and atomic groups),
+with Python's syntax and Unicode classes carried over (db/python_regex.py: ``\\w`` is Unicode there),
 and the matching happens here, in Python: the database reads the filtered column of the rows the
 other criteria keep, and the query then narrows to the keys whose value matched. Ordering, markers
 and limits stay in SQL. A pattern Python accepts but RE2 refuses is a client error (400).
@@ -20,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 from sqlalchemy import Connection, and_, bindparam, select
 from sqlalchemy.sql.elements import ColumnElement
+
+from openkeel_compute.db import python_regex
 
 _BOUND_KEYS = 1000
 
@@ -36,20 +39,25 @@ def _re2():
     return re2, options
 
 
-class Unsupported(ValueError):
-    """A pattern the linear-time engine cannot run (the message says why)."""
+Unsupported = python_regex.Unsupported
 
 
-def compile_pattern(pattern: str):
-    """A compiled linear-time pattern; ``re.error`` when Python's syntax refuses it (Nova's test),
-    ``Unsupported`` when only the linear-time engine does."""
-    re.compile(pattern)
+def _compile_re2(program: str):
     re2, options = _re2()
     try:
-        return re2.compile(pattern, options)
+        return re2.compile(program, options)
     except re2.error as exc:
         reason = exc.args[0].decode("utf-8", "replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise Unsupported(reason) from None
+
+
+@functools.lru_cache(maxsize=256)  # a page after page of one filter compiles it once
+def compile_pattern(pattern: str) -> python_regex.Pattern:
+    """A compiled linear-time pattern with Python's syntax and Unicode meaning (db/python_regex.py);
+    ``re.error`` when Python's syntax refuses it (Nova's test), ``Unsupported`` when only the
+    linear-time engine does."""
+    re.compile(pattern)
+    return python_regex.Pattern(pattern, _compile_re2)
 
 
 def supported(pattern: str) -> bool:
@@ -65,7 +73,7 @@ def search(pattern, text) -> bool:
     """SQL's ``text REGEXP pattern``: NULL never matches; non-strings match on their text."""
     if text is None:
         return False
-    return pattern.search(text if isinstance(text, str) else str(text)) is not None
+    return pattern.search(text if isinstance(text, str) else str(text))
 
 
 Test = tuple[ColumnElement, Callable[[object], bool]]

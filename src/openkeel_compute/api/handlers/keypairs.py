@@ -8,7 +8,7 @@ before the row is written, in the same transaction, with the user's other writer
 
 from __future__ import annotations
 
-from openkeel_compute.api import common
+from openkeel_compute.api import common, stored_text
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import keypairs_quotas as schema
 from openkeel_compute.api.wsgi import Response, operation
@@ -53,6 +53,7 @@ def create(req):
     key_type = params.get("type", keypairs.SSH)
     user_id = (params.get("user_id") if req.at_least(2, 10) else None) or req.context.user_id
     common.can(req, rules.KEYPAIRS % "create", {"user_id": user_id})
+    stored_text.refuse_long_id(user_id, "user_id")
     conf = common.services(req).conf
     private_key = None
     with common.read(req) as conn:

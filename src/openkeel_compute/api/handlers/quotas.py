@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from oslo_utils import strutils
 
-from openkeel_compute.api import common, faults
+from openkeel_compute.api import common, faults, stored_text
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import keypairs_quotas as schema
 from openkeel_compute.api.wsgi import Response, operation
@@ -91,8 +91,10 @@ def _infinite(value: int) -> float:
 @wsgi_path_params
 def update(req, project_id):
     common.can(req, rules.QUOTA_SETS % "update", {"project_id": project_id})
-    _verify_project(req, project_id)
     user_id = _first(req, "user_id")
+    stored_text.refuse_long_id(project_id, "the project id")
+    stored_text.refuse_long_id(user_id, "user_id")
+    _verify_project(req, project_id)
     quota_set = req.body["quota_set"]
     force = strutils.bool_from_string(quota_set.get("force", "False"))
     conf = common.services(req).conf

@@ -1,7 +1,9 @@
 """create: a new server's objects, then its start.
 
-The project's namespace if missing, the server's Secrets, its own preference (when the image changes
-the flavor's) and its VirtualMachine by server-side apply, then KubeVirt's ``start``. With Placement the
+The project's namespace if missing, the server's Secrets, its own instancetype and preference (copies of
+its flavor's in its namespace: the VM never depends on the catalogue's objects, which may not be synced
+yet, or not be in this namespace) and its VirtualMachine by server-side apply, the instancetype and
+preference then owned by the VM, then KubeVirt's ``start``. With Placement the
 resources are claimed first (the builds of a pass together, ``claim_together``); no node with room ends
 the build in ERROR with Nova's fault and nothing made. A build that already left BUILD (timed out) makes
 nothing.
@@ -12,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from openkeel_compute.compute.instances import cas
-from openkeel_compute.controller.steps import placing
+from openkeel_compute.controller.steps import placing, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -29,8 +31,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     objects = ctx.objects(server)
     namespace, name = ctx.namespace_of(server), server_vm_name(row.server_uuid)
     ctx.ensure_namespace(namespace, str(server["project_id"]))
-    for body in objects.documents():
-        ctx.cluster.apply(body)
+    vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
     return DONE

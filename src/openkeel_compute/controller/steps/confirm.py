@@ -1,4 +1,5 @@
-"""confirm-resize: the old flavor's ControllerRevisions deleted, the migration's allocation given back,
+"""confirm-resize: the old flavor's ControllerRevisions (and the server's own instancetype and
+preference of it) deleted, the migration's allocation given back,
 the server ``active`` or ``stopped`` by its power state. And the periodic confirmation of resizes that
 waited longer than ``resize_confirm_window`` (Nova's option and periodic task)."""
 
@@ -37,6 +38,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             old = (before.get(field) or {}).get("revision")
             if old and old not in keep:
                 ctx.cluster.delete(ObjectKey("ControllerRevision", namespace, old))
+        vm_edits.drop_unused_sizing(ctx, namespace, uuid, vm)
     with transaction(ctx.engine) as conn:
         if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
             ctx.allocations.confirm(migration)

@@ -1,6 +1,7 @@
 """delete, soft-delete, restore, and the reclaim of soft-deleted servers.
 
-- delete: the VirtualMachine (its disks and instance go with it), its Secrets and its preference; an
+- delete: the VirtualMachine (its disks and instance go with it), its Secrets and its own instancetypes
+  and preferences; an
   open resize ends (``resize.close_on_delete``). The observation soft-deletes the row once none of
   them is left. The table marks it ``supersedes``: the server's earlier rows are moot and done.
 - soft-delete: the VM stopped (its disks stay), then vm_state soft-delete: what Nova's compute service

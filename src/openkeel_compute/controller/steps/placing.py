@@ -12,6 +12,7 @@ from typing import Any
 from openkeel_compute.compute.instances import cas, instance_sysmeta
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
+from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import Context
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -57,7 +58,8 @@ def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None
     LOG.info("server %s: its node %s is gone, starting it on %s", server["uuid"], node, moved)
     # the VM is pinned before the row names the new node: a failure in between leaves the row on the
     # gone node, and the next attempt moves again (to the node the claim now holds, or another)
-    ctx.cluster.apply(ctx.objects({**server, "host": moved, "node": moved}).vm)
+    vm_edits.apply_server(ctx, ctx.objects({**server, "host": moved, "node": moved}),
+                          ctx.cluster.look(ctx.namespace_of(server), server["uuid"])[0])
     with transaction(ctx.engine) as conn:
         cas.save_state(conn, server["uuid"], host=moved, node=moved)
     server["host"] = server["node"] = moved
@@ -83,6 +85,6 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
         cas.save_state(conn, server["uuid"], host=node, node=node)
         instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
     server["host"] = server["node"] = node
-    ctx.cluster.apply(ctx.objects(server).vm)
+    vm_edits.apply_server(ctx, ctx.objects(server), ctx.cluster.look(namespace, server["uuid"])[0])
     ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")
     return True

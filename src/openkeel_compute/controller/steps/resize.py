@@ -7,8 +7,9 @@ carries on where it was), and a step waits while the cluster has not got there y
   server's system metadata (what a revert needs), the new flavor is claimed in Placement
   (resize_allocations.py) → ``resize_migrating`` (migration ``migrating``);
 - ``resize_migrating``: the VM is stopped; once it has no VMI → ``resize_migrated`` (``post-migrating``);
-- ``resize_migrated``: one JSON patch (``test`` the matchers read, then replace them) points the VM at
-  the new flavor's instancetype and preference; the root disk's claim grows if the new flavor's disk
+- ``resize_migrated``: the server's own instancetype and preference of the new flavor are applied in its
+  namespace (owned by its VM), then one JSON patch (``test`` the matchers read, then replace them)
+  points the VM at them; the root disk's claim grows if the new flavor's disk
   is larger; the VM is pinned to the claimed node and started again if it ran before → ``resize_finish``;
 - ``resize_finish``: once ``status.instancetypeRef`` names the new instancetype (and the VMI runs,
   when it ran before) → vm_state ``resized`` (VERIFY_RESIZE), migration ``finished``.
@@ -90,7 +91,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if task == task_states.RESIZE_MIGRATED:
         if vm is None:
             raise Wait("the server has no VirtualMachine")
-        wanted = vm_edits.new_matchers(server, copy.new or copy.cur, vm, ctx.settings.options)
+        wanted = vm_edits.new_matchers(ctx, server, copy.new or copy.cur, vm)
         vm_edits.patch(ctx, namespace, uuid, vm_edits.matcher_patch(
             vm, {k: v for k, v in wanted.items() if (vm.get("spec") or {}).get(k) != v}))
         vm_edits.grow_root_disk(ctx, namespace, uuid, copy.old or copy.cur, copy.new or copy.cur)
@@ -153,7 +154,7 @@ def _finish(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str, 
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     if vm is None:
         raise Wait("the server has no VirtualMachine")
-    wanted = vm_edits.new_matchers(server, copy.new or copy.cur, vm, ctx.settings.options)
+    wanted = vm_edits.wanted_matchers(ctx, server, copy.new or copy.cur)
     if vm_edits.status_ref(vm, "instancetype").get("name") != (wanted["instancetype"] or {}).get("name"):
         raise Wait("waiting for KubeVirt to record the new instancetype")
     running = row.payload.get("old_vm_state") != states.STOPPED

@@ -1,7 +1,8 @@
 """revert-resize (task ``resize_reverting``): the VM stopped, its matchers patched back to the old names
 *with* their revision names (the old flavor and its instancetype may have been deleted meanwhile: the
 revision is all KubeVirt needs), the old flavor's disks back, the VM back on its node and started if the
-server ran before the resize → ``active`` / ``stopped``; the migration's allocation back on the server."""
+server ran before the resize → ``active`` / ``stopped``; the migration's allocation back on the server, and
+the server's own instancetype and preference of the new flavor deleted."""
 
 from __future__ import annotations
 
@@ -74,6 +75,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             if node and node != server.get("node"):
                 cas.save_state(conn, uuid, host=node, node=node)
             end_event(conn, uuid, host=node or server.get("host"))
+    vm_edits.drop_unused_sizing(ctx, namespace, uuid, vm)  # the new size's own objects
     return DONE
 
 
