@@ -73,7 +73,7 @@ def server(conf):
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="t")
         store.create(conn, actor=Actor("demo", "demo-project"), flavor=catalog.get(conn, "t"), extra_specs={},
-                         display_name="srv", uuid=SERVER)
+                     display_name="srv", uuid=SERVER)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == SERVER)
                      .values(vm_state=states.STOPPED, task_state=None, host="node-1", node="node-1",
                              launched_at=models.utcnow(), power_state=states.power_state.SHUTDOWN))

@@ -290,7 +290,7 @@ def _controller_starts(engine, uuid: str) -> None:
     """What the controller writes once the server runs."""
     with db_api.transaction(engine) as conn:
         cas.save_state(conn, uuid, vm_state=states.ACTIVE, task_state=None, host="node-1", node="node-1",
-                             power_state=states.power_state.RUNNING, launched_at=models.utcnow())
+                       power_state=states.power_state.RUNNING, launched_at=models.utcnow())
 
 
 def _controller_deletes(engine, uuid: str) -> None:

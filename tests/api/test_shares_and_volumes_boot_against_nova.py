@@ -55,7 +55,7 @@ def _same_server_in_openkeel(conf, server_id: str, vm_state: str = states.ACTIVE
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
         store.create(conn, actor=Actor("su", "5ab0"), flavor=catalog.get(conn, "1"), extra_specs={},
-                         display_name="shared", uuid=server_id, image_ref=IMAGE)
+                     display_name="shared", uuid=server_id, image_ref=IMAGE)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == server_id)
                      .values(vm_state=vm_state, task_state=None))
 

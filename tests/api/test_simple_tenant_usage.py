@@ -40,7 +40,7 @@ def _t(text: str | None) -> dt.datetime | None:
 
 def _server(conn, uuid, name, project, flavorid, launched, terminated=None, vm_state=states.ACTIVE):
     store.create(conn, actor=Actor("u-" + project, project), flavor=catalog.get(conn, flavorid), extra_specs={},
-                     display_name=name, uuid=uuid)
+                 display_name=name, uuid=uuid)
     values = {"launched_at": _t(launched), "vm_state": vm_state, "task_state": None}
     if terminated:
         values.update(terminated_at=_t(terminated), deleted_at=_t(terminated), deleted=models.INSTANCES.c.id,

@@ -84,7 +84,7 @@ def _copy_into_openkeel(conf, base, start, end):
             flavorid = next(k for k, v in FLAVORS.items() if v[0] == line["flavor"])
             user = {"aaaa0001": "ua", "bbbb0002": "ub"}[line["tenant_id"]]
             store.create(conn, actor=Actor(user, line["tenant_id"]), flavor=catalog.get(conn, flavorid),
-                             extra_specs={}, display_name=line["name"], uuid=line["instance_id"], image_ref=IMAGE)
+                         extra_specs={}, display_name=line["name"], uuid=line["instance_id"], image_ref=IMAGE)
             values = {"launched_at": dt.datetime.fromisoformat(line["started_at"]), "task_state": None,
                       "vm_state": line["state"], "power_state": states.power_state.RUNNING}
             if line["state"] == "terminated":

@@ -199,10 +199,10 @@ def _boot(engine):
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
         row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="srv",
-                               metadata={"old": "1"}, image_ref="155d900f-4e14-4e4c-a73d-069cbf4541e6",
-                               system_metadata={"image_architecture": "x86_64", "image_min_disk": "1"})
+                           metadata={"old": "1"}, image_ref="155d900f-4e14-4e4c-a73d-069cbf4541e6",
+                           system_metadata={"image_architecture": "x86_64", "image_min_disk": "1"})
         cas.save_state(conn, row["uuid"], vm_state=states.ACTIVE, task_state=None,
-                             power_state=states.power_state.RUNNING, launched_at=models.utcnow(), host="node-1")
+                       power_state=states.power_state.RUNNING, launched_at=models.utcnow(), host="node-1")
         return store.get(conn, row["uuid"])
 
 
@@ -242,7 +242,7 @@ def test_soft_delete_then_due_for_reclaim(engine):
     with db_api.transaction(engine) as conn:
         soft_delete.begin_soft_delete(conn, row, OWNER)
         cas.save_state(conn, row["uuid"], expected_task_state="soft-deleting", vm_state=states.SOFT_DELETED,
-                             task_state=None)
+                       task_state=None)
     with db_api.reader(engine) as conn:
         kept = store.get(conn, row["uuid"])
         assert row["uuid"] not in soft_delete.due_for_reclaim(conn, 3600)

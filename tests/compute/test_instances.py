@@ -65,11 +65,11 @@ def _boot(engine, flavor, *, actor=None, launched=True, **columns):
     actor = actor or OWNER
     with db_api.transaction(engine) as conn:
         row = store.create(conn, actor=actor, flavor=flavor, extra_specs={"hw:cpu_policy": "shared"},
-                               display_name="srv", metadata={"k": "v"}, tags=["b", "a"], **columns)
+                           display_name="srv", metadata={"k": "v"}, tags=["b", "a"], **columns)
         if launched:
             cas.save_state(conn, row["uuid"], expected_task_state=[ts.SCHEDULING], vm_state=states.ACTIVE,
-                                 task_state=None, power_state=states.power_state.RUNNING,
-                                 launched_at=models.utcnow(), host="openkeel", node="node-1")
+                           task_state=None, power_state=states.power_state.RUNNING,
+                           launched_at=models.utcnow(), host="openkeel", node="node-1")
     return row["uuid"]
 
 
@@ -124,7 +124,7 @@ def test_an_action_moves_task_state_and_is_recorded(engine):
     with db_api.transaction(engine) as conn:
         assert not cas.save_state(conn, uuid, expected_task_state=[ts.POWERING_ON], vm_state="stopped")
         assert cas.save_state(conn, uuid, expected_task_state=[ts.POWERING_OFF], vm_state="stopped",
-                                    task_state=None, power_state=states.power_state.SHUTDOWN)
+                              task_state=None, power_state=states.power_state.SHUTDOWN)
     assert store.status(_get(engine, uuid)) == "SHUTOFF"
     with db_api.reader(engine) as conn:
         recorded = instance_actions.actions_of(conn, uuid)
@@ -162,7 +162,7 @@ def test_of_n_concurrent_actions_on_one_server_exactly_one_proceeds(engine, acti
         try:
             with db_api.transaction(engine) as conn:
                 cas.begin_action(conn, target, actions.precondition(names[i]),
-                                       Actor("demo", OWNER.project_id, request_id=f"req-{i}"))
+                                 Actor("demo", OWNER.project_id, request_id=f"req-{i}"))
             outcomes[i] = "ok"
         except errors.Conflict as exc:
             outcomes[i] = exc.message
@@ -301,7 +301,7 @@ def test_status_filter_in_a_list(engine):
 
         def listed(*statuses, v238=True):
             where = listing.list_filter(is_admin=False, project_id=OWNER.project_id, statuses=list(statuses),
-                                          version_2_38=v238)
+                                        version_2_38=v238)
             return {r["uuid"] for r in listing.list_instances(conn, where)}
 
         assert listed("ACTIVE") == {active, stopping}
@@ -439,7 +439,7 @@ def test_a_page_of_servers_sorts_nulls_lowest_and_continues_after_the_marker(eng
     def page(direction, **kw):
         with db_api.reader(engine) as conn:
             return [r["uuid"] for r in paging.list_page(conn, where, sort_keys=["key_name"],
-                                                           sort_dirs=[direction], **kw)]
+                                                        sort_dirs=[direction], **kw)]
 
     ascending = page("asc")
     # created_at and id break ties, in the first direction

@@ -128,9 +128,9 @@ def boot(engine, **system_metadata) -> str:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
         row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
-                               image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
-                                                **system_metadata})
+                           image_ref=IMAGE,
+                           system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
+                                            **system_metadata})
         updates.outbox(conn, row["uuid"], ops.CREATE, OWNER)
     return row["uuid"]
 

@@ -44,7 +44,7 @@ def _boot(engine, *, vcpus=1, ram=512, disk=1, specs=None) -> str:
             catalog.set_extra_specs(conn, flavor, specs)
             flavor = catalog.get(conn, flavorid)
         row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs=specs or {}, display_name="web 1",
-                               image_ref=IMAGE, system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+                           image_ref=IMAGE, system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
         updates.outbox(conn, row["uuid"], "create", OWNER)
     return row["uuid"]
 

@@ -70,8 +70,8 @@ def test_a_flavor_without_serial_console_has_no_console(loop, db):
         catalog.set_extra_specs(conn, flavor, {"hw:serial_port_count": "0"})
         flavor = catalog.get(conn, flavorid)
         row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs={"hw:serial_port_count": "0"},
-                               display_name="quiet", image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+                           display_name="quiet", image_ref=IMAGE,
+                           system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
         updates.outbox(conn, row["uuid"], "create", OWNER)
     until(loop, db, row["uuid"], active)
     answer = _answer(loop, db, _ask(db, row["uuid"], 10))

@@ -27,8 +27,8 @@ def boot(engine, **columns) -> str:
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         row = store.create(conn, actor=OWNER, flavor=catalog.get(conn, flavorid), extra_specs={},
-                               display_name="Web Server.1", image_ref=IMAGE, metadata={"role": "web"},
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"}, **columns)
+                           display_name="Web Server.1", image_ref=IMAGE, metadata={"role": "web"},
+                           system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"}, **columns)
         updates.outbox(conn, row["uuid"], "create", OWNER)
     return row["uuid"]
 

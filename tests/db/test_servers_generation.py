@@ -80,7 +80,7 @@ def running_servers(engine, count: int) -> list[str]:
         catalog.create(conn, name="m1", memory_mb=64, vcpus=1, root_gb=1, flavorid="m1")
         flavor = catalog.get(conn, "m1")
         uuids = [store.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
-                                  image_ref="img", system_metadata={})["uuid"] for i in range(count)]
+                              image_ref="img", system_metadata={})["uuid"] for i in range(count)]
         conn.execute(sa.update(models.INSTANCES).values(vm_state=states.ACTIVE, task_state=None,
                                                         launched_at=models.utcnow()))
     return uuids

@@ -26,7 +26,7 @@ def _server(engine, *, node_name=None, vm_state=states.ACTIVE) -> str:
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=2, root_gb=1, flavorid=flavorid)
         row = store.create(conn, actor=OWNER, flavor=catalog.get(conn, flavorid), extra_specs={},
-                               display_name="s", image_ref=IMAGE, system_metadata={"image_disk_format": "qcow2"})
+                           display_name="s", image_ref=IMAGE, system_metadata={"image_disk_format": "qcow2"})
         cas.save_state(conn, row["uuid"], vm_state=vm_state, task_state=None, node=node_name, host=node_name)
     return row["uuid"]
 

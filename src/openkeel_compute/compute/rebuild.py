@@ -71,5 +71,5 @@ def begin_rebuild(conn: Connection, row: dict, actor: Actor, *, image: dict, fla
     system[BASE_IMAGE_REF] = image["id"]
     _replace_image_metadata(conn, uuid, system)
     updates.outbox(conn, uuid, operations.REBUILD, actor, task_state=pre.next_task_state, image_ref=image["id"],
-                     old_vm_state=checked["vm_state"])
+                   old_vm_state=checked["vm_state"])
     return checked

@@ -138,8 +138,8 @@ def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, hos
         return False
     copy["cur"] = copy["new"]
     if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
-                                task_state=None, power_state=power_state,
-                                flavor=_dump(copy), **_sizes(copy["new"])):
+                          task_state=None, power_state=power_state,
+                          flavor=_dump(copy), **_sizes(copy["new"])):
         return False
     extra = {"dest_compute": host, "dest_node": host} if host else {}
     move_migration(conn, migration, "finished", **extra)
@@ -155,7 +155,7 @@ def confirmed(conn: Connection, uuid: str, migration: str, *, power_state: int) 
     copy["old"] = copy["new"] = None
     vm_state = states.STOPPED if power_state == states.power_state.SHUTDOWN else states.ACTIVE
     if not cas.save_state(conn, uuid, expected_task_state=None, vm_state=vm_state, power_state=power_state,
-                                flavor=_dump(copy)):
+                          flavor=_dump(copy)):
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "confirmed", expected="confirming")
@@ -173,8 +173,8 @@ def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -
     old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE)
     vm_state = states.STOPPED if old_vm_state == states.STOPPED else states.ACTIVE
     if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_REVERTING, vm_state=vm_state,
-                                task_state=None, power_state=power_state,
-                                flavor=_dump(copy), **_sizes(copy["cur"])):
+                          task_state=None, power_state=power_state,
+                          flavor=_dump(copy), **_sizes(copy["cur"])):
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "reverted", expected="reverting")
@@ -189,7 +189,7 @@ def failed(conn: Connection, uuid: str, migration: str, *, expected_task_state: 
     copy["old"] = copy["new"] = None
     old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE) or states.ACTIVE
     if not cas.save_state(conn, uuid, expected_task_state=expected_task_state, vm_state=old_vm_state,
-                                task_state=None, flavor=_dump(copy)):
+                          task_state=None, flavor=_dump(copy)):
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "error")

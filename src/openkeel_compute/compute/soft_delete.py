@@ -30,7 +30,7 @@ def begin_soft_delete(conn: Connection, row: dict, actor: Actor) -> dict:
     may not be soft-deleted: the caller then deletes it at once) and ask the controller to stop it."""
     pre = PRECONDITIONS["soft_delete"]
     checked = cas.begin_action(conn, row, pre, actor, instance_action="delete",
-                                     values={"deleted_at": utcnow()})
+                               values={"deleted_at": utcnow()})
     updates.outbox(conn, row["uuid"], operations.SOFT_DELETE, actor, task_state=pre.next_task_state)
     return checked
 

@@ -66,7 +66,7 @@ def fail(conn: Connection, row: dict, pre: Precondition, actor: Actor, ending: E
         instance_faults.add_fault(conn, uuid, code=code, message=message, details=trace, host=row["host"])
     expected = pre.next_task_state if pre.next_task_state is not None else checked["task_state"]
     cas.save_state(conn, uuid, expected_task_state=expected,
-                         vm_state=ending.vm_state or checked["vm_state"], task_state=None)
+                   vm_state=ending.vm_state or checked["vm_state"], task_state=None)
     return checked
 
 

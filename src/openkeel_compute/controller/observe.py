@@ -273,7 +273,7 @@ class Observer:
                 return  # an API action moved the task meanwhile: it wins, the next pass looks again
             if fault is not None:
                 instance_faults.add_fault(conn, uuid, code=fault.code, message=fault.message,
-                                    details=fault.details or None, host=seen.host)
+                                          details=fault.details or None, host=seen.host)
             if seen.stopped_by_sync:
                 # Nova's power sync stops a guest it finds off through the stop API: a "stop" action
                 # (no user, no project) whose compute_stop_instance event ran on the server's host

@@ -55,7 +55,7 @@ def finish(conn: Connection, server: dict[str, Any], fault: Fault | None, host: 
         instance_actions.finish_event(conn, event_id, "Success", host=host)
     else:
         instance_actions.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
-                               details=fault.message, host=host)
+                                      details=fault.message, host=host)
     instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.TASK_EVENT, None)
 
 
@@ -70,7 +70,7 @@ def end_in_fault(conn: Connection, server: dict[str, Any], fault: Fault, *, expe
     if not cas.save_state(conn, server["uuid"], expected_task_state=expected, **changes):
         return False
     instance_faults.add_fault(conn, server["uuid"], code=fault.code, message=fault.message, details=fault.details,
-                        host=host)
+                              host=host)
     finish(conn, server, fault, host)
     return True
 

@@ -60,8 +60,8 @@ def boot(engine, *, uuid: str, name: str, created: str, updated: str, launched: 
     with db_api.transaction(engine) as conn:
         flavor_row = _flavor(conn, *flavor)
         store.create(conn, actor=actor, flavor=flavor_row, extra_specs={}, display_name=name, uuid=uuid,
-                         image_ref=IMAGE, reservation_id=reservation_id, config_drive="", kernel_id="",
-                         ramdisk_id="", availability_zone="nova", system_metadata=system_metadata)
+                     image_ref=IMAGE, reservation_id=reservation_id, config_drive="", kernel_id="",
+                     ramdisk_id="", availability_zone="nova", system_metadata=system_metadata)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == uuid).values(
             vm_state=states.ACTIVE, task_state=None, power_state=states.power_state.RUNNING, host=host,
             node=host, launched_on=host, root_device_name="/dev/sda", progress=0,

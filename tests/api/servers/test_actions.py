@@ -62,7 +62,7 @@ def test_stop_then_start_as_nova(client, engine):
     # the controller's part, done here by hand
     with db_api.transaction(engine) as conn:
         cas.save_state(conn, oracle.SERVER_A, expected_task_state="powering-off", vm_state=states.STOPPED,
-                             task_state=None, power_state=states.power_state.SHUTDOWN)
+                       task_state=None, power_state=states.power_state.SHUTDOWN)
     _same(client.post(PATH, headers=DEMO, json_body={"os-stop": None}), oracle.recorded("os-stop while SHUTOFF -> 409"))
     _same(client.post(PATH, headers=DEMO, json_body={"reboot": {"type": "SOFT"}}),
           oracle.recorded("SOFT reboot while SHUTOFF -> 409"))
@@ -153,7 +153,7 @@ def test_suspend_is_accepted_then_fails_as_with_a_driver_without_it(client, engi
     with db_api.reader(engine) as conn:
         faults = instance_faults.latest_faults(conn, [oracle.SERVER_A])
         action = instance_actions.get_action(conn, oracle.SERVER_A, instance_actions.actions_of(conn, oracle.SERVER_A)[0]
-                                      ["request_id"])
+                                             ["request_id"])
     assert (faults[oracle.SERVER_A]["code"], faults[oracle.SERVER_A]["message"]) == (500, "NotImplementedError")
     assert action["action"] == "suspend"
     assert [(e["event"], e["result"], e["details"], e["host"]) for e in action["events"]] == [

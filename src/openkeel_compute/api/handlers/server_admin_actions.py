@@ -72,7 +72,7 @@ def restore(req, server_id):
             updates.outbox(conn, row["uuid"], "restore", actor, task_state=pre.next_task_state)
         else:  # never placed: nothing in the cluster to start
             cas.save_state(conn, row["uuid"], expected_task_state=pre.next_task_state,
-                                 vm_state=states.ACTIVE, task_state=None)
+                           vm_state=states.ACTIVE, task_state=None)
     return Response(None)
 
 

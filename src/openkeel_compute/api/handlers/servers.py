@@ -149,4 +149,4 @@ def _keeps_deleted(req) -> bool:
 def actor_of(req) -> Actor:
     ctx = req.context
     return Actor(user_id=ctx.user_id, project_id=ctx.project_id, is_admin=bool(ctx.is_admin),
-                           request_id=getattr(ctx, "request_id", None))
+                 request_id=getattr(ctx, "request_id", None))

@@ -296,10 +296,10 @@ def create(req):
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
                                                                     index=index)
             row = store.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
-                                   display_name=names.display_name_for(display_name, count=max_count, index=index),
-                                   metadata=server.get("metadata"), tags=server.get("tags"),
-                                   system_metadata=system_metadata,
-                                   launch_index=index, hostname=hostname, **columns)
+                               display_name=names.display_name_for(display_name, count=max_count, index=index),
+                               metadata=server.get("metadata"), tags=server.get("tags"),
+                               system_metadata=system_metadata,
+                               launch_index=index, hostname=hostname, **columns)
             updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"

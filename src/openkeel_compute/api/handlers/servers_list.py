@@ -140,10 +140,10 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
         deleted = True
     project_id = None if all_tenants else ctx.project_id
     where = listing.list_filter(is_admin=bool(ctx.is_admin), project_id=project_id, statuses=statuses,
-                                  deleted=deleted, changes_since=changes_since, changes_before=changes_before,
-                                  all_tenants=all_tenants or project_id is None,
-                                  version_2_38=req.version >= (2, 38),
-                                  soft_deleted=bool(search["soft_deleted"]) if "soft_deleted" in search else None)
+                                deleted=deleted, changes_since=changes_since, changes_before=changes_before,
+                                all_tenants=all_tenants or project_id is None,
+                                version_2_38=req.version >= (2, 38),
+                                soft_deleted=bool(search["soft_deleted"]) if "soft_deleted" in search else None)
     if where is None:
         return None
     clauses = [where]
@@ -263,7 +263,7 @@ def _list(req, collection_name: str, detail: bool) -> Response:
     with compute_errors(), common.read(req) as conn:
         where = _where(req, conn, search, q, all_tenants)
         rows = paging.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
-                                   columns=None if detail else _BRIEF_COLUMNS)
+                                columns=None if detail else _BRIEF_COLUMNS)
         if detail:
             items = _details(req, conn, rows, decisions)
         after = generations.current(conn, _GENERATIONS)

@@ -83,7 +83,7 @@ def reclaim(ctx: Context, interval: float, now: dt.datetime) -> list[str]:
     for uuid in due:
         with transaction(ctx.engine) as conn:
             if cas.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
-                                    progress=0):
+                              progress=0):
                 updates.outbox(conn, uuid, ops.DELETE, RECLAIMER)
                 done.append(uuid)
     return done

@@ -47,7 +47,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         _replace_root_disk(ctx, row, server, namespace, vm, dvs)
         with transaction(ctx.engine) as conn:
             if not cas.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
-                                        task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
+                                  task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
                 return DONE  # deleted or reset meanwhile: that task wins
             action_id = instance_actions.action_for_request(conn, uuid, row.request_id)
             if action_id is not None:
@@ -60,7 +60,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
     with transaction(ctx.engine) as conn:
         cas.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
-                             task_state=task_states.REBUILD_SPAWNING)
+                       task_state=task_states.REBUILD_SPAWNING)
     return DONE
 
 
@@ -77,17 +77,17 @@ def _end_stopped(ctx: Context, row: ServerRow, server: dict[str, Any], namespace
         fault = Fault(500, message, f"KubeVirt: DataVolume {root} Failed")
         with transaction(ctx.engine) as conn:
             if not cas.save_state(conn, uuid, expected_task_state=expected, vm_state=states.ERROR,
-                                        task_state=None):
+                                  task_state=None):
                 return DONE  # another task took over
             instance_faults.add_fault(conn, uuid, code=fault.code, message=message, details=fault.details,
-                                host=server.get("host"))
+                                      host=server.get("host"))
             tasks.finish(conn, tasks.of(conn, uuid), Fault(500, message, ""))
         return Failed(message, fault)
     if phase != "Succeeded":
         return Waiting("waiting for the new root disk to be imported")
     with transaction(ctx.engine) as conn:
         if cas.save_state(conn, uuid, expected_task_state=expected, vm_state=states.STOPPED, task_state=None,
-                                power_state=states.power_state.SHUTDOWN):
+                          power_state=states.power_state.SHUTDOWN):
             tasks.finish(conn, tasks.of(conn, uuid), None)
     return DONE
 

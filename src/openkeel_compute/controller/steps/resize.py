@@ -80,8 +80,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         vm_edits.stop(ctx, namespace, uuid, vmi)
         with transaction(ctx.engine) as conn:
             if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATING,
-                                        task_state=task_states.RESIZE_MIGRATED,
-                                        power_state=states.power_state.SHUTDOWN):
+                                  task_state=task_states.RESIZE_MIGRATED,
+                                  power_state=states.power_state.SHUTDOWN):
                 return DONE
             resize.move_migration(conn, migration, "post-migrating")
             end_event(conn, uuid, host=server.get("host"))
@@ -102,7 +102,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             vm_edits.pin(ctx, namespace, uuid, vm, dest)
         with transaction(ctx.engine) as conn:
             if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATED,
-                                        task_state=task_states.RESIZE_FINISH):
+                                  task_state=task_states.RESIZE_FINISH):
                 return DONE
         if row.payload.get("old_vm_state") != states.STOPPED:
             ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
@@ -135,7 +135,7 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
         dest = ctx.claims.node_of(provider) if ctx.claims is not None else ctx.allocations.node_of(provider)
     with transaction(ctx.engine) as conn:
         if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
-                                    task_state=task_states.RESIZE_MIGRATING):
+                              task_state=task_states.RESIZE_MIGRATING):
             return DONE  # deleted or reset meanwhile
         resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
         if dest:
