@@ -8,7 +8,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from openkeel_compute.compute import instances, working_state
+from openkeel_compute.compute import working_state
+from openkeel_compute.compute.instances import instance_sysmeta, store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.model import sysmeta
@@ -41,19 +42,19 @@ def test_an_over_long_value_is_refused_on_every_engine(engine):
     answers first on every engine, and without it the servers refuse the same write."""
     with pytest.raises(ColumnBoundExceeded), engine.begin() as conn:
         uuid = _server(conn)
-        instances.set_system_metadata_item(conn, uuid, "k", "x" * 256)
+        instance_sysmeta.set_system_metadata_item(conn, uuid, "k", "x" * 256)
     if engine.dialect.name != "sqlite":
         event.remove(Engine, "before_cursor_execute", bounded_columns._before_cursor_execute)
         try:
             with pytest.raises(sa.exc.DataError) as refused, engine.begin() as conn:
                 uuid = _server(conn)
-                instances.set_system_metadata_item(conn, uuid, "k", "x" * 256)
+                instance_sysmeta.set_system_metadata_item(conn, uuid, "k", "x" * 256)
             assert not isinstance(refused.value, ColumnBoundExceeded)  # the server's own refusal
         finally:
             bounded_columns.install()
     with engine.begin() as conn:
         uuid = _server(conn)
-        instances.set_system_metadata_item(conn, uuid, "k", "x" * 255)  # the bound itself is fine
+        instance_sysmeta.set_system_metadata_item(conn, uuid, "k", "x" * 255)  # the bound itself is fine
     with pytest.raises(ColumnBoundExceeded), engine.begin() as conn:
         conn.execute(sa.update(models.INSTANCE_SYSTEM_METADATA).values(value="y" * 300))
 
@@ -102,7 +103,7 @@ def test_migration_0009_moves_the_working_state_out_of_system_metadata(backend, 
             migration.sync(engine)
             with engine.connect() as conn:
                 assert working_state.of(conn, uuid) == {sysmeta.RESIZE_NODES: '{"dest": "b", "source": "a"}'}
-                assert instances.metadata_of(conn, uuid, system=True) == {"image_os_distro": "cirros"}
+                assert store.metadata_of(conn, uuid, system=True) == {"image_os_distro": "cirros"}
         finally:
             engine.dispose()
             db_api.dispose_all()

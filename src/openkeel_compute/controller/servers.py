@@ -29,7 +29,7 @@ from typing import Any
 from lightkube import Client
 from sqlalchemy import Engine, and_, select, update
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.compose import Composer
@@ -191,7 +191,7 @@ class ServerLoop:
         if self._pass.placed or done:
             with transaction(self.engine) as conn:
                 for uuid, namespace, name in self._pass.placed:  # where the API and the next pass find them
-                    instances.save_state(conn, uuid, namespace=namespace, vm_name=name)
+                    cas.save_state(conn, uuid, namespace=namespace, vm_name=name)
                 if done:
                     _finish_rows(conn, done)
         self.rows_done = len(done)
@@ -230,7 +230,7 @@ class ServerLoop:
             outcome: Outcome = spec.step(ctx, row, server if server is not None else {})  # a read gets no row
         except Wait as wait:
             outcome = Waiting(wait.reason, wait.after)
-        except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
+        except Exception as exc:
             if unavailable(exc):
                 raise  # the database away: the pass ends, no attempt is counted (controller/engine.py waits)
             away = transient(exc)

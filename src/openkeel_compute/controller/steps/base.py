@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from openkeel_compute.compute import errors, instances, working_state
+from openkeel_compute.compute import errors, working_state
+from openkeel_compute.compute.instances import store
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.vmstatus import Fault
 
@@ -133,11 +134,11 @@ def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
     (``working_state``); None once it is gone."""
     with reader(engine) as conn:
         try:
-            row = instances.get(conn, uuid)
+            row = store.get(conn, uuid)
         except errors.InstanceNotFound:  # gone (deleted meanwhile): nothing to do (a database away raises)
             return None
-        row["metadata"] = instances.metadata_of(conn, uuid)
-        row["system_metadata"] = instances.metadata_of(conn, uuid, system=True)
+        row["metadata"] = store.metadata_of(conn, uuid)
+        row["system_metadata"] = store.metadata_of(conn, uuid, system=True)
         row["working_state"] = working_state.of(conn, uuid)
     return row
 

@@ -12,7 +12,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import errors, instances, resize, working_state
+from openkeel_compute.compute import errors, resize, working_state
+from openkeel_compute.compute.instances import store
+from openkeel_compute.compute.instances.base import Actor, new_request_id
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
@@ -59,10 +61,10 @@ def auto_confirm(ctx: Context, window: float) -> list[str]:
     done = []
     for uuid in due:
         # an admin's confirmResize with no user and no project: Nova's periodic task's context
-        actor = instances.Actor(None, None, is_admin=True, request_id=instances.new_request_id())  # type: ignore[arg-type]
+        actor = Actor(None, None, is_admin=True, request_id=new_request_id())  # type: ignore[arg-type]
         try:
             with transaction(ctx.engine) as conn:
-                resize.confirm(conn, instances.get(conn, uuid), actor)
+                resize.confirm(conn, store.get(conn, uuid), actor)
         except errors.ComputeError as exc:  # not in VERIFY_RESIZE any more, or confirmed meanwhile
             LOG.info("server %s: resize not confirmed automatically: %s", uuid, exc)
             continue

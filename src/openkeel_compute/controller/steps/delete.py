@@ -16,7 +16,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from openkeel_compute.compute import instances, soft_delete, working_state
+from openkeel_compute.compute import soft_delete, working_state
+from openkeel_compute.compute.instances import cas, updates
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import resize
 from openkeel_compute.controller.steps.base import (
@@ -35,7 +37,7 @@ from openkeel_compute.model import operations as ops
 from openkeel_compute.model.states import task_states
 
 #: who deletes a server reclaimed: the controller itself
-RECLAIMER = instances.Actor("openkeel", "openkeel")
+RECLAIMER = Actor("openkeel", "openkeel")
 
 
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
@@ -82,8 +84,8 @@ def reclaim(ctx: Context, interval: float, now: dt.datetime) -> list[str]:
     done = []
     for uuid in due:
         with transaction(ctx.engine) as conn:
-            if instances.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
-                                    progress=0):
-                instances.outbox(conn, uuid, ops.DELETE, RECLAIMER)
+            if cas.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
+                              progress=0):
+                updates.outbox(conn, uuid, ops.DELETE, RECLAIMER)
                 done.append(uuid)
     return done

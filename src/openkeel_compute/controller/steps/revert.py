@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from openkeel_compute.compute import instances, resize, working_state
+from openkeel_compute.compute import resize, working_state
+from openkeel_compute.compute.instances import cas, store
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
@@ -72,7 +73,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
             working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
             if node and node != server.get("node"):
-                instances.save_state(conn, uuid, host=node, node=node)
+                cas.save_state(conn, uuid, host=node, node=node)
             end_event(conn, uuid, host=node or server.get("host"))
     vm_edits.drop_unused_sizing(ctx, namespace, uuid, vm)  # the new size's own objects
     return DONE
@@ -97,7 +98,7 @@ def _put_back(ctx: Context, server: dict[str, Any], namespace: str, vm: dict[str
         if spec.get(field) != matcher:
             wanted[field] = matcher
     vm_edits.patch(ctx, namespace, uuid, vm_edits.matcher_patch(vm, wanted))
-    copy = instances.flavors_of(server)
+    copy = store.flavors_of(server)
     if copy.old:
         vm_edits.set_flavor_disks(ctx, namespace, uuid, server, ctx.cluster.look(namespace, uuid)[0] or vm, copy.old)
     if home is not None:
