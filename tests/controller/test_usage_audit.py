@@ -16,8 +16,9 @@ import pytest
 from sqlalchemy import insert, select, update
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, usage_audit
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute import usage_audit
+from openkeel_compute.compute.instances import deletion, store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import usage_audit as audit
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
@@ -43,13 +44,13 @@ def engine(request, tmp_path):
 
 def _server(engine, host, launched, terminated=None, deleted=False) -> str:
     with db_api.transaction(engine) as conn:
-        row = instances.create(conn, actor=Actor("u", "p", request_id="req-1"), flavor=catalog.get(conn, "m1"),
+        row = store.create(conn, actor=Actor("u", "p", request_id="req-1"), flavor=catalog.get(conn, "m1"),
                                extra_specs={}, display_name=f"s-{uuidlib.uuid4().hex[:6]}")
         conn.execute(update(INSTANCES).where(INSTANCES.c.uuid == row["uuid"]).values(
             host=host, node=host, vm_state="active", task_state=None, launched_at=launched,
             terminated_at=terminated))
         if deleted:
-            instances.soft_delete(conn, row["uuid"])
+            deletion.soft_delete(conn, row["uuid"])
             conn.execute(update(INSTANCES).where(INSTANCES.c.uuid == row["uuid"]).values(terminated_at=terminated))
     return row["uuid"]
 

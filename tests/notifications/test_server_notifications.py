@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.db import api as db_api
 from openkeel_compute.notifications import server_events
 from tests.conftest import admin
@@ -70,11 +70,11 @@ def test_a_write_rolled_back_notifies_nothing(tmp_path) -> None:
         messages.clear()
         engine = server_events.installed().engine
         with pytest.raises(RuntimeError), db_api.transaction(engine) as conn:
-            instances.save_state(conn, uuid, vm_state="error")
+            cas.save_state(conn, uuid, vm_state="error")
             raise RuntimeError("rolled back")
         assert messages.all() == []
         with db_api.transaction(engine) as conn:
-            instances.save_state(conn, uuid, vm_state="error")
+            cas.save_state(conn, uuid, vm_state="error")
         assert sorted(m["event_type"] for m in messages.all()) == ["compute.instance.update", "instance.update"]
 
 

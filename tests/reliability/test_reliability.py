@@ -23,6 +23,19 @@ def test_fuzzer_finds_no_server_error_and_only_nova_faults(world):
     assert report.statuses.get(200, 0) > 0 and report.statuses.get(400, 0) > 0
 
 
+def test_fuzzer_over_every_server_route_and_action(world):
+    """Each server operation (69: the collection, one server, every action, every sub-resource) four
+    times, most bodies valid so that they reach the handlers' writes, on the World's servers and
+    hostile ids, restocked often (deletes, locks and state changes undone)."""
+    ops = fuzz.server_operations()
+    report = fuzz.run(world.app, seed=20261205, count=len(ops) * 4, restock=world.restock, restock_every=40,
+                      ops=ops, spoil=0.3)
+    print(report.line(world.engine_name + ", servers"))
+    assert [(p.describe(), s, b) for p, s, b in report.errors] == []
+    assert [(p.describe(), s, b) for p, s, b in report.bad_faults] == []
+    assert report.statuses.get(202, 0) > 0 and report.statuses.get(409, 0) > 0  # actions ran and collided
+
+
 def test_fuzzer_over_http_to_two_workers_finds_no_server_error():
     """The supervisor mode of ``openkeel-compute serve`` ([wsgi] workers = 2), over real HTTP."""
     with w.world_on("postgresql") as world, w.served(world, free_port(), workers=2) as server:
@@ -64,3 +77,16 @@ def test_the_matrix_sees_a_leak(sqlite_world, persona):
     ok = policy_matrix.w.Answer(200, [("Content-Type", "application/json")], b"{}")
     path = f"/servers/{policy_matrix.w.SERVER}/action"
     assert policy_matrix._leak(persona, "/servers/{server_id}/action", "POST", "os-resetState", path, ok)
+
+
+@pytest.mark.parametrize("engine", ["postgresql", "mariadb"])
+def test_a_database_restart_under_server_writes_loses_nothing(engine):
+    """Boots, metadata writes and stops while the database (a server of the test's own) stops and
+    starts again: every acknowledged boot is there afterwards, and no request sent after the restart
+    fails (tools/reliability.py --areas restarts runs it longer, with flavor writes too)."""
+    from tests.reliability import restarts
+
+    report = restarts.run(engine, free_port(), writers=2, before=1.5, outage=1.5, after=3.0, writes="servers")
+    print(report.line(engine + ", servers"))
+    assert report.acknowledged > 0 and report.lost == 0
+    assert report.errors_after_recovery == 0 and report.recovery_seconds is not None

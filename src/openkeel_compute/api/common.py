@@ -92,9 +92,22 @@ catalog_errors = domain_errors
 
 @contextlib.contextmanager
 def write(req):
-    """One transaction for one API write, with catalogue errors mapped to faults."""
+    """One transaction for one API write, with catalogue errors mapped to faults. A server read in
+    it is locked (``in_write``): see handlers/servers.py's ``read_server``."""
     with catalog_errors(), db_api.transaction(services(req).engine) as conn:
-        yield conn
+        conn.info[_WRITE] = True
+        try:
+            yield conn
+        finally:
+            conn.info.pop(_WRITE, None)
+
+
+_WRITE = "openkeel.api_write"
+
+
+def in_write(conn) -> bool:
+    """Whether ``conn`` carries an API write transaction (``write``)."""
+    return bool(conn.info.get(_WRITE))
 
 
 @contextlib.contextmanager

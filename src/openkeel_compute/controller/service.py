@@ -24,6 +24,7 @@ from openkeel_compute.controller.metrics import Metrics
 from openkeel_compute.controller.render import RenderBackend
 from openkeel_compute.controller.servers import ServerLoop
 from openkeel_compute.controller.settings import ServerSettings, Settings
+from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.flavor import FlavorCheck
@@ -85,13 +86,40 @@ def _node_publisher(engine, cluster: Gateway, stop: threading.Event, interval: f
     def loop() -> None:
         while not stop.wait(max(interval, 1.0)):
             if is_leader():
-                nodes.sync(engine, cluster)
-                if publish_providers is not None:
-                    publish_providers()
+                try:
+                    nodes.sync(engine, cluster)
+                    if publish_providers is not None:
+                        publish_providers()
+                except Exception as exc:  # noqa: BLE001 - the database or the cluster away: next time
+                    LOG.warning("nodes not published: %s", str(exc).splitlines()[0][:300] if str(exc) else exc)
 
     thread = threading.Thread(target=loop, name="node-zones", daemon=True)
     thread.start()
     return thread
+
+
+def _when_database_answers(work, stop: threading.Event, max_delay: float = 30.0) -> bool:
+    """Run ``work`` (a start-up step reading or writing the database); while the database is away, try
+    again with a delay doubling up to ``max_delay``, as the running loop does (False: stopped first)."""
+    delay = 0.5
+    away = False
+    while True:
+        try:
+            work()
+        except Exception as exc:
+            if not db_api.unavailable(exc):
+                raise
+            if not away:
+                LOG.warning("the database cannot be used yet, trying again with backoff: %s",
+                            str(exc).splitlines()[0][:300])
+                away = True
+            if stop.wait(delay):
+                return False
+            delay = min(max_delay, delay * 2)
+            continue
+        if away:
+            LOG.warning("the database answers: starting")
+        return True
 
 
 def placement_from(conf: Any, embedded_url: str | None = None):
@@ -139,7 +167,17 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
     ``[placement]`` (or the embedded one at ``placement_url``) and the nodes are its providers."""
     metrics = Metrics()
     engine = get_engine(conf)
-    migration.sync(engine)
+    stop = stop or threading.Event()
+    if not once:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                signal.signal(sig, signals.setter(stop))
+            except ValueError:  # not the main thread (tests)
+                pass
+    if once:
+        migration.sync(engine)
+    elif not _when_database_answers(lambda: migration.sync(engine), stop):
+        return 0
     notifier = _server_notifier(conf, engine)
     backend, cluster = build_backend(conf, kubeconfig, render_dir, metrics)
     elector = None
@@ -154,7 +192,10 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         placement = placement_from(conf, placement_url)
         claims = Claims.from_conf(placement, conf)
         servers = server_loop_from(conf, engine, cluster, once=once, claims=claims)  # one pass: lists, no watches
-        nodes.sync(engine, cluster)
+        if once:
+            nodes.sync(engine, cluster)
+        elif not _when_database_answers(lambda: nodes.sync(engine, cluster), stop):
+            return 0
 
         def publish_providers():
             if providers.sync_from_conf(placement, cluster, conf) is not None:
@@ -179,12 +220,6 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                      report.rows_done, len(report.problems),
                      f", stopped by: {report.transient}" if report.transient else "")
             return 0 if report.transient is None and not report.problems else 1
-        stop = stop or threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                signal.signal(sig, signals.setter(stop))
-            except ValueError:  # not the main thread (tests)
-                pass
         if conf.controller.metrics_port:
             metrics.serve(conf.controller.metrics_host, conf.controller.metrics_port)
         if elector is not None:

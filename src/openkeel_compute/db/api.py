@@ -183,6 +183,18 @@ def dispose_all() -> None:
 _SQLITE_WRITERS: dict[int, threading.Lock] = {}
 
 
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be used now (its server down or unreachable, a connection
+    lost, the pool out of connections), rather than refusing a statement: try again later."""
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.TimeoutError):  # no connection from the pool in time
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        return exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
+    return False
+
+
 AFTER_COMMIT = "openkeel_after_commit"
 
 

@@ -105,14 +105,14 @@ def _addresses(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_id: str | None = None,
               project_id: str | None = None) -> sp.ServerView | None:
     """The server as a payload describes it, read now (deleted servers too); None when it never existed."""
-    from openkeel_compute.compute import instances  # compute/ imports this package's hooks
+    from openkeel_compute.compute.instances import store
 
     with reader(engine) as conn:
         try:
-            row = instances.get(conn, uuid, read_deleted="yes")
+            row = store.get(conn, uuid, read_deleted="yes")
         except Exception:  # noqa: BLE001 - gone for good (archived): nothing to describe
             return None
-        copy = instances.flavors_of(row)
+        copy = store.flavors_of(row)
         metadata, system_metadata = _metadata(conn, row)
         keypairs = []
         if row.get("key_name"):
@@ -122,7 +122,7 @@ def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_
                                                KEY_PAIRS.c.name == row["key_name"])).mappings()]
         return sp.ServerView(
             row=row, flavor=copy.cur, new_flavor=copy.new, metadata=metadata,
-            system_metadata=system_metadata, tags=instances.tags_of(conn, uuid),
+            system_metadata=system_metadata, tags=store.tags_of(conn, uuid),
             keypairs=keypairs, addresses=_addresses(row), request_id=request_id, user_id=user_id,
             project_id=project_id)
 
