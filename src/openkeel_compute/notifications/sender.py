@@ -140,6 +140,11 @@ class BackgroundSender:
             self._cond.notify()
         return True
 
+    @property
+    def closing(self) -> bool:
+        """Shut down (or shutting down): nothing more is taken."""
+        return self._closing or self._closed
+
     def stats(self) -> Stats:
         with self._cond:
             figures = dataclasses.replace(self._stats, queued=len(self._queue))

@@ -161,11 +161,17 @@ class ServerNotifier(VersionedNotifier):
         self.state_change = conf.notifications.notify_on_state_change
         self.audit_unit = _audit_unit(conf)
         self.image_service = _image_service(conf)
-        self.wants_updates = bool(self.state_change) and (self.enabled or self.legacy_enabled)
 
     @property
     def sends_servers(self) -> bool:
-        return self.enabled or self.legacy_enabled
+        """Whether a server notification would go out: a format on, its sender not shut down (a process's
+        senders close at exit, sender.close_all, without their notifier)."""
+        return ((self.enabled and self.sender is not None and not self.sender.closing)
+                or (self.legacy_enabled and self.legacy_sender is not None and not self.legacy_sender.closing))
+
+    @property
+    def wants_updates(self) -> bool:
+        return bool(self.state_change) and self.sends_servers
 
     def close(self, flush_seconds: float | None = None) -> None:
         self.legacy_enabled = False

@@ -28,7 +28,8 @@ from openkeel_compute.db.models import INSTANCE_ACTIONS, INSTANCE_ACTIONS_EVENTS
 
 
 class Emitter(Protocol):
-    wants_updates: bool
+    @property
+    def wants_updates(self) -> bool: ...
 
     def action_event(self, action_id: int, event: str, phase: str, host: str | None) -> None: ...
 
