@@ -240,8 +240,8 @@ class ServerLoop:
 
     def _record(self, ctx: Context, row: ServerRow, server: dict[str, Any] | None, outcome: Outcome,
                 problems: dict[str, str], *, counted: bool = True) -> str:
-        """``counted``: the failure may end the task once its attempts are spent (a cluster that does not
-        answer at all is waited for, with the same backoff)."""
+        """``counted``: the failure backs the row off and may end the task once its attempts are spent (a
+        cluster that does not answer at all spends none: the row is tried on the next pass)."""
         if isinstance(outcome, Done):
             self._not_before.pop(row.id, None)
             return _DONE
