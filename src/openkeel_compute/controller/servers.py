@@ -132,6 +132,7 @@ class ServerLoop:
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())
         confirm.auto_confirm(ctx, self.settings.resize_confirm_window)
+        confirm.close_reset(ctx)
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
