@@ -49,6 +49,10 @@ class FakeCluster:
     def apply(self, body: dict[str, Any]) -> None:
         self._write("apply", body["kind"], body["metadata"]["name"])
 
+    def applied(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.apply(body)
+        return {**body, "metadata": {**body["metadata"], "uid": f"uid-{body['metadata']['name']}"}}
+
     def ensure_namespace(self, name: str, project_id: str) -> None:
         self._write("namespace", name)
 
@@ -57,6 +61,9 @@ class FakeCluster:
 
     def delete_server(self, namespace: str, uuid: str) -> None:
         self._write("delete_server", namespace, uuid)
+
+    def sizing_of(self, namespace: str, uuid: str) -> list[ObjectKey]:
+        return []
 
     def secrets_of(self, namespace: str, uuid: str) -> list[str]:
         return list(self.secrets.get(uuid, ()))

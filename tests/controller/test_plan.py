@@ -45,6 +45,18 @@ def test_removals_need_a_replace_that_keeps_foreign_metadata():
     assert action.body["metadata"]["annotations"] == {"other/key": "kept"}
 
 
+def test_a_servers_own_instancetype_is_never_the_catalogues():
+    """A server's own instancetype (labelled with the server) is not a flavor's: never deleted, never moved,
+    even when it carries a flavor's annotations."""
+    server = obj("1b4c2a3e-0000-4000-8000-00000000abcd-0123456789", ns="p1",
+                 labels={**MANAGED, "openkeel.io/server-id": "1b4c2a3e-0000-4000-8000-00000000abcd"},
+                 annotations={"openkeel.io/flavor-id": "a"})
+    desired = obj("a", ns="p1", annotations={"openkeel.io/flavor-id": "a"})
+    result = plan(by_key(desired), by_key(server, desired))
+    assert result.actions == [] and result.problems == [] and result.in_sync == [key_of(desired)]
+    assert plan({}, by_key(server)).actions == []
+
+
 def test_foreign_objects_are_conflicts_and_never_deleted():
     foreign = obj("a", labels={})
     result = plan(by_key(obj("a")), by_key(foreign))

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from openkeel_compute.compute import console as console_rows
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller.compose import Composer
 from openkeel_compute.controller.resize_allocations import Allocations
 from openkeel_compute.controller.settings import ServerSettings
@@ -48,7 +48,7 @@ def _server(db, uuid: str, **state: Any) -> dict[str, Any]:
     """The server's row as a step gets it, after ``state`` (vm_state, task_state, ...) was written."""
     if state:
         with db_api.transaction(db) as conn:
-            instances.save_state(conn, uuid, **state)
+            cas.save_state(conn, uuid, **state)
     server = read_server(db, uuid)
     assert server is not None
     return server
@@ -64,7 +64,11 @@ def test_build_applies_the_objects_then_starts_the_vm(ctx, db, cluster):
     uuid = boot(db)
     assert build.run(ctx, _row(uuid, ops.CREATE), _server(db, uuid)) is DONE
     kinds = [call[1] for call in cluster.calls if call[0] == "apply"]
-    assert cluster.calls[0][0] == "namespace" and kinds[-1] == "VirtualMachine" and "Secret" in kinds
+    # the server's own instancetype and preference before the VM (it names them), again once it exists
+    # (owned by it); then the start
+    sizing = ["VirtualMachineInstancetype", "VirtualMachinePreference"]
+    assert cluster.calls[0][0] == "namespace" and "Secret" in kinds
+    assert kinds[kinds.index("VirtualMachineInstancetype"):] == [*sizing, "VirtualMachine", *sizing]
     assert cluster.verbs() == ["start"] and [p[0] for p in ctx.pass_state.placed] == [uuid]
 
 
@@ -80,14 +84,37 @@ def test_a_build_that_already_ended_makes_nothing(ctx, db, cluster):
                                                  (ops.REBOOT_SOFT, "softreboot")])
 def test_a_power_operation_is_one_kubevirt_verb(ctx, db, cluster, operation, verb):
     uuid = boot(db)
+    cluster.vmi_in(uuid, "Running")
     assert power.run(ctx, _row(uuid, operation), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
     assert cluster.verbs() == [verb]
 
 
+@pytest.mark.parametrize("phase", [None, "Failed"])
+def test_on_a_guest_that_does_not_run_a_soft_reboot_is_hard_a_pause_ends_in_a_fault(ctx, db, cluster, phase):
+    uuid = boot(db)
+    if phase:
+        cluster.vmi_in(uuid, phase)
+    cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
+    assert power.run(ctx, _row(uuid, ops.REBOOT_SOFT), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
+    assert cluster.verbs() == ["start"]
+    outcome = power.run(ctx, _row(uuid, ops.PAUSE), _server(db, uuid, vm_state=states.ACTIVE))
+    assert outcome.final and outcome.fault.code == 409
+    assert outcome.fault.message == f"Instance {uuid} is not running."
+    assert cluster.verbs() == ["start"]  # nothing asked of the cluster
+
+
 def test_a_start_without_placement_starts_where_the_vm_is_pinned(ctx, db, cluster):
     uuid = boot(db)
+    cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
     assert power.start(ctx, _row(uuid, ops.START), _server(db, uuid, vm_state=states.STOPPED)) is DONE
-    assert cluster.verbs() == ["start"]
+    assert cluster.verbs() == ["start"] and not [c for c in cluster.calls if c[0] == "apply"]
+
+
+def test_a_start_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, cluster):
+    uuid = boot(db)
+    assert power.start(ctx, _row(uuid, ops.START), _server(db, uuid, vm_state=states.STOPPED)) is DONE
+    kinds = [c[1] for c in cluster.calls if c[0] == "apply"]
+    assert "VirtualMachine" in kinds and cluster.calls[-1][0] == "subresource" and cluster.verbs() == ["start"]
 
 
 def test_a_hard_reboot_restarts_a_running_vm_and_remembers_the_vmi_it_replaces(ctx, db, cluster):

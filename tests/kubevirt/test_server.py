@@ -1,4 +1,5 @@
-"""A server composed into KubeVirt objects: the VM, its Secrets and its preference (kubevirt/server.py)."""
+"""A server composed into KubeVirt objects: the VM, its Secrets, its own instancetype and preference
+(kubevirt/server.py)."""
 
 from __future__ import annotations
 
@@ -69,16 +70,49 @@ def test_vm_names_labels_and_strategy():
     assert objects.documents()[-1] is vm  # what the VM refers to is applied first
 
 
-def test_public_flavor_uses_the_cluster_objects_private_the_projects_copy():
-    public = compose(SERVER, flavor_copy(), IMAGE, None).vm["spec"]
-    assert public["instancetype"] == {"kind": "VirtualMachineClusterInstancetype", "name": "2"}
-    assert public["preference"] == {"kind": "VirtualMachineClusterPreference", "name": "2"}
-    private = compose(SERVER, flavor_copy(is_public=False), IMAGE, None).vm["spec"]
-    assert private["instancetype"] == {"kind": "VirtualMachineInstancetype", "name": "2"}
-    assert private["preference"] == {"kind": "VirtualMachinePreference", "name": "2"}
-    # the project's copy lives in the server's namespace
-    copy = flavor_to_kubevirt(flavor_from_copy(flavor_copy(is_public=False), PROJECT))
-    assert copy.instancetypes[0]["metadata"]["namespace"] == PROJECT
+@pytest.mark.parametrize("is_public", [True, False])
+def test_the_server_has_its_own_instancetype_and_preference_whatever_the_flavors_access(is_public):
+    """The VM names copies of its flavor's instancetype and preference in its own namespace, labelled with
+    the server: never the catalogue's objects, which may not be synced yet, or not be in this namespace
+    (an administrator's boot of a private flavor the project has no access to)."""
+    flavor = flavor_copy(is_public=is_public)
+    objects = compose(SERVER, flavor, IMAGE, None)
+    catalogue = flavor_to_kubevirt(flavor_from_copy(flavor, PROJECT))
+    labels = {"app.kubernetes.io/managed-by": "openkeel", "openkeel.io/server-id": LOWER,
+              "openkeel.io/project-id": PROJECT}
+    for body, kind, wanted in ((objects.instancetype, "VirtualMachineInstancetype", catalogue.instancetypes),
+                               (objects.preference, "VirtualMachinePreference", catalogue.preferences)):
+        assert body["kind"] == kind and body["apiVersion"] == "instancetype.kubevirt.io/v1beta1"
+        assert body["metadata"]["namespace"] == PROJECT and body["metadata"]["labels"] == labels
+        assert re.fullmatch(LOWER + r"-[0-9a-f]{10}", body["metadata"]["name"])
+        assert body["spec"] == wanted[0]["spec"]  # the flavor's, as the catalogue's copy has it
+        assert objects.vm["spec"][kind.removeprefix("VirtualMachine").lower()] == {
+            "kind": kind, "name": body["metadata"]["name"]}
+    docs = objects.documents()
+    assert docs.index(objects.instancetype) < docs.index(objects.vm) and docs.index(objects.preference) < docs.index(
+        objects.vm)
+
+
+def test_a_new_size_or_image_is_a_new_name_the_same_keeps_it():
+    """KubeVirt never reads an object again under a name it froze: a new spec must come under a new name."""
+    plain = compose(SERVER, flavor_copy(), IMAGE, None)
+    assert compose(SERVER, flavor_copy(), IMAGE, None).vm["spec"]["instancetype"] == plain.vm["spec"]["instancetype"]
+    bigger = compose(SERVER, flavor_copy(memory_mb=4096), IMAGE, None)
+    assert bigger.instancetype["metadata"]["name"] != plain.instancetype["metadata"]["name"]
+    assert bigger.preference["metadata"]["name"] == plain.preference["metadata"]["name"]
+    uefi = compose(SERVER, flavor_copy(), {**IMAGE, "properties": {"hw_firmware_type": "uefi"}}, None)
+    assert uefi.preference["metadata"]["name"] != plain.preference["metadata"]["name"]
+    assert uefi.instancetype["metadata"]["name"] == plain.instancetype["metadata"]["name"]
+
+
+def test_owned_by_the_vm_once_it_exists():
+    objects = compose(SERVER, flavor_copy(), IMAGE, None)
+    assert objects.owned_by(None) is objects
+    owned = objects.owned_by({"metadata": {"name": LOWER, "uid": "vm-uid"}})
+    ref = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": LOWER, "uid": "vm-uid",
+           "controller": False, "blockOwnerDeletion": False}
+    assert [b["metadata"]["ownerReferences"] for b in owned.sizing] == [[ref], [ref]]
+    assert "ownerReferences" not in objects.instancetype["metadata"]  # the original is left as it was
 
 
 def test_no_domain_sizing_beside_the_instancetype():
@@ -177,16 +211,17 @@ def test_without_key_pair_no_credentials():
     assert [s["metadata"]["name"] for s in objects.secrets] == [f"{LOWER}-user-data"]
 
 
-def test_per_server_preference_only_when_the_image_changes_it():
+def test_the_servers_preference_carries_the_images_properties():
     plain = compose(SERVER, flavor_copy(), IMAGE, None)
-    assert plain.preference is None
+    assert plain.preference["spec"] == flavor_to_kubevirt(flavor_from_copy(flavor_copy(), PROJECT)).preferences[0][
+        "spec"]
     uefi = compose(SERVER, flavor_copy(), {**IMAGE, "properties": {"hw_firmware_type": "uefi", "hw_disk_bus": "scsi"}}, None)
     assert uefi.preference["kind"] == "VirtualMachinePreference"
-    assert uefi.preference["metadata"]["name"] == LOWER and uefi.preference["metadata"]["namespace"] == PROJECT
+    assert uefi.preference["metadata"]["namespace"] == PROJECT
     assert uefi.preference["spec"]["firmware"] == {"preferredEfi": {"secureBoot": False}}
     assert uefi.preference["spec"]["devices"]["preferredDiskBus"] == "scsi"
-    assert uefi.vm["spec"]["preference"] == {"kind": "VirtualMachinePreference", "name": LOWER}
-    assert uefi.documents().index(uefi.preference) < uefi.documents().index(uefi.vm)
+    assert uefi.vm["spec"]["preference"] == {"kind": "VirtualMachinePreference",
+                                             "name": uefi.preference["metadata"]["name"]}
 
 
 def test_image_refusals_propagate():
@@ -262,7 +297,7 @@ def test_generated_servers_pass_admission():
     for objects, project_copy in _generated_servers():
         composed += 1
         it = project_copy.instancetypes[0]
-        pref = objects.preference or project_copy.preferences[0]
+        pref = objects.preference
         assert instancetype_conflicts(objects.vm, it["spec"]) == []
         assert admission_refusals(it["spec"], pref["spec"], objects.vm,
                                   [it["metadata"], pref["metadata"], objects.vm["metadata"]]) == []
@@ -303,7 +338,7 @@ def test_hypothesis_servers_pass_admission(flavor, image):
         return
     project_copy = flavor_to_kubevirt(flavor_from_copy(parsed, PROJECT), PROPERTY_OPTIONS)
     it = project_copy.instancetypes[0]
-    pref = objects.preference or project_copy.preferences[0]
+    pref = objects.preference
     assert instancetype_conflicts(objects.vm, it["spec"]) == []
     assert admission_refusals(it["spec"], pref["spec"], objects.vm, [it["metadata"], objects.vm["metadata"]]) == []
 

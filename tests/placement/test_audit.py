@@ -9,7 +9,7 @@ import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.cmd.main import main
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, store
 from openkeel_compute.controller import audit, providers
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
@@ -25,9 +25,9 @@ def _server(engine, *, node_name=None, vm_state=states.ACTIVE) -> str:
     flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=2, root_gb=1, flavorid=flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=catalog.get(conn, flavorid), extra_specs={},
-                               display_name="s", image_ref=IMAGE, system_metadata={"image_disk_format": "qcow2"})
-        instances.save_state(conn, row["uuid"], vm_state=vm_state, task_state=None, node=node_name, host=node_name)
+        row = store.create(conn, actor=OWNER, flavor=catalog.get(conn, flavorid), extra_specs={},
+                           display_name="s", image_ref=IMAGE, system_metadata={"image_disk_format": "qcow2"})
+        cas.save_state(conn, row["uuid"], vm_state=vm_state, task_state=None, node=node_name, host=node_name)
     return row["uuid"]
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import store
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.providers import MARKER_TRAIT, provider_uuid
 from openkeel_compute.db import models
@@ -101,8 +101,8 @@ def audit(engine, placement: PlacementClient, *, dry_run: bool = False) -> Audit
             continue
         try:
             with reader(engine) as conn:
-                row = instances.get(conn, uuid)
-                row["system_metadata"] = instances.metadata_of(conn, uuid, system=True)
+                row = store.get(conn, uuid)
+                row["system_metadata"] = store.metadata_of(conn, uuid, system=True)
             wanted = claims.request_of(row).total()
             placement.put_allocations(uuid, {provider_uuid(server["node"]): wanted},
                                       project_id=str(server["project_id"]), user_id=str(server["user_id"]),

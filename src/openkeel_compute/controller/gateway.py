@@ -57,6 +57,8 @@ _PATHS = {"VirtualMachine": "/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachine
           "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"}
 _PATCH_TYPES = {"json": "application/json-patch+json", "merge": "application/merge-patch+json"}
 _MANAGED = {mapping.MANAGED_BY: FIELD_MANAGER}
+#: the kinds of a server's own instancetype and preference (labelled with the server, owned by its VM)
+SERVER_SIZING_KINDS = (mapping.INSTANCETYPE, mapping.PREFERENCE)
 
 
 def server_labels(uuid: str) -> dict[str, str]:
@@ -146,10 +148,15 @@ class Gateway:
 
     def apply(self, body: dict[str, Any]) -> None:
         """Server-side apply (field manager openkeel, forced)."""
+        self.applied(body)
+
+    def applied(self, body: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply (field manager openkeel, forced): the object as the cluster now has it."""
         key = key_of(body)
-        self.retry(f"apply {key}", lambda: self.client.patch(
+        obj = self.retry(f"apply {key}", lambda: self.client.patch(
             RESOURCES[key.kind], key.name, body, namespace=key.namespace, patch_type=PatchType.APPLY,
             field_manager=FIELD_MANAGER, force=True))
+        return as_dict(obj, key.kind)
 
     def replace(self, body: dict[str, Any]) -> None:
         key = key_of(body)
@@ -242,32 +249,39 @@ class Gateway:
         """The names of the server's Secrets."""
         return [o["metadata"]["name"] for o in self.list_of("Secret", namespace, server_labels(uuid))]
 
+    def sizing_of(self, namespace: str, uuid: str) -> list[ObjectKey]:
+        """The server's own instancetypes and preferences."""
+        return [ObjectKey(kind, namespace, o["metadata"]["name"]) for kind in SERVER_SIZING_KINDS
+                for o in self.list_of(kind, namespace, server_labels(uuid))]
+
     def delete_server(self, namespace: str, uuid: str) -> None:
-        """The VM (its DataVolumes and VMI go with it), its Secrets and its own preference; only objects
-        labelled managed-by openkeel (a foreign object under the same name is left alone)."""
+        """The VM (its DataVolumes and VMI go with it), its Secrets and its own instancetypes and
+        preferences; only objects labelled managed-by openkeel (a foreign object under the same name is
+        left alone)."""
         name = server_vm_name(uuid)
-        for kind in ("VirtualMachine", mapping.PREFERENCE):
-            if self.ours(kind, name, namespace) is not None:
-                self.delete(ObjectKey(kind, namespace, name))
-        for secret in self.secrets_of(namespace, uuid):
-            self.delete(ObjectKey("Secret", namespace, secret))
+        if self.ours("VirtualMachine", name, namespace) is not None:
+            self.delete(ObjectKey("VirtualMachine", namespace, name))
+        for kind in (*SERVER_SIZING_KINDS, "Secret"):
+            for obj in self.list_of(kind, namespace, server_labels(uuid)):
+                self.delete(ObjectKey(kind, namespace, obj["metadata"]["name"]))
 
     def leftovers(self, namespace: str, uuid: str) -> list[str]:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
-        left = [f"{kind}/{o['metadata']['name']}" for kind in ("DataVolume", "Secret")
+        left = [f"{kind}/{o['metadata']['name']}" for kind in ("DataVolume", "Secret", *SERVER_SIZING_KINDS)
                 for o in self.list_of(kind, namespace, server_labels(uuid))]
-        left += [f"{kind}/{name}" for kind in ("VirtualMachine", "VirtualMachineInstance", mapping.PREFERENCE)
+        left += [f"{kind}/{name}" for kind in ("VirtualMachine", "VirtualMachineInstance")
                  if self.ours(kind, name, namespace)]
         return left
 
     def managed_servers(self) -> dict[str, set[str]]:
         """Server uuid -> the namespaces where objects labelled managed-by openkeel name it (all namespaces).
 
-        Only VirtualMachines, Secrets and per-server preferences: the VM's DataVolumes and VMI go with it.
+        Only VirtualMachines, Secrets and per-server instancetypes and preferences: the VM's DataVolumes
+        and VMI go with it.
         """
         found: dict[str, set[str]] = {}
-        for kind in ("VirtualMachine", "Secret", mapping.PREFERENCE):
+        for kind in ("VirtualMachine", "Secret", *SERVER_SIZING_KINDS):
             for obj in self.list_of(kind, "*", _MANAGED):
                 labels = obj["metadata"].get("labels") or {}
                 server = labels.get(SERVER_ID)

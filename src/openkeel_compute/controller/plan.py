@@ -11,7 +11,9 @@ Rules:
 - an object is only ever changed or deleted when it carries ``app.kubernetes.io/managed-by=openkeel``;
   a foreign object where we want ours is a *conflict*, reported and left alone;
 - a managed object nobody wants any more is deleted. Only instancetypes and preferences are in scope:
-  VirtualMachines (and their ControllerRevisions) are never observed, so never deleted;
+  VirtualMachines (and their ControllerRevisions) are never observed, so never deleted; nor is a
+  server's own instancetype or preference (labelled ``openkeel.io/server-id``): it is its server's,
+  whatever the catalogue says;
 - a managed object of a flavor found under another name than the flavor's (a name an earlier release
   gave it) is *moved*: the object under the new name is created (or brought in step) first, and the old
   one is deleted only after that, by a delete action that names the key it moved to (``moved_to``). When
@@ -29,6 +31,7 @@ from typing import Any
 
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey
 from openkeel_compute.kubevirt.mapping import ANN_ID, MANAGED_BY, MANAGER
+from openkeel_compute.kubevirt.server import SERVER_ID
 
 OWN_ANNOTATION_PREFIX = "openkeel.io/"
 
@@ -69,6 +72,12 @@ class Plan:
 def is_managed(obj: Mapping[str, Any]) -> bool:
     labels = (obj.get("metadata") or {}).get("labels") or {}
     return labels.get(MANAGED_BY) == MANAGER
+
+
+def is_servers(obj: Mapping[str, Any]) -> bool:
+    """Whether the object is a server's own (its instancetype or preference), not a flavor's."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return SERVER_ID in labels
 
 
 def flavor_id_of(obj: Mapping[str, Any] | None) -> str | None:
@@ -151,6 +160,7 @@ def plan(desired: Mapping[ObjectKey, dict[str, Any]], observed: Mapping[ObjectKe
     ``namespace_hint`` is appended to the report of a missing namespace (why it was not created).
     """
     result = Plan()
+    observed = {key: obj for key, obj in observed.items() if not is_servers(obj)}
     creating = {key.name for key in desired if key.kind == NAMESPACE and key not in observed}
     namespace_actions: list[Action] = []
     for key, want in desired.items():

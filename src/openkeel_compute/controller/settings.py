@@ -62,6 +62,12 @@ class ServerSettings:
     orphan_interval: float = 300.0
     #: [controller] server_watch, off for a single pass (--once)
     watch: bool = False
+    #: seconds before a failed row is tried again, doubled at each failed attempt up to retry_max_delay
+    retry_delay: float = 0.5
+    retry_max_delay: float = 30.0
+    #: failed attempts after which an operation that can end in Nova's fault (a build, a reboot, a
+    #: rebuild, a power action) gives up: bounded in time (about two minutes with the delays above)
+    step_attempts: int = 10
 
     @classmethod
     def from_conf(cls, conf: Any, *, once: bool = False) -> ServerSettings:

@@ -263,6 +263,20 @@ INSTANCE_SYSTEM_METADATA = Table(
     UniqueConstraint("instance_uuid", "key", "deleted"),
 )
 
+# The controller's working state of a server (not Nova's): what a restarted controller needs to carry
+# on a move or a build, some of it longer than system metadata's 255 characters (a resize's matchers and
+# revisions as JSON, the node names a build was tried on). Keys are model.sysmeta's ``openkeel_``
+# names listed in ``sysmeta.WORKING_STATE``; a value is unbounded text. No soft delete: an item unset is
+# gone, and the rows of a server go with its working state once its delete completes.
+INSTANCE_CONTROLLER_STATE = Table(
+    "instance_controller_state",
+    metadata,
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), primary_key=True, nullable=False),
+    Column("key", ExactString(255), primary_key=True, nullable=False),
+    Column("value", Text, nullable=False),
+    *_timestamps(),
+)
+
 # Tags (2.26): no soft delete, as in Nova; a server's tags go when its row is purged.
 TAGS = Table(
     "tags",

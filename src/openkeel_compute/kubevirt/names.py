@@ -7,6 +7,7 @@ them renames every object in every cluster: never change them silently (tests pi
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 
 # A DNS-1123 *label*: dots are refused on purpose. Every instancetype virt-operator installs from
@@ -93,11 +94,19 @@ _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12
 
 
 def server_vm_name(server_uuid: str) -> str:
-    """Name of a server's VirtualMachine (and VMI, and per-server preference): its UUID, lower case."""
+    """Name of a server's VirtualMachine (and VMI): its UUID, lower case."""
     name = server_uuid.lower()
     if _UUID.fullmatch(name) is None:
         raise ValueError(f"{server_uuid!r} is not a server UUID")
     return name
+
+
+def server_sizing_name(server_uuid: str, spec: object) -> str:
+    """Name of a server's own instancetype (or preference) of spec ``spec``: ``<uuid>-<10 hex>``, the
+    digest of the spec. A new spec is a new name, which is what makes KubeVirt take a new revision (it
+    never looks at an object again under a name it already froze); the same spec keeps its name."""
+    digest = hashlib.sha256(json.dumps(spec, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    return f"{server_vm_name(server_uuid)}-{digest[:10]}"
 
 
 def server_root_volume(server_uuid: str) -> str:

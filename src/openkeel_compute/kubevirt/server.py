@@ -1,7 +1,8 @@
 """A Nova server as KubeVirt objects: pure, data in and objects out (no I/O).
 
 ``compose`` turns a server row, the flavor the server keeps, its Glance image and its key pair
-into the objects the controller applies: Secrets, an optional per-server preference, and the
+into the objects the controller applies: Secrets, the server's own instancetype and preference (copies
+of its flavor's, in its namespace, so that its VM never depends on the catalogue's objects), and the
 VirtualMachine. See docs/kubevirt-mapping.md, "Servers".
 """
 
@@ -25,18 +26,21 @@ from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.image import preference_with_image
 from openkeel_compute.kubevirt.mapping import (
     CLOUD_INIT_DISK,
+    INSTANCETYPE,
     INSTANCETYPE_API,
     MANAGED_BY,
     MANAGER,
     PREFERENCE,
     ROOT_DISK,
     SWAP_USER_DATA,
+    VM_API,
     flavor_to_kubevirt,
 )
 from openkeel_compute.kubevirt.names import (
     is_dns1123_label,
     server_image_token_secret,
     server_root_volume,
+    server_sizing_name,
     server_ssh_key_secret,
     server_user_data_secret,
     server_vm_name,
@@ -83,16 +87,30 @@ class ServerObjects(NamedTuple):
 
     namespace: str
     secrets: tuple[dict[str, Any], ...]
-    preference: dict[str, Any] | None  # per-server preference, when the image changes the flavor's
+    instancetype: dict[str, Any]  # the server's own instancetype: its flavor's, in its namespace
+    preference: dict[str, Any]  # the server's own preference: its flavor's with its image's properties
     vm: dict[str, Any]
 
+    @property
+    def sizing(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The server's own instancetype and preference: what its VM's matchers name."""
+        return self.instancetype, self.preference
+
     def documents(self) -> list[dict[str, Any]]:
-        """Secrets and the preference first: the VM refers to them."""
-        docs = list(self.secrets)
-        if self.preference is not None:
-            docs.append(self.preference)
-        docs.append(self.vm)
-        return docs
+        """Secrets, the instancetype and the preference first: the VM refers to them."""
+        return [*self.secrets, self.instancetype, self.preference, self.vm]
+
+    def owned_by(self, vm: Mapping[str, Any] | None) -> ServerObjects:
+        """The objects with the server's instancetype and preference owned by ``vm`` (the VirtualMachine as
+        the cluster has it, with its uid): they go with it, as its ControllerRevisions do. Unchanged when
+        there is no VM yet (a build: they are owned once it exists)."""
+        uid = ((vm or {}).get("metadata") or {}).get("uid")
+        if not uid:
+            return self
+        ref = {"apiVersion": VM_API, "kind": "VirtualMachine", "name": self.vm["metadata"]["name"], "uid": uid,
+               "controller": False, "blockOwnerDeletion": False}
+        owned = [{**body, "metadata": {**body["metadata"], "ownerReferences": [ref]}} for body in self.sizing]
+        return self._replace(instancetype=owned[0], preference=owned[1])
 
 
 def flavor_from_copy(flavor: Mapping[str, Any] | Flavor, project_id: str) -> Flavor:
@@ -241,7 +259,6 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     parsed = flavor_from_copy(flavor, project_id)
     objects = flavor_to_kubevirt(parsed, options.mapping)
     it_spec = objects.instancetypes[0]["spec"]
-    flavor_pref = objects.preferences[0]["spec"]
     image_pref = preference_with_image(parsed, image, options.mapping)
     labels = _labels(uuid, project_id)
 
@@ -259,17 +276,19 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     spec = vm["spec"]
     spec["runStrategy"] = "Manual"
 
-    preference: dict[str, Any] | None = None
-    if image_pref.spec != flavor_pref:
-        # The image changes the flavor's preference: the server gets its own, so the VM stays free of
-        # domain settings and nothing can conflict with the instancetype.
-        preference = {
-            "apiVersion": INSTANCETYPE_API,
-            "kind": PREFERENCE,
-            "metadata": {"name": uuid, "namespace": namespace, "labels": dict(labels)},
-            "spec": image_pref.spec,
-        }
-        spec["preference"] = {"kind": PREFERENCE, "name": uuid}
+    # The server's own instancetype and preference, in its namespace: its VM never depends on the
+    # catalogue's objects (a flavor not synced yet, a private flavor its project cannot see, access
+    # removed, the flavor deleted). Named by their spec, so a new size or a new image is a new name.
+    it_name = server_sizing_name(uuid, it_spec)
+    instancetype = {"apiVersion": INSTANCETYPE_API, "kind": INSTANCETYPE,
+                    "metadata": {"name": it_name, "namespace": namespace, "labels": dict(labels)},
+                    "spec": json.loads(json.dumps(it_spec))}
+    pref_name = server_sizing_name(uuid, image_pref.spec)
+    preference = {"apiVersion": INSTANCETYPE_API, "kind": PREFERENCE,
+                  "metadata": {"name": pref_name, "namespace": namespace, "labels": dict(labels)},
+                  "spec": json.loads(json.dumps(image_pref.spec))}
+    spec["instancetype"] = {"kind": INSTANCETYPE, "name": it_name}
+    spec["preference"] = {"kind": PREFERENCE, "name": pref_name}
 
     # The root disk: imported from Glance over HTTP with the header Secret.
     root_name = root_volume or server_root_volume(uuid)
@@ -342,12 +361,9 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     if image_token is not None:
         secrets.append(image_token_secret(uuid, namespace, image_token, project_id))
 
-    pref_spec = image_pref.spec if preference is not None else flavor_pref
-    metadata = [objects.instancetypes[0]["metadata"], vm["metadata"]]
-    if preference is not None:
-        metadata.append(preference["metadata"])
-    check_vm(vm, it_spec, pref_spec, metadata)
-    return ServerObjects(namespace, tuple(secrets), preference, vm)
+    check_vm(vm, it_spec, image_pref.spec, [objects.instancetypes[0]["metadata"], vm["metadata"],
+                                            instancetype["metadata"], preference["metadata"]])
+    return ServerObjects(namespace, tuple(secrets), instancetype, preference, vm)
 
 
 ZONE_LABEL = "topology.kubernetes.io/zone"

@@ -16,7 +16,8 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, console, errors, instances
+from openkeel_compute.compute import actions, console, errors
+from openkeel_compute.compute.instances import cas, locks, store, updates
 from openkeel_compute.policies import server_actions as rules
 
 
@@ -26,7 +27,7 @@ def _read_mapped(conn, req, server_id: str) -> dict:
     try:
         return read_server(conn, req, server_id)
     except errors.InstanceNotFound:
-        if not instances.ever_existed(conn, server_id):
+        if not store.ever_existed(conn, server_id):
             raise faults.NotFound(f"Instance {server_id} has no mapping to a cell.") from None
         raise
 
@@ -41,8 +42,8 @@ def _start_task(req, server_id: str, rule: str, action: str, operation_name: str
             target["user_id"] = row["user_id"]
         common.can(req, rule, target)
         pre = precondition or actions.precondition(action)
-        instances.begin_action(conn, row, pre, actor)
-        instances.outbox(conn, row["uuid"], operation_name, actor, task_state=pre.next_task_state)
+        cas.begin_action(conn, row, pre, actor)
+        updates.outbox(conn, row["uuid"], operation_name, actor, task_state=pre.next_task_state)
     return Response(None)
 
 
@@ -89,7 +90,7 @@ def lock(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.LOCK % "lock", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        instances.lock(conn, row["uuid"], actor, reason, host=common.services(req).conf.host)
+        locks.lock(conn, row["uuid"], actor, reason, host=common.services(req).conf.host)
     return Response(None)
 
 
@@ -101,9 +102,9 @@ def unlock(req, server_id):
         row = read_server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         common.can(req, rules.LOCK % "unlock", target)
-        if not instances.is_expected_locked_by(row, actor):
+        if not locks.is_expected_locked_by(row, actor):
             common.can(req, rules.LOCK % "unlock:unlock_override", target)
-        instances.unlock(conn, row["uuid"], actor, host=common.services(req).conf.host)
+        locks.unlock(conn, row["uuid"], actor, host=common.services(req).conf.host)
     return Response(None)
 
 
@@ -140,7 +141,7 @@ def _ask_console(req, uuid: str, wanted: int | None, timeout: float) -> console.
         if asked is None:
             with common.write(req) as conn:
                 asked = console.request(conn, uuid, wanted)
-                instances.outbox(conn, uuid, "console-output", actor)
+                updates.outbox(conn, uuid, "console-output", actor)
         time.sleep(pause)
         pause = min(pause * 2, 0.25)
         with common.read(req) as conn:
@@ -160,7 +161,7 @@ def _unsupported(req, server_id: str, rule: str, action: str, event: str, *, tar
         if target_user:
             target["user_id"] = row["user_id"]
         common.can(req, rule, target)
-        instances.fail_unsupported(conn, row, actions.precondition(action), actor, event)
+        updates.fail_unsupported(conn, row, actions.precondition(action), actor, event)
     return Response(None)
 
 

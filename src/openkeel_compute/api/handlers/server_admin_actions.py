@@ -12,7 +12,8 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors, instances
+from openkeel_compute.compute import actions, errors
+from openkeel_compute.compute.instances import cas, instance_actions, updates
 from openkeel_compute.db.models import INSTANCE_ACTIONS, utcnow
 from openkeel_compute.model import states
 from openkeel_compute.policies import server_actions as rules
@@ -37,8 +38,8 @@ def reset_state(req, server_id):
     with compute_errors(), common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.ADMIN_ACTIONS % "reset_state", {"project_id": row["project_id"]})
-        action_id = instances.start_action(conn, row["uuid"], "resetState", actor)
-        instances.save_state(conn, row["uuid"], vm_state=state, task_state=None)
+        action_id = instance_actions.start_action(conn, row["uuid"], "resetState", actor)
+        cas.save_state(conn, row["uuid"], vm_state=state, task_state=None)
         conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id)
                      .values(finish_time=utcnow(), updated_at=utcnow()))
     return Response(None)
@@ -66,12 +67,12 @@ def restore(req, server_id):
         common.can(req, rules.DEFERRED_DELETE % "restore", {"project_id": row["project_id"]})
         pre = actions.precondition("restore")
         with locked_as_invalid_state(row["uuid"], "restore"):
-            instances.begin_action(conn, row, pre, actor, values={"deleted_at": None})
+            cas.begin_action(conn, row, pre, actor, values={"deleted_at": None})
         if row["host"]:
-            instances.outbox(conn, row["uuid"], "restore", actor, task_state=pre.next_task_state)
+            updates.outbox(conn, row["uuid"], "restore", actor, task_state=pre.next_task_state)
         else:  # never placed: nothing in the cluster to start
-            instances.save_state(conn, row["uuid"], expected_task_state=pre.next_task_state,
-                                 vm_state=states.ACTIVE, task_state=None)
+            cas.save_state(conn, row["uuid"], expected_task_state=pre.next_task_state,
+                           vm_state=states.ACTIVE, task_state=None)
     return Response(None)
 
 
@@ -84,6 +85,6 @@ def force_delete(req, server_id):
         row = read_server(conn, req, server_id)
         common.can(req, rules.DEFERRED_DELETE % "force", {"user_id": row["user_id"], "project_id": row["project_id"]})
         actions.check("forceDelete", row, is_admin=actor.is_admin)
-        if instances.begin_delete(conn, row, actor):
-            instances.outbox(conn, row["uuid"], "delete", actor)
+        if cas.begin_delete(conn, row, actor):
+            updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)

@@ -10,7 +10,8 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.compute import errors, instances, names
+from openkeel_compute.compute import errors, names
+from openkeel_compute.compute.instances import instance_actions, store
 from openkeel_compute.policies import servers as rules
 
 _ACTION_KEYS = ("action", "instance_uuid", "request_id", "user_id", "project_id", "start_time", "message")
@@ -50,7 +51,7 @@ def _action(req, row: dict) -> dict:
 
 def _server(conn, req, server_id: str) -> dict:
     """The server, deleted ones too from 2.21; another project's is "not found"."""
-    row = instances.get(conn, server_id, read_deleted="yes" if req.version >= (2, 21) else "no")
+    row = store.get(conn, server_id, read_deleted="yes" if req.version >= (2, 21) else "no")
     if not req.context.is_admin and row["project_id"] != req.context.project_id:
         raise errors.InstanceNotFound(server_id)
     return row
@@ -77,7 +78,7 @@ def index(req, server_id):
     with compute_errors(), common.read(req) as conn:
         row = _server(conn, req, server_id)
         common.can(req, rules.INSTANCE_ACTIONS % "list", {"project_id": row["project_id"]})
-        actions = instances.actions_of(conn, row["uuid"], **kwargs)
+        actions = instance_actions.actions_of(conn, row["uuid"], **kwargs)
     result: dict = {"instanceActions": [_action(req, a) for a in actions]}
     if req.version >= (2, 58) and limit and len(actions) == limit:
         params = {k: v[-1] for k, v in q.items()}
@@ -93,7 +94,7 @@ def show(req, server_id, request_id):
         row = _server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         common.can(req, rules.INSTANCE_ACTIONS % "show", target)
-        action = instances.get_action(conn, row["uuid"], request_id)
+        action = instance_actions.get_action(conn, row["uuid"], request_id)
     body = _action(req, action)
     all_events = common.can(req, rules.INSTANCE_ACTIONS % "events", target, fatal=False)
     if all_events or req.version >= (2, 51):

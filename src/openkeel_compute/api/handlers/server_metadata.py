@@ -8,7 +8,8 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import compute_errors, read_server
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors, instances, quotas
+from openkeel_compute.compute import actions, errors, quotas
+from openkeel_compute.compute.instances import instance_metadata, store
 from openkeel_compute.policies import servers as rules
 
 METADATA = {
@@ -42,11 +43,11 @@ def _change(req, server_id: str, rule: str, metadata: dict[str, str], *, replace
         except errors.InstanceInvalidState as exc:
             # Nova names every refused metadata change "update metadata"
             raise errors.InstanceInvalidState("update metadata", exc.instance_uuid, exc.attr, exc.state) from None
-        merged = dict(metadata) if replace else {**instances.metadata_of(conn, row["uuid"]), **metadata}
+        merged = dict(metadata) if replace else {**store.metadata_of(conn, row["uuid"]), **metadata}
         # the caller's metadata_items quota, as Nova checks it on every change
         quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
                                         req.context.user_id, merged, None)
-        instances.set_metadata(conn, row["uuid"], merged)
+        instance_metadata.set_metadata(conn, row["uuid"], merged)
     return merged
 
 
@@ -55,7 +56,7 @@ def _change(req, server_id: str, rule: str, metadata: dict[str, str], *, replace
 def index(req, server_id):
     with compute_errors(), common.read(req) as conn:
         row = _read(req, server_id, "index")(conn)
-        return {"metadata": instances.metadata_of(conn, row["uuid"])}
+        return {"metadata": store.metadata_of(conn, row["uuid"])}
 
 
 @operation(query=QUERY, expected=(404,))
@@ -63,7 +64,7 @@ def index(req, server_id):
 def show(req, server_id, key):
     with compute_errors(), common.read(req) as conn:
         row = _read(req, server_id, "show")(conn)
-        metadata = instances.metadata_of(conn, row["uuid"])
+        metadata = store.metadata_of(conn, row["uuid"])
     if key not in metadata:
         raise faults.NotFound("Metadata item was not found")
     return {"meta": {key: metadata[key]}}
@@ -100,10 +101,10 @@ def update(req, server_id, key):
 def delete(req, server_id, key):
     with compute_errors(), common.write(req) as conn:
         row = _read(req, server_id, "delete", lock=True)(conn)
-        metadata = instances.metadata_of(conn, row["uuid"])
+        metadata = store.metadata_of(conn, row["uuid"])
         if key not in metadata:
             raise faults.NotFound("Metadata item was not found")
         actions.check("delete metadata", row, is_admin=bool(req.context.is_admin))
-        if not instances.delete_metadata_item(conn, row["uuid"], key):  # a parallel delete won
+        if not instance_metadata.delete_metadata_item(conn, row["uuid"], key):  # a parallel delete won
             raise faults.NotFound("Metadata item was not found")
     return Response(None)

@@ -26,8 +26,9 @@ from openkeel_compute.api.handlers.servers_create import _password, fetch_image
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, boot_checks, instances, keypairs, quotas
+from openkeel_compute.compute import actions, boot_checks, keypairs, quotas
 from openkeel_compute.compute import rebuild as rebuilding
+from openkeel_compute.compute.instances import store
 from openkeel_compute.policies import server_actions as rules
 
 
@@ -93,7 +94,7 @@ def rebuild(req, server_id):
         with compute_errors(), common.read(req) as conn:  # the metadata_items quota, as at boot
             quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
                                             req.context.user_id, metadata, None)
-    flavor = instances.flavors_of(row).cur
+    flavor = store.flavors_of(row).cur
     try:
         boot_checks.check_image(
             flavor, image,
@@ -103,7 +104,7 @@ def rebuild(req, server_id):
 
     with compute_errors(), common.write(req) as conn:
         rebuilding.begin_rebuild(conn, row, actor, image=image, flavor=flavor, changes=changes, metadata=metadata)
-        row = instances.get(conn, row["uuid"])
+        row = store.get(conn, row["uuid"])
         data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show
     return _answer(req, row, data, password)
 

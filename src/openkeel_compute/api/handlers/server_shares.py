@@ -17,7 +17,8 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.compute import errors, instances
+from openkeel_compute.compute import errors
+from openkeel_compute.compute.instances import store
 from openkeel_compute.model import states
 from openkeel_compute.policies import contract as rules
 
@@ -35,7 +36,7 @@ NOT_CONFIGURED = ("Feature not supported because either compute or instance are 
 def _server(conn, req, server_id: str, rule: str) -> dict:
     """The rule on the server's project first (Nova reads its instance mapping), then the server."""
     try:
-        row = instances.get(conn, server_id, read_deleted="yes")
+        row = store.get(conn, server_id, read_deleted="yes")
     except errors.InstanceNotFound:
         raise faults.NotFound(f"Instance {server_id} has no mapping to a cell.") from None
     common.can(req, rules.SHARES % rule, {"project_id": row["project_id"]})

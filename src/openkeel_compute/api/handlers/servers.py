@@ -9,7 +9,9 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import errors, instances, networks, soft_delete
+from openkeel_compute.compute import errors, networks, soft_delete
+from openkeel_compute.compute.instances import cas, instance_faults, store, updates
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.policies import servers as rules
 
 compute_errors = common.domain_errors  # errors of the server state → Nova's faults
@@ -40,7 +42,7 @@ def read_server(conn, req, server_id: str, *, for_update: bool = False) -> dict:
     transaction the row is always locked, first: every write of one server (lock, resetState, the
     password, actions) takes its turn; parallel copies deadlocked on MariaDB or collided on a
     system-metadata key (a 500) when each read before the other wrote."""
-    row = instances.get(conn, server_id, for_update=for_update or common.in_write(conn))
+    row = store.get(conn, server_id, for_update=for_update or common.in_write(conn))
     if not req.context.is_admin and row["project_id"] != req.context.project_id:
         raise errors.InstanceNotFound(server_id)
     return row
@@ -50,16 +52,16 @@ def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
     """What a server's body shows besides its row; ``host_status``: whether the body may show it (the
     caller's policy allows it at this microversion), which costs a read of the nodes."""
     uuid = row["uuid"]
-    data = view.ServerData(row=row, metadata=instances.metadata_of(conn, uuid))
+    data = view.ServerData(row=row, metadata=store.metadata_of(conn, uuid))
     if req.version >= (2, 98):
-        data.system_metadata = instances.metadata_of(conn, uuid, system=True)
+        data.system_metadata = store.metadata_of(conn, uuid, system=True)
     if req.version >= (2, 26):
-        data.tags = instances.tags_of(conn, uuid)
+        data.tags = store.tags_of(conn, uuid)
     if networks.on_network(row):
         data.security_groups = (networks.groups_from(data.system_metadata) if req.version >= (2, 98)
                                 else networks.groups_of(conn, uuid))
-    if instances.status(row) in ("ERROR", "DELETED"):
-        data.fault = instances.latest_faults(conn, [uuid]).get(uuid)
+    if store.status(row) in ("ERROR", "DELETED"):
+        data.fault = instance_faults.latest_faults(conn, [uuid]).get(uuid)
     if host_status and req.version >= (2, 16) and row["host"]:
         data.host_status = networks.host_states(conn, [row["host"]]).get(row["host"])
     return data
@@ -107,9 +109,9 @@ def update(req, server_id):
         if req.version >= (2, 104) and "pinned_availability_zone" in vals:
             zone = networks.zone_of(conn, row, networks.default_zone(common.services(req).conf))
             changes.update(networks.pin_change(row, vals["pinned_availability_zone"], zone))
-        if changes and not instances.update_fields(conn, row["uuid"], changes):
+        if changes and not updates.update_fields(conn, row["uuid"], changes, actor_of(req)):
             raise faults.NotFound("Instance could not be found")
-        row = instances.get(conn, row["uuid"])
+        row = store.get(conn, row["uuid"])
         data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show
     target = {"project_id": row["project_id"]}
     every = req.version >= (2, 75)
@@ -136,8 +138,8 @@ def delete(req, server_id):
                 return Response(None)
             except (errors.InstanceInvalidState, errors.InstanceIsLocked):
                 pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
-        if instances.begin_delete(conn, row, actor):
-            instances.outbox(conn, row["uuid"], "delete", actor)
+        if cas.begin_delete(conn, row, actor):
+            updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)
 
 
@@ -147,7 +149,7 @@ def _keeps_deleted(req) -> bool:
     return bool(getattr(conf, "reclaim_instance_interval", 0))
 
 
-def actor_of(req) -> instances.Actor:
+def actor_of(req) -> Actor:
     ctx = req.context
-    return instances.Actor(user_id=ctx.user_id, project_id=ctx.project_id, is_admin=bool(ctx.is_admin),
-                           request_id=getattr(ctx, "request_id", None))
+    return Actor(user_id=ctx.user_id, project_id=ctx.project_id, is_admin=bool(ctx.is_admin),
+                 request_id=getattr(ctx, "request_id", None))

@@ -26,8 +26,9 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, image_meta, instances, keypairs, names, quotas
+from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, quotas
 from openkeel_compute.compute import networks as networks_state
+from openkeel_compute.compute.instances import store, updates
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.policies import servers as rules
 
@@ -294,12 +295,12 @@ def create(req):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
                                                                     index=index)
-            row = instances.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
-                                   display_name=names.display_name_for(display_name, count=max_count, index=index),
-                                   metadata=server.get("metadata"), tags=server.get("tags"),
-                                   system_metadata=system_metadata,
-                                   launch_index=index, hostname=hostname, **columns)
-            instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
+            row = store.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
+                               display_name=names.display_name_for(display_name, count=max_count, index=index),
+                               metadata=server.get("metadata"), tags=server.get("tags"),
+                               system_metadata=system_metadata,
+                               launch_index=index, hostname=hostname, **columns)
+            updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"
         return Response({"reservation_id": reservation_id})

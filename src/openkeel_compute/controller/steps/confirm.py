@@ -1,4 +1,5 @@
-"""confirm-resize: the old flavor's ControllerRevisions deleted, the migration's allocation given back,
+"""confirm-resize: the old flavor's ControllerRevisions (and the server's own instancetype and
+preference of it) deleted, the migration's allocation given back,
 the server ``active`` or ``stopped`` by its power state. And the periodic confirmation of resizes that
 waited longer than ``resize_confirm_window`` (Nova's option and periodic task)."""
 
@@ -11,7 +12,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import errors, instances, resize
+from openkeel_compute.compute import errors, resize, working_state
+from openkeel_compute.compute.instances import store
+from openkeel_compute.compute.instances.base import Actor, new_request_id
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
@@ -28,18 +31,19 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     migration = row.payload["migration"]
     vm, _vmi, _dvs = ctx.cluster.look(namespace, uuid)
     with reader(ctx.engine) as conn:
-        before = json.loads(resize.sysmeta(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
+        before = json.loads(working_state.get(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
     if vm is not None:
         keep = {(vm_edits.status_ref(vm, f).get("controllerRevisionRef") or {}).get("name") for f in vm_edits.MATCHERS}
         for field in vm_edits.MATCHERS:
             old = (before.get(field) or {}).get("revision")
             if old and old not in keep:
                 ctx.cluster.delete(ObjectKey("ControllerRevision", namespace, old))
+        vm_edits.drop_unused_sizing(ctx, namespace, uuid, vm)
     with transaction(ctx.engine) as conn:
         if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
             ctx.allocations.confirm(migration)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, None)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
             start_event(conn, row, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
     return DONE
 
@@ -57,10 +61,10 @@ def auto_confirm(ctx: Context, window: float) -> list[str]:
     done = []
     for uuid in due:
         # an admin's confirmResize with no user and no project: Nova's periodic task's context
-        actor = instances.Actor(None, None, is_admin=True, request_id=instances.new_request_id())  # type: ignore[arg-type]
+        actor = Actor(None, None, is_admin=True, request_id=new_request_id())  # type: ignore[arg-type]
         try:
             with transaction(ctx.engine) as conn:
-                resize.confirm(conn, instances.get(conn, uuid), actor)
+                resize.confirm(conn, store.get(conn, uuid), actor)
         except errors.ComputeError as exc:  # not in VERIFY_RESIZE any more, or confirmed meanwhile
             LOG.info("server %s: resize not confirmed automatically: %s", uuid, exc)
             continue

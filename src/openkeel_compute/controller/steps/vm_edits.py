@@ -12,10 +12,9 @@ import logging
 from typing import Any
 
 from openkeel_compute.controller.steps.base import FINAL_PHASES, Context, Wait, vmi_phase
-from openkeel_compute.kubevirt import mapping
 from openkeel_compute.kubevirt.mapping import CLOUD_INIT_DISK, SWAP_DISK
 from openkeel_compute.kubevirt.names import server_root_volume, server_user_data_secret, server_vm_name
-from openkeel_compute.kubevirt.server import HOSTNAME_LABEL, flavor_from_copy, require_node
+from openkeel_compute.kubevirt.server import HOSTNAME_LABEL, ServerObjects, require_node
 from openkeel_compute.model import sysmeta
 
 LOG = logging.getLogger(__name__)
@@ -31,22 +30,58 @@ def status_ref(vm: dict[str, Any], field: str) -> dict[str, Any]:
 
 def resize_nodes(server: dict[str, Any]) -> dict[str, str]:
     """The resize's source and destination nodes (empty: the claim chose none, no Placement)."""
-    nodes: dict[str, str] = json.loads((server.get("system_metadata") or {}).get(sysmeta.RESIZE_NODES) or "{}")
+    nodes: dict[str, str] = json.loads((server.get("working_state") or {}).get(sysmeta.RESIZE_NODES) or "{}")
     return nodes
 
 
-def new_matchers(server: dict[str, Any], flavor: dict[str, Any], vm: dict[str, Any],
-                 options: Any) -> dict[str, dict[str, Any] | None]:
-    """The matchers of the VM on ``flavor`` (a flavor copy entry): the flavor's instancetype, and its
-    preference unless the server has one of its own (an image that changes the flavor's preference)."""
-    objects = mapping.flavor_to_kubevirt(flavor_from_copy(flavor, str(server["project_id"])), options.mapping)
-    wanted: dict[str, dict[str, Any] | None] = {"instancetype": dict(objects.vm["spec"]["instancetype"])}
-    current = (vm.get("spec") or {}).get("preference")
-    if current and current.get("kind") == mapping.PREFERENCE and current.get("name") == server_vm_name(server["uuid"]):
-        wanted["preference"] = dict(current)  # the server's own preference stays
-    else:
-        wanted["preference"] = dict(objects.vm["spec"]["preference"])
-    return wanted
+def new_matchers(ctx: Context, server: dict[str, Any], flavor: dict[str, Any],
+                 vm: dict[str, Any]) -> dict[str, dict[str, Any] | None]:
+    """The matchers of the VM on ``flavor`` (a flavor copy entry): the server's own instancetype and
+    preference of that flavor (and its image), applied in its namespace first, owned by its VM."""
+    composed = ctx.objects(server, flavor=flavor)
+    apply_sizing(ctx, composed, vm)
+    return {field: dict(composed.vm["spec"][field]) for field in MATCHERS}
+
+
+def drop_unused_sizing(ctx: Context, namespace: str, uuid: str, vm: dict[str, Any]) -> None:
+    """Delete the server's own instancetypes and preferences its VM no longer names (a resize's old size
+    once confirmed, its new one once reverted): only the current ones stay beside the VM."""
+    spec = vm.get("spec") or {}
+    named = {(str((spec.get(f) or {}).get("kind")), str((spec.get(f) or {}).get("name"))) for f in MATCHERS}
+    for key in ctx.cluster.sizing_of(namespace, uuid):
+        if (key.kind, key.name) not in named:
+            ctx.cluster.delete(key)
+
+
+def wanted_matchers(ctx: Context, server: dict[str, Any], flavor: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The matchers a VM on ``flavor`` has (nothing applied)."""
+    composed = ctx.objects(server, flavor=flavor)
+    return {field: dict(composed.vm["spec"][field]) for field in MATCHERS}
+
+
+def apply_sizing(ctx: Context, objects: ServerObjects, vm: dict[str, Any] | None) -> None:
+    """The server's own instancetype and preference, owned by ``vm`` when there is one."""
+    for body in objects.owned_by(vm).sizing:
+        ctx.cluster.apply(body)
+
+
+def apply_server(ctx: Context, objects: ServerObjects, vm: dict[str, Any] | None) -> dict[str, Any]:
+    """Every object of the server (``vm``: its VirtualMachine as the cluster has it, None when there is
+    none yet): the Secrets, its own instancetype and preference, then the VM, and the instancetype and
+    preference owned by the VM once it exists. A VM whose matchers name something else (another size,
+    a revert's pinned revision) gets them in one JSON patch first: KubeVirt refuses a matcher's new name
+    beside its old revision name, which an apply would keep. Returns the VM as the cluster has it."""
+    for body in objects.secrets:
+        ctx.cluster.apply(body)
+    apply_sizing(ctx, objects, vm)
+    if vm is not None:
+        spec = vm.get("spec") or {}
+        patch(ctx, objects.namespace, objects.vm["metadata"]["name"], matcher_patch(
+            vm, {f: objects.vm["spec"][f] for f in MATCHERS if spec.get(f) != objects.vm["spec"][f]}))
+    made = ctx.cluster.applied(objects.vm)
+    if ((vm or {}).get("metadata") or {}).get("uid") != (made.get("metadata") or {}).get("uid"):
+        apply_sizing(ctx, objects, made)
+    return made
 
 
 def matcher_patch(vm: dict[str, Any], wanted: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
