@@ -20,14 +20,16 @@ from tests.server_world import image_service, server_world
 
 
 @contextlib.contextmanager
-def notifying_world(tmp_path, notification_format: str = "both",
-                    state_change: str | None = "vm_and_task_state") -> Iterator[tuple[Any, Any, Any]]:
-    """(client, controller, messages): the API and the controller of one cloud, both notifying."""
+def notifying_world(tmp_path, notification_format: str = "both", state_change: str | None = "vm_and_task_state",
+                    reclaim: int = 0) -> Iterator[tuple[Any, Any, Any]]:
+    """(client, controller, messages): the API and the controller of one cloud, both notifying (``reclaim``:
+    [DEFAULT] reclaim_instance_interval, deleted servers kept that long)."""
     policies.reset()
     notifications = {"notification_format": notification_format}
     if state_change:
         notifications["notify_on_state_change"] = state_change
-    conf = make_conf(tmp_path, DEFAULT={"host": "fake-mini"}, notifications=notifications,
+    conf = make_conf(tmp_path, DEFAULT={"host": "fake-mini", "reclaim_instance_interval": str(reclaim)},
+                     notifications=notifications,
                      oslo_messaging_notifications={"driver": "test", "transport_url": "fake:/"},
                      controller={"poll_interval": "0.05", "workers": "2"})
     engine = db_api.get_engine(conf)
@@ -36,7 +38,7 @@ def notifying_world(tmp_path, notification_format: str = "both",
     with image_service(tmp_path) as url:
         glance.register_opts(conf)
         conf.set_override("api_servers", [url], group="glance")
-        with server_world(conf, lambda kube: make_loop(kube, engine)) as (client, controller, _cluster):
+        with server_world(conf, lambda kube: make_loop(kube, engine, reclaim_interval=float(reclaim))) as (client, controller, _cluster):
             yield client, controller, Messages()
     server_events.install(None)
     sender.close_all(0)

@@ -76,3 +76,56 @@ def test_a_write_rolled_back_notifies_nothing(tmp_path) -> None:
         with db_api.transaction(engine) as conn:
             cas.save_state(conn, uuid, vm_state="error")
         assert sorted(m["event_type"] for m in messages.all()) == ["compute.instance.update", "instance.update"]
+
+
+def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path) -> None:
+    """A build whose compute step ends in error: instance.create.error (priority ERROR, the fault as an
+    ExceptionPayload 1.1) and compute.instance.create.error (message and code), as Nova's compute sends them;
+    a power-off has no error notification in Nova and sends none."""
+    from openkeel_compute.model import events
+
+    with notifying_world(tmp_path, notification_format="both", state_change=None) as (client, _controller, messages):
+        assert client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": FLAVOR}).status_code == 200
+        got = client.post("/v2.1/servers", headers=DEMO, json_body={"server": {
+            "name": "web-1", "imageRef": IMAGE, "flavorRef": "1", "networks": "none"}})
+        uuid = got.json["server"]["id"]
+        engine = server_events.installed().engine
+        messages.clear()
+        with db_api.transaction(engine) as conn:
+            action = instances.action_for_request(conn, uuid, instances.actions_of(conn, uuid)[0]["request_id"])
+            build = instances.start_event(conn, action, events.BUILD)
+            stop = instances.start_event(conn, action, events.STOP)
+            instances.finish_event(conn, build, "Error", details="No valid host was found. There are not enough "
+                                   "hosts available.", traceback="Traceback (most recent call last): ...")
+            instances.finish_event(conn, stop, "Error", details="the cluster refused")
+        sent = {m["event_type"]: m for m in messages.all()}
+    assert set(sent) == {"instance.create.start", "compute.instance.create.start", "instance.power_off.start",
+                         "compute.instance.power_off.start", "instance.create.error",
+                         "compute.instance.create.error"}
+    error = sent["instance.create.error"]
+    assert error["priority"] == "ERROR"
+    assert error["payload"]["nova_object.name"] == "InstanceCreatePayload"
+    fault = error["payload"]["nova_object.data"]["fault"]
+    assert (fault["nova_object.name"], fault["nova_object.version"]) == ("ExceptionPayload", "1.1")
+    assert fault["nova_object.data"]["exception"] == "NoValidHost"
+    assert fault["nova_object.data"]["exception_message"].startswith("No valid host was found.")
+    assert set(fault["nova_object.data"]) == {"module_name", "function_name", "exception", "exception_message",
+                                              "traceback"}
+    legacy = sent["compute.instance.create.error"]
+    assert legacy["priority"] == "ERROR"
+    assert (legacy["payload"]["code"], legacy["payload"]["message"][:22]) == (500, "No valid host was foun")
+
+
+def test_nova_s_default_format_with_a_driver_sends_legacy_ones_and_without_one_loads_nothing(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom openkeel_compute.conf import build_conf\n"
+             "from openkeel_compute.notifications.server import ServerNotifier\n"
+             "n = ServerNotifier(build_conf(sys.argv[1:]), host='h')\n"
+             "print(n.legacy_enabled, n.enabled, 'oslo_messaging' in sys.modules)\n")
+    configured = tmp_path / "driver.conf"
+    configured.write_text("[oslo_messaging_notifications]\ndriver = test\ntransport_url = fake:/\n")
+    runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", probe, *args], capture_output=True, text=True,
+                           check=True, timeout=120).stdout.split() for args in ([], ["--config-file", str(configured)])]
+    assert runs == [["False", "False", "False"], ["True", "False", "True"]]

@@ -41,6 +41,7 @@ from tests.server_world import DEMO, IMAGE, until
 CAPTURE = pathlib.Path(__file__).with_name("nova_servers_oracle_capture.py")
 NOVA_IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"  # the oracle's Glance fixture image
 FLAVOR = {"name": "m1.tiny", "ram": 512, "vcpus": 1, "disk": 1, "id": "1"}  # the oracle's flavor "1"
+RECLAIM = 3600  # [DEFAULT] reclaim_instance_interval on both: DELETE keeps the server (soft delete)
 LARGER = {"name": "m1.small", "ram": 2048, "vcpus": 1, "disk": 20, "id": "2"}  # and "2"
 
 #: (operation, its request, the status it settles in)
@@ -58,7 +59,9 @@ STEPS: list[tuple[str, tuple[str, str, Any], str]] = [
     ("revert", ("POST", "action", {"revertResize": None}), "ACTIVE"),
     ("resize again", ("POST", "action", {"resize": {"flavorRef": "2"}}), "VERIFY_RESIZE"),
     ("confirm", ("POST", "action", {"confirmResize": None}), "ACTIVE"),
-    ("delete", ("DELETE", "", None), "GONE"),
+    ("soft delete", ("DELETE", "", None), "SOFT_DELETED"),
+    ("restore", ("POST", "action", {"restore": None}), "ACTIVE"),
+    ("delete", ("POST", "action", {"forceDelete": None}), "GONE"),
 ]
 
 #: (operation, event type, field) -> why OpenKeel's value differs from Nova's fake-driver cloud
@@ -80,6 +83,9 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("reboot", "compute.instance.update", "old_task_state"): "as state_update above",
     ("pause", "instance.pause.end", "power_state"): "Nova's fake driver leaves a paused guest running",
     ("pause", "instance.update", "power_state"): "as above",
+    ("soft delete", "instance.update", "power_state"): "Nova's fake driver keeps a soft-deleted guest running; "
+                                                       "OpenKeel stops it, as Nova's libvirt driver does",
+    ("restore", "instance.update", "power_state"): "as above: stopped until the restore starts it",
     ("unpause", "instance.update", "power_state"): "as above",
     ("unpause", "instance.unpause.start", "power_state"): "as above",
 }
@@ -90,7 +96,7 @@ KNOWN: dict[tuple[str, str, str], str] = {
 _LATER_STAGE = ("state", "task_state", "power_state", "state_description", "state_update", "old_state",
                 "old_task_state", "flavor", "disk_gb", "instance_flavor_id", "instance_type", "instance_type_id",
                 "memory_mb", "root_gb")
-for _step in ("rebuild", "resize", "revert", "resize again", "confirm"):
+for _step in ("rebuild", "resize", "revert", "resize again", "confirm", "soft delete", "restore"):
     for _field in _LATER_STAGE:
         KNOWN[(_step, "*", _field)] = "the controller records the step's events once the step has run"
 
@@ -148,7 +154,8 @@ def nova_oracle() -> Iterator[str]:
         process = subprocess.Popen(
             [str(python), str(CAPTURE), str(script), "--port", str(port), "--log", str(tmp / "nova.log"),
              "--flag", "notifications.notification_format=both",
-             "--flag", "notifications.notify_on_state_change=vm_and_task_state"],
+             "--flag", "notifications.notify_on_state_change=vm_and_task_state",
+             "--flag", f"DEFAULT.reclaim_instance_interval={RECLAIM}"],
             stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
@@ -249,7 +256,7 @@ def nova_notifications() -> dict[str, dict[str, list[dict[str, Any]]]]:
 
 @pytest.fixture
 def openkeel_notifications(tmp_path) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    with notifying_world(tmp_path) as (client, controller, messages):
+    with notifying_world(tmp_path, reclaim=RECLAIM) as (client, controller, messages):
         for flavor in (FLAVOR, LARGER):
             got = client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": flavor})
             assert got.status_code == 200, got.text

@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really send
 LOG = logging.getLogger(__name__)
 
 PAYLOAD_NAMESPACE = "nova"
+OSLO_GROUP = options.OSLO_NOTIFICATIONS_GROUP
 # Nova's publisher "source" for notifications emitted by the API service.
 PUBLISHER_SOURCE = "nova-api"
 
@@ -75,12 +76,31 @@ def _ensure_registered(conf: cfg.ConfigOpts, *, legacy: bool = False) -> None:
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         options.register_opts(conf)
     if conf.notifications.notification_format not in ("versioned", "both") and not (
-            legacy and conf.notifications.notification_format == "unversioned"):
+            legacy and conf.notifications.notification_format == "unversioned" and _driver_configured(conf)):
         return
     try:
         conf.oslo_messaging_notifications.driver  # noqa: B018
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         options.register_messaging_opts(conf)
+
+
+def _driver_configured(conf: cfg.ConfigOpts) -> bool:
+    """Whether a notification driver could be set (without importing oslo.messaging to read its option):
+    the [oslo_messaging_notifications] section, or [DEFAULT] notification_driver, its old name. With
+    Nova's default format and neither, nothing is sent and oslo.messaging need not be loaded."""
+    try:
+        conf.oslo_messaging_notifications.driver  # noqa: B018 - registered already: read it
+        return True
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        pass
+    if OSLO_GROUP in conf.list_all_sections():
+        return True
+    namespace: Any = getattr(conf, "_namespace", None)
+    try:
+        namespace._get_file_value([("DEFAULT", "notification_driver")])
+    except (AttributeError, KeyError, LookupError, TypeError):
+        return False
+    return True
 
 
 def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
@@ -101,6 +121,10 @@ def legacy_notifications_enabled(conf: cfg.ConfigOpts) -> bool:
     _ensure_registered(conf, legacy=True)
     if conf.notifications.notification_format not in ("unversioned", "both"):
         return False
+    try:
+        conf.oslo_messaging_notifications.driver  # noqa: B018
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        return False  # no driver configured (see _driver_configured): the default, noop
     return bool(set(conf.oslo_messaging_notifications.driver) - {"noop"})
 
 

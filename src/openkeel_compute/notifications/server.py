@@ -255,7 +255,8 @@ class ServerNotifier(VersionedNotifier):
         if result != "Success":
             if not event.error:
                 return
-            fault = sp.Fault(exception=_exception_name(details), message=details or "", traceback=traceback or "")
+            fault = sp.Fault(exception=_exception_name(details), message=details or "", traceback=traceback or "",
+                             function_name=found[0])
             self._action(view, event, "error", host, fault=fault)
             return
         self._action(view, event, "end", host)
@@ -339,8 +340,19 @@ def _actor_context(actor: Any) -> dict[str, Any]:
             "project_id": getattr(actor, "project_id", None)}
 
 
-def _exception_name(details: str | None) -> str:
-    return "InstanceFault" if not details else details.split(":", 1)[0].strip().split(" ")[0] or "InstanceFault"
+#: a fault's message -> the Nova exception that carries it (ExceptionPayload.exception)
+_EXCEPTIONS = (("No valid host was found", "NoValidHost"), ("Exceeded maximum number of retries", "MaxRetriesExceeded"),
+               ("Build of instance", "BuildAbortException"), ("Flavor's disk is too small", "FlavorDiskTooSmall"),
+               ("The created instance's disk would be too small", "FlavorDiskTooSmall"),
+               ("Insufficient compute resources", "ComputeResourcesUnavailable"))
+
+
+def _exception_name(message: str | None) -> str:
+    """The Nova exception of a fault's message; Nova's base class for the messages of OpenKeel's own."""
+    for prefix, name in _EXCEPTIONS:
+        if (message or "").startswith(prefix):
+            return name
+    return "NovaException"
 
 
 def _image_service(conf: cfg.ConfigOpts) -> str | None:
