@@ -10,7 +10,7 @@ from oslo_utils import strutils, timeutils
 from sqlalchemy import Boolean, Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers.servers import compute_errors, shown
+from openkeel_compute.api.handlers.server_common import shown
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, dumps, operation
@@ -254,13 +254,13 @@ def _list(req, collection_name: str, detail: bool) -> Response:
     if ip_filter:
         # Nova asks the network service for the ports with such an address first: when none matches it
         # answers an empty list before its database ever sees the sort directions
-        with compute_errors(), common.read(req) as conn:
+        with common.read(req) as conn:
             nothing = _where(req, conn, search, q, all_tenants) is None
     keys, dirs = _sort(req, checked=not ip_filter, validate=not nothing)
     max_limit = common.services(req).conf.api.max_limit
     limit = common.limit(req)
     marker = q["marker"][-1] if "marker" in q else None
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         where = _where(req, conn, search, q, all_tenants)
         rows = paging.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
                                 columns=None if detail else _BRIEF_COLUMNS)
