@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from openkeel_compute.compute.instances import cas
+from openkeel_compute.compute.instances import cas, instance_actions
 from openkeel_compute.db import api as db_api
 from openkeel_compute.notifications import server_events
 from tests.conftest import admin
@@ -92,12 +92,12 @@ def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path) -> No
         engine = server_events.installed().engine
         messages.clear()
         with db_api.transaction(engine) as conn:
-            action = instances.action_for_request(conn, uuid, instances.actions_of(conn, uuid)[0]["request_id"])
-            build = instances.start_event(conn, action, events.BUILD)
-            stop = instances.start_event(conn, action, events.STOP)
-            instances.finish_event(conn, build, "Error", details="No valid host was found. There are not enough "
-                                   "hosts available.", traceback="Traceback (most recent call last): ...")
-            instances.finish_event(conn, stop, "Error", details="the cluster refused")
+            action = instance_actions.action_for_request(conn, uuid, instance_actions.actions_of(conn, uuid)[0]["request_id"])
+            build = instance_actions.start_event(conn, action, events.BUILD)
+            stop = instance_actions.start_event(conn, action, events.STOP)
+            instance_actions.finish_event(conn, build, "Error", details="No valid host was found. There are not enough "
+                                          "hosts available.", traceback="Traceback (most recent call last): ...")
+            instance_actions.finish_event(conn, stop, "Error", details="the cluster refused")
         sent = {m["event_type"]: m for m in messages.all()}
     assert set(sent) == {"instance.create.start", "compute.instance.create.start", "instance.power_off.start",
                          "compute.instance.power_off.start", "instance.create.error",

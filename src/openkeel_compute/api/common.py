@@ -87,14 +87,12 @@ def domain_errors():
         raise faults.Forbidden(exc.message) from None
 
 
-catalog_errors = domain_errors
-
 
 @contextlib.contextmanager
 def write(req):
     """One transaction for one API write, with catalogue errors mapped to faults. A server read in
     it is locked (``in_write``): see handlers/servers.py's ``read_server``."""
-    with catalog_errors(), db_api.transaction(services(req).engine) as conn:
+    with domain_errors(), db_api.transaction(services(req).engine) as conn:
         conn.info[_WRITE] = True
         try:
             yield conn
@@ -112,14 +110,14 @@ def in_write(conn) -> bool:
 
 @contextlib.contextmanager
 def read(req):
-    with catalog_errors(), db_api.reader(services(req).engine) as conn:
+    with domain_errors(), db_api.reader(services(req).engine) as conn:
         yield conn
 
 
 @contextlib.contextmanager
 def read_one(req):
     """For reads of a single prebuilt statement through the DB-API cursor (db_api.raw_reader)."""
-    with catalog_errors(), db_api.raw_reader(services(req).engine) as conn:
+    with domain_errors(), db_api.raw_reader(services(req).engine) as conn:
         yield conn
 
 

@@ -14,14 +14,17 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import urllib.parse
 import uuid as uuidlib
-from typing import TYPE_CHECKING
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import server_boot_options as options
-from openkeel_compute.api.handlers.servers import actor_of, canonical_ip, compute_errors
+from openkeel_compute.api.handlers.server_common import (
+    actor_of,
+    canonical_ip,
+    fetch_image,
+    generated_password,
+)
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
@@ -29,50 +32,15 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, quotas
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.compute.instances import store, updates
-from openkeel_compute.images import errors as image_errors
 from openkeel_compute.policies import servers as rules
-
-if TYPE_CHECKING:
-    from openkeel_compute.images import glance
 
 LOG = logging.getLogger(__name__)
 
 _TRUE = {"true", "1", "on", "yes", "y", "t"}
-# Nova's generated passwords: 12 characters of this alphabet (no look-alike characters).
-_PASSWORD_CHARS = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-PASSWORD_LENGTH = 12
 
 
 def _bool(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in _TRUE
-
-
-def _password() -> str:
-    return "".join(secrets.choice(_PASSWORD_CHARS) for _ in range(PASSWORD_LENGTH))
-
-
-def image_service(req) -> glance.GlanceClient:
-    services = common.services(req)
-    client = getattr(services, "images", None)
-    if client is None:
-        # keystoneauth (and requests under it) are imported with the first client, not by every worker at start
-        from openkeel_compute.images import glance
-
-        client = services.images = glance.GlanceClient(services.conf)
-    return client
-
-
-def fetch_image(req, image_id: str, not_found: str = "Can not find requested image") -> dict:
-    """The image from the image service, its errors as Nova answers them (``not_found``: the 400's
-    words, which boot and rebuild word differently)."""
-    try:
-        return image_service(req).show(req.context, image_id, req.environ)
-    except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
-        raise faults.BadRequest(not_found) from None
-    except image_errors.ImageBadRequest as exc:
-        raise faults.BadRequest(exc.message) from None
-    except image_errors.ImageServiceUnavailable as exc:
-        raise faults.Fault(exc.message, 503) from None
 
 
 def _kernel_and_ramdisk(image: dict) -> dict:
@@ -266,7 +234,7 @@ def create(req):
 
     hints = options.scheduler_hints(req.body)
     system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
-    admin_pass = server.get("adminPass") or _password()
+    admin_pass = server.get("adminPass") or generated_password()
     display_name = server["name"]
     reservation_id = names.new_reservation_id()
     columns = {
@@ -289,7 +257,7 @@ def create(req):
         system_metadata[names.REQUESTED_NETWORKS] = "none"
     actor = actor_of(req)
     created = []
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         max_count = _instances_quota(req, conn, flavor, min_count, max_count)
         for index in range(max_count):
             server_uuid = str(uuidlib.uuid4())

@@ -10,7 +10,7 @@ from oslo_utils import strutils, timeutils
 from sqlalchemy import Boolean, Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers.servers import compute_errors, shown
+from openkeel_compute.api.handlers.server_common import shown
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, dumps, operation
@@ -264,7 +264,7 @@ def _list(req, collection_name: str, detail: bool) -> Response:
         # database sees the sort directions or the marker; then it asks the network service for the
         # ports with such an address: when none matches it answers an empty list before the sort
         # directions too. (The checks of the query itself, in _where, come before both.)
-        with compute_errors(), common.read(req) as conn:
+        with common.read(req) as conn:
             nothing = _where(req, conn, search, q, all_tenants) is None
             unknown_flavor = "flavor" in search and not _flavor_known(conn, search["flavor"])
     marker = q["marker"][-1] if "marker" in q else None
@@ -275,7 +275,7 @@ def _list(req, collection_name: str, detail: bool) -> Response:
                        validate=not (unknown_flavor or (ip_filter and nothing and not scheduled_listed)))
     max_limit = common.services(req).conf.api.max_limit
     limit = common.limit(req)
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         where = _where(req, conn, search, q, all_tenants)
         rows = [] if unknown_flavor else paging.list_page(
             conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
