@@ -30,7 +30,7 @@ TO_COME = {
     "DELETE /os-floating-ips/{id}", "GET /os-networks", "GET /os-networks/{id}", "GET /os-tenant-networks",
     "GET /os-tenant-networks/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
     "GET /os-security-groups", "POST /os-security-groups", "GET /os-security-groups/{id}",
-    "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}", "POST /os-server-external-events",
+    "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
     "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
     "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",
     "GET /servers/{server_id}/os-interface", "POST /servers/{server_id}/os-interface",

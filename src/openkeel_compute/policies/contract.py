@@ -11,6 +11,7 @@ TENANT_USAGE = "os_compute_api:os-simple-tenant-usage:%s"
 AUDIT_LOG = "os_compute_api:os-instance-usage-audit-log:%s"
 BAREMETAL = "os_compute_api:os-baremetal-nodes:%s"
 SHARES = "os_compute_api:os-server-shares:%s"
+EXTERNAL_EVENTS = "os_compute_api:os-server-external-events:%s"
 
 _REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
            "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
@@ -27,6 +28,8 @@ def _rule(name, check_str, description, operations, deprecated=None):
 
 
 rules = [
+    _rule(EXTERNAL_EVENTS % "create", base.SERVICE_ROLE, "Create one or more external events",
+          [("POST", "/os-server-external-events")]),
     _rule(EXTENSIONS, base.RULE_ANY, "List available extensions and show information for an extension by alias",
           [("GET", "/extensions"), ("GET", "/extensions/{alias}")]),
     _rule(TENANT_USAGE % "show", base.PROJECT_READER_OR_ADMIN, "Show usage statistics for a specific tenant",
