@@ -4,7 +4,7 @@
 Each event is answered on its own: 200 "completed" when accepted (the server exists and is on a
 host), 404 for an unknown or deleted server, 422 for a server not on a host yet, 400 for a
 volume-extended without its tag (the volume id); the whole answer is 200 when all were accepted,
-207 otherwise, and 404 "No instances found for any event" when none was. The event names grow with
+207 otherwise, even when none was (Nova 34 no longer answers 404 then). The event names grow with
 the microversion: volume-extended at 2.51, power-update at 2.76, accelerator-request-bound at 2.82,
 volume-reimaged at 2.93. Accepted events are recorded for the controller (compute/external_events.py).
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import copy
 import logging
 
-from openkeel_compute.api import common, faults
+from openkeel_compute.api import common
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import external_events
 from openkeel_compute.policies import contract as rules
@@ -53,7 +53,7 @@ BODY = {
 }
 
 
-@operation(body=BODY, success=200, expected=(403, 404))
+@operation(body=BODY, success=200, expected=(403,))
 def create(req):
     common.can(req, rules.EXTERNAL_EVENTS % "create", {})
     answered = copy.deepcopy(req.body["events"])
@@ -78,8 +78,7 @@ def create(req):
         else:
             event.update(status="failed", code=422)
             result = 207
-    if not accepted:
-        raise faults.NotFound("No instances found for any event")
-    with common.write(req) as conn:
-        external_events.record(conn, accepted)
+    if accepted:
+        with common.write(req) as conn:
+            external_events.record(conn, accepted)
     return Response({"events": answered}, status=result)
