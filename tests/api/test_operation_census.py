@@ -33,8 +33,7 @@ TO_COME = {
     "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
     "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
     "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",
-    "GET /servers/{server_id}/os-interface", "POST /servers/{server_id}/os-interface",
-    "GET /servers/{server_id}/os-interface/{id}", "DELETE /servers/{server_id}/os-interface/{id}",
+    "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
     # volumes (Cinder's proxies, attachments, assisted snapshots)
     "GET /os-volumes", "POST /os-volumes", "GET /os-volumes/detail", "GET /os-volumes/{id}",
     "DELETE /os-volumes/{id}", "GET /os-snapshots", "POST /os-snapshots", "GET /os-snapshots/detail",
