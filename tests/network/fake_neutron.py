@@ -103,6 +103,11 @@ class FakeNeutron:
             return self._error(405, "HTTPMethodNotAllowed", "not allowed")
         if parts == ["networks"]:
             return 200, {"networks": self._filter(self.networks.values(), query)}
+        if parts[0] == "networks" and len(parts) == 2:
+            net = self.networks.get(parts[1])
+            if net is None:
+                return self._error(404, "NetworkNotFound", f"Network {parts[1]} could not be found.")
+            return 200, {"network": net}
         if parts == ["ports"]:
             return 200, {"ports": self._filter(self.ports.values(), query)}
         if parts[0] == "ports" and len(parts) == 2:

@@ -147,6 +147,15 @@ class Calls:
     def list_networks(self, **params) -> list[dict]:
         return self.request("GET", "/networks", params)["networks"]
 
+    def show_network(self, network_id: str) -> dict:
+        """The network; NetworkNotFound when Neutron does not show it to this caller."""
+        try:
+            return self.request("GET", f"/networks/{urllib.parse.quote(network_id, safe='')}")["network"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                raise errors.NetworkNotFound(network_id) from None
+            raise
+
     def show_port(self, port_id: str) -> dict:
         """The port; PortNotFound when Neutron does not know it, as Nova's ``_show_port``."""
         try:
