@@ -29,6 +29,7 @@ class Services:
     notifier: object | None = None
     verify_project: Callable[[object, str], None] | None = None
     images: object | None = None  # the image service's client, made on first use (POST /servers)
+    network: object | None = None  # Neutron's client when [neutron] is set, made on first use
     pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
     # Server lists apart: their pages are larger and must not push the flavor lists out.
     server_pages: PageCache = dataclasses.field(default_factory=lambda: PageCache(SERVER_PAGES_MAX_BYTES))
