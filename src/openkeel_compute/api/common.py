@@ -98,7 +98,9 @@ def write(req):
         try:
             yield conn
         finally:
-            conn.info.pop(_WRITE, None)
+            # (a connection lost meanwhile is discarded with its info: nothing to clear then)
+            with contextlib.suppress(Exception):
+                conn.info.pop(_WRITE, None)
 
 
 _WRITE = "openkeel.api_write"
