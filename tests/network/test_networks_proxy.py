@@ -54,3 +54,18 @@ def test_pod_network_without_neutron(client):
     body = client.get("/v2.1/os-tenant-networks", headers=user()).json
     assert body == {"networks": [{"id": pod.network_id(name), "cidr": "None", "label": name}]}
     assert client.get(f"/v2.1/os-networks/{pod.network_id(name)}", headers=user()).json["network"]["label"] == name
+
+
+def test_floating_ip_pools(world):
+    client, neutron = world
+    neutron.network(name="private")
+    public = neutron.network(name="public", **{"router:external": True})
+    unnamed = neutron.network(name="", **{"router:external": True})
+    resp = client.get("/v2.1/os-floating-ip-pools", headers=user("demo", version="2.35"))
+    assert resp.json == {"floating_ip_pools": [{"name": "public"}, {"name": unnamed["id"]}]}
+    assert public["id"]
+    assert client.get("/v2.1/os-floating-ip-pools", headers=user("demo", version="2.36")).status_code == 404
+
+
+def test_no_floating_ip_pools_without_neutron(client):
+    assert client.get("/v2.1/os-floating-ip-pools", headers=user()).json == {"floating_ip_pools": []}

@@ -121,3 +121,12 @@ def test_port_quota(real):
                 validate.validate_networks(real.caller, real.project, [{"uuid": real.private}], 1), 1, 1)
     finally:
         real.admin.request("DELETE", f"/quotas/{real.project}", ok=(204,))
+
+
+def test_external_networks_are_the_floating_ip_pools(real):
+    pools = real.caller.list_networks(**{"router:external": True})
+    assert "public" in {p["name"] for p in pools}
+    assert real.private not in {p["id"] for p in pools}
+    assert real.caller.show_network(real.private)["id"] == real.private
+    with pytest.raises(errors.NetworkNotFound):
+        real.caller.show_network(str(uuid.uuid4()))

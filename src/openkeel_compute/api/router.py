@@ -115,6 +115,7 @@ ROUTES = {
     "/os-instance_usage_audit_log": {"GET": instance_usage_audit_log.index},
     "/os-server-external-events": {"POST": server_external_events.create},
     "/os-networks": {"GET": networks_proxy.networks_index},
+    "/os-floating-ip-pools": {"GET": networks_proxy.floating_ip_pools_index},
     "/os-networks/{network_id}": {"GET": networks_proxy.networks_show},
     "/os-tenant-networks": {"GET": networks_proxy.tenant_networks_index},
     "/os-tenant-networks/{network_id}": {"GET": networks_proxy.tenant_networks_show},

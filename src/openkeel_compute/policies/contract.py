@@ -14,6 +14,7 @@ SHARES = "os_compute_api:os-server-shares:%s"
 EXTERNAL_EVENTS = "os_compute_api:os-server-external-events:%s"
 NETWORKS = "os_compute_api:os-networks:%s"
 TENANT_NETWORKS = "os_compute_api:os-tenant-networks:%s"
+FLOATING_IP_POOLS = "os_compute_api:os-floating-ip-pools"
 
 _REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
            "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
@@ -35,6 +36,8 @@ def _rule(name, check_str, description, operations, deprecated=None):
 
 
 rules = [
+    _rule(FLOATING_IP_POOLS, base.RULE_ANY, "List floating IP pools. This API is deprecated.",
+          [("GET", "/os-floating-ip-pools")]),
     _rule(NETWORKS % "list", base.PROJECT_READER_OR_ADMIN,
           "List networks for the project.\nThis API is proxy calls to the Network service. This is deprecated.",
           [("GET", "/os-networks")], _OLD_NETWORKS),

@@ -1,10 +1,12 @@
-"""/os-networks and /os-tenant-networks (list and show), Nova's proxies to the network service, up to
+"""/os-networks, /os-tenant-networks (list and show) and /os-floating-ip-pools, Nova's proxies to the network service, up to
 2.35 (404 after), answered as Nova 34.0.0 answers them with Neutron: the networks the caller's token
 sees, each with its id and name and nothing else nova-network used to report (os-networks: every
 other field null, the admin fields too for an admin; os-tenant-networks: ``cidr`` "None"). A network
 the caller cannot see is 404 "Network not found".
 
-Without [neutron] the one network is the cluster's pod network (compute/networks.py), under its
+The floating IP pools are the external networks (``router:external``), by name (or id when unnamed).
+
+Without [neutron] the one network is the cluster's pod network (and there is no floating IP pool) (compute/networks.py), under its
 name and fixed uuid. Nova's ``[api] use_neutron_default_nets`` (networks of another project added to
 os-tenant-networks) is not offered.
 """
@@ -89,3 +91,16 @@ def tenant_networks_index(req):
 def tenant_networks_show(req, network_id):
     _can(req, rules.TENANT_NETWORKS % "show")
     return {"network": _tenant_view(_network(req, network_id))}
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def floating_ip_pools_index(req):
+    common.can(req, rules.FLOATING_IP_POOLS, {})
+    if not server_networks.enabled(req):
+        return {"floating_ip_pools": []}
+    try:
+        pools = server_networks.client(req).for_caller(req.context, req.environ).list_networks(
+            **{"router:external": True})
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ip_pools": [{"name": pool.get("name") or pool["id"]} for pool in pools]}
