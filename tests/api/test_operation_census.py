@@ -28,7 +28,7 @@ TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
     "GET /os-floating-ips", "POST /os-floating-ips", "GET /os-floating-ips/{id}",
     "DELETE /os-floating-ips/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
-    "GET /os-security-groups", "POST /os-security-groups", "GET /os-security-groups/{id}",
+    "POST /os-security-groups",
     "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
     "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
     "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",

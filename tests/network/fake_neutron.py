@@ -52,7 +52,8 @@ class FakeNeutron:
         return port
 
     def security_group(self, name: str, project_id="demo") -> dict:
-        group = {"id": str(uuid.uuid4()), "name": name, "tenant_id": project_id, "project_id": project_id}
+        group = {"id": str(uuid.uuid4()), "name": name, "tenant_id": project_id, "project_id": project_id,
+                 "description": f"{name} group", "security_group_rules": []}
         self.security_groups[group["id"]] = group
         return group
 
@@ -115,6 +116,11 @@ class FakeNeutron:
             if port is None:
                 return self._error(404, "PortNotFound", f"Port {parts[1]} could not be found.")
             return 200, {"port": port}
+        if parts[0] == "security-groups" and len(parts) == 2:
+            group = self.security_groups.get(parts[1])
+            if group is None:
+                return self._error(404, "SecurityGroupNotFound", f"Security group {parts[1]} does not exist")
+            return 200, {"security_group": group}
         if parts == ["security-groups"]:
             return 200, {"security_groups": self._filter(self.security_groups.values(), query)}
         if parts[0] == "quotas" and len(parts) == 2:

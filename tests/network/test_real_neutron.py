@@ -130,3 +130,20 @@ def test_external_networks_are_the_floating_ip_pools(real):
     assert real.caller.show_network(real.private)["id"] == real.private
     with pytest.raises(errors.NetworkNotFound):
         real.caller.show_network(str(uuid.uuid4()))
+
+
+def test_security_group_in_novas_shape(real):
+    from openkeel_compute.api.handlers import security_groups_proxy as proxy
+
+    group = _make(real, "security_group", {"name": "okc-shape", "project_id": real.project})
+    real.admin.request("POST", "/security-group-rules", ok=(201,), body={"security_group_rule": {
+        "security_group_id": group["id"], "direction": "ingress", "protocol": "tcp", "port_range_min": 22,
+        "port_range_max": 22, "remote_ip_prefix": "10.0.0.0/8"}})
+    shown = real.caller.show_security_group(group["id"])
+    view = proxy._group_view(shown, proxy._names(real.caller, [shown]))
+    assert (view["name"], view["tenant_id"]) == ("okc-shape", real.project)
+    assert [(r["ip_protocol"], r["from_port"], r["to_port"], r["ip_range"]) for r in view["rules"]] == [
+        ("tcp", 22, 22, {"cidr": "10.0.0.0/8"})]  # Neutron's default egress rules are left out, as Nova does
+    with pytest.raises(errors.SecurityGroupNotFound) as caught:
+        real.caller.show_security_group(str(uuid.uuid4()))
+    assert caught.value.message.endswith("does not exist")
