@@ -127,6 +127,8 @@ CONTRACT_RULES = {
     "os_compute_api:os-server-external-events:create": "rule:service_or_admin",
     "os_compute_api:os-networks:list": "rule:project_reader_or_admin",
     "os_compute_api:os-floating-ip-pools": "@",
+    "os_compute_api:os-floating-ips:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-floating-ips:show": "rule:project_reader_or_admin",
     "os_compute_api:os-networks:show": "rule:project_reader_or_admin",
     "os_compute_api:os-tenant-networks:list": "rule:project_reader_or_admin",
     "os_compute_api:os-tenant-networks:show": "rule:project_reader_or_admin",

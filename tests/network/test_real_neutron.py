@@ -147,3 +147,18 @@ def test_security_group_in_novas_shape(real):
     with pytest.raises(errors.SecurityGroupNotFound) as caught:
         real.caller.show_security_group(str(uuid.uuid4()))
     assert caught.value.message.endswith("does not exist")
+
+
+def test_floating_ip_in_novas_shape(real):
+    from openkeel_compute.api.handlers import networks_proxy as proxy
+
+    nets = _env(pathlib.Path(DIR) / "networks.env")
+    fip = _make(real, "floatingip", {"floating_network_id": nets["PUBLIC_NETWORK_ID"], "project_id": real.project})
+    listed = real.caller.list_floating_ips(tenant_id=real.project)
+    assert [f["id"] for f in listed] == [fip["id"]]
+    shown = real.caller.show_floating_ip(fip["id"])
+    view = proxy._fip_view(shown, real.caller.show_network(shown["floating_network_id"]),
+                           proxy._ports_of(real.caller, real.project, [shown]).get(shown["id"]))
+    assert view == {"fixed_ip": None, "id": fip["id"], "instance_id": None, "ip": fip["floating_ip_address"],
+                    "pool": nets["PUBLIC_NETWORK_NAME"]}
+    assert real.caller.show_floating_ip(str(uuid.uuid4())) is None

@@ -119,6 +119,8 @@ ROUTES = {
     "/os-security-groups": {"GET": security_groups_proxy.index},
     "/os-security-groups/{security_group_id}": {"GET": security_groups_proxy.show},
     "/os-floating-ip-pools": {"GET": networks_proxy.floating_ip_pools_index},
+    "/os-floating-ips": {"GET": networks_proxy.floating_ips_index},
+    "/os-floating-ips/{floating_ip_id}": {"GET": networks_proxy.floating_ips_show},
     "/os-networks/{network_id}": {"GET": networks_proxy.networks_show},
     "/os-tenant-networks": {"GET": networks_proxy.tenant_networks_index},
     "/os-tenant-networks/{network_id}": {"GET": networks_proxy.tenant_networks_show},

@@ -188,6 +188,24 @@ class Calls:
                 raise errors.SecurityGroupNotFound(exc.message) from None
             raise
 
+    def list_floating_ips(self, **params) -> list[dict]:
+        """The floating IPs; none when Neutron has no L3 API (404), as Nova reads it."""
+        try:
+            return self.request("GET", "/floatingips", params)["floatingips"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def show_floating_ip(self, fip_id: str) -> dict | None:
+        """The floating IP, or None when Neutron does not show it."""
+        try:
+            return self.request("GET", f"/floatingips/{urllib.parse.quote(fip_id, safe='')}")["floatingip"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def validate_auto_allocated_topology(self, project_id: str) -> None:
         """Neutron's dry run of the auto-allocated topology: NeutronError 409 when it cannot be made."""
         self.request("GET", f"/auto-allocated-topology/{urllib.parse.quote(project_id, safe='')}",
