@@ -26,9 +26,9 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 # Until then OpenKeel answers them with the 404 of an unknown route; an entry goes once it is routed.
 TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
-    "GET /os-floating-ip-pools", "GET /os-floating-ips", "POST /os-floating-ips", "GET /os-floating-ips/{id}",
+    "POST /os-floating-ips",
     "DELETE /os-floating-ips/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
-    "GET /os-security-groups", "POST /os-security-groups", "GET /os-security-groups/{id}",
+    "POST /os-security-groups",
     "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
     "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
     "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",

@@ -25,6 +25,7 @@ class FakeNeutron:
         self.ports: dict[str, dict] = {}
         self.security_groups: dict[str, dict] = {}
         self.quotas: dict[str, dict] = {}
+        self.floating_ips: dict[str, dict] = {}
         self.extensions = [{"alias": "auto-allocated-topology", "name": "Auto Allocated Topology Services"}]
         self.auto_allocate_ok = True
         self.requests: list[dict] = []
@@ -52,7 +53,8 @@ class FakeNeutron:
         return port
 
     def security_group(self, name: str, project_id="demo") -> dict:
-        group = {"id": str(uuid.uuid4()), "name": name, "tenant_id": project_id, "project_id": project_id}
+        group = {"id": str(uuid.uuid4()), "name": name, "tenant_id": project_id, "project_id": project_id,
+                 "description": f"{name} group", "security_group_rules": []}
         self.security_groups[group["id"]] = group
         return group
 
@@ -115,10 +117,22 @@ class FakeNeutron:
             if port is None:
                 return self._error(404, "PortNotFound", f"Port {parts[1]} could not be found.")
             return 200, {"port": port}
+        if parts[0] == "security-groups" and len(parts) == 2:
+            group = self.security_groups.get(parts[1])
+            if group is None:
+                return self._error(404, "SecurityGroupNotFound", f"Security group {parts[1]} does not exist")
+            return 200, {"security_group": group}
         if parts == ["security-groups"]:
             return 200, {"security_groups": self._filter(self.security_groups.values(), query)}
         if parts[0] == "quotas" and len(parts) == 2:
             return 200, {"quota": {"port": -1, "network": 100, **self.quotas.get(parts[1], {})}}
+        if parts == ["floatingips"]:
+            return 200, {"floatingips": self._filter(self.floating_ips.values(), query)}
+        if parts[0] == "floatingips" and len(parts) == 2:
+            fip = self.floating_ips.get(parts[1])
+            if fip is None:
+                return self._error(404, "FloatingIPNotFound", f"Floating IP {parts[1]} could not be found")
+            return 200, {"floatingip": fip}
         if parts == ["extensions"]:
             return 200, {"extensions": self.extensions}
         if parts[0] == "auto-allocated-topology":

@@ -215,3 +215,14 @@ def test_none_asks_neutron_nothing(world):
     resp = _boot(client, networks="none")
     assert resp.status_code == 202, resp.json
     assert neutron.requests == []
+
+
+def test_token_neutron_refuses(world):
+    """Neutron refusing the caller's token is Nova's Unauthorized (401), nothing written."""
+    client, engine, neutron = world
+    neutron.network()
+    neutron.fail_with = 401
+    before = _counts(engine)
+    resp = _boot(client, networks="auto")
+    assert resp.status_code == 401
+    assert _counts(engine) == before

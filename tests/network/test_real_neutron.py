@@ -121,3 +121,44 @@ def test_port_quota(real):
                 validate.validate_networks(real.caller, real.project, [{"uuid": real.private}], 1), 1, 1)
     finally:
         real.admin.request("DELETE", f"/quotas/{real.project}", ok=(204,))
+
+
+def test_external_networks_are_the_floating_ip_pools(real):
+    pools = real.caller.list_networks(**{"router:external": True})
+    assert "public" in {p["name"] for p in pools}
+    assert real.private not in {p["id"] for p in pools}
+    assert real.caller.show_network(real.private)["id"] == real.private
+    with pytest.raises(errors.NetworkNotFound):
+        real.caller.show_network(str(uuid.uuid4()))
+
+
+def test_security_group_in_novas_shape(real):
+    from openkeel_compute.api.handlers import security_groups_proxy as proxy
+
+    group = _make(real, "security_group", {"name": "okc-shape", "project_id": real.project})
+    real.admin.request("POST", "/security-group-rules", ok=(201,), body={"security_group_rule": {
+        "security_group_id": group["id"], "direction": "ingress", "protocol": "tcp", "port_range_min": 22,
+        "port_range_max": 22, "remote_ip_prefix": "10.0.0.0/8"}})
+    shown = real.caller.show_security_group(group["id"])
+    view = proxy._group_view(shown, proxy._names(real.caller, [shown]))
+    assert (view["name"], view["tenant_id"]) == ("okc-shape", real.project)
+    assert [(r["ip_protocol"], r["from_port"], r["to_port"], r["ip_range"]) for r in view["rules"]] == [
+        ("tcp", 22, 22, {"cidr": "10.0.0.0/8"})]  # Neutron's default egress rules are left out, as Nova does
+    with pytest.raises(errors.SecurityGroupNotFound) as caught:
+        real.caller.show_security_group(str(uuid.uuid4()))
+    assert caught.value.message.endswith("does not exist")
+
+
+def test_floating_ip_in_novas_shape(real):
+    from openkeel_compute.api.handlers import networks_proxy as proxy
+
+    nets = _env(pathlib.Path(DIR) / "networks.env")
+    fip = _make(real, "floatingip", {"floating_network_id": nets["PUBLIC_NETWORK_ID"], "project_id": real.project})
+    listed = real.caller.list_floating_ips(tenant_id=real.project)
+    assert [f["id"] for f in listed] == [fip["id"]]
+    shown = real.caller.show_floating_ip(fip["id"])
+    view = proxy._fip_view(shown, real.caller.show_network(shown["floating_network_id"]),
+                           proxy._ports_of(real.caller, real.project, [shown]).get(shown["id"]))
+    assert view == {"fixed_ip": None, "id": fip["id"], "instance_id": None, "ip": fip["floating_ip_address"],
+                    "pool": nets["PUBLIC_NETWORK_NAME"]}
+    assert real.caller.show_floating_ip(str(uuid.uuid4())) is None

@@ -179,6 +179,33 @@ class Calls:
     def list_security_groups(self, **params) -> list[dict]:
         return self.request("GET", "/security-groups", params)["security_groups"]
 
+    def show_security_group(self, group_id: str) -> dict:
+        """The group; SecurityGroupNotFound (Neutron's words) when the caller cannot see it."""
+        try:
+            return self.request("GET", f"/security-groups/{urllib.parse.quote(group_id, safe='')}")["security_group"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                raise errors.SecurityGroupNotFound(exc.message) from None
+            raise
+
+    def list_floating_ips(self, **params) -> list[dict]:
+        """The floating IPs; none when Neutron has no L3 API (404), as Nova reads it."""
+        try:
+            return self.request("GET", "/floatingips", params)["floatingips"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                return []
+            raise
+
+    def show_floating_ip(self, fip_id: str) -> dict | None:
+        """The floating IP, or None when Neutron does not show it."""
+        try:
+            return self.request("GET", f"/floatingips/{urllib.parse.quote(fip_id, safe='')}")["floatingip"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def validate_auto_allocated_topology(self, project_id: str) -> None:
         """Neutron's dry run of the auto-allocated topology: NeutronError 409 when it cannot be made."""
         self.request("GET", f"/auto-allocated-topology/{urllib.parse.quote(project_id, safe='')}",

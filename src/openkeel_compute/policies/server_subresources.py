@@ -38,6 +38,11 @@ def _rule(name, check_str, description, method, path, deprecated=None):
 
 
 rules = [
+    _rule(SECURITY_GROUPS % "get", base.PROJECT_READER_OR_ADMIN, "List security groups. This API is deprecated.",
+          "GET", "/os-security-groups", _OLD_SECURITY_GROUPS),
+    _rule(SECURITY_GROUPS % "show", base.PROJECT_READER_OR_ADMIN,
+          "Show security group. This API is deprecated.", "GET", "/os-security-groups/{security_group_id}",
+          _OLD_SECURITY_GROUPS),
     _rule(INTERFACES % "list", base.PROJECT_READER_OR_ADMIN, "List port interfaces attached to a server",
           "GET", "/servers/{server_id}/os-interface", _OLD_INTERFACES),
     _rule(INTERFACES % "show", base.PROJECT_READER_OR_ADMIN, "Show details of a port interface attached to a server",

@@ -1,10 +1,16 @@
-"""/os-networks and /os-tenant-networks (list and show), Nova's proxies to the network service, up to
+"""/os-networks, /os-tenant-networks, /os-floating-ips (list and show) and /os-floating-ip-pools, Nova's
+proxies to the network service, up to
 2.35 (404 after), answered as Nova 34.0.0 answers them with Neutron: the networks the caller's token
 sees, each with its id and name and nothing else nova-network used to report (os-networks: every
 other field null, the admin fields too for an admin; os-tenant-networks: ``cidr`` "None"). A network
 the caller cannot see is 404 "Network not found".
 
-Without [neutron] the one network is the cluster's pod network (compute/networks.py), under its
+A floating IP shows its address, its pool (its network's name, or id), its fixed IP and the server its
+port belongs to (``instance_id``); one Neutron does not show is 404 "Floating IP not found for ID …".
+Allocating, releasing, associating and disassociating floating IPs are still to come.
+The floating IP pools are the external networks (``router:external``), by name (or id when unnamed).
+
+Without [neutron] the one network is the cluster's pod network (and there is no floating IP pool) (compute/networks.py), under its
 name and fixed uuid. Nova's ``[api] use_neutron_default_nets`` (networks of another project added to
 os-tenant-networks) is not offered.
 """
@@ -89,3 +95,70 @@ def tenant_networks_index(req):
 def tenant_networks_show(req, network_id):
     _can(req, rules.TENANT_NETWORKS % "show")
     return {"network": _tenant_view(_network(req, network_id))}
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def floating_ip_pools_index(req):
+    common.can(req, rules.FLOATING_IP_POOLS, {})
+    if not server_networks.enabled(req):
+        return {"floating_ip_pools": []}
+    try:
+        pools = server_networks.client(req).for_caller(req.context, req.environ).list_networks(
+            **{"router:external": True})
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ip_pools": [{"name": pool.get("name") or pool["id"]} for pool in pools]}
+
+
+def _fip_view(fip: dict, network: dict | None, port: dict | None) -> dict:
+    network = network or {"id": fip.get("floating_network_id"), "name": None}
+    return {"fixed_ip": fip.get("fixed_ip_address"), "id": fip["id"],
+            "instance_id": port.get("device_id") if port else None, "ip": fip.get("floating_ip_address"),
+            "pool": network.get("name") or network.get("id")}
+
+
+def _ports_of(calls, project_id: str, fips: list[dict]) -> dict[str, dict]:
+    """Each floating IP's port: Neutron's port_details (fip-port-details), else the project's ports."""
+    if all("port_details" in fip for fip in fips):
+        return {fip["id"]: fip["port_details"] for fip in fips if fip.get("port_details")}
+    ports = {p["id"]: p for p in calls.list_ports(tenant_id=project_id)}
+    return {fip["id"]: ports[fip["port_id"]] for fip in fips if fip.get("port_id") in ports}
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def floating_ips_index(req):
+    _can(req, rules.FLOATING_IPS % "list")
+    if not server_networks.enabled(req):
+        return {"floating_ips": []}
+    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    project_id = req.context.project_id
+    try:
+        fips = calls.list_floating_ips(tenant_id=project_id)
+        if not fips:
+            return {"floating_ips": []}
+        wanted = list(dict.fromkeys(f["floating_network_id"] for f in fips))
+        networks = {n["id"]: n for n in calls.list_networks(id=wanted)}
+        ports = _ports_of(calls, project_id, fips)
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ips": [_fip_view(f, networks.get(f["floating_network_id"]), ports.get(f["id"]))
+                             for f in fips]}
+
+
+@operation(versions=VERSIONS, query=QUERY, expected=(400, 404))
+@wsgi_path_params
+def floating_ips_show(req, floating_ip_id):
+    _can(req, rules.FLOATING_IPS % "show")
+    not_found = faults.NotFound(f"Floating IP not found for ID {floating_ip_id}")
+    if not server_networks.enabled(req):
+        raise not_found
+    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    try:
+        fip = calls.show_floating_ip(floating_ip_id)
+        if fip is None:
+            raise not_found
+        network = calls.show_network(fip["floating_network_id"])
+        port = _ports_of(calls, req.context.project_id, [fip]).get(fip["id"])
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ip": _fip_view(fip, network, port)}

@@ -39,7 +39,7 @@ def answer(exc: net_errors.NetworkError) -> faults.Fault:
     if exc.code == 409:
         return faults.Conflict(exc.message)
     if exc.code == 401:
-        return faults.Fault("Unauthorized", 401)
+        return faults.Fault(exc.message, 401)
     if isinstance(exc, net_errors.NeutronError) and 400 <= exc.status < 500:
         return faults.Fault(exc.message, exc.status)
     return faults.Fault(exc.message, 503)
