@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, errors
+from openkeel_compute.compute import errors, preconditions
 from openkeel_compute.compute.instances import (
     cas,
     deletion,
@@ -113,12 +113,12 @@ def test_a_server_keeps_its_flavor_whatever_happens_to_the_flavor(engine):
 def test_an_action_moves_task_state_and_is_recorded(engine):
     uuid = _boot(engine, _flavor(engine))
     with db_api.transaction(engine) as conn:
-        before = cas.begin_action(conn, uuid, actions.precondition("stop"), OWNER)
+        before = cas.begin_action(conn, uuid, preconditions.precondition("stop"), OWNER)
     assert before["task_state"] is None
     row = _get(engine, uuid)
     assert (row["vm_state"], row["task_state"]) == ("active", "powering-off") and store.status(row) == "ACTIVE"
     with db_api.transaction(engine) as conn, pytest.raises(errors.InstanceInvalidState) as caught:
-        cas.begin_action(conn, uuid, actions.precondition("stop"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("stop"), OWNER)
     assert caught.value.message == f"Cannot 'stop' instance {uuid} while it is in task_state powering-off"
     # the controller finishes the stop, only if the task is still the one it was given
     with db_api.transaction(engine) as conn:
@@ -135,7 +135,7 @@ def test_an_action_moves_task_state_and_is_recorded(engine):
 def test_a_refused_action_changes_nothing_and_records_nothing(engine):
     uuid = _boot(engine, _flavor(engine))
     with pytest.raises(errors.InstanceInvalidState) as caught, db_api.transaction(engine) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("start"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("start"), OWNER)
     assert caught.value.message == f"Cannot 'start' instance {uuid} while it is in vm_state active"
     with db_api.reader(engine) as conn:
         assert [a["action"] for a in instance_actions.actions_of(conn, uuid)] == ["create"]
@@ -161,7 +161,7 @@ def test_of_n_concurrent_actions_on_one_server_exactly_one_proceeds(engine, acti
         barrier.wait()
         try:
             with db_api.transaction(engine) as conn:
-                cas.begin_action(conn, target, actions.precondition(names[i]),
+                cas.begin_action(conn, target, preconditions.precondition(names[i]),
                                  Actor("demo", OWNER.project_id, request_id=f"req-{i}"))
             outcomes[i] = "ok"
         except errors.Conflict as exc:
@@ -174,7 +174,7 @@ def test_of_n_concurrent_actions_on_one_server_exactly_one_proceeds(engine, acti
         t.join()
     assert outcomes.count("ok") == 1, outcomes
     winner = names[outcomes.index("ok")]
-    task = actions.precondition(winner).next_task_state
+    task = preconditions.precondition(winner).next_task_state
     assert _get(engine, uuid)["task_state"] == task
     # every loser gets the 409 it would have got arriving after the winner
     for name, outcome in zip(names, outcomes):
@@ -192,7 +192,7 @@ def test_lock_and_unlock_as_nova(engine):
     row = _get(engine, uuid)
     assert (row["locked"], row["locked_by"], row["locked_reason"]) == (True, "owner", None)
     with pytest.raises(errors.InstanceIsLocked) as caught, db_api.transaction(engine) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("stop"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("stop"), OWNER)
     assert caught.value.message == f"Instance {uuid} is locked"
     with db_api.transaction(engine) as conn:
         assert locks.lock(conn, uuid, ADMIN, reason="maintenance")
@@ -200,7 +200,7 @@ def test_lock_and_unlock_as_nova(engine):
     assert (row["locked_by"], row["locked_reason"]) == ("admin", "maintenance")
     assert not locks.is_expected_locked_by(row, OWNER) and locks.is_expected_locked_by(row, ADMIN)
     with db_api.transaction(engine) as conn:  # admins act on locked servers
-        cas.begin_action(conn, uuid, actions.precondition("stop"), ADMIN)
+        cas.begin_action(conn, uuid, preconditions.precondition("stop"), ADMIN)
         locks.unlock(conn, uuid, ADMIN)
     row = _get(engine, uuid)
     assert (row["locked"], row["locked_by"], row["locked_reason"]) == (False, None, None)
@@ -296,7 +296,7 @@ def test_status_filter_in_a_list(engine):
     flavor = _flavor(engine)
     active, stopping, building = _boot(engine, flavor), _boot(engine, flavor), _boot(engine, flavor, launched=False)
     with db_api.transaction(engine) as conn:
-        cas.begin_action(conn, stopping, actions.precondition("reboot"), OWNER)
+        cas.begin_action(conn, stopping, preconditions.precondition("reboot"), OWNER)
     with db_api.reader(engine) as conn:
 
         def listed(*statuses, v238=True):
@@ -340,7 +340,7 @@ def test_delete_is_refused_only_by_the_lock(engine):
     building = _boot(engine, flavor, launched=False)
     rebooting = _boot(engine, flavor)
     with db_api.transaction(engine) as conn:
-        cas.begin_action(conn, rebooting, actions.precondition("reboot"), OWNER)
+        cas.begin_action(conn, rebooting, preconditions.precondition("reboot"), OWNER)
         assert cas.begin_delete(conn, building, OWNER)  # never launched, task scheduling
         assert cas.begin_delete(conn, rebooting, OWNER)  # overrides the running task
         locks.lock(conn, rebooting, ADMIN)
@@ -360,7 +360,7 @@ def test_a_stale_read_loses_to_a_lock_taken_since(engine):
     stale = _get(engine, uuid)
     with db_api.transaction(engine) as conn:
         locks.lock(conn, uuid, ADMIN)
-    for start in (lambda conn: cas.begin_action(conn, stale, actions.precondition("stop"), OWNER),
+    for start in (lambda conn: cas.begin_action(conn, stale, preconditions.precondition("stop"), OWNER),
                   lambda conn: cas.begin_delete(conn, stale, OWNER)):
         with pytest.raises(errors.InstanceIsLocked), db_api.transaction(engine) as conn:
             start(conn)
@@ -397,10 +397,10 @@ def test_the_host_check_is_in_the_guard_too(engine):
     with db_api.transaction(engine) as conn:
         cas.save_state(conn, uuid, host=None)
     with pytest.raises(errors.InstanceNotReady) as caught, db_api.transaction(engine) as conn:
-        cas.begin_action(conn, stale, actions.precondition("stop"), OWNER)
+        cas.begin_action(conn, stale, preconditions.precondition("stop"), OWNER)
     assert caught.value.message == f"Instance {uuid} is not ready"
     with db_api.transaction(engine) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("pause"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("pause"), OWNER)
 
 
 def test_a_page_of_instance_actions(engine):

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import select
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions
+from openkeel_compute.compute import preconditions
 from openkeel_compute.compute.instances import cas, store, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.conf.kubevirt import mapping_options
@@ -141,7 +141,7 @@ def action(engine, uuid: str, name: str, operation: str) -> None:
         if name == "delete":
             cas.begin_delete(conn, uuid, OWNER)
         else:
-            cas.begin_action(conn, uuid, actions.precondition(name), OWNER)
+            cas.begin_action(conn, uuid, preconditions.precondition(name), OWNER)
         updates.outbox(conn, uuid, operation, OWNER)
 
 

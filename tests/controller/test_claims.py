@@ -12,7 +12,7 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, working_state
+from openkeel_compute.compute import preconditions, working_state
 from openkeel_compute.compute.instances import cas, instance_faults, store, updates
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
@@ -209,7 +209,7 @@ def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_w
     assert placement.get_allocations(uuid).allocations == held
     # a hard reboot of the stopped server starts it the same way, and fails the same way
     with db_api.transaction(db) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
         updates.outbox(conn, uuid, "reboot-hard", OWNER)
     row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row

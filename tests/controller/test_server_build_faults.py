@@ -17,18 +17,20 @@ from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
+from tests.databases import ENGINES, throwaway_database
 from tests.server_world import IMAGE, image_service, server_world
 
 ADMIN = admin("2.96")
 GiB = 1024**3
 
 
-@pytest.fixture
-def world(tmp_path):
+@pytest.fixture(params=ENGINES)
+def world(request, tmp_path):
+    """The API, the controller and the built-in cluster, on each supported database."""
     policies.reset()
-    with image_service(tmp_path) as glance_url:
+    with image_service(tmp_path) as glance_url, throwaway_database(request.param, tmp_path) as url:
         conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"},
-                         glance={"api_servers": glance_url})
+                         glance={"api_servers": glance_url}, database={"connection": url})
         engine = db_api.get_engine(conf)
         migration.sync(engine)
         with server_world(conf, lambda kube: server_loop_from(conf, engine, kube)) as (client, controller, cluster):

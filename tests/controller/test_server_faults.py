@@ -17,7 +17,7 @@ import time
 import yaml
 from sqlalchemy import func, select
 
-from openkeel_compute.compute import actions
+from openkeel_compute.compute import preconditions
 from openkeel_compute.compute.instances import cas, deletion, instance_actions, store, updates
 from openkeel_compute.controller.kube import DATA_VOLUME, VM, make_client
 from openkeel_compute.controller.servers import ServerLoop, make_loop
@@ -227,7 +227,7 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
         row = until(first, db, uuid, active)
         old = cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
         with db_api.transaction(db) as conn:
-            cas.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+            cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
             updates.outbox(conn, uuid, "reboot-hard", OWNER)
         first.process_outbox()  # the restart is asked; then this controller is gone
         assert _sysmeta(db, uuid)[SYSMETA_OLD_VMI] == old

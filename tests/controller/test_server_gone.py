@@ -9,6 +9,7 @@ Nova's does; a pause of one ends at once in Nova's InstanceNotRunning fault. Not
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -18,15 +19,17 @@ from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
+from tests.databases import ENGINES, throwaway_database
 from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world
 
 
-@pytest.fixture
-def world(tmp_path):
+@pytest.fixture(params=ENGINES)
+def world(request, tmp_path):
+    """The API, the controller and the built-in cluster, on each supported database."""
     policies.reset()
-    with image_service(tmp_path) as glance_url:
+    with image_service(tmp_path) as glance_url, throwaway_database(request.param, tmp_path) as url:
         conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"},
-                         glance={"api_servers": glance_url})
+                         glance={"api_servers": glance_url}, database={"connection": url})
         engine = db_api.get_engine(conf)
         migration.sync(engine)
         with server_world(conf, lambda kube: server_loop_from(conf, engine, kube)) as (client, controller, cluster):
@@ -184,3 +187,26 @@ def test_addresses_are_the_ones_the_guest_has_now(world):
     assert seen_without
     _until(client, controller, uuid, "ACTIVE")
     assert _addresses(client, uuid) == _vmi_addresses(cluster, uuid) != []
+
+
+@pytest.mark.parametrize("plugin", ["calico", "kube-ovn"])
+def test_with_keep_pod_address_the_address_outlives_stop_reboot_and_rebuild(world, plugin):
+    """[controller] keep_pod_address: the VM's template asks the network plugin for the guest's address
+    (Calico's or Kube-OVN's pod annotation), so the new VMIs of a stop and start, a hard reboot and a
+    rebuild get it again, as a Neutron port keeps its address (Tempest's test_rebuild_server)."""
+    client, controller, cluster = world
+    controller.servers.settings = dataclasses.replace(controller.servers.settings, keep_pod_address=plugin)
+    uuid = _boot(client, controller)
+    first = _addresses(client, uuid)
+    controller.run_once()  # the template asks for it from now on
+    annotations = _vm(cluster, uuid)["spec"]["template"]["metadata"]["annotations"]
+    assert {"calico": ("cni.projectcalico.org/ipAddrs", f'["{first[0]}"]'),
+            "kube-ovn": ("ovn.kubernetes.io/ip_address", first[0])}[plugin] in annotations.items()
+    other = _boot(client, controller)  # another server's pod in between takes the next free address
+    assert _addresses(client, other) != first
+    for body, status in (({"os-stop": None}, "SHUTOFF"), ({"os-start": None}, "ACTIVE"),
+                         ({"reboot": {"type": "HARD"}}, "ACTIVE"), ({"rebuild": {"imageRef": IMAGE_ALT}}, "ACTIVE")):
+        _action(client, uuid, body)
+        _until(client, controller, uuid, status)
+        if status == "ACTIVE":
+            assert _addresses(client, uuid) == first == _vmi_addresses(cluster, uuid)[:1], body

@@ -9,7 +9,7 @@ import time
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import actions
+from openkeel_compute.compute import preconditions
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, updates
 from openkeel_compute.controller.gateway import SUBRESOURCES
 from openkeel_compute.controller.kube import http_of, make_client
@@ -160,7 +160,7 @@ def test_soft_reboot_ends_active(loop, db, apiserver):
     row = until(loop, db, uuid, active)
     writes = len(apiserver.writes)
     with db_api.transaction(db) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="SOFT"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="SOFT"), OWNER)
         updates.outbox(conn, uuid, "reboot-soft", OWNER)
     row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None)
@@ -192,7 +192,7 @@ def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
     # the old VMI takes a second to go: on a loaded machine one pass could otherwise outlast the whole restart
     apiserver.lifecycle.delays = dataclasses.replace(apiserver.lifecycle.delays, stopping=1.0)
     with db_api.transaction(db) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
         updates.outbox(conn, uuid, "reboot-hard", OWNER)
     loop.run_once()  # the restart is asked; the old VMI still runs: the task is not done
     assert row_of(db, uuid)["task_state"] is not None
@@ -231,7 +231,7 @@ def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
     action(db, uuid, "stop", "stop")
     until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
     with db_api.transaction(db) as conn:
-        cas.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
         updates.outbox(conn, uuid, "reboot-hard", OWNER)
     row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
@@ -256,7 +256,7 @@ def test_a_rebooted_server_stays_active(loop, db, apiserver):
     until(loop, db, uuid, active)
     for kind, operation in (("SOFT", "reboot-soft"), ("HARD", "reboot-hard")):
         with db_api.transaction(db) as conn:
-            cas.begin_action(conn, uuid, actions.precondition("reboot", reboot_type=kind), OWNER)
+            cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type=kind), OWNER)
             updates.outbox(conn, uuid, operation, OWNER)
         until(loop, db, uuid, active)
     for _ in range(20):

@@ -210,13 +210,6 @@ def test_a_step_whose_task_was_taken_over_is_done_without_asking_the_cluster(ctx
 
 # -- resize, console ----------------------------------------------------------------------------------
 
-def test_a_resize_waits_for_a_vm_to_resize(ctx, db, cluster):
-    uuid = boot(db)
-    server = _server(db, uuid, vm_state=states.ACTIVE, task_state=task_states.RESIZE_PREP)
-    with pytest.raises(Wait, match="no VirtualMachine"):
-        resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
-
-
 def test_the_console_of_a_server_that_does_not_run_is_empty(ctx, db, cluster):
     uuid = boot(db)
     with db_api.transaction(db) as conn:
@@ -225,3 +218,12 @@ def test_the_console_of_a_server_that_does_not_run_is_empty(ctx, db, cluster):
     with db_api.reader(db) as conn:
         answer = console_rows.answered(conn, request)
     assert answer is not None and (answer.output, answer.error) == ("", None)
+
+
+def test_a_resize_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, cluster):
+    """Not a wait for ever: the VM is made again from the record (not started), then the resize goes on."""
+    uuid = boot(db)
+    server = _server(db, uuid, vm_state=states.STOPPED, task_state=task_states.RESIZE_PREP)
+    with pytest.raises(Wait, match="made again"):
+        resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
+    assert "VirtualMachine" in [c[1] for c in cluster.calls if c[0] == "apply"] and cluster.verbs() == []

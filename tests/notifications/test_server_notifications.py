@@ -96,7 +96,7 @@ def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path) -> No
             build = instance_actions.start_event(conn, action, events.BUILD)
             stop = instance_actions.start_event(conn, action, events.STOP)
             instance_actions.finish_event(conn, build, "Error", details="No valid host was found. There are not enough "
-                                   "hosts available.", traceback="Traceback (most recent call last): ...")
+                                          "hosts available.", traceback="Traceback (most recent call last): ...")
             instance_actions.finish_event(conn, stop, "Error", details="the cluster refused")
         sent = {m["event_type"]: m for m in messages.all()}
     assert set(sent) == {"instance.create.start", "compute.instance.create.start", "instance.power_off.start",

@@ -309,6 +309,7 @@ def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterat
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"serve started {len(children(proc.pid))} of {workers} workers")
                 time.sleep(0.1)
+        world.serve_process = proc  # for a run that kills it
         yield "127.0.0.1", port
     finally:
         stop_group(proc, timeout=30)

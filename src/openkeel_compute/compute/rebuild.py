@@ -16,9 +16,9 @@ from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import image_meta
-from openkeel_compute.compute.actions import precondition
 from openkeel_compute.compute.instances import cas, instance_metadata, store, updates
 from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.preconditions import precondition
 from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, utcnow
 from openkeel_compute.model import operations, sysmeta
 

@@ -23,7 +23,7 @@ import uuid as uuidlib
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import actions, errors, flavor_copy
+from openkeel_compute.compute import errors, flavor_copy, preconditions
 from openkeel_compute.compute.instances import cas, instance_actions, instance_sysmeta, store, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db.models import MIGRATIONS, utcnow
@@ -88,7 +88,7 @@ def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, st
     the compare-and-swap into ``resize_prep`` (409 when another action won), the instance action
     ``resize``, the migration ``pre-migrating``, the flavor copy's old/new, the old vm_state, and the
     outbox row for the controller. Returns the migration's uuid."""
-    pre = actions.precondition("resize")
+    pre = preconditions.precondition("resize")
     checked = cas.begin_action(conn, row, pre, actor, values={"progress": 0, "auto_disk_config": auto_disk_config})
     uuid = row["uuid"]
     copy = _flavor_json(checked)
@@ -104,7 +104,7 @@ def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, st
 def confirm(conn: Connection, row: dict, actor: Actor) -> str:
     """Record a confirmResize: the finished migration becomes ``confirming`` (of concurrent confirms
     exactly one moves it; the others find no finished resize, as in Nova), the action, the outbox row."""
-    actions.check("confirmResize", row, is_admin=actor.is_admin)
+    preconditions.check("confirmResize", row, is_admin=actor.is_admin)
     migration = migration_of(conn, row["uuid"], "finished")
     if migration is None or not move_migration(conn, migration["uuid"], "confirming", expected="finished"):
         raise NotResized()
@@ -115,7 +115,7 @@ def confirm(conn: Connection, row: dict, actor: Actor) -> str:
 
 def revert(conn: Connection, row: dict, actor: Actor) -> str:
     """Record a revertResize: task ``resize_reverting`` (compare-and-swap), migration ``reverting``."""
-    pre = actions.precondition("revertResize")
+    pre = preconditions.precondition("revertResize")
     pre.check(row, is_admin=actor.is_admin)
     migration = migration_of(conn, row["uuid"], "finished")
     if migration is None:

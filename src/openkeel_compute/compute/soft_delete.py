@@ -16,9 +16,9 @@ import datetime as dt
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute.actions import PRECONDITIONS
 from openkeel_compute.compute.instances import cas, updates
 from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.preconditions import PRECONDITIONS
 from openkeel_compute.db.models import INSTANCES, utcnow
 from openkeel_compute.model import operations, states
 

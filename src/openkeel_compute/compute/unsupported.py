@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute.actions import Precondition
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults
 from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.preconditions import Precondition
 from openkeel_compute.db.models import INSTANCES
 
 

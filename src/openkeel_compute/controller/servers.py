@@ -132,6 +132,7 @@ class ServerLoop:
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())
         confirm.auto_confirm(ctx, self.settings.resize_confirm_window)
+        confirm.close_reset(ctx)
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
@@ -240,8 +241,8 @@ class ServerLoop:
 
     def _record(self, ctx: Context, row: ServerRow, server: dict[str, Any] | None, outcome: Outcome,
                 problems: dict[str, str], *, counted: bool = True) -> str:
-        """``counted``: the failure may end the task once its attempts are spent (a cluster that does not
-        answer at all is waited for, with the same backoff)."""
+        """``counted``: the failure backs the row off and may end the task once its attempts are spent (a
+        cluster that does not answer at all spends none: the row is tried on the next pass)."""
         if isinstance(outcome, Done):
             self._not_before.pop(row.id, None)
             return _DONE

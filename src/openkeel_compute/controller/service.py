@@ -188,6 +188,10 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     publish_providers = None
+
+    def is_leader() -> bool:
+        return elector.is_leader if elector is not None else True
+
     if cluster is not None:  # servers need a cluster: rendering YAML files has no status to read back
         placement = placement_from(conf, placement_url)
         claims = Claims.from_conf(placement, conf)
@@ -197,22 +201,26 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         elif not _when_database_answers(lambda: nodes.sync(engine, cluster), stop):
             return 0
 
-        def publish_providers():
-            if providers.sync_from_conf(placement, cluster, conf) is not None:
+        def publish_providers(audit_too: bool = True):
+            # the audit repairs allocations: the leader's business only, never before the Lease is held
+            # (the node publisher calls this only while leading; it checks again right before)
+            if providers.sync_from_conf(placement, cluster, conf) is not None and audit_too and is_leader():
                 try:
                     audit.audit(engine, placement)
                 except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
                     LOG.warning("allocations not audited: %s", exc)
 
-        publish_providers()
+        publish_providers(audit_too=False)  # the nodes' providers before the first claim; no audit yet
     controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf), metrics,
-                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers,
+                            is_leader=is_leader, servers=servers,
                             flavor_check=flavor_check)
     try:
         if once:
             if elector is not None and not _acquire_within(elector, elector.duration + elector.renew_interval):
                 LOG.warning("another replica holds lease %s/%s: nothing done", elector.namespace, elector.name)
                 return 1
+            if publish_providers is not None:
+                publish_providers()  # the Lease is held now: the audit too
             report = controller.run_once()
             for flavor_id, problem in sorted(report.problems.items()):
                 LOG.warning("flavor %s: %s", flavor_id, problem)
@@ -225,8 +233,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         if elector is not None:
             elector.start()
         if cluster is not None:
-            _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval),
-                            (lambda: elector.is_leader) if elector else (lambda: True),
+            _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval), is_leader,
                             _with_usage_audit(conf, engine, notifier, publish_providers))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")

@@ -3,29 +3,18 @@ Nova 34.0.0 answers them (resetNetwork, removed from Nova, is api/handlers/remov
 
 from __future__ import annotations
 
-import contextlib
-
 from sqlalchemy import update
 
-from openkeel_compute.api import common, faults
+from openkeel_compute.api import common
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import actor_of, locked_as_invalid_state, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors
+from openkeel_compute.compute import preconditions
 from openkeel_compute.compute.instances import cas, instance_actions, updates
 from openkeel_compute.db.models import INSTANCE_ACTIONS, utcnow
 from openkeel_compute.model import states
 from openkeel_compute.policies import server_actions as rules
-
-
-@contextlib.contextmanager
-def locked_as_invalid_state(server_id: str, action: str):
-    """The few actions whose Nova handler words the lock as an invalid state."""
-    try:
-        yield
-    except errors.InstanceIsLocked:
-        raise faults.Conflict(f"Instance {server_id} is in an invalid state for '{action}'") from None
 
 
 @operation(body={"2.0-": schema.reset_state}, success=202, expected=(404,))
@@ -35,7 +24,7 @@ def reset_state(req, server_id):
     A controller still working on the old task finds it gone and leaves the row alone."""
     actor = actor_of(req)
     state = {"active": states.ACTIVE, "error": states.ERROR}[req.body["os-resetState"]["state"]]
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.ADMIN_ACTIONS % "reset_state", {"project_id": row["project_id"]})
         action_id = instance_actions.start_action(conn, row["uuid"], "resetState", actor)
@@ -51,10 +40,10 @@ def inject_network_info(req, server_id):
     """Only the lock can refuse it. Nova records no action; the network of a KubeVirt server
     is given to the guest by the cluster, so there is nothing to inject (as with Nova's drivers
     that do nothing for it)."""
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.ADMIN_ACTIONS % "inject_network_info", {"project_id": row["project_id"]})
-        actions.check("injectNetworkInfo", row, is_admin=bool(req.context.is_admin))
+        preconditions.check("injectNetworkInfo", row, is_admin=bool(req.context.is_admin))
     return Response(None)
 
 
@@ -62,10 +51,10 @@ def inject_network_info(req, server_id):
 @wsgi_path_params
 def restore(req, server_id):
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.DEFERRED_DELETE % "restore", {"project_id": row["project_id"]})
-        pre = actions.precondition("restore")
+        pre = preconditions.precondition("restore")
         with locked_as_invalid_state(row["uuid"], "restore"):
             cas.begin_action(conn, row, pre, actor, values={"deleted_at": None})
         if row["host"]:
@@ -81,10 +70,10 @@ def restore(req, server_id):
 def force_delete(req, server_id):
     """Delete now, a soft-deleted server too; refused by the lock and by a running task."""
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.DEFERRED_DELETE % "force", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        actions.check("forceDelete", row, is_admin=actor.is_admin)
+        preconditions.check("forceDelete", row, is_admin=actor.is_admin)
         if cas.begin_delete(conn, row, actor):
             updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)

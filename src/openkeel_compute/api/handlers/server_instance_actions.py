@@ -8,7 +8,6 @@ from oslo_utils import timeutils
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.compute import errors, names
 from openkeel_compute.compute.instances import instance_actions, store
@@ -75,7 +74,7 @@ def index(req, server_id):
         limit = common.limit(req)
         kwargs = {"limit": limit, "marker": q["marker"][-1] if "marker" in q else None,
                   "changes_since": since, "changes_before": before}
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id)
         common.can(req, rules.INSTANCE_ACTIONS % "list", {"project_id": row["project_id"]})
         actions = instance_actions.actions_of(conn, row["uuid"], **kwargs)
@@ -90,7 +89,7 @@ def index(req, server_id):
 @operation(query=SHOW_QUERY, expected=(404,))
 @wsgi_path_params
 def show(req, server_id, request_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         common.can(req, rules.INSTANCE_ACTIONS % "show", target)

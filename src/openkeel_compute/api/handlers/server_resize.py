@@ -17,13 +17,12 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_actions_unsupported import RESIZE_EVENTS, policy_target
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import RESIZE_EVENTS, actor_of, policy_target, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, boot_checks, quotas, resize, unsupported
+from openkeel_compute.compute import boot_checks, preconditions, quotas, resize, unsupported
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.instances import store
 from openkeel_compute.compute.unsupported import Ending
@@ -76,11 +75,11 @@ def resize_server(req, server_id):
     auto = body.get("OS-DCF:diskConfig") == "AUTO"
     actor = actor_of(req)
     conf = common.services(req).conf
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         target = policy_target(row, user=True)
         common.can(req, rules.SERVERS % "resize", target)
-        pre = actions.precondition("resize")
+        pre = preconditions.precondition("resize")
         pre.check(row, is_admin=actor.is_admin)
         _check_disk_config(conn, row, auto)
         image = _image(conn, row)
@@ -110,7 +109,7 @@ def resize_server(req, server_id):
 @wsgi_path_params
 def confirm_resize(req, server_id):
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "confirm_resize", policy_target(row, user=False))
         resize.confirm(conn, row, actor)
@@ -122,10 +121,10 @@ def confirm_resize(req, server_id):
 def revert_resize(req, server_id):
     actor = actor_of(req)
     conf = common.services(req).conf
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "revert_resize", policy_target(row, user=False))
-        actions.check("revertResize", row, is_admin=actor.is_admin)
+        preconditions.check("revertResize", row, is_admin=actor.is_admin)
         copy = store.flavors_of(row)
         if resize.migration_of(conn, row["uuid"], "finished") is not None and copy.old:
             quotas.lock_project(conn, row["project_id"])

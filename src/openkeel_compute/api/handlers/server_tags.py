@@ -10,7 +10,6 @@ import re
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import errors
 from openkeel_compute.compute.instances import instance_tags, store
@@ -44,7 +43,7 @@ def _server(conn, req, server_id: str, rule: str, *, action: str | None = None) 
 @operation(versions="2.26-", expected=(404,))
 @wsgi_path_params
 def index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id, "index")
         return {"tags": store.tags_of(conn, row["uuid"])}
 
@@ -52,7 +51,7 @@ def index(req, server_id):
 @operation(versions="2.26-", success=204, expected=(404,))
 @wsgi_path_params
 def show(req, server_id, tag):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id, "show")
         if tag not in store.tags_of(conn, row["uuid"]):
             raise faults.NotFound(f"Server {server_id} has no tag '{tag}'")
@@ -62,7 +61,7 @@ def show(req, server_id, tag):
 @operation(versions="2.26-", body={"2.26-": UPDATE}, success=201, expected=(400, 404, 409))
 @wsgi_path_params
 def update(req, server_id, tag):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "update", action="update tag")
         if not _TAG_PATTERN.search(tag) or not 1 <= len(tag) <= TAG["maxLength"]:
             raise faults.BadRequest(f"Tag '{tag}' is invalid. It must be a non empty string without characters "
@@ -86,7 +85,7 @@ def _tag_error(tag: str) -> str:
 @operation(versions="2.26-", body={"2.26-": UPDATE_ALL}, expected=(400, 404, 409))
 @wsgi_path_params
 def update_all(req, server_id):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "update_all", action="update tags")
         return {"tags": instance_tags.set_tags(conn, row["uuid"], req.body["tags"])}
 
@@ -94,7 +93,7 @@ def update_all(req, server_id):
 @operation(versions="2.26-", success=204, expected=(404, 409))
 @wsgi_path_params
 def delete(req, server_id, tag):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "delete", action="delete tag")
         instance_tags.delete_tag(conn, row["uuid"], tag)
     return Response(None)
@@ -103,7 +102,7 @@ def delete(req, server_id, tag):
 @operation(versions="2.26-", success=204, expected=(404, 409))
 @wsgi_path_params
 def delete_all(req, server_id):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "delete_all", action="delete tags")
         instance_tags.delete_tags(conn, row["uuid"])
     return Response(None)

@@ -9,10 +9,10 @@ from sqlalchemy import Update, and_, bindparam, or_, update
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import errors
-from openkeel_compute.compute.actions import PRECONDITIONS, Precondition
 from openkeel_compute.compute.instances.base import Actor, I
 from openkeel_compute.compute.instances.instance_actions import start_action
 from openkeel_compute.compute.instances.store import get
+from openkeel_compute.compute.preconditions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import INSTANCES, utcnow
 from openkeel_compute.model import states
 from openkeel_compute.notifications import server_events

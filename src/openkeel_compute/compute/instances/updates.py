@@ -9,7 +9,6 @@ from __future__ import annotations
 from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute.actions import Precondition
 from openkeel_compute.compute.instances.base import Actor, I
 from openkeel_compute.compute.instances.cas import begin_action, save_state
 from openkeel_compute.compute.instances.instance_actions import (
@@ -19,6 +18,7 @@ from openkeel_compute.compute.instances.instance_actions import (
     start_event,
 )
 from openkeel_compute.compute.instances.instance_faults import add_fault
+from openkeel_compute.compute.preconditions import Precondition
 from openkeel_compute.db.models import INSTANCES, OUTBOX, utcnow
 from openkeel_compute.model import operations
 from openkeel_compute.notifications import server_events

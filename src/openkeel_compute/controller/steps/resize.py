@@ -30,7 +30,7 @@ from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, store
 from openkeel_compute.controller.claims import NoValidHost
-from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps import placing, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Wait, vmi_phase
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -70,8 +70,9 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     task = server.get("task_state")
     vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
     if task == task_states.RESIZE_PREP:
-        if vm is None:
-            raise Wait("the server has no VirtualMachine yet")
+        if vm is None:  # gone from the cluster (a resize is asked of a server that ran): made again first
+            placing.make_again(ctx, server)
+            raise Wait("the server's VirtualMachine was made again from its record")
         ended = _prepare(ctx, row, server, vm, migration)
         if ended is not None:
             return ended

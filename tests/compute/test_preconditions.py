@@ -11,7 +11,7 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, errors, rebuild, soft_delete, unsupported
+from openkeel_compute.compute import errors, preconditions, rebuild, soft_delete, unsupported
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, locks, store
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
@@ -33,7 +33,7 @@ def server(vm_state="active", task_state=None, *, locked=False, launched_at=LAUN
 
 def refusal(action, instance, *, is_admin=False, reboot_type=None):
     with pytest.raises(errors.Conflict) as caught:
-        actions.check(action, instance, is_admin=is_admin, reboot_type=reboot_type)
+        preconditions.check(action, instance, is_admin=is_admin, reboot_type=reboot_type)
     return caught.value.message
 
 
@@ -96,7 +96,7 @@ def test_order_of_checks_lock_then_vm_state_then_task_state_then_launched():
 
 
 def test_admins_bypass_the_lock_but_not_the_states():
-    actions.check("stop", server("active", locked=True), is_admin=True)
+    preconditions.check("stop", server("active", locked=True), is_admin=True)
     assert refusal("stop", server("stopped", locked=True), is_admin=True).endswith("vm_state stopped")
 
 
@@ -122,30 +122,30 @@ def test_the_vm_states_each_action_accepts(action, allowed):
     for vm_state in states.VM_STATES:
         instance = server(vm_state)
         if vm_state in allowed:
-            actions.check(action, instance, is_admin=False)
+            preconditions.check(action, instance, is_admin=False)
         else:
             assert refusal(action, instance) == f"Cannot '{action}' instance {UUID} while it is in vm_state {vm_state}"
 
 
 def test_hard_reboot_accepts_more_than_soft():
     for vm_state in ("active", "stopped", "paused", "suspended", "error"):
-        actions.check("reboot", server(vm_state), is_admin=False, reboot_type="hard")
+        preconditions.check("reboot", server(vm_state), is_admin=False, reboot_type="hard")
     # a hard reboot may interrupt a soft one, a soft reboot may not
-    actions.check("reboot", server("active", ts.REBOOTING), is_admin=False, reboot_type="HARD")
+    preconditions.check("reboot", server("active", ts.REBOOTING), is_admin=False, reboot_type="HARD")
     assert refusal("reboot", server("active", ts.REBOOTING), reboot_type="SOFT").endswith("task_state rebooting")
     assert refusal("reboot", server("active", ts.POWERING_OFF), reboot_type="HARD").endswith("task_state powering-off")
-    assert actions.precondition("reboot", reboot_type="HARD").next_task_state == ts.REBOOTING_HARD
-    assert actions.precondition("reboot", reboot_type="SOFT").next_task_state == ts.REBOOTING
+    assert preconditions.precondition("reboot", reboot_type="HARD").next_task_state == ts.REBOOTING_HARD
+    assert preconditions.precondition("reboot", reboot_type="SOFT").next_task_state == ts.REBOOTING
 
 
 def test_delete_accepts_any_task_and_an_unlaunched_server():
-    actions.check("delete", server("building", ts.SCHEDULING, launched_at=None), is_admin=False)
-    actions.check("delete", server("active", ts.REBOOTING), is_admin=False)
+    preconditions.check("delete", server("building", ts.SCHEDULING, launched_at=None), is_admin=False)
+    preconditions.check("delete", server("active", ts.REBOOTING), is_admin=False)
 
 
 def test_an_unknown_action_is_a_programming_error():
     with pytest.raises(ValueError, match="no precondition"):
-        actions.precondition("fly")
+        preconditions.precondition("fly")
 
 
 def test_actions_that_need_a_host_check_it_where_nova_does():
@@ -157,9 +157,9 @@ def test_actions_that_need_a_host_check_it_where_nova_does():
     assert refusal("resize", server("active", host=None)) == f"Instance {UUID} is not ready"
     assert refusal("get_console_output", server("building", "spawning", host=None, launched_at=None)) == \
         f"Instance {UUID} is not ready"
-    actions.check("get_console_output", server("error", "deleting", locked=True), is_admin=False)
+    preconditions.check("get_console_output", server("error", "deleting", locked=True), is_admin=False)
     # pause needs no host
-    actions.check("pause", server("active", host=None), is_admin=False)
+    preconditions.check("pause", server("active", host=None), is_admin=False)
 
 
 @pytest.mark.parametrize(("action", "reboot_type", "message"), [
@@ -262,7 +262,7 @@ def test_an_unsupported_action_ends_where_nova_leaves_it(engine):
     row = _boot(engine)
     ending = unsupported.Ending("compute_resize_instance", events=("conductor_migrate_server",))
     with db_api.transaction(engine) as conn:
-        unsupported.fail(conn, row, actions.precondition("resize"), OWNER, ending)
+        unsupported.fail(conn, row, preconditions.precondition("resize"), OWNER, ending)
     with db_api.reader(engine) as conn:
         now = store.get(conn, row["uuid"])
         action = instance_actions.get_action(conn, row["uuid"], OWNER.request_id)
