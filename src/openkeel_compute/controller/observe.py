@@ -237,7 +237,7 @@ class Observer:
         uuid = server["uuid"]
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
-        if seen.addresses is not None:
+        if seen.addresses is not None and seen.addresses != json.loads(server.get("network_info") or "{}"):
             changes["network_info"] = json.dumps(seen.addresses)
         if seen.progress is not None:
             changes["progress"] = seen.progress
