@@ -10,8 +10,8 @@ import sqlalchemy as sa
 
 from openkeel_compute.api import census
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute.instances import deletion, store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.model import states
@@ -72,8 +72,8 @@ def server(conf):
     engine = db_api.get_engine(conf)
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="t")
-        instances.create(conn, actor=Actor("demo", "demo-project"), flavor=catalog.get(conn, "t"), extra_specs={},
-                         display_name="srv", uuid=SERVER)
+        store.create(conn, actor=Actor("demo", "demo-project"), flavor=catalog.get(conn, "t"), extra_specs={},
+                     display_name="srv", uuid=SERVER)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == SERVER)
                      .values(vm_state=states.STOPPED, task_state=None, host="node-1", node="node-1",
                              launched_at=models.utcnow(), power_state=states.power_state.SHUTDOWN))
@@ -91,7 +91,7 @@ def test_attaching_a_share_to_a_stopped_server_is_refused_as_nova_refuses_comput
 
 def test_a_deleted_servers_shares_are_not_found(client, server):
     with db_api.transaction(server) as conn:
-        instances.soft_delete(conn, SERVER)
+        deletion.soft_delete(conn, SERVER)
     got = client.get(f"/v2.1/servers/{SERVER}/shares", headers=user(version="2.97"))
     assert got.json == {"itemNotFound": {"code": 404, "message": f"Instance {SERVER} could not be found."}}
 
@@ -112,6 +112,6 @@ def test_volumes_boot_update_and_actions_work_where_nova_fails_with_a_500(client
     started = client.post(f"/v2.1/os-volumes_boot/{SERVER}/action", headers=user(), json_body={"os-start": None})
     assert started.status_code == 202
     with db_api.reader(server) as conn:
-        assert instances.get(conn, SERVER)["task_state"] == "powering-on"
+        assert store.get(conn, SERVER)["task_state"] == "powering-on"
     no_such = client.post(f"/v2.1/os-volumes_boot/{SERVER}/action", headers=user(), json_body={"lock": None})
     assert no_such.json == {"badRequest": {"code": 400, "message": "There is no such action: lock"}}

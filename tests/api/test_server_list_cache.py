@@ -20,7 +20,16 @@ import sqlalchemy as sa
 
 from openkeel_compute.api.page_cache import PageCache
 from openkeel_compute.api.views import servers as server_view
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import (
+    cas,
+    deletion,
+    instance_faults,
+    instance_metadata,
+    instance_sysmeta,
+    locks,
+    updates,
+)
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
 from openkeel_compute.model import states
@@ -43,12 +52,12 @@ def cloud(app, conf):
     engine = db_api.get_engine(conf)
     oracle.boot_list_scenario(engine)
     with db_api.transaction(engine) as conn:
-        instances.set_metadata(conn, oracle.SERVER_A, {"role": "web", "tier": "1"})
+        instance_metadata.set_metadata(conn, oracle.SERVER_A, {"role": "web", "tier": "1"})
         conn.execute(sa.insert(models.TAGS), [{"resource_id": oracle.SERVER_A, "tag": "x"},
                                               {"resource_id": oracle.SERVER_B, "tag": "y"}])
-        instances.save_state(conn, oracle.SERVER_B, vm_state=states.ERROR)
-        instances.add_fault(conn, oracle.SERVER_B, code=500, message="boom", details="trace")
-        instances.lock(conn, oracle.SERVER_Z, instances.Actor("admin", "admin", is_admin=True), reason="audit")
+        cas.save_state(conn, oracle.SERVER_B, vm_state=states.ERROR)
+        instance_faults.add_fault(conn, oracle.SERVER_B, code=500, message="boom", details="trace")
+        locks.lock(conn, oracle.SERVER_Z, Actor("admin", "admin", is_admin=True), reason="audit")
     return engine
 
 
@@ -160,7 +169,7 @@ def test_writes_through_the_api_and_the_controller_show_at_once(client, cloud, m
     assert [(s["name"], s["locked_reason"]) for s in locked] == [("srv-a2", "mine")]
     # the controller's writes: a state it observed, the addresses, system metadata (2.98 image properties)
     with db_api.transaction(engine) as conn:
-        instances.save_state(conn, oracle.SERVER_B, vm_state=states.STOPPED, power_state=4)
+        cas.save_state(conn, oracle.SERVER_B, vm_state=states.STOPPED, power_state=4)
     assert _names(client)["srv-b"][2] == "SHUTOFF"
     with db_api.transaction(engine) as conn:
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == oracle.SERVER_B)
@@ -168,19 +177,19 @@ def test_writes_through_the_api_and_the_controller_show_at_once(client, cloud, m
     brief = client.get("/v2.1/servers/detail", headers=_demo()).json["servers"]
     assert {s["name"]: s["addresses"] for s in brief}["srv-b"] == {"pod": [{"version": 4, "addr": "10.244.0.9"}]}
     with db_api.transaction(engine) as conn:
-        instances.set_system_metadata_item(conn, oracle.SERVER_A, "image_os_distro", "cirros")
+        instance_sysmeta.set_system_metadata_item(conn, oracle.SERVER_A, "image_os_distro", "cirros")
     detail = client.get("/v2.1/servers/detail", headers=_demo("2.98")).json["servers"]
     assert {s["name"]: s["image"]["properties"] for s in detail}["srv-a2"] == {
         "architecture": "x86_64", "os_distro": "cirros"}
     # a fault recorded, then the delete
     with db_api.transaction(engine) as conn:
-        instances.save_state(conn, oracle.SERVER_B, vm_state=states.ERROR)
-        instances.add_fault(conn, oracle.SERVER_B, code=400, message="later")
+        cas.save_state(conn, oracle.SERVER_B, vm_state=states.ERROR)
+        instance_faults.add_fault(conn, oracle.SERVER_B, code=400, message="later")
     detail = client.get("/v2.1/servers/detail", headers=_demo()).json["servers"]
     assert {s["name"]: s.get("fault", {}).get("message") for s in detail}["srv-b"] == "later"
     assert client.delete(f"/v2.1/servers/{oracle.SERVER_B}", headers=_demo()).status_code == 204
     with db_api.transaction(engine) as conn:  # the controller finishes the delete
-        instances.soft_delete(conn, oracle.SERVER_B)
+        deletion.soft_delete(conn, oracle.SERVER_B)
     assert set(_names(client)) == {"srv-a2"}
     assert set(_names(client, path="/v2.1/servers")) == {"srv-a2"}
 
@@ -218,12 +227,12 @@ def test_a_failed_write_leaves_the_generation_and_a_committed_one_raises_it_once
     with db_api.reader(engine) as conn:
         (start,) = generations.current(conn, ("servers",))
     with pytest.raises(RuntimeError), db_api.transaction(engine) as conn:
-        instances.update_fields(conn, oracle.SERVER_A, {"display_name": "never"})
+        updates.update_fields(conn, oracle.SERVER_A, {"display_name": "never"})
         raise RuntimeError("rolled back")
     with db_api.transaction(engine) as conn:  # many rows, one transaction: raised once
         for uuid in (oracle.SERVER_A, oracle.SERVER_B, oracle.SERVER_Z):
-            instances.update_fields(conn, uuid, {"display_name": "again"})
-            instances.set_metadata(conn, uuid, {"k": "v"})
+            updates.update_fields(conn, uuid, {"display_name": "again"})
+            instance_metadata.set_metadata(conn, uuid, {"k": "v"})
     with db_api.transaction(engine) as conn:  # writes of other tables: no change
         conn.execute(sa.update(models.FLAVORS).values(description="d"))
     with db_api.reader(engine) as conn:
@@ -280,13 +289,13 @@ _call = functools.partial(list_call, version="2.26")
 def _controller_starts(engine, uuid: str) -> None:
     """What the controller writes once the server runs."""
     with db_api.transaction(engine) as conn:
-        instances.save_state(conn, uuid, vm_state=states.ACTIVE, task_state=None, host="node-1", node="node-1",
-                             power_state=states.power_state.RUNNING, launched_at=models.utcnow())
+        cas.save_state(conn, uuid, vm_state=states.ACTIVE, task_state=None, host="node-1", node="node-1",
+                       power_state=states.power_state.RUNNING, launched_at=models.utcnow())
 
 
 def _controller_deletes(engine, uuid: str) -> None:
     with db_api.transaction(engine) as conn:
-        instances.soft_delete(conn, uuid)
+        deletion.soft_delete(conn, uuid)
 
 
 def _interleave(ports, engine, steps: int = 10, readers: int = 3):

@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute.instances import store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.model import states
@@ -54,8 +54,8 @@ def _same_server_in_openkeel(conf, server_id: str, vm_state: str = states.ACTIVE
     engine = db_api.get_engine(conf)
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
-        instances.create(conn, actor=Actor("su", "5ab0"), flavor=catalog.get(conn, "1"), extra_specs={},
-                         display_name="shared", uuid=server_id, image_ref=IMAGE)
+        store.create(conn, actor=Actor("su", "5ab0"), flavor=catalog.get(conn, "1"), extra_specs={},
+                     display_name="shared", uuid=server_id, image_ref=IMAGE)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == server_id)
                      .values(vm_state=vm_state, task_state=None))
 

@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute.instances import store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.model import states
@@ -39,8 +39,8 @@ def _t(text: str | None) -> dt.datetime | None:
 
 
 def _server(conn, uuid, name, project, flavorid, launched, terminated=None, vm_state=states.ACTIVE):
-    instances.create(conn, actor=Actor("u-" + project, project), flavor=catalog.get(conn, flavorid), extra_specs={},
-                     display_name=name, uuid=uuid)
+    store.create(conn, actor=Actor("u-" + project, project), flavor=catalog.get(conn, flavorid), extra_specs={},
+                 display_name=name, uuid=uuid)
     values = {"launched_at": _t(launched), "vm_state": vm_state, "task_state": None}
     if terminated:
         values.update(terminated_at=_t(terminated), deleted_at=_t(terminated), deleted=models.INSTANCES.c.id,

@@ -17,8 +17,8 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute.instances import store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.model import states
@@ -83,8 +83,8 @@ def _copy_into_openkeel(conf, base, start, end):
         for line in lines:
             flavorid = next(k for k, v in FLAVORS.items() if v[0] == line["flavor"])
             user = {"aaaa0001": "ua", "bbbb0002": "ub"}[line["tenant_id"]]
-            instances.create(conn, actor=Actor(user, line["tenant_id"]), flavor=catalog.get(conn, flavorid),
-                             extra_specs={}, display_name=line["name"], uuid=line["instance_id"], image_ref=IMAGE)
+            store.create(conn, actor=Actor(user, line["tenant_id"]), flavor=catalog.get(conn, flavorid),
+                         extra_specs={}, display_name=line["name"], uuid=line["instance_id"], image_ref=IMAGE)
             values = {"launched_at": dt.datetime.fromisoformat(line["started_at"]), "task_state": None,
                       "vm_state": line["state"], "power_state": states.power_state.RUNNING}
             if line["state"] == "terminated":

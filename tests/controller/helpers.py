@@ -14,8 +14,9 @@ import pytest
 from sqlalchemy import select
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute import preconditions
+from openkeel_compute.compute.instances import cas, store, updates
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
@@ -126,11 +127,11 @@ def boot(engine, **system_metadata) -> str:
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
-                               image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
-                                                **system_metadata})
-        instances.outbox(conn, row["uuid"], ops.CREATE, OWNER)
+        row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="web 1",
+                           image_ref=IMAGE,
+                           system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2",
+                                            **system_metadata})
+        updates.outbox(conn, row["uuid"], ops.CREATE, OWNER)
     return row["uuid"]
 
 
@@ -138,15 +139,15 @@ def action(engine, uuid: str, name: str, operation: str) -> None:
     """What the API does for an action: the compare-and-swap on task_state and the outbox row."""
     with db_api.transaction(engine) as conn:
         if name == "delete":
-            instances.begin_delete(conn, uuid, OWNER)
+            cas.begin_delete(conn, uuid, OWNER)
         else:
-            instances.begin_action(conn, uuid, actions.precondition(name), OWNER)
-        instances.outbox(conn, uuid, operation, OWNER)
+            cas.begin_action(conn, uuid, preconditions.precondition(name), OWNER)
+        updates.outbox(conn, uuid, operation, OWNER)
 
 
 def row_of(engine, uuid: str) -> dict[str, Any]:
     with db_api.reader(engine) as conn:
-        return instances.get(conn, uuid, read_deleted="yes")
+        return store.get(conn, uuid, read_deleted="yes")
 
 
 def until(loop: Any, engine, uuid: str, done, timeout: float = 20.0) -> dict[str, Any]:

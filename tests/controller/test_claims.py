@@ -12,7 +12,8 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, instances
+from openkeel_compute.compute import preconditions, working_state
+from openkeel_compute.compute.instances import cas, instance_faults, store, updates
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
 from openkeel_compute.controller.servers import make_loop
@@ -42,15 +43,15 @@ def _boot(engine, *, vcpus=1, ram=512, disk=1, specs=None) -> str:
         if specs:
             catalog.set_extra_specs(conn, flavor, specs)
             flavor = catalog.get(conn, flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs=specs or {}, display_name="web 1",
-                               image_ref=IMAGE, system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
-        instances.outbox(conn, row["uuid"], "create", OWNER)
+        row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs=specs or {}, display_name="web 1",
+                           image_ref=IMAGE, system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+        updates.outbox(conn, row["uuid"], "create", OWNER)
     return row["uuid"]
 
 
 def _faults(engine, uuid):
     with db_api.reader(engine) as conn:
-        return instances.latest_faults(conn, [uuid])
+        return instance_faults.latest_faults(conn, [uuid])
 
 
 def _failed(row) -> bool:
@@ -208,8 +209,8 @@ def test_starting_a_server_whose_node_was_deleted_claims_another_node_or_fails_w
     assert placement.get_allocations(uuid).allocations == held
     # a hard reboot of the stopped server starts it the same way, and fails the same way
     with db_api.transaction(db) as conn:
-        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
-        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
+        updates.outbox(conn, uuid, "reboot-hard", OWNER)
     row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.STOPPED, None, "ssd-1"), row
     assert placement.get_allocations(uuid).allocations == held
@@ -248,7 +249,7 @@ def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apise
     assert placement.get_allocations(uuid).allocations == {
         providers.provider_uuid("gold-1"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
     with db_api.reader(db) as conn:
-        assert instances.metadata_of(conn, uuid, system=True)["openkeel_tried_nodes"] == "ghost-1,gold-1"
+        assert working_state.get(conn, uuid, "openkeel_tried_nodes") == "ghost-1,gold-1"
     vmi = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])
     assert vmi["status"]["nodeName"] == "gold-1"
 
@@ -300,7 +301,7 @@ def _resize(engine, uuid, *, vcpus=2, ram=1024, disk=2) -> str:
     flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=ram, vcpus=vcpus, root_gb=disk, flavorid=flavorid)
-        return resize.start(conn, instances.get(conn, uuid), catalog.get(conn, flavorid), {}, OWNER,
+        return resize.start(conn, store.get(conn, uuid), catalog.get(conn, flavorid), {}, OWNER,
                             auto_disk_config=False)
 
 
@@ -308,7 +309,7 @@ def _after_resize(engine, uuid, op):
     from openkeel_compute.compute import resize
 
     with db_api.transaction(engine) as conn:
-        return getattr(resize, op)(conn, instances.get(conn, uuid), OWNER)
+        return getattr(resize, op)(conn, store.get(conn, uuid), OWNER)
 
 
 def _resized(row) -> bool:
@@ -378,7 +379,7 @@ def test_a_revert_whose_old_node_was_deleted_reverts_where_the_server_is(world, 
     done = until(loop, db, uuid, lambda r: r["task_state"] is None and r["vm_state"] != states.RESIZED)
     assert (done["vm_state"], done["host"], done["node"]) == (
         states.STOPPED if stopped else states.ACTIVE, other, other), done
-    assert instances.flavors_of(done).cur["memory_mb"] == old["MEMORY_MB"]
+    assert store.flavors_of(done).cur["memory_mb"] == old["MEMORY_MB"]
     assert placement.get_allocations(uuid).allocations == {providers.provider_uuid(other): old}
     assert placement.get_allocations(migration).allocations == {}
     vm = apiserver.get("VirtualMachine", uuid, done["namespace"])
@@ -408,8 +409,8 @@ def test_a_resize_no_other_node_can_take_is_no_valid_host(world, db, apiserver):
     migration = _resize(db, uuid)
     row = until(loop, db, uuid, lambda r: r["task_state"] is None)
     assert (row["vm_state"], row["task_state"], row["host"]) == (states.ACTIVE, None, row["host"])
-    assert instances.flavors_of(row).new is None and instances.flavors_of(row).cur == \
-        instances.flavors_of({"flavor": flavor_before}).cur
+    assert store.flavors_of(row).new is None and store.flavors_of(row).cur == \
+        store.flavors_of({"flavor": flavor_before}).cur
     fault = _faults(db, uuid)[uuid]
     assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST)
     assert "allow_resize_to_same_host is false" in fault["details"]
@@ -438,7 +439,7 @@ def test_a_resize_with_placement_unreachable_fails_with_nothing_half_written(wor
     finally:
         loop.servers.claims = claims
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None), row
-    assert instances.flavors_of(row).new is None
+    assert store.flavors_of(row).new is None
     fault = _faults(db, uuid)[uuid]
     assert (fault["code"], fault["message"]) == (500, NO_VALID_HOST) and "unreachable" in fault["details"]
     with db_api.reader(db) as conn:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import console, instances
+from openkeel_compute.compute import console
+from openkeel_compute.compute.instances import store, updates
 from openkeel_compute.db import api as db_api
 from openkeel_compute.emulator import Fault
 from openkeel_compute.model import states
@@ -25,7 +26,7 @@ def _ask(engine, uuid: str, length: int | None) -> console.Request:
     """What the API writes: the request and the outbox row that wakes the controller."""
     with db_api.transaction(engine) as conn:
         request = console.request(conn, uuid, length)
-        instances.outbox(conn, uuid, "console-output", OWNER)
+        updates.outbox(conn, uuid, "console-output", OWNER)
     return request
 
 
@@ -68,10 +69,10 @@ def test_a_flavor_without_serial_console_has_no_console(loop, db):
         flavor = catalog.get(conn, flavorid)
         catalog.set_extra_specs(conn, flavor, {"hw:serial_port_count": "0"})
         flavor = catalog.get(conn, flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={"hw:serial_port_count": "0"},
-                               display_name="quiet", image_ref=IMAGE,
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
-        instances.outbox(conn, row["uuid"], "create", OWNER)
+        row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs={"hw:serial_port_count": "0"},
+                           display_name="quiet", image_ref=IMAGE,
+                           system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"})
+        updates.outbox(conn, row["uuid"], "create", OWNER)
     until(loop, db, row["uuid"], active)
     answer = _answer(loop, db, _ask(db, row["uuid"], 10))
     assert (answer.output, answer.error) == (None, console.NOT_AVAILABLE)

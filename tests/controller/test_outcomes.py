@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import updates
 from openkeel_compute.controller.servers import ServerLoop
 from openkeel_compute.controller.settings import ServerSettings
 from openkeel_compute.controller.steps import TABLE, Operation
@@ -69,7 +69,7 @@ def _server_with(db, *operations: str) -> str:
     with db_api.transaction(db) as conn:
         conn.execute(models.OUTBOX.update().where(models.OUTBOX.c.object_id == uuid).values(done_at=models.utcnow()))
         for operation in operations:
-            instances.outbox(conn, uuid, operation, OWNER)
+            updates.outbox(conn, uuid, operation, OWNER)
     return uuid
 
 

@@ -11,7 +11,7 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import store, updates
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
@@ -26,10 +26,10 @@ def boot(engine, **columns) -> str:
     flavorid = f"f-{uuidlib.uuid4().hex[:8]}"
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=catalog.get(conn, flavorid), extra_specs={},
-                               display_name="Web Server.1", image_ref=IMAGE, metadata={"role": "web"},
-                               system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"}, **columns)
-        instances.outbox(conn, row["uuid"], "create", OWNER)
+        row = store.create(conn, actor=OWNER, flavor=catalog.get(conn, flavorid), extra_specs={},
+                           display_name="Web Server.1", image_ref=IMAGE, metadata={"role": "web"},
+                           system_metadata={"image_min_disk": "1", "image_disk_format": "qcow2"}, **columns)
+        updates.outbox(conn, row["uuid"], "create", OWNER)
     return row["uuid"]
 
 

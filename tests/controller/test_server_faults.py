@@ -17,7 +17,8 @@ import time
 import yaml
 from sqlalchemy import func, select
 
-from openkeel_compute.compute import actions, instances
+from openkeel_compute.compute import preconditions
+from openkeel_compute.compute.instances import cas, deletion, instance_actions, store, updates
 from openkeel_compute.controller.kube import DATA_VOLUME, VM, make_client
 from openkeel_compute.controller.servers import ServerLoop, make_loop
 from openkeel_compute.controller.service import server_loop_from
@@ -59,12 +60,12 @@ def _faults(engine, uuid: str) -> list[dict]:
 
 def _events(engine, uuid: str, request_id: str) -> list[tuple[str, str | None]]:
     with db_api.reader(engine) as conn:
-        return [(e["event"], e["result"]) for e in instances.get_action(conn, uuid, request_id)["events"]]
+        return [(e["event"], e["result"]) for e in instance_actions.get_action(conn, uuid, request_id)["events"]]
 
 
 def _sysmeta(engine, uuid: str) -> dict[str, str]:
     with db_api.reader(engine) as conn:
-        return instances.metadata_of(conn, uuid, system=True)
+        return store.metadata_of(conn, uuid, system=True)
 
 
 def _vm(name: str, namespace: str, labels: dict[str, str]) -> dict:
@@ -81,7 +82,7 @@ def test_objects_of_servers_that_are_gone_are_removed_foreign_ones_never(loop, d
     until(loop, db, live, active)
     namespace = until(loop, db, gone, active)["namespace"]
     with db_api.transaction(db) as conn:  # its row went without the controller (deleted, purged...)
-        instances.soft_delete(conn, gone)
+        deletion.soft_delete(conn, gone)
     apiserver.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
     ours = {**MANAGED, "openkeel.io/server-id": ORPHAN}
     apiserver.seed(_vm(ORPHAN, "elsewhere", ours))
@@ -226,8 +227,8 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
         row = until(first, db, uuid, active)
         old = cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"]
         with db_api.transaction(db) as conn:
-            instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
-            instances.outbox(conn, uuid, "reboot-hard", OWNER)
+            cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
+            updates.outbox(conn, uuid, "reboot-hard", OWNER)
         first.process_outbox()  # the restart is asked; then this controller is gone
         assert _sysmeta(db, uuid)[SYSMETA_OLD_VMI] == old
         assert SYSMETA_EVENT in _sysmeta(db, uuid)

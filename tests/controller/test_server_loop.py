@@ -9,7 +9,8 @@ import time
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import actions, instances
+from openkeel_compute.compute import preconditions
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, updates
 from openkeel_compute.controller.gateway import SUBRESOURCES
 from openkeel_compute.controller.kube import http_of, make_client
 from openkeel_compute.controller.servers import make_loop, root_device_name, verb_for
@@ -112,8 +113,8 @@ def test_unschedulable_build_ends_in_error_with_a_fault(loop, db, apiserver):
     row = until(loop, db, uuid, lambda r: r["vm_state"] != states.BUILDING)
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     with db_api.reader(db) as conn:
-        fault = instances.latest_faults(conn, [uuid])[uuid]
-        events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
+        fault = instance_faults.latest_faults(conn, [uuid])[uuid]
+        events = instance_actions.get_action(conn, uuid, OWNER.request_id)["events"]
     assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Error")]
     assert fault["code"] == 500 and "Insufficient memory" in (fault["message"] + (fault["details"] or ""))
 
@@ -159,8 +160,8 @@ def test_soft_reboot_ends_active(loop, db, apiserver):
     row = until(loop, db, uuid, active)
     writes = len(apiserver.writes)
     with db_api.transaction(db) as conn:
-        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="SOFT"), OWNER)
-        instances.outbox(conn, uuid, "reboot-soft", OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="SOFT"), OWNER)
+        updates.outbox(conn, uuid, "reboot-soft", OWNER)
     row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None)
     assert any(path.endswith(f"/virtualmachineinstances/{uuid}/softreboot") for _m, path, _p in apiserver.writes[writes:])
@@ -179,7 +180,7 @@ def test_a_build_that_never_starts_ends_in_error(apiserver, db, ctl):
         row = row_of(db, uuid)
         assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
         with db_api.reader(db) as conn:
-            assert instances.latest_faults(conn, [uuid])[uuid]["message"] == "Instance build timed out. Set to error state."
+            assert instance_faults.latest_faults(conn, [uuid])[uuid]["message"] == "Instance build timed out. Set to error state."
     finally:
         client.close()
 
@@ -191,8 +192,8 @@ def test_hard_reboot_ends_active_on_a_new_vmi(loop, db, apiserver):
     # the old VMI takes a second to go: on a loaded machine one pass could otherwise outlast the whole restart
     apiserver.lifecycle.delays = dataclasses.replace(apiserver.lifecycle.delays, stopping=1.0)
     with db_api.transaction(db) as conn:
-        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
-        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
+        updates.outbox(conn, uuid, "reboot-hard", OWNER)
     loop.run_once()  # the restart is asked; the old VMI still runs: the task is not done
     assert row_of(db, uuid)["task_state"] is not None
     row = until(loop, db, uuid, active)
@@ -206,7 +207,7 @@ def test_the_controller_events_join_the_requests_instance_action(loop, db):
     uuid = boot(db)
     until(loop, db, uuid, active)
     with db_api.reader(db) as conn:
-        events = instances.get_action(conn, uuid, OWNER.request_id)["events"]
+        events = instance_actions.get_action(conn, uuid, OWNER.request_id)["events"]
     assert [(e["event"], e["result"]) for e in events] == [("compute__do_build_and_run_instance", "Success")]
     assert all(e["finish_time"] is not None for e in events)
     assert [e["host"] for e in events] == ["emulated-node-1"]  # the host it ran on, as Nova's compute records
@@ -230,8 +231,8 @@ def test_hard_reboot_of_a_stopped_server_starts_it(loop, db):
     action(db, uuid, "stop", "stop")
     until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
     with db_api.transaction(db) as conn:
-        instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type="HARD"), OWNER)
-        instances.outbox(conn, uuid, "reboot-hard", OWNER)
+        cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type="HARD"), OWNER)
+        updates.outbox(conn, uuid, "reboot-hard", OWNER)
     row = until(loop, db, uuid, active)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.ACTIVE, None,
                                                                        states.power_state.RUNNING)
@@ -255,8 +256,8 @@ def test_a_rebooted_server_stays_active(loop, db, apiserver):
     until(loop, db, uuid, active)
     for kind, operation in (("SOFT", "reboot-soft"), ("HARD", "reboot-hard")):
         with db_api.transaction(db) as conn:
-            instances.begin_action(conn, uuid, actions.precondition("reboot", reboot_type=kind), OWNER)
-            instances.outbox(conn, uuid, operation, OWNER)
+            cas.begin_action(conn, uuid, preconditions.precondition("reboot", reboot_type=kind), OWNER)
+            updates.outbox(conn, uuid, operation, OWNER)
         until(loop, db, uuid, active)
     for _ in range(20):
         loop.run_once()
@@ -318,7 +319,7 @@ def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cl
         other = boot(db)
         loop.process_outbox()
         with db_api.transaction(db) as conn:
-            instances.save_state(conn, other, task_state="spawning")
+            cas.save_state(conn, other, task_state="spawning")
         behind = dataclasses.replace(snapshot(), cached=True, vmis={})
         servers.observe_one(other, behind)
         assert fresh

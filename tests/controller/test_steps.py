@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from openkeel_compute.compute import console as console_rows
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller.compose import Composer
 from openkeel_compute.controller.resize_allocations import Allocations
 from openkeel_compute.controller.settings import ServerSettings
@@ -48,7 +48,7 @@ def _server(db, uuid: str, **state: Any) -> dict[str, Any]:
     """The server's row as a step gets it, after ``state`` (vm_state, task_state, ...) was written."""
     if state:
         with db_api.transaction(db) as conn:
-            instances.save_state(conn, uuid, **state)
+            cas.save_state(conn, uuid, **state)
     server = read_server(db, uuid)
     assert server is not None
     return server

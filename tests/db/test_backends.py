@@ -256,33 +256,34 @@ def test_a_servers_state_compare_and_swap_on_every_engine(database_url):
     import datetime as dt
 
     from openkeel_compute.catalog import flavors as catalog
-    from openkeel_compute.compute import instances
+    from openkeel_compute.compute.instances import cas, store
+    from openkeel_compute.compute.instances.base import Actor
     from openkeel_compute.model import states
 
     engine = db_api.make_engine(database_url)
     try:
         migration.sync(engine)
-        owner = instances.Actor("user-1", "project-1", request_id="req-1")
+        owner = Actor("user-1", "project-1", request_id="req-1")
         with db_api.transaction(engine) as conn:
             catalog.create(conn, name="m1", memory_mb=512, vcpus=1, root_gb=1, flavorid="m1")
             flavor = catalog.get(conn, "m1")
-            made = [instances.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"web {i}",
-                                     image_ref="6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10", system_metadata={})
+            made = [store.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"web {i}",
+                                 image_ref="6e0a6c4e-3a69-4c5f-9f57-1f6b0d7c8a10", system_metadata={})
                     for i in range(2)]
         a, b = (row["uuid"] for row in made)
         launched = dt.datetime(2026, 12, 1, 20, 0, 0)
         with db_api.transaction(engine) as conn:
-            assert not instances.save_state(conn, a, expected_task_state=[states.task_states.DELETING],
-                                            vm_state=states.ACTIVE)
-            assert instances.save_state(conn, a, expected_task_state=[made[0]["task_state"]],
-                                        vm_state=states.ACTIVE, task_state=None, launched_at=launched)
-            assert not instances.save_state(conn, b, expected_task_state=[None], vm_state=states.ACTIVE)
-            assert instances.save_state(conn, b, expected_task_state=[None, made[1]["task_state"]],
-                                        vm_state=states.ERROR, task_state=None)
-            assert instances.save_state(conn, a, expected_task_state=None, host="node-1", node="node-1")
-            assert instances.save_state(conn, b, host="node-2", node="node-2")
+            assert not cas.save_state(conn, a, expected_task_state=[states.task_states.DELETING],
+                                      vm_state=states.ACTIVE)
+            assert cas.save_state(conn, a, expected_task_state=[made[0]["task_state"]],
+                                  vm_state=states.ACTIVE, task_state=None, launched_at=launched)
+            assert not cas.save_state(conn, b, expected_task_state=[None], vm_state=states.ACTIVE)
+            assert cas.save_state(conn, b, expected_task_state=[None, made[1]["task_state"]],
+                                  vm_state=states.ERROR, task_state=None)
+            assert cas.save_state(conn, a, expected_task_state=None, host="node-1", node="node-1")
+            assert cas.save_state(conn, b, host="node-2", node="node-2")
         with db_api.reader(engine) as conn:
-            first, second = instances.get(conn, a), instances.get(conn, b)
+            first, second = store.get(conn, a), store.get(conn, b)
         assert (first["vm_state"], first["task_state"], first["host"]) == (states.ACTIVE, None, "node-1")
         assert first["launched_at"].replace(tzinfo=None) == launched
         assert (second["vm_state"], second["task_state"], second["node"]) == (states.ERROR, None, "node-2")

@@ -13,7 +13,8 @@ import sqlalchemy as sa
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
 from openkeel_compute.model import states
@@ -74,12 +75,12 @@ SERVERS = 100
 
 def running_servers(engine, count: int) -> list[str]:
     """``count`` ACTIVE servers of user ``u`` in project ``p`` (flavor m1); their uuids."""
-    owner = instances.Actor("u", "p")
+    owner = Actor("u", "p")
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1", memory_mb=64, vcpus=1, root_gb=1, flavorid="m1")
         flavor = catalog.get(conn, "m1")
-        uuids = [instances.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
-                                  image_ref="img", system_metadata={})["uuid"] for i in range(count)]
+        uuids = [store.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
+                              image_ref="img", system_metadata={})["uuid"] for i in range(count)]
         conn.execute(sa.update(models.INSTANCES).values(vm_state=states.ACTIVE, task_state=None,
                                                         launched_at=models.utcnow()))
     return uuids
@@ -119,7 +120,7 @@ def _controller_batch_against_api_actions(backend, tmp_path, *, raise_mid_transa
                 try:
                     with db_api.transaction(engine) as conn:
                         for n, uuid in enumerate(uuids):
-                            instances.save_state(conn, uuid, progress=(rounds + n) % 100, power_state=1)
+                            cas.save_state(conn, uuid, progress=(rounds + n) % 100, power_state=1)
                     done()
                 except Exception as exc:  # noqa: BLE001 - reported by the test
                     errors.append(f"controller: {exc!r}")

@@ -29,6 +29,7 @@ class Services:
     notifier: object | None = None
     verify_project: Callable[[object, str], None] | None = None
     images: object | None = None  # the image service's client, made on first use (POST /servers)
+    network: object | None = None  # Neutron's client when [neutron] is set, made on first use
     pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
     # Server lists apart: their pages are larger and must not push the flavor lists out.
     server_pages: PageCache = dataclasses.field(default_factory=lambda: PageCache(SERVER_PAGES_MAX_BYTES))
@@ -87,26 +88,39 @@ def domain_errors():
         raise faults.Forbidden(exc.message) from None
 
 
-catalog_errors = domain_errors
-
 
 @contextlib.contextmanager
 def write(req):
-    """One transaction for one API write, with catalogue errors mapped to faults."""
-    with catalog_errors(), db_api.transaction(services(req).engine) as conn:
-        yield conn
+    """One transaction for one API write, with catalogue errors mapped to faults. A server read in
+    it is locked (``in_write``): see handlers/servers.py's ``read_server``."""
+    with domain_errors(), db_api.transaction(services(req).engine) as conn:
+        conn.info[_WRITE] = True
+        try:
+            yield conn
+        finally:
+            # (a connection lost meanwhile is discarded with its info: nothing to clear then)
+            with contextlib.suppress(Exception):
+                conn.info.pop(_WRITE, None)
+
+
+_WRITE = "openkeel.api_write"
+
+
+def in_write(conn) -> bool:
+    """Whether ``conn`` carries an API write transaction (``write``)."""
+    return bool(conn.info.get(_WRITE))
 
 
 @contextlib.contextmanager
 def read(req):
-    with catalog_errors(), db_api.reader(services(req).engine) as conn:
+    with domain_errors(), db_api.reader(services(req).engine) as conn:
         yield conn
 
 
 @contextlib.contextmanager
 def read_one(req):
     """For reads of a single prebuilt statement through the DB-API cursor (db_api.raw_reader)."""
-    with catalog_errors(), db_api.raw_reader(services(req).engine) as conn:
+    with domain_errors(), db_api.raw_reader(services(req).engine) as conn:
         yield conn
 
 

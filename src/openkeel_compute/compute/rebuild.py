@@ -15,8 +15,10 @@ import json
 from sqlalchemy import insert, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import image_meta, instances
-from openkeel_compute.compute.actions import precondition
+from openkeel_compute.compute import image_meta
+from openkeel_compute.compute.instances import cas, instance_metadata, store, updates
+from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.preconditions import precondition
 from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, utcnow
 from openkeel_compute.model import operations, sysmeta
 
@@ -37,7 +39,7 @@ def _replace_image_metadata(conn: Connection, instance_uuid: str, new: dict[str,
     now = utcnow()
     table = INSTANCE_SYSTEM_METADATA
     live = [table.c.instance_uuid == instance_uuid, table.c.deleted == 0]
-    current = instances.metadata_of(conn, instance_uuid, system=True)
+    current = store.metadata_of(conn, instance_uuid, system=True)
     gone = [k for k in current if k.startswith(image_meta.PREFIX) or k in new]
     if gone:
         conn.execute(update(table).where(*live, table.c.key.in_(gone)).values(deleted=table.c.id, deleted_at=now))
@@ -46,7 +48,7 @@ def _replace_image_metadata(conn: Connection, instance_uuid: str, new: dict[str,
                                       "deleted": 0} for k, v in new.items()])
 
 
-def begin_rebuild(conn: Connection, row: dict, actor: instances.Actor, *, image: dict, flavor: dict,
+def begin_rebuild(conn: Connection, row: dict, actor: Actor, *, image: dict, flavor: dict,
                   changes: dict, metadata: dict[str, str] | None) -> dict:
     """Start the rebuild of ``row`` with ``image`` (Glance's fields; the server keeps ``flavor``).
 
@@ -61,13 +63,13 @@ def begin_rebuild(conn: Connection, row: dict, actor: instances.Actor, *, image:
     if "trusted_certs" in values and values["trusted_certs"] is not None:
         values["trusted_certs"] = json.dumps(values["trusted_certs"])
     values.update(image_ref=image["id"], progress=0, kernel_id="", ramdisk_id="")
-    checked = instances.begin_action(conn, row, pre, actor, values=values)
+    checked = cas.begin_action(conn, row, pre, actor, values=values)
     uuid = row["uuid"]
     if metadata is not None:
-        instances.set_metadata(conn, uuid, metadata)
+        instance_metadata.set_metadata(conn, uuid, metadata)
     system = image_meta.system_metadata(image, flavor)
     system[BASE_IMAGE_REF] = image["id"]
     _replace_image_metadata(conn, uuid, system)
-    instances.outbox(conn, uuid, operations.REBUILD, actor, task_state=pre.next_task_state, image_ref=image["id"],
-                     old_vm_state=checked["vm_state"])
+    updates.outbox(conn, uuid, operations.REBUILD, actor, task_state=pre.next_task_state, image_ref=image["id"],
+                   old_vm_state=checked["vm_state"])
     return checked

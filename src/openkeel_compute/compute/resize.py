@@ -23,7 +23,9 @@ import uuid as uuidlib
 from sqlalchemy import and_, insert, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import actions, errors, flavor_copy, instances
+from openkeel_compute.compute import errors, flavor_copy, preconditions
+from openkeel_compute.compute.instances import cas, instance_actions, instance_sysmeta, store, updates
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db.models import MIGRATIONS, utcnow
 from openkeel_compute.model import operations, states
 from openkeel_compute.model.states import task_states
@@ -54,8 +56,8 @@ def _sizes(entry: dict) -> dict:
             "ephemeral_gb": data["ephemeral_gb"], "instance_type_id": data["id"]}
 
 
-sysmeta = instances.system_metadata_item
-set_sysmeta = instances.set_system_metadata_item
+sysmeta = instance_sysmeta.system_metadata_item
+set_sysmeta = instance_sysmeta.set_system_metadata_item
 
 
 # --- the migrations table -----------------------------------------------------------------------------
@@ -80,48 +82,48 @@ def move_migration(conn: Connection, migration_uuid: str, status: str, *, expect
 
 # --- the API's steps ----------------------------------------------------------------------------------
 
-def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, str], actor: instances.Actor, *,
+def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, str], actor: Actor, *,
           auto_disk_config: bool) -> str:
     """Record an accepted resize of ``row`` to ``new_flavor`` (a catalogue row; its extra specs apart):
     the compare-and-swap into ``resize_prep`` (409 when another action won), the instance action
     ``resize``, the migration ``pre-migrating``, the flavor copy's old/new, the old vm_state, and the
     outbox row for the controller. Returns the migration's uuid."""
-    pre = actions.precondition("resize")
-    checked = instances.begin_action(conn, row, pre, actor, values={"progress": 0, "auto_disk_config": auto_disk_config})
+    pre = preconditions.precondition("resize")
+    checked = cas.begin_action(conn, row, pre, actor, values={"progress": 0, "auto_disk_config": auto_disk_config})
     uuid = row["uuid"]
     copy = _flavor_json(checked)
     copy["old"] = copy["cur"]
     copy["new"] = flavor_copy.primitive(new_flavor, new_specs)
-    instances.save_state(conn, uuid, flavor=_dump(copy))
+    cas.save_state(conn, uuid, flavor=_dump(copy))
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, checked["vm_state"])
     migration = _insert_migration(conn, checked, new_flavor["id"], actor, "pre-migrating")
-    instances.outbox(conn, uuid, operations.RESIZE, actor, migration=migration, old_vm_state=checked["vm_state"])
+    updates.outbox(conn, uuid, operations.RESIZE, actor, migration=migration, old_vm_state=checked["vm_state"])
     return migration
 
 
-def confirm(conn: Connection, row: dict, actor: instances.Actor) -> str:
+def confirm(conn: Connection, row: dict, actor: Actor) -> str:
     """Record a confirmResize: the finished migration becomes ``confirming`` (of concurrent confirms
     exactly one moves it; the others find no finished resize, as in Nova), the action, the outbox row."""
-    actions.check("confirmResize", row, is_admin=actor.is_admin)
+    preconditions.check("confirmResize", row, is_admin=actor.is_admin)
     migration = migration_of(conn, row["uuid"], "finished")
     if migration is None or not move_migration(conn, migration["uuid"], "confirming", expected="finished"):
         raise NotResized()
-    instances.start_action(conn, row["uuid"], "confirmResize", actor)
-    instances.outbox(conn, row["uuid"], operations.CONFIRM_RESIZE, actor, migration=migration["uuid"])
+    instance_actions.start_action(conn, row["uuid"], "confirmResize", actor)
+    updates.outbox(conn, row["uuid"], operations.CONFIRM_RESIZE, actor, migration=migration["uuid"])
     return migration["uuid"]
 
 
-def revert(conn: Connection, row: dict, actor: instances.Actor) -> str:
+def revert(conn: Connection, row: dict, actor: Actor) -> str:
     """Record a revertResize: task ``resize_reverting`` (compare-and-swap), migration ``reverting``."""
-    pre = actions.precondition("revertResize")
+    pre = preconditions.precondition("revertResize")
     pre.check(row, is_admin=actor.is_admin)
     migration = migration_of(conn, row["uuid"], "finished")
     if migration is None:
         raise NotResized()
-    instances.begin_action(conn, row, pre, actor)
+    cas.begin_action(conn, row, pre, actor)
     if not move_migration(conn, migration["uuid"], "reverting", expected="finished"):
         raise NotResized()
-    instances.outbox(conn, row["uuid"], operations.REVERT_RESIZE, actor, migration=migration["uuid"])
+    updates.outbox(conn, row["uuid"], operations.REVERT_RESIZE, actor, migration=migration["uuid"])
     return migration["uuid"]
 
 
@@ -130,14 +132,14 @@ def revert(conn: Connection, row: dict, actor: instances.Actor) -> str:
 def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, host: str | None) -> bool:
     """The end of a resize: the new flavor current (old kept for a revert), vm_state resized, no task,
     migration finished on ``host``."""
-    row = instances.get(conn, uuid)
+    row = store.get(conn, uuid)
     copy = _flavor_json(row)
     if not copy.get("new"):
         return False
     copy["cur"] = copy["new"]
-    if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
-                                task_state=None, power_state=power_state,
-                                flavor=_dump(copy), **_sizes(copy["new"])):
+    if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
+                          task_state=None, power_state=power_state,
+                          flavor=_dump(copy), **_sizes(copy["new"])):
         return False
     extra = {"dest_compute": host, "dest_node": host} if host else {}
     move_migration(conn, migration, "finished", **extra)
@@ -146,14 +148,14 @@ def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, hos
 
 def confirmed(conn: Connection, uuid: str, migration: str, *, power_state: int) -> bool:
     """The end of a confirm: old and new flavors dropped, vm_state by the power state, migration confirmed."""
-    row = instances.get(conn, uuid)
+    row = store.get(conn, uuid)
     if row["vm_state"] != states.RESIZED:
         return False
     copy = _flavor_json(row)
     copy["old"] = copy["new"] = None
     vm_state = states.STOPPED if power_state == states.power_state.SHUTDOWN else states.ACTIVE
-    if not instances.save_state(conn, uuid, expected_task_state=None, vm_state=vm_state, power_state=power_state,
-                                flavor=_dump(copy)):
+    if not cas.save_state(conn, uuid, expected_task_state=None, vm_state=vm_state, power_state=power_state,
+                          flavor=_dump(copy)):
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "confirmed", expected="confirming")
@@ -162,7 +164,7 @@ def confirmed(conn: Connection, uuid: str, migration: str, *, power_state: int) 
 
 def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -> bool:
     """The end of a revert: the old flavor current again, vm_state the one before the resize."""
-    row = instances.get(conn, uuid)
+    row = store.get(conn, uuid)
     copy = _flavor_json(row)
     if not copy.get("old"):
         return False
@@ -170,9 +172,9 @@ def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -
     copy["old"] = copy["new"] = None
     old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE)
     vm_state = states.STOPPED if old_vm_state == states.STOPPED else states.ACTIVE
-    if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_REVERTING, vm_state=vm_state,
-                                task_state=None, power_state=power_state,
-                                flavor=_dump(copy), **_sizes(copy["cur"])):
+    if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_REVERTING, vm_state=vm_state,
+                          task_state=None, power_state=power_state,
+                          flavor=_dump(copy), **_sizes(copy["cur"])):
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "reverted", expected="reverting")
@@ -182,29 +184,29 @@ def reverted(conn: Connection, uuid: str, migration: str, *, power_state: int) -
 def failed(conn: Connection, uuid: str, migration: str, *, expected_task_state: str) -> bool:
     """A resize no node could take (no valid host): the server back in the state it had, with its flavor,
     no task; the migration in error. Returns whether the server was still in ``expected_task_state``."""
-    row = instances.get(conn, uuid)
+    row = store.get(conn, uuid)
     copy = _flavor_json(row)
     copy["old"] = copy["new"] = None
     old_vm_state = sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE) or states.ACTIVE
-    if not instances.save_state(conn, uuid, expected_task_state=expected_task_state, vm_state=old_vm_state,
-                                task_state=None, flavor=_dump(copy)):
+    if not cas.save_state(conn, uuid, expected_task_state=expected_task_state, vm_state=old_vm_state,
+                          task_state=None, flavor=_dump(copy)):
         return False
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, None)
     move_migration(conn, migration, "error")
     return True
 
 
-def record_failed(conn: Connection, row: dict, new_flavor: dict, actor: instances.Actor) -> str:
+def record_failed(conn: Connection, row: dict, new_flavor: dict, actor: Actor) -> str:
     """The migration of a resize the compute side refused at once (a smaller root disk): status error."""
     return _insert_migration(conn, row, new_flavor["id"], actor, "error")
 
 
-def _insert_migration(conn: Connection, row: dict, new_flavor_id: int, actor: instances.Actor, status: str) -> str:
+def _insert_migration(conn: Connection, row: dict, new_flavor_id: int, actor: Actor, status: str) -> str:
     """A resize's ``migrations`` row, from and to the server's host (the node is known once it runs)."""
     migration = str(uuidlib.uuid4())
     conn.execute(insert(MIGRATIONS).values(
         uuid=migration, source_compute=row["host"], dest_compute=row["host"], source_node=row["node"],
-        dest_node=row["node"], dest_host=None, old_instance_type_id=instances.flavors_of(row).cur["id"],
+        dest_node=row["node"], dest_host=None, old_instance_type_id=store.flavors_of(row).cur["id"],
         new_instance_type_id=new_flavor_id, instance_uuid=row["uuid"], migration_type="resize", hidden=False,
         status=status, cross_cell_move=False, user_id=actor.user_id, project_id=actor.project_id,
         created_at=utcnow(), deleted=0))

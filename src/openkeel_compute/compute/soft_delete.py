@@ -16,21 +16,22 @@ import datetime as dt
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import instances
-from openkeel_compute.compute.actions import PRECONDITIONS
+from openkeel_compute.compute.instances import cas, updates
+from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.preconditions import PRECONDITIONS
 from openkeel_compute.db.models import INSTANCES, utcnow
 from openkeel_compute.model import operations, states
 
 I = INSTANCES.c
 
 
-def begin_soft_delete(conn: Connection, row: dict, actor: instances.Actor) -> dict:
+def begin_soft_delete(conn: Connection, row: dict, actor: Actor) -> dict:
     """Start a soft delete of ``row`` (errors.InstanceInvalidState, or InstanceIsLocked, when it
     may not be soft-deleted: the caller then deletes it at once) and ask the controller to stop it."""
     pre = PRECONDITIONS["soft_delete"]
-    checked = instances.begin_action(conn, row, pre, actor, instance_action="delete",
-                                     values={"deleted_at": utcnow()})
-    instances.outbox(conn, row["uuid"], operations.SOFT_DELETE, actor, task_state=pre.next_task_state)
+    checked = cas.begin_action(conn, row, pre, actor, instance_action="delete",
+                               values={"deleted_at": utcnow()})
+    updates.outbox(conn, row["uuid"], operations.SOFT_DELETE, actor, task_state=pre.next_task_state)
     return checked
 
 

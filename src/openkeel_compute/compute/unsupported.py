@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import instances
-from openkeel_compute.compute.actions import Precondition
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults
+from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.preconditions import Precondition
 from openkeel_compute.db.models import INSTANCES
 
 
@@ -45,27 +46,27 @@ def traceback_for(action: str, message: str = "", kind: str = "NotImplementedErr
     return f"{kind}: {reason}\n"
 
 
-def fail(conn: Connection, row: dict, pre: Precondition, actor: instances.Actor, ending: Ending, *,
+def fail(conn: Connection, row: dict, pre: Precondition, actor: Actor, ending: Ending, *,
          values: dict | None = None, instance_action: str | None = None) -> dict:
     """Start ``pre``'s action on ``row`` (409 if it may not) and end it as ``ending`` says.
     ``values`` are further columns the API sets when it starts the action. Returns the row as
     the check saw it."""
-    checked = instances.begin_action(conn, row, pre, actor, values=values, instance_action=instance_action)
+    checked = cas.begin_action(conn, row, pre, actor, values=values, instance_action=instance_action)
     uuid = row["uuid"]
-    action_id = instances.action_for_request(conn, uuid, actor.request_id) if actor.request_id else None
+    action_id = instance_actions.action_for_request(conn, uuid, actor.request_id) if actor.request_id else None
     if action_id is None:  # pragma: no cover - every API request has a request id
-        action_id = instances.start_action(conn, uuid, instance_action or pre.name, actor)
+        action_id = instance_actions.start_action(conn, uuid, instance_action or pre.name, actor)
     for name in ending.events:
-        instances.finish_event(conn, instances.start_event(conn, action_id, name, host=row["host"]), "Success")
+        instance_actions.finish_event(conn, instance_actions.start_event(conn, action_id, name, host=row["host"]), "Success")
     trace = traceback_for(pre.name, ending.message, ending.details)
-    event_id = instances.start_event(conn, action_id, ending.event, host=row["host"])
-    instances.finish_event(conn, event_id, "Error", traceback=trace, details=ending.details)
+    event_id = instance_actions.start_event(conn, action_id, ending.event, host=row["host"])
+    instance_actions.finish_event(conn, event_id, "Error", traceback=trace, details=ending.details)
     if ending.fault is not None:
         code, message = ending.fault
-        instances.add_fault(conn, uuid, code=code, message=message, details=trace, host=row["host"])
+        instance_faults.add_fault(conn, uuid, code=code, message=message, details=trace, host=row["host"])
     expected = pre.next_task_state if pre.next_task_state is not None else checked["task_state"]
-    instances.save_state(conn, uuid, expected_task_state=expected,
-                         vm_state=ending.vm_state or checked["vm_state"], task_state=None)
+    cas.save_state(conn, uuid, expected_task_state=expected,
+                   vm_state=ending.vm_state or checked["vm_state"], task_state=None)
     return checked
 
 

@@ -19,7 +19,16 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import (
+    cas,
+    deletion,
+    instance_actions,
+    instance_faults,
+    instance_sysmeta,
+    listing,
+    paging,
+)
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.kube import ClusterError
 from openkeel_compute.controller.steps import placing
@@ -40,7 +49,7 @@ _READ_CHUNK = 500  # servers whose metadata one statement reads
 _GONE_NODE_RECHECK = 60.0
 _FRESH_ONE_BY_ONE = 10  # servers of a pass read from the cluster one by one before it is listed instead
 #: who Nova's power sync acts as: a periodic task's admin context, with no user and no project
-POWER_SYNC = instances.Actor(None, None)  # type: ignore[arg-type]
+POWER_SYNC = Actor(None, None)  # type: ignore[arg-type]
 # The guest's name of the first disk on each bus, as Nova's libvirt driver names it; KubeVirt's default bus is virtio.
 _DISK_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "xen": "xvd"}
 # A build's steps as the cluster's objects show them, in the order it goes through them.
@@ -90,13 +99,13 @@ def quiet_key(server: dict[str, Any], namespace: str, snapshot: Snapshot) -> tup
 def live_servers(engine: Any) -> list[dict[str, Any]]:
     """Every live server with its metadata and system metadata, in three statements (bounded IN lists)."""
     with reader(engine) as conn:
-        rows = instances.live_rows(conn)
+        rows = listing.live_rows(conn)
         metadata: dict[str, dict[str, str]] = {}
         system: dict[str, dict[str, str]] = {}
         for start in range(0, len(rows), _READ_CHUNK):
             uuids = [r["uuid"] for r in rows[start:start + _READ_CHUNK]]
-            metadata.update(instances.metadata_by_instance(conn, uuids))
-            system.update(instances.metadata_by_instance(conn, uuids, system=True))
+            metadata.update(paging.metadata_by_instance(conn, uuids))
+            system.update(paging.metadata_by_instance(conn, uuids, system=True))
     for row in rows:
         row["metadata"] = metadata.get(row["uuid"], {})
         row["system_metadata"] = system.get(row["uuid"], {})
@@ -228,7 +237,7 @@ class Observer:
 
         def gone(conn: Connection) -> None:
             tasks.finish(conn, server, None, server.get("host"))
-            instances.soft_delete(conn, uuid)
+            deletion.soft_delete(conn, uuid)
 
         _queue(ctx, writes, gone)
 
@@ -238,6 +247,7 @@ class Observer:
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
         if seen.addresses is not None and seen.addresses != json.loads(server.get("network_info") or "{}"):
+            # written only when they change: a server never given an address keeps none (no "{}")
             changes["network_info"] = json.dumps(seen.addresses)
         if seen.progress is not None:
             changes["progress"] = seen.progress
@@ -264,21 +274,21 @@ class Observer:
             return  # nothing changed: only read
 
         def save(conn: Connection) -> None:
-            if not instances.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
+            if not cas.save_state(conn, uuid, expected_task_state=[server.get("task_state")], **changes):
                 return  # an API action moved the task meanwhile: it wins, the next pass looks again
             if fault is not None:
-                instances.add_fault(conn, uuid, code=fault.code, message=fault.message,
-                                    details=fault.details or None, host=seen.host)
+                instance_faults.add_fault(conn, uuid, code=fault.code, message=fault.message,
+                                          details=fault.details or None, host=seen.host)
             if seen.stopped_by_sync:
                 # Nova's power sync stops a guest it finds off through the stop API: a "stop" action
                 # (no user, no project) whose compute_stop_instance event ran on the server's host
-                action_id = instances.start_action(conn, uuid, "stop", POWER_SYNC)
-                event_id = instances.start_event(conn, action_id, events.STOP, seen.host or server.get("host"))
-                instances.finish_event(conn, event_id, "Success")
+                action_id = instance_actions.start_action(conn, uuid, "stop", POWER_SYNC)
+                event_id = instance_actions.start_event(conn, action_id, events.STOP, seen.host or server.get("host"))
+                instance_actions.finish_event(conn, event_id, "Success")
             if ends_task:
                 tasks.finish(conn, server, fault, seen.host or server.get("host"))
                 if old_vmi:
-                    instances.set_system_metadata_item(conn, uuid, sysmeta.REPLACED_VMI, None)
+                    instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.REPLACED_VMI, None)
 
         _queue(ctx, writes, save)
         if ctx.claims is not None and server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR:
@@ -286,7 +296,7 @@ class Observer:
             ctx.claims.release(uuid)
 
             def unplaced(conn: Connection) -> None:
-                instances.save_state(conn, uuid, host=None, node=None)
+                cas.save_state(conn, uuid, host=None, node=None)
 
             _queue(ctx, writes, unplaced)
 

@@ -29,7 +29,7 @@ from typing import Any
 from lightkube import Client
 from sqlalchemy import Engine, and_, select, update
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.compose import Composer
@@ -54,7 +54,7 @@ from openkeel_compute.controller.steps.base import (
 from openkeel_compute.controller.steps.power import verb_for
 from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
-from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.api import reader, transaction, unavailable
 from openkeel_compute.model import operations as ops
 from openkeel_compute.placement.client import PlacementClient
 
@@ -132,6 +132,7 @@ class ServerLoop:
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())
         confirm.auto_confirm(ctx, self.settings.resize_confirm_window)
+        confirm.close_reset(ctx)
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
@@ -191,7 +192,7 @@ class ServerLoop:
         if self._pass.placed or done:
             with transaction(self.engine) as conn:
                 for uuid, namespace, name in self._pass.placed:  # where the API and the next pass find them
-                    instances.save_state(conn, uuid, namespace=namespace, vm_name=name)
+                    cas.save_state(conn, uuid, namespace=namespace, vm_name=name)
                 if done:
                     _finish_rows(conn, done)
         self.rows_done = len(done)
@@ -230,7 +231,9 @@ class ServerLoop:
             outcome: Outcome = spec.step(ctx, row, server if server is not None else {})  # a read gets no row
         except Wait as wait:
             outcome = Waiting(wait.reason, wait.after)
-        except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
+        except Exception as exc:
+            if unavailable(exc):
+                raise  # the database away: the pass ends, no attempt is counted (controller/engine.py waits)
             away = transient(exc)
             result = self._record(ctx, row, server, Failed(str(exc)), problems, counted=not away)
             return _AWAY if result == _FAILS and away else result

@@ -13,34 +13,34 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, instance_sysmeta, store
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import sysmeta
 
 
 def start(conn: Connection, row_id: int, uuid: str, request_id: str, event: str) -> None:
     """Start ``event`` in the instance action of request ``request_id``, once per outbox row."""
-    if not request_id or not instances.ever_existed(conn, uuid):
+    if not request_id or not store.ever_existed(conn, uuid):
         return
-    current = instances.system_metadata_item(conn, uuid, sysmeta.TASK_EVENT)
+    current = instance_sysmeta.system_metadata_item(conn, uuid, sysmeta.TASK_EVENT)
     if current and current.split(":", 1)[0] == str(row_id):
         return  # started by an earlier attempt at this row
     if current:  # a delete overrides the task that ran: its event ends, unfinished
-        instances.finish_event(conn, int(current.split(":", 1)[1]), "Error")
-    action_id = instances.action_for_request(conn, uuid, request_id)
+        instance_actions.finish_event(conn, int(current.split(":", 1)[1]), "Error")
+    action_id = instance_actions.action_for_request(conn, uuid, request_id)
     if action_id is not None:
-        event_id = instances.start_event(conn, action_id, event)
-        instances.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
+        event_id = instance_actions.start_event(conn, action_id, event)
+        instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
 
 
 def keep(conn: Connection, row_id: int, uuid: str, event_id: int) -> None:
     """Remember an event a step started itself (a rebuild's) as the task's."""
-    instances.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
+    instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
 
 
 def of(conn: Connection, uuid: str) -> dict[str, Any]:
     """The server's open event as ``finish`` reads it, from the database as it is now."""
-    return {"uuid": uuid, "system_metadata": {sysmeta.TASK_EVENT: instances.system_metadata_item(
+    return {"uuid": uuid, "system_metadata": {sysmeta.TASK_EVENT: instance_sysmeta.system_metadata_item(
         conn, uuid, sysmeta.TASK_EVENT)}}
 
 
@@ -52,11 +52,11 @@ def finish(conn: Connection, server: dict[str, Any], fault: Fault | None, host: 
         return
     event_id = int(value.split(":", 1)[1])
     if fault is None:
-        instances.finish_event(conn, event_id, "Success", host=host)
+        instance_actions.finish_event(conn, event_id, "Success", host=host)
     else:
-        instances.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
-                               details=fault.message, host=host)
-    instances.set_system_metadata_item(conn, server["uuid"], sysmeta.TASK_EVENT, None)
+        instance_actions.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
+                                      details=fault.message, host=host)
+    instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.TASK_EVENT, None)
 
 
 def end_in_fault(conn: Connection, server: dict[str, Any], fault: Fault, *, expected: Any,
@@ -67,10 +67,10 @@ def end_in_fault(conn: Connection, server: dict[str, Any], fault: Fault, *, expe
     changes: dict[str, Any] = {"task_state": None}
     if vm_state is not None:
         changes["vm_state"] = vm_state
-    if not instances.save_state(conn, server["uuid"], expected_task_state=expected, **changes):
+    if not cas.save_state(conn, server["uuid"], expected_task_state=expected, **changes):
         return False
-    instances.add_fault(conn, server["uuid"], code=fault.code, message=fault.message, details=fault.details,
-                        host=host)
+    instance_faults.add_fault(conn, server["uuid"], code=fault.code, message=fault.message, details=fault.details,
+                              host=host)
     finish(conn, server, fault, host)
     return True
 
@@ -78,9 +78,9 @@ def end_in_fault(conn: Connection, server: dict[str, Any], fault: Fault, *, expe
 def end(conn: Connection, uuid: str, request_id: str, event: str, expected: str, **changes: Any) -> bool:
     """End the task ``expected`` with ``changes`` and record ``event``, done, in the request's action.
     False when another task (a delete) took over."""
-    if not instances.save_state(conn, uuid, expected_task_state=expected, **changes):
+    if not cas.save_state(conn, uuid, expected_task_state=expected, **changes):
         return False
-    action_id = instances.action_for_request(conn, uuid, request_id)
+    action_id = instance_actions.action_for_request(conn, uuid, request_id)
     if action_id is not None:
-        instances.finish_event(conn, instances.start_event(conn, action_id, event), "Success")
+        instance_actions.finish_event(conn, instance_actions.start_event(conn, action_id, event), "Success")
     return True

@@ -10,8 +10,9 @@ import sqlalchemy as sa
 
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, networks
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute import networks
+from openkeel_compute.compute.instances import deletion, store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.model import states
@@ -58,16 +59,16 @@ def boot(engine, *, uuid: str, name: str, created: str, updated: str, launched: 
     """A server as the oracle's fake driver leaves it: ACTIVE on ``host``."""
     with db_api.transaction(engine) as conn:
         flavor_row = _flavor(conn, *flavor)
-        instances.create(conn, actor=actor, flavor=flavor_row, extra_specs={}, display_name=name, uuid=uuid,
-                         image_ref=IMAGE, reservation_id=reservation_id, config_drive="", kernel_id="",
-                         ramdisk_id="", availability_zone="nova", system_metadata=system_metadata)
+        store.create(conn, actor=actor, flavor=flavor_row, extra_specs={}, display_name=name, uuid=uuid,
+                     image_ref=IMAGE, reservation_id=reservation_id, config_drive="", kernel_id="",
+                     ramdisk_id="", availability_zone="nova", system_metadata=system_metadata)
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == uuid).values(
             vm_state=states.ACTIVE, task_state=None, power_state=states.power_state.RUNNING, host=host,
             node=host, launched_on=host, root_device_name="/dev/sda", progress=0,
             launched_at=dt.datetime.fromisoformat(launched), created_at=_t(created), updated_at=_t(updated),
             network_info=json.dumps(network_info) if network_info is not None else None))
     with db_api.reader(engine) as conn:
-        return instances.get(conn, uuid)
+        return store.get(conn, uuid)
 
 
 def boot_server_a(engine) -> dict:
@@ -94,7 +95,7 @@ def boot_list_scenario(engine) -> None:
     boot(engine, uuid=SERVER_LEGACY, name="srv-legacy", created="2026-12-01T09:55:10Z",
          updated="2026-12-01T09:55:11Z", launched="2026-12-01T09:55:11.185680")
     with db_api.transaction(engine) as conn:
-        instances.soft_delete(conn, SERVER_LEGACY)
+        deletion.soft_delete(conn, SERVER_LEGACY)
     boot(engine, uuid=SERVER_B, name="srv-b", created="2026-12-01T09:55:13Z", updated="2026-12-01T09:55:14Z",
          launched="2026-12-01T09:55:14.210100", flavor=("gone", "gone", 768, True),
          network_info={"private": [{"version": 4, "addr": "192.168.1.33", "OS-EXT-IPS:type": "fixed",

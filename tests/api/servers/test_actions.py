@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, deletion, instance_actions, instance_faults, locks, store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.model import states
@@ -26,7 +26,7 @@ def engine(app, conf):
 
 def _row(engine):
     with db_api.reader(engine) as conn:
-        return instances.get(conn, oracle.SERVER_A)
+        return store.get(conn, oracle.SERVER_A)
 
 
 def _set(engine, **values):
@@ -43,7 +43,7 @@ def _outbox(engine):
 
 def _actions(engine):
     with db_api.reader(engine) as conn:
-        return [a["action"] for a in instances.actions_of(conn, oracle.SERVER_A)]
+        return [a["action"] for a in instance_actions.actions_of(conn, oracle.SERVER_A)]
 
 
 def _same(got, exchange):
@@ -61,8 +61,8 @@ def test_stop_then_start_as_nova(client, engine):
     assert (row["vm_state"], row["task_state"]) == ("active", "powering-off")
     # the controller's part, done here by hand
     with db_api.transaction(engine) as conn:
-        instances.save_state(conn, oracle.SERVER_A, expected_task_state="powering-off", vm_state=states.STOPPED,
-                             task_state=None, power_state=states.power_state.SHUTDOWN)
+        cas.save_state(conn, oracle.SERVER_A, expected_task_state="powering-off", vm_state=states.STOPPED,
+                       task_state=None, power_state=states.power_state.SHUTDOWN)
     _same(client.post(PATH, headers=DEMO, json_body={"os-stop": None}), oracle.recorded("os-stop while SHUTOFF -> 409"))
     _same(client.post(PATH, headers=DEMO, json_body={"reboot": {"type": "SOFT"}}),
           oracle.recorded("SOFT reboot while SHUTOFF -> 409"))
@@ -92,7 +92,7 @@ def test_unknown_server(client, engine):
     # a deleted server keeps its cell mapping in Nova: it is "not found", and other actions
     # say "not found" for unknown servers too
     with db_api.transaction(engine) as conn:
-        instances.soft_delete(conn, oracle.SERVER_A)
+        deletion.soft_delete(conn, oracle.SERVER_A)
     for body in ({"os-stop": None}, {"pause": None}):
         got = client.post(PATH, headers=DEMO, json_body=body)
         assert (got.status_code, got.json["itemNotFound"]["message"]) == (
@@ -148,19 +148,19 @@ def test_suspend_is_accepted_then_fails_as_with_a_driver_without_it(client, engi
     assert (got.status_code, got.content) == (202, b"")
     row = _row(engine)
     # back where it was, with no task, as Nova's compute service leaves it
-    assert (row["vm_state"], row["task_state"], instances.status(row)) == ("active", None, "ACTIVE")
+    assert (row["vm_state"], row["task_state"], store.status(row)) == ("active", None, "ACTIVE")
     assert _outbox(engine) == []
     with db_api.reader(engine) as conn:
-        faults = instances.latest_faults(conn, [oracle.SERVER_A])
-        action = instances.get_action(conn, oracle.SERVER_A, instances.actions_of(conn, oracle.SERVER_A)[0]
-                                      ["request_id"])
+        faults = instance_faults.latest_faults(conn, [oracle.SERVER_A])
+        action = instance_actions.get_action(conn, oracle.SERVER_A, instance_actions.actions_of(conn, oracle.SERVER_A)[0]
+                                             ["request_id"])
     assert (faults[oracle.SERVER_A]["code"], faults[oracle.SERVER_A]["message"]) == (500, "NotImplementedError")
     assert action["action"] == "suspend"
     assert [(e["event"], e["result"], e["details"], e["host"]) for e in action["events"]] == [
         ("compute_suspend_instance", "Error", "NotImplementedError", "compute1")]
     # a locked server refuses it before anything is recorded
     with db_api.transaction(engine) as conn:
-        instances.lock(conn, oracle.SERVER_A, oracle.ADMIN)
+        locks.lock(conn, oracle.SERVER_A, oracle.ADMIN)
     got = client.post(PATH, headers=DEMO, json_body={"suspend": None})
     assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
         409, f"Instance {oracle.SERVER_A} is locked")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import instance_actions, instance_faults, locks, store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.model import states
@@ -41,7 +41,7 @@ def images(conf, tmp_path):
 
 def _row(engine):
     with db_api.reader(engine) as conn:
-        return instances.get(conn, UUID)
+        return store.get(conn, UUID)
 
 
 def _set(engine, **values):
@@ -58,14 +58,14 @@ def _outbox(engine):
 
 def _last_action(engine):
     with db_api.reader(engine) as conn:
-        latest = instances.actions_of(conn, UUID)[0]
-        action = instances.get_action(conn, UUID, latest["request_id"])
+        latest = instance_actions.actions_of(conn, UUID)[0]
+        action = instance_actions.get_action(conn, UUID, latest["request_id"])
     return action["action"], [(e["event"], e["result"], e["details"]) for e in reversed(action["events"])]
 
 
 def _fault(engine):
     with db_api.reader(engine) as conn:
-        fault = instances.latest_faults(conn, [UUID]).get(UUID)
+        fault = instance_faults.latest_faults(conn, [UUID]).get(UUID)
     return None if fault is None else (fault["code"], fault["message"])
 
 
@@ -79,7 +79,7 @@ def _answer(got):
 
 def _lock(engine):
     with db_api.transaction(engine) as conn:
-        instances.lock(conn, UUID, oracle.DEMO)
+        locks.lock(conn, UUID, oracle.DEMO)
 
 
 # --- not found, bad bodies, policies ----------------------------------------------------------------
@@ -170,7 +170,7 @@ def test_reset_state_to_error_and_back(client, engine):
     got = client.post(PATH, headers=admin(), json_body={"os-resetState": {"state": "error"}})
     assert (got.status_code, got.content) == (202, b"")
     row = _row(engine)
-    assert (row["vm_state"], row["task_state"], instances.status(row)) == ("error", None, "ERROR")
+    assert (row["vm_state"], row["task_state"], store.status(row)) == ("error", None, "ERROR")
     assert _last_action(engine) == ("resetState", [])
     # a locked server too: the lock does not apply
     _lock(engine)
@@ -346,7 +346,7 @@ def test_rebuild_changes_fields_and_image_metadata(client, engine, images):
             body["OS-DCF:diskConfig"]) == ({"rebuild": "server"}, "d", "10.0.0.1", "aGVsbG8=", "pw", "AUTO")
     assert _row(engine)["hostname"] == "new-host"
     with db_api.reader(engine) as conn:
-        system = instances.metadata_of(conn, UUID, system=True)
+        system = store.metadata_of(conn, UUID, system=True)
     assert system["image_base_image_ref"] == oracle.IMAGE
     assert "image_architecture" not in system  # the old image's properties went with it
     assert system["image_disk_format"] == "raw"

@@ -9,7 +9,8 @@ import json
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import instances, networks
+from openkeel_compute.compute import networks
+from openkeel_compute.compute.instances import store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers.test_create import _counts, _image_service
@@ -186,7 +187,7 @@ def test_networks_none_gives_no_interface(client, engine, images, flavors):
     _place(engine, uuid)
     assert "security_groups" not in _show(client, uuid)
     with db_api.reader(engine) as conn:
-        assert not networks.has_interface(conn, instances.get(conn, uuid))
+        assert not networks.has_interface(conn, store.get(conn, uuid))
 
 
 def test_access_ips_are_kept_in_canonical_form(client, engine, images, flavors):

@@ -15,7 +15,8 @@ import threading
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import console, instances
+from openkeel_compute.compute import console
+from openkeel_compute.compute.instances import deletion, instance_actions
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
@@ -112,7 +113,7 @@ def test_the_request_wakes_the_controller_and_records_no_action(client, engine):
     assert answering.answered == [10]
     assert _outbox(engine) == ["console-output"]
     with db_api.reader(engine) as conn:
-        assert [a["action"] for a in instances.actions_of(conn, oracle.SERVER_A)] == ["create"]
+        assert [a["action"] for a in instance_actions.actions_of(conn, oracle.SERVER_A)] == ["create"]
 
 
 def test_control_characters_go_as_in_nova_and_other_bytes_are_replaced(client, engine):
@@ -177,7 +178,7 @@ def test_a_server_deleted_while_waiting_is_not_found(client, engine):
     def delete_soon():
         threading.Event().wait(0.3)
         with db_api.transaction(engine) as conn:
-            instances.soft_delete(conn, oracle.SERVER_A)
+            deletion.soft_delete(conn, oracle.SERVER_A)
 
     threading.Thread(target=delete_soon, daemon=True).start()
     got = client.post(PATH, headers=DEMO, json_body={"os-getConsoleOutput": {}})

@@ -187,11 +187,11 @@ def test_filters_on_novas_columns_are_regular_expressions(client, cloud, query, 
 
 
 def test_soft_deleted_turns_the_soft_deleted_rule_around(client, cloud, conf):
-    from openkeel_compute.compute import instances
+    from openkeel_compute.compute.instances import cas
     from openkeel_compute.model import states
 
     with db_api.transaction(db_api.get_engine(conf)) as conn:
-        instances.save_state(conn, oracle.SERVER_B, vm_state=states.SOFT_DELETED)
+        cas.save_state(conn, oracle.SERVER_B, vm_state=states.SOFT_DELETED)
     # Nova reads any text but "" as true here: the live list then shows the soft-deleted server
     assert _names(client, "project_id=demo") == ["srv-a"]
     assert _names(client, "project_id=demo&soft_deleted=false") == ["srv-b", "srv-a"]

@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import deletion
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
@@ -64,7 +64,7 @@ def test_instance_actions_as_nova(client, engine, step):
 
 def test_a_deleted_servers_actions_from_2_21(client, engine):
     with db_api.transaction(engine) as conn:
-        instances.soft_delete(conn, oracle.SERVER_A)
+        deletion.soft_delete(conn, oracle.SERVER_A)
     demo = {"X-Auth-Token": "demo:demo"}
     got = client.get(BASE, headers=dict(demo, **{"OpenStack-API-Version": "compute 2.20"}))
     assert (got.status_code, got.json["itemNotFound"]["message"]) == (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, locks
 from openkeel_compute.db import api as db_api
 from tests.api.servers import oracle_state as oracle
 
@@ -63,12 +63,12 @@ def test_a_changed_value_keeps_its_place_and_delete_removes(client, engine):
 
 def test_changes_need_an_unlocked_server_in_a_settled_state(client, engine):
     with db_api.transaction(engine) as conn:
-        instances.lock(conn, S, oracle.ADMIN)
+        locks.lock(conn, S, oracle.ADMIN)
     got = client.post(BASE, headers=DEMO, json_body={"metadata": {"a": "1"}})
     assert (got.status_code, got.json["conflictingRequest"]["message"]) == (409, f"Instance {S} is locked")
     with db_api.transaction(engine) as conn:
-        instances.unlock(conn, S, oracle.ADMIN)
-        instances.save_state(conn, S, vm_state="error")
+        locks.unlock(conn, S, oracle.ADMIN)
+        cas.save_state(conn, S, vm_state="error")
     got = client.put(BASE, headers=DEMO, json_body={"metadata": {"a": "1"}})
     assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
         409, f"Cannot 'update metadata' instance {S} while it is in vm_state error")

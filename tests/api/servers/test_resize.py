@@ -12,7 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
@@ -105,7 +105,7 @@ def test_a_resize_is_recorded_as_nova_records_it(client, engine):
     row = _row(engine)
     assert (row["vm_state"], row["task_state"], row["progress"], row["auto_disk_config"]) == (
         "active", "resize_prep", 0, True)
-    copy = instances.flavors_of(row)
+    copy = store.flavors_of(row)
     assert (copy.cur["flavorid"], copy.old["flavorid"], copy.new["flavorid"]) == ("priv-small", "priv-small", "bigger")
     assert row["memory_mb"] == 512  # the new sizes only once the resize is done
     (migration,) = _migrations(engine)
@@ -124,7 +124,7 @@ def test_a_resize_is_recorded_as_nova_records_it(client, engine):
 def test_a_smaller_disk_is_accepted_then_fails_as_novas_driver_fails_it(client, engine, field):
     with db_api.transaction(engine) as conn:  # the server on larger disks
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == UUID).values(root_gb=5))
-        row = instances.get(conn, UUID)
+        row = store.get(conn, UUID)
         text = row["flavor"].replace('"root_gb":1', '"root_gb":5').replace('"ephemeral_gb":0', '"ephemeral_gb":3')
         conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == UUID).values(flavor=text))
     with db_api.transaction(engine) as conn:
@@ -133,7 +133,7 @@ def test_a_smaller_disk_is_accepted_then_fails_as_novas_driver_fails_it(client, 
     got = _resize(client, "smaller")
     assert (got.status_code, got.content) == (202, b"")
     row = _row(engine)
-    assert (row["vm_state"], row["task_state"], instances.flavors_of(row).cur["root_gb"]) == ("active", None, 5)
+    assert (row["vm_state"], row["task_state"], store.flavors_of(row).cur["root_gb"]) == ("active", None, 5)
     assert _last_action(engine) == ("resize", [("conductor_migrate_server", "Success", None),
                                                ("cold_migrate", "Success", None),
                                                ("compute_prep_resize", "Success", None),

@@ -60,7 +60,8 @@ def test_addresses_query_is_strict_from_2_102(client, engine):
 # --- os-server-password -----------------------------------------------------------------------
 
 def test_password_is_empty_then_kept_in_four_chunks_and_cleared(client, engine):
-    from openkeel_compute.compute import instances, networks
+    from openkeel_compute.compute import networks
+    from openkeel_compute.compute.instances import store
 
     got = client.get(f"/v2.1/servers/{S}/os-server-password", headers=DEMO)
     assert (got.status_code, got.json) == (200, {"password": ""})
@@ -68,7 +69,7 @@ def test_password_is_empty_then_kept_in_four_chunks_and_cleared(client, engine):
     with db_api.transaction(engine) as conn:
         networks.set_password(conn, S, secret)
     with db_api.reader(engine) as conn:
-        system = instances.metadata_of(conn, S, system=True)
+        system = store.metadata_of(conn, S, system=True)
     assert [len(system[f"password_{i}"]) for i in range(4)] == [255, 255, 190, 0]
     assert client.get(f"/v2.1/servers/{S}/os-server-password", headers=DEMO).json == {"password": secret}
     got = client.delete(f"/v2.1/servers/{S}/os-server-password", headers=DEMO)

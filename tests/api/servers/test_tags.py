@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, deletion
 from openkeel_compute.db import api as db_api
 from tests.api.servers import oracle_state as oracle
 
@@ -64,12 +64,12 @@ def test_who_and_when(client, engine):
     got = client.get(BASE, headers={"X-Auth-Token": "demo:demo", "OpenStack-API-Version": "compute 2.25"})
     assert (got.status_code, got.json["itemNotFound"]["message"]) == (404, "The resource could not be found.")
     with db_api.transaction(engine) as conn:
-        instances.save_state(conn, S, vm_state="error")
+        cas.save_state(conn, S, vm_state="error")
     got = client.put(f"{BASE}/a", headers=DEMO)
     assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
         409, f"Cannot 'update tag' instance {S} while it is in vm_state error")
     with db_api.transaction(engine) as conn:
-        instances.soft_delete(conn, S)
+        deletion.soft_delete(conn, S)
     got = client.get(BASE, headers=DEMO)
     assert (got.status_code, got.json["itemNotFound"]["message"]) == (404, f"Instance {S} could not be found.")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import deletion, instance_actions, locks
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
@@ -88,7 +88,7 @@ def test_delete_starts_the_delete_and_asks_the_controller(client, engine):
     with db_api.reader(engine) as conn:
         rows = conn.execute(sa.select(models.OUTBOX.c.kind, models.OUTBOX.c.object_id, models.OUTBOX.c.operation)
                             .where(models.OUTBOX.c.kind == "server")).all()
-        actions = [a["action"] for a in instances.actions_of(conn, oracle.SERVER_LEGACY)]
+        actions = [a["action"] for a in instance_actions.actions_of(conn, oracle.SERVER_LEGACY)]
     assert rows == [("server", oracle.SERVER_LEGACY, "delete")]
     assert actions == ["delete", "create"]
     # a repeated delete changes nothing and asks nothing more
@@ -101,13 +101,13 @@ def test_delete_starts_the_delete_and_asks_the_controller(client, engine):
 def test_delete_of_a_locked_server_is_a_conflict_and_of_a_deleted_one_not_found(client, engine):
     oracle.boot_server_a(engine)
     with db_api.transaction(engine) as conn:
-        instances.lock(conn, oracle.SERVER_A, oracle.ADMIN)
+        locks.lock(conn, oracle.SERVER_A, oracle.ADMIN)
     exchange = oracle.recorded("DELETE while locked -> 409")
     got = client.delete(exchange["path"], headers=DEMO)
     assert (got.status_code, got.json) == (409, exchange["body"])
     assert client.delete(exchange["path"], headers=admin()).status_code == 204
     with db_api.transaction(engine) as conn:
-        instances.soft_delete(conn, oracle.SERVER_A)
+        deletion.soft_delete(conn, oracle.SERVER_A)
     again = oracle.recorded("DELETE again -> 404")
     got = client.delete(f"/v2.1/servers/{oracle.SERVER_A}", headers=DEMO)
     assert (got.status_code, got.json["itemNotFound"]["message"]) == (

@@ -12,9 +12,8 @@ import contextlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.images import NOT_FOUND, unavailable_as_503
-from openkeel_compute.api.handlers.server_metadata import CREATE, UPDATE, UPDATE_ALL
-from openkeel_compute.api.handlers.servers_create import image_service
+from openkeel_compute.api.handlers.server_common import IMAGE_NOT_FOUND, image_service, unavailable_as_503
+from openkeel_compute.api.schemas.metadata import CREATE, UPDATE, UPDATE_ALL
 from openkeel_compute.api.views import images as view
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import quotas
@@ -31,7 +30,7 @@ def _image_errors():
         except image_errors.ImageNotAuthorized as exc:
             raise faults.Forbidden(exc.message) from None
         except (image_errors.ImageNotFound, image_errors.ImageBadRequest):
-            raise faults.NotFound(NOT_FOUND) from None
+            raise faults.NotFound(IMAGE_NOT_FOUND) from None
 
 
 def _image(req, image_id: str) -> dict:

@@ -14,13 +14,11 @@ it may not see, a delete refused for the image's state, the service unreachable)
 
 from __future__ import annotations
 
-import contextlib
-
 from oslo_utils import strutils
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers_create import image_service
+from openkeel_compute.api.handlers.server_common import IMAGE_NOT_FOUND, image_service, unavailable_as_503
 from openkeel_compute.api.views import images as view
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.images import errors as image_errors
@@ -37,17 +35,6 @@ LIST_QUERY = {"2.0-": {
 SHOW_QUERY = {"2.0-": {"type": "object", "properties": {}, "additionalProperties": True}}
 _FILTERS = {"name": "name", "status": "status", "changes-since": "changes-since", "server": "property-instance_uuid",
             "type": "property-image_type", "minRam": "min_ram", "minDisk": "min_disk"}
-NOT_FOUND = "Image not found."
-
-
-@contextlib.contextmanager
-def unavailable_as_503():
-    try:
-        yield
-    except image_errors.ImageServiceUnavailable as exc:
-        raise faults.Fault(exc.message, 503) from None
-
-
 def image_links(req) -> view.ImageLinks:
     conf = common.services(req).conf
     with unavailable_as_503():
@@ -126,7 +113,7 @@ def fetch(req, image_id: str) -> dict:
         try:
             return image_service(req).show(req.context, image_id, req.environ)
         except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized, image_errors.ImageBadRequest):
-            raise faults.NotFound(NOT_FOUND) from None
+            raise faults.NotFound(IMAGE_NOT_FOUND) from None
 
 
 @operation(versions=VERSIONS, query=SHOW_QUERY, expected=(404,))
@@ -143,11 +130,11 @@ def delete(req, image_id):
         try:
             image_service(req).delete(req.context, image_id, req.environ)
         except image_errors.ImageNotFound:
-            raise faults.NotFound(NOT_FOUND) from None
+            raise faults.NotFound(IMAGE_NOT_FOUND) from None
         except image_errors.ImageNotAuthorized:
             raise faults.Forbidden("You are not allowed to delete the image.") from None
         except image_errors.ImageDeleteConflict as exc:
             raise faults.Conflict(exc.message) from None
         except image_errors.ImageBadRequest:
-            raise faults.NotFound(NOT_FOUND) from None
+            raise faults.NotFound(IMAGE_NOT_FOUND) from None
     return Response(None)

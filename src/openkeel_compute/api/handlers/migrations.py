@@ -18,7 +18,7 @@ from oslo_utils import timeutils
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import read_server
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.compute import migration_list
 from openkeel_compute.policies import server_subresources as rules
@@ -104,7 +104,7 @@ def _naive(value):
 @operation(versions="2.23-", query=SERVER_QUERY, expected=(404,))
 @wsgi_path_params
 def server_index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
     target = {"project_id": row["project_id"]}
     common.can(req, rules.SERVER_MIGRATIONS % "index", target)
@@ -115,7 +115,7 @@ def server_index(req, server_id):
 @operation(versions="2.23-", query=SERVER_QUERY, expected=(404,))
 @wsgi_path_params
 def server_show(req, server_id, migration_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
     common.can(req, rules.SERVER_MIGRATIONS % "show", {"project_id": row["project_id"]})
     raise faults.NotFound(f"In-progress live migration {migration_id} is not found for server {server_id}.")

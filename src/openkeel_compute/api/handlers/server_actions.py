@@ -13,10 +13,11 @@ import time
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import actor_of, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, console, errors, instances
+from openkeel_compute.compute import console, errors, preconditions
+from openkeel_compute.compute.instances import cas, locks, store, updates
 from openkeel_compute.policies import server_actions as rules
 
 
@@ -26,7 +27,7 @@ def _read_mapped(conn, req, server_id: str) -> dict:
     try:
         return read_server(conn, req, server_id)
     except errors.InstanceNotFound:
-        if not instances.ever_existed(conn, server_id):
+        if not store.ever_existed(conn, server_id):
             raise faults.NotFound(f"Instance {server_id} has no mapping to a cell.") from None
         raise
 
@@ -34,15 +35,15 @@ def _read_mapped(conn, req, server_id: str) -> dict:
 def _start_task(req, server_id: str, rule: str, action: str, operation_name: str, *,
                 precondition=None, mapped: bool = False, target_user: bool = True) -> Response:
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _read_mapped(conn, req, server_id) if mapped else read_server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         if target_user:
             target["user_id"] = row["user_id"]
         common.can(req, rule, target)
-        pre = precondition or actions.precondition(action)
-        instances.begin_action(conn, row, pre, actor)
-        instances.outbox(conn, row["uuid"], operation_name, actor, task_state=pre.next_task_state)
+        pre = precondition or preconditions.precondition(action)
+        cas.begin_action(conn, row, pre, actor)
+        updates.outbox(conn, row["uuid"], operation_name, actor, task_state=pre.next_task_state)
     return Response(None)
 
 
@@ -62,7 +63,7 @@ def stop(req, server_id):
 @wsgi_path_params
 def reboot(req, server_id):
     kind = req.body["reboot"]["type"].upper()
-    pre = actions.precondition("reboot", reboot_type=kind)
+    pre = preconditions.precondition("reboot", reboot_type=kind)
     return _start_task(req, server_id, rules.SERVERS % "reboot", "reboot", f"reboot-{kind.lower()}",
                        precondition=pre, target_user=False)
 
@@ -86,10 +87,10 @@ def lock(req, server_id):
     reason = None
     if req.version >= (2, 73) and req.body["lock"] is not None:
         reason = req.body["lock"].get("locked_reason")
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.LOCK % "lock", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        instances.lock(conn, row["uuid"], actor, reason, host=common.services(req).conf.host)
+        locks.lock(conn, row["uuid"], actor, reason, host=common.services(req).conf.host)
     return Response(None)
 
 
@@ -97,13 +98,13 @@ def lock(req, server_id):
 @wsgi_path_params
 def unlock(req, server_id):
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         common.can(req, rules.LOCK % "unlock", target)
-        if not instances.is_expected_locked_by(row, actor):
+        if not locks.is_expected_locked_by(row, actor):
             common.can(req, rules.LOCK % "unlock:unlock_override", target)
-        instances.unlock(conn, row["uuid"], actor, host=common.services(req).conf.host)
+        locks.unlock(conn, row["uuid"], actor, host=common.services(req).conf.host)
     return Response(None)
 
 
@@ -115,12 +116,12 @@ _FAILED = "Unexpected API Error. Please contact the administrator\n<class 'oslo_
 @operation(body={"2.0-": schema.get_console_output}, expected=(404, 409, 500))
 @wsgi_path_params
 def get_console_output(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.CONSOLE_OUTPUT, {"project_id": row["project_id"]})
-        actions.check("get_console_output", row, is_admin=bool(req.context.is_admin))
+        preconditions.check("get_console_output", row, is_admin=bool(req.context.is_admin))
     wanted = console.normal_length(req.body["os-getConsoleOutput"].get("length"))
-    with compute_errors():
+    with common.domain_errors():
         answer = _ask_console(req, row["uuid"], wanted, common.services(req).conf.api.console_output_timeout)
     if answer.error == console.NOT_AVAILABLE:
         raise faults.NotFound(console.ConsoleNotAvailable().message)
@@ -140,7 +141,7 @@ def _ask_console(req, uuid: str, wanted: int | None, timeout: float) -> console.
         if asked is None:
             with common.write(req) as conn:
                 asked = console.request(conn, uuid, wanted)
-                instances.outbox(conn, uuid, "console-output", actor)
+                updates.outbox(conn, uuid, "console-output", actor)
         time.sleep(pause)
         pause = min(pause * 2, 0.25)
         with common.read(req) as conn:
@@ -154,13 +155,13 @@ def _ask_console(req, uuid: str, wanted: int | None, timeout: float) -> console.
 
 def _unsupported(req, server_id: str, rule: str, action: str, event: str, *, target_user: bool) -> Response:
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         if target_user:
             target["user_id"] = row["user_id"]
         common.can(req, rule, target)
-        instances.fail_unsupported(conn, row, actions.precondition(action), actor, event)
+        updates.fail_unsupported(conn, row, preconditions.precondition(action), actor, event)
     return Response(None)
 
 

@@ -14,35 +14,30 @@ import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_admin_actions import locked_as_invalid_state
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
-from openkeel_compute.api.handlers.servers_create import _password, image_service
+from openkeel_compute.api.handlers.server_common import (
+    RESIZE_EVENTS,
+    actor_of,
+    generated_password,
+    image_service,
+    locked_as_invalid_state,
+    policy_target,
+    read_server,
+)
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, unsupported
+from openkeel_compute.compute import preconditions, unsupported
 from openkeel_compute.compute.unsupported import Ending
-from openkeel_compute.model import events, states
+from openkeel_compute.model import states
 from openkeel_compute.policies import server_actions as rules
-
-# the events a cold migration or resize records before the compute service resizes
-RESIZE_EVENTS = events.BEFORE_RESIZE
-
-
-def policy_target(row: dict, *, user: bool) -> dict:
-    """The policy target of an action on ``row``: its project, and its user when the rule looks at it."""
-    target = {"project_id": row["project_id"]}
-    if user:
-        target["user_id"] = row["user_id"]
-    return target
 
 
 def _fail(req, server_id: str, rule: str, action: str, ending: Ending, *, user: bool, values=None) -> dict:
     """Read the server, check the rule, then start the action and end it as ``ending`` says."""
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rule, policy_target(row, user=user))
-        return unsupported.fail(conn, row, actions.precondition(action), actor, ending, values=values)
+        return unsupported.fail(conn, row, preconditions.precondition(action), actor, ending, values=values)
 
 
 # --- shelve ---------------------------------------------------------------------------------------
@@ -77,7 +72,7 @@ def unshelve(req, server_id):
 @wsgi_path_params
 def rescue(req, server_id):
     options = req.body["rescue"] or {}
-    password = options["adminPass"] if "adminPass" in options else _password()
+    password = options["adminPass"] if "adminPass" in options else generated_password()
     # Nova's compute service turns the driver's error into "cannot be rescued" and leaves the
     # server in ERROR
     ending = Ending("compute_rescue_instance", vm_state=states.ERROR,
@@ -140,10 +135,10 @@ _PASSWORD_MESSAGE = "set_admin_password is not implemented by this driver or gue
 @wsgi_path_params
 def change_password(req, server_id):
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.ADMIN_PASSWORD, policy_target(row, user=True))
-        pre = actions.precondition("changePassword")
+        pre = preconditions.precondition("changePassword")
         with locked_as_invalid_state(row["uuid"], "changePassword"):
             pre.check(row, is_admin=actor.is_admin)
         running = row["power_state"] == states.power_state.RUNNING
@@ -189,10 +184,10 @@ def migrate(req, server_id):
     options = req.body.get("migrate") if req.version >= (2, 56) and isinstance(req.body, dict) else None
     host = (options or {}).get("host")
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), policy_target(row, user=False))
-        pre = actions.precondition("migrate")
+        pre = preconditions.precondition("migrate")
         pre.check(row, is_admin=actor.is_admin)
         _check_host(conn, row, host, cold=True)
         unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=RESIZE_EVENTS))
@@ -206,10 +201,10 @@ def migrate(req, server_id):
 def migrate_live(req, server_id):
     host = req.body["os-migrateLive"]["host"]
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), policy_target(row, user=False))
-        pre = actions.precondition("os-migrateLive")
+        pre = preconditions.precondition("os-migrateLive")
         pre.check(row, is_admin=actor.is_admin)
         _check_host(conn, row, host, cold=False)
         # the conductor finds no host to move a KubeVirt server to yet: the server goes back

@@ -8,9 +8,9 @@ from oslo_utils import timeutils
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.compute import errors, instances, names
+from openkeel_compute.compute import errors, names
+from openkeel_compute.compute.instances import instance_actions, store
 from openkeel_compute.policies import servers as rules
 
 _ACTION_KEYS = ("action", "instance_uuid", "request_id", "user_id", "project_id", "start_time", "message")
@@ -50,7 +50,7 @@ def _action(req, row: dict) -> dict:
 
 def _server(conn, req, server_id: str) -> dict:
     """The server, deleted ones too from 2.21; another project's is "not found"."""
-    row = instances.get(conn, server_id, read_deleted="yes" if req.version >= (2, 21) else "no")
+    row = store.get(conn, server_id, read_deleted="yes" if req.version >= (2, 21) else "no")
     if not req.context.is_admin and row["project_id"] != req.context.project_id:
         raise errors.InstanceNotFound(server_id)
     return row
@@ -74,10 +74,10 @@ def index(req, server_id):
         limit = common.limit(req)
         kwargs = {"limit": limit, "marker": q["marker"][-1] if "marker" in q else None,
                   "changes_since": since, "changes_before": before}
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id)
         common.can(req, rules.INSTANCE_ACTIONS % "list", {"project_id": row["project_id"]})
-        actions = instances.actions_of(conn, row["uuid"], **kwargs)
+        actions = instance_actions.actions_of(conn, row["uuid"], **kwargs)
     result: dict = {"instanceActions": [_action(req, a) for a in actions]}
     if req.version >= (2, 58) and limit and len(actions) == limit:
         params = {k: v[-1] for k, v in q.items()}
@@ -89,11 +89,11 @@ def index(req, server_id):
 @operation(query=SHOW_QUERY, expected=(404,))
 @wsgi_path_params
 def show(req, server_id, request_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id)
         target = {"project_id": row["project_id"]}
         common.can(req, rules.INSTANCE_ACTIONS % "show", target)
-        action = instances.get_action(conn, row["uuid"], request_id)
+        action = instance_actions.get_action(conn, row["uuid"], request_id)
     body = _action(req, action)
     all_events = common.can(req, rules.INSTANCE_ACTIONS % "events", target, fatal=False)
     if all_events or req.version >= (2, 51):

@@ -11,17 +11,13 @@ import json
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import SUBRESOURCE_QUERY, read_server
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.policies import server_subresources as rules
 
-_LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
-_STRICT = {"type": "object", "properties": {}, "additionalProperties": False}
-QUERY = {"2.0-2.101": _LENIENT, "2.102-": _STRICT}
-
 
 def _networks(req, server_id: str, rule: str) -> dict:
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
     common.can(req, rules.IPS % rule, {"project_id": row["project_id"]})
     addresses = json.loads(row["network_info"]) if row["network_info"] else {}
@@ -29,13 +25,13 @@ def _networks(req, server_id: str, rule: str) -> dict:
             for label, items in addresses.items()}
 
 
-@operation(query=QUERY, expected=(404,))
+@operation(query=SUBRESOURCE_QUERY, expected=(404,))
 @wsgi_path_params
 def index(req, server_id):
     return {"addresses": _networks(req, server_id, "index")}
 
 
-@operation(query=QUERY, expected=(404,))
+@operation(query=SUBRESOURCE_QUERY, expected=(404,))
 @wsgi_path_params
 def show(req, server_id, network_label):
     networks = _networks(req, server_id, "show")

@@ -2,26 +2,15 @@
 
 from __future__ import annotations
 
-import copy
-
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import read_server
+from openkeel_compute.api.schemas.metadata import CREATE, UPDATE, UPDATE_ALL
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, errors, instances, quotas
+from openkeel_compute.compute import errors, preconditions, quotas
+from openkeel_compute.compute.instances import instance_metadata, store
 from openkeel_compute.policies import servers as rules
 
-METADATA = {
-    "type": "object",
-    "patternProperties": {"^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}},
-    "additionalProperties": False,
-}
-_ONE = copy.deepcopy(METADATA)
-_ONE.update({"minProperties": 1, "maxProperties": 1})
-CREATE = {"type": "object", "properties": {"metadata": METADATA}, "required": ["metadata"],
-          "additionalProperties": False}
-UPDATE_ALL = CREATE
-UPDATE = {"type": "object", "properties": {"meta": _ONE}, "required": ["meta"], "additionalProperties": False}
 QUERY = {"2.0-2.101": {"type": "object", "properties": {}, "additionalProperties": True},
          "2.102-": {"type": "object", "properties": {}, "additionalProperties": False}}
 
@@ -35,35 +24,35 @@ def _read(req, server_id: str, rule: str, *, lock: bool = False):
 
 
 def _change(req, server_id: str, rule: str, metadata: dict[str, str], *, replace: bool, action: str) -> dict:
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _read(req, server_id, rule, lock=True)(conn)
         try:
-            actions.check(action, row, is_admin=bool(req.context.is_admin))
+            preconditions.check(action, row, is_admin=bool(req.context.is_admin))
         except errors.InstanceInvalidState as exc:
             # Nova names every refused metadata change "update metadata"
             raise errors.InstanceInvalidState("update metadata", exc.instance_uuid, exc.attr, exc.state) from None
-        merged = dict(metadata) if replace else {**instances.metadata_of(conn, row["uuid"]), **metadata}
+        merged = dict(metadata) if replace else {**store.metadata_of(conn, row["uuid"]), **metadata}
         # the caller's metadata_items quota, as Nova checks it on every change
         quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
                                         req.context.user_id, merged, None)
-        instances.set_metadata(conn, row["uuid"], merged)
+        instance_metadata.set_metadata(conn, row["uuid"], merged)
     return merged
 
 
 @operation(query=QUERY, expected=(404,))
 @wsgi_path_params
 def index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _read(req, server_id, "index")(conn)
-        return {"metadata": instances.metadata_of(conn, row["uuid"])}
+        return {"metadata": store.metadata_of(conn, row["uuid"])}
 
 
 @operation(query=QUERY, expected=(404,))
 @wsgi_path_params
 def show(req, server_id, key):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _read(req, server_id, "show")(conn)
-        metadata = instances.metadata_of(conn, row["uuid"])
+        metadata = store.metadata_of(conn, row["uuid"])
     if key not in metadata:
         raise faults.NotFound("Metadata item was not found")
     return {"meta": {key: metadata[key]}}
@@ -87,7 +76,7 @@ def update_all(req, server_id):
 @wsgi_path_params
 def update(req, server_id, key):
     meta = req.body["meta"]
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         _read(req, server_id, "update")(conn)
     if key not in meta:
         raise faults.BadRequest("Request body and URI mismatch")
@@ -98,12 +87,12 @@ def update(req, server_id, key):
 @operation(success=204, expected=(404, 409))
 @wsgi_path_params
 def delete(req, server_id, key):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _read(req, server_id, "delete", lock=True)(conn)
-        metadata = instances.metadata_of(conn, row["uuid"])
+        metadata = store.metadata_of(conn, row["uuid"])
         if key not in metadata:
             raise faults.NotFound("Metadata item was not found")
-        actions.check("delete metadata", row, is_admin=bool(req.context.is_admin))
-        if not instances.delete_metadata_item(conn, row["uuid"], key):  # a parallel delete won
+        preconditions.check("delete metadata", row, is_admin=bool(req.context.is_admin))
+        if not instance_metadata.delete_metadata_item(conn, row["uuid"], key):  # a parallel delete won
             raise faults.NotFound("Metadata item was not found")
     return Response(None)

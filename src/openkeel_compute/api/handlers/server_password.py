@@ -7,17 +7,16 @@ from __future__ import annotations
 
 from openkeel_compute.api import common
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_ips import QUERY
-from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import SUBRESOURCE_QUERY, read_server
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import networks
 from openkeel_compute.policies import server_subresources as rules
 
 
-@operation(query=QUERY, expected=(404,))
+@operation(query=SUBRESOURCE_QUERY, expected=(404,))
 @wsgi_path_params
 def index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.PASSWORD % "show", {"project_id": row["project_id"]})
         return {"password": networks.password_of(conn, row["uuid"])}
@@ -26,7 +25,7 @@ def index(req, server_id):
 @operation(success=204, expected=(404,))
 @wsgi_path_params
 def clear(req, server_id):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.PASSWORD % "clear", {"project_id": row["project_id"]})
         networks.set_password(conn, row["uuid"], "")

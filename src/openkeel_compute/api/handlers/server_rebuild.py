@@ -14,20 +14,21 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import (
+from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
-    compute_errors,
+    fetch_image,
+    generated_password,
     read_server,
     server_data,
     shown,
 )
-from openkeel_compute.api.handlers.servers_create import _password, fetch_image
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import actions, boot_checks, instances, keypairs, quotas
+from openkeel_compute.compute import boot_checks, keypairs, preconditions, quotas
 from openkeel_compute.compute import rebuild as rebuilding
+from openkeel_compute.compute.instances import store
 from openkeel_compute.policies import server_actions as rules
 
 
@@ -68,16 +69,16 @@ def _check_disk_config(image: dict, auto: bool | None) -> None:
 def rebuild(req, server_id):
     body = dict(req.body["rebuild"])
     image_id = body["imageRef"]
-    password = body["adminPass"] if "adminPass" in body else _password()
+    password = body["adminPass"] if "adminPass" in body else generated_password()
     actor = actor_of(req)
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
     target = {"user_id": row["user_id"], "project_id": row["project_id"]}
     common.can(req, rules.SERVERS % "rebuild", target)
     if req.version >= (2, 63) and "trusted_image_certificates" in body:
         common.can(req, rules.SERVERS % "rebuild:trusted_certs", target)
-    with compute_errors():
-        actions.check("rebuild", row, is_admin=actor.is_admin)
+    with common.domain_errors():
+        preconditions.check("rebuild", row, is_admin=actor.is_admin)
     changes = _changes(req, body)
     if req.version >= (2, 54) and body.get("key_name"):
         with common.read(req) as conn:  # the caller's key pair, as at boot
@@ -90,10 +91,10 @@ def rebuild(req, server_id):
     _check_disk_config(image, changes.get("auto_disk_config"))
     metadata = body.get("metadata")
     if metadata is not None:
-        with compute_errors(), common.read(req) as conn:  # the metadata_items quota, as at boot
+        with common.read(req) as conn:  # the metadata_items quota, as at boot
             quotas.check_metadata_and_files(conn, common.services(req).conf, req.context.project_id,
                                             req.context.user_id, metadata, None)
-    flavor = instances.flavors_of(row).cur
+    flavor = store.flavors_of(row).cur
     try:
         boot_checks.check_image(
             flavor, image,
@@ -101,9 +102,9 @@ def rebuild(req, server_id):
     except boot_checks.BootRefused as exc:
         raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
 
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         rebuilding.begin_rebuild(conn, row, actor, image=image, flavor=flavor, changes=changes, metadata=metadata)
-        row = instances.get(conn, row["uuid"])
+        row = store.get(conn, row["uuid"])
         data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show
     return _answer(req, row, data, password)
 

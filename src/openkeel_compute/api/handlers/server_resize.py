@@ -17,14 +17,14 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_actions_unsupported import RESIZE_EVENTS, policy_target
-from openkeel_compute.api.handlers.servers import actor_of, compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import RESIZE_EVENTS, actor_of, policy_target, read_server
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, boot_checks, instances, quotas, resize, unsupported
+from openkeel_compute.compute import boot_checks, preconditions, quotas, resize, unsupported
 from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.compute.instances import store
 from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.policies import server_actions as rules
 
@@ -33,7 +33,7 @@ _DISK_DOWN = "Resize error: Unable to resize disk down."
 
 def _image(conn, row: dict) -> dict:
     """The image the server was built from, as Nova reads it from the server's system metadata."""
-    image = image_from_system_metadata({k: v for k, v in instances.metadata_of(conn, row["uuid"], system=True).items()
+    image = image_from_system_metadata({k: v for k, v in store.metadata_of(conn, row["uuid"], system=True).items()
                                         if k.startswith("image_")})
     image["id"] = row["image_ref"]
     image["status"] = "active"  # Nova's resize checks the image without its status
@@ -44,7 +44,7 @@ def _check_disk_config(conn, row: dict, auto: bool | None) -> None:
     """OS-DCF:diskConfig AUTO is refused when the server's image says "disabled"."""
     if not auto:
         return
-    meta = instances.metadata_of(conn, row["uuid"], system=True)
+    meta = store.metadata_of(conn, row["uuid"], system=True)
     if (meta.get("image_auto_disk_config") or "").strip().lower() == "disabled":
         raise faults.BadRequest(f"Requested image {meta.get('image_base_image_ref')} has automatic disk resize "
                                 "disabled.")
@@ -75,15 +75,15 @@ def resize_server(req, server_id):
     auto = body.get("OS-DCF:diskConfig") == "AUTO"
     actor = actor_of(req)
     conf = common.services(req).conf
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         target = policy_target(row, user=True)
         common.can(req, rules.SERVERS % "resize", target)
-        pre = actions.precondition("resize")
+        pre = preconditions.precondition("resize")
         pre.check(row, is_admin=actor.is_admin)
         _check_disk_config(conn, row, auto)
         image = _image(conn, row)
-        current = instances.flavors_of(row).cur
+        current = store.flavors_of(row).cur
         flavor = _new_flavor(conn, req, flavor_ref, current)
         quotas.lock_project(conn, row["project_id"])
         quotas.check_upsize(conn, conf, row["project_id"], row["user_id"], current, flavor)
@@ -109,7 +109,7 @@ def resize_server(req, server_id):
 @wsgi_path_params
 def confirm_resize(req, server_id):
     actor = actor_of(req)
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "confirm_resize", policy_target(row, user=False))
         resize.confirm(conn, row, actor)
@@ -121,11 +121,11 @@ def confirm_resize(req, server_id):
 def revert_resize(req, server_id):
     actor = actor_of(req)
     conf = common.services(req).conf
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "revert_resize", policy_target(row, user=False))
-        actions.check("revertResize", row, is_admin=actor.is_admin)
-        copy = instances.flavors_of(row)
+        preconditions.check("revertResize", row, is_admin=actor.is_admin)
+        copy = store.flavors_of(row)
         if resize.migration_of(conn, row["uuid"], "finished") is not None and copy.old:
             quotas.lock_project(conn, row["project_id"])
             quotas.check_upsize(conn, conf, row["project_id"], row["user_id"], copy.cur, copy.old)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_ips import QUERY
-from openkeel_compute.api.handlers.servers import compute_errors, read_server
+from openkeel_compute.api.handlers.server_common import SUBRESOURCE_QUERY, read_server
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import networks
 from openkeel_compute.policies import server_subresources as rules
@@ -35,10 +34,10 @@ def group_view(project_id: str, name: str) -> dict:
             "tenant_id": project_id, "rules": []}
 
 
-@operation(query=QUERY, expected=(404,))
+@operation(query=SUBRESOURCE_QUERY, expected=(404,))
 @wsgi_path_params
 def index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SECURITY_GROUPS % "list", {"project_id": row["project_id"]})
         names = networks.groups_of(conn, row["uuid"]) if networks.on_network(row) else []
@@ -54,7 +53,7 @@ def _name(req, action: str) -> str:
 
 
 def _change(req, server_id: str, action: str, rule: str, *, add: bool) -> Response:
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SECURITY_GROUPS % rule, {"project_id": row["project_id"]})
         name = _name(req, action)

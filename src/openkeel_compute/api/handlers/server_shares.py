@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.compute import errors, instances
+from openkeel_compute.compute import errors
+from openkeel_compute.compute.instances import store
 from openkeel_compute.model import states
 from openkeel_compute.policies import contract as rules
 
@@ -35,7 +35,7 @@ NOT_CONFIGURED = ("Feature not supported because either compute or instance are 
 def _server(conn, req, server_id: str, rule: str) -> dict:
     """The rule on the server's project first (Nova reads its instance mapping), then the server."""
     try:
-        row = instances.get(conn, server_id, read_deleted="yes")
+        row = store.get(conn, server_id, read_deleted="yes")
     except errors.InstanceNotFound:
         raise faults.NotFound(f"Instance {server_id} has no mapping to a cell.") from None
     common.can(req, rules.SHARES % rule, {"project_id": row["project_id"]})
@@ -51,7 +51,7 @@ def _share_not_found(share_id: str) -> faults.Fault:
 @operation(versions="2.97-", query={"2.97-": _STRICT}, expected=(400, 403, 404), without="Manila")
 @wsgi_path_params
 def index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         _server(conn, req, server_id, "index")
     return {"shares": []}
 
@@ -59,7 +59,7 @@ def index(req, server_id):
 @operation(versions="2.97-", query={"2.97-": _STRICT}, expected=(400, 403, 404), without="Manila")
 @wsgi_path_params
 def show(req, server_id, share_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         _server(conn, req, server_id, "show")
     raise _share_not_found(share_id)
 
@@ -68,7 +68,7 @@ def show(req, server_id, share_id):
            without="Manila")
 @wsgi_path_params
 def create(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id, "create")
         if row["vm_state"] != states.STOPPED:
             raise errors.InstanceInvalidState("create share", row["uuid"], "vm_state", row["vm_state"])
@@ -78,7 +78,7 @@ def create(req, server_id):
 @operation(versions="2.97-", success=200, expected=(400, 403, 404, 409), without="Manila")
 @wsgi_path_params
 def delete(req, server_id, share_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id, "delete")
         if row["vm_state"] not in (states.STOPPED, states.ERROR):
             raise errors.InstanceInvalidState("delete share", row["uuid"], "vm_state", row["vm_state"])

@@ -10,14 +10,14 @@ import re
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.servers import compute_errors
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import errors, instances
+from openkeel_compute.compute import errors
+from openkeel_compute.compute.instances import instance_tags, store
 from openkeel_compute.policies import servers as rules
 
 TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
 UPDATE_ALL = {"title": "Server tags", "type": "object",
-              "properties": {"tags": {"type": "array", "items": TAG, "maxItems": instances.MAX_TAGS}},
+              "properties": {"tags": {"type": "array", "items": TAG, "maxItems": instance_tags.MAX_TAGS}},
               "required": ["tags"], "additionalProperties": False}
 UPDATE = {"title": "Server tag", "type": "null"}
 _TAG_PATTERN = re.compile(TAG["pattern"])
@@ -29,7 +29,7 @@ def _server(conn, req, server_id: str, rule: str, *, action: str | None = None) 
     """The rule on the server's project first (as Nova does with its mapping), then the server."""
     try:
         # a write (action given) locks the server's row: parallel tag writes take turns
-        row = instances.get(conn, server_id, read_deleted="yes", for_update=action is not None)
+        row = store.get(conn, server_id, read_deleted="yes", for_update=action is not None)
     except errors.InstanceNotFound:
         raise faults.NotFound(f"Instance {server_id} has no mapping to a cell.") from None
     common.can(req, rules.SERVER_TAGS % rule, {"project_id": row["project_id"]})
@@ -43,17 +43,17 @@ def _server(conn, req, server_id: str, rule: str, *, action: str | None = None) 
 @operation(versions="2.26-", expected=(404,))
 @wsgi_path_params
 def index(req, server_id):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id, "index")
-        return {"tags": instances.tags_of(conn, row["uuid"])}
+        return {"tags": store.tags_of(conn, row["uuid"])}
 
 
 @operation(versions="2.26-", success=204, expected=(404,))
 @wsgi_path_params
 def show(req, server_id, tag):
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         row = _server(conn, req, server_id, "show")
-        if tag not in instances.tags_of(conn, row["uuid"]):
+        if tag not in store.tags_of(conn, row["uuid"]):
             raise faults.NotFound(f"Server {server_id} has no tag '{tag}'")
     return Response(None)
 
@@ -61,14 +61,14 @@ def show(req, server_id, tag):
 @operation(versions="2.26-", body={"2.26-": UPDATE}, success=201, expected=(400, 404, 409))
 @wsgi_path_params
 def update(req, server_id, tag):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "update", action="update tag")
         if not _TAG_PATTERN.search(tag) or not 1 <= len(tag) <= TAG["maxLength"]:
             raise faults.BadRequest(f"Tag '{tag}' is invalid. It must be a non empty string without characters "
                                     f"'/' and ','. Validation error message: {_tag_error(tag)}")
-        if len(instances.tags_of(conn, row["uuid"])) >= instances.MAX_TAGS:
-            raise faults.BadRequest(f"The number of tags exceeded the per-server limit {instances.MAX_TAGS}")
-        if not instances.add_tag(conn, row["uuid"], tag):
+        if len(store.tags_of(conn, row["uuid"])) >= instance_tags.MAX_TAGS:
+            raise faults.BadRequest(f"The number of tags exceeded the per-server limit {instance_tags.MAX_TAGS}")
+        if not instance_tags.add_tag(conn, row["uuid"], tag):
             return Response(None, status=204, content_type=_NO_BODY)
     location = f"{common.links(req).self_prefix}servers/{server_id}/tags/{tag}"
     return Response(None, status=201, headers={"Location": location}, content_type=_NO_BODY)
@@ -85,25 +85,25 @@ def _tag_error(tag: str) -> str:
 @operation(versions="2.26-", body={"2.26-": UPDATE_ALL}, expected=(400, 404, 409))
 @wsgi_path_params
 def update_all(req, server_id):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "update_all", action="update tags")
-        return {"tags": instances.set_tags(conn, row["uuid"], req.body["tags"])}
+        return {"tags": instance_tags.set_tags(conn, row["uuid"], req.body["tags"])}
 
 
 @operation(versions="2.26-", success=204, expected=(404, 409))
 @wsgi_path_params
 def delete(req, server_id, tag):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "delete", action="delete tag")
-        instances.delete_tag(conn, row["uuid"], tag)
+        instance_tags.delete_tag(conn, row["uuid"], tag)
     return Response(None)
 
 
 @operation(versions="2.26-", success=204, expected=(404, 409))
 @wsgi_path_params
 def delete_all(req, server_id):
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         row = _server(conn, req, server_id, "delete_all", action="delete tags")
-        instances.delete_tags(conn, row["uuid"])
+        instance_tags.delete_tags(conn, row["uuid"])
     return Response(None)
 

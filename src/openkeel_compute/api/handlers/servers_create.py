@@ -14,64 +14,34 @@ from __future__ import annotations
 
 import json
 import logging
-import secrets
 import urllib.parse
 import uuid as uuidlib
-from typing import TYPE_CHECKING
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import server_boot_options as options
-from openkeel_compute.api.handlers.servers import actor_of, canonical_ip, compute_errors
+from openkeel_compute.api.handlers import server_networks
+from openkeel_compute.api.handlers.server_common import (
+    actor_of,
+    canonical_ip,
+    fetch_image,
+    generated_password,
+)
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, image_meta, instances, keypairs, names, quotas
+from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, network_requests, quotas
 from openkeel_compute.compute import networks as networks_state
-from openkeel_compute.images import errors as image_errors
+from openkeel_compute.compute.instances import store, updates
 from openkeel_compute.policies import servers as rules
-
-if TYPE_CHECKING:
-    from openkeel_compute.images import glance
 
 LOG = logging.getLogger(__name__)
 
 _TRUE = {"true", "1", "on", "yes", "y", "t"}
-# Nova's generated passwords: 12 characters of this alphabet (no look-alike characters).
-_PASSWORD_CHARS = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
-PASSWORD_LENGTH = 12
 
 
 def _bool(value) -> bool:
     return value if isinstance(value, bool) else str(value).lower() in _TRUE
-
-
-def _password() -> str:
-    return "".join(secrets.choice(_PASSWORD_CHARS) for _ in range(PASSWORD_LENGTH))
-
-
-def image_service(req) -> glance.GlanceClient:
-    services = common.services(req)
-    client = getattr(services, "images", None)
-    if client is None:
-        # keystoneauth (and requests under it) are imported with the first client, not by every worker at start
-        from openkeel_compute.images import glance
-
-        client = services.images = glance.GlanceClient(services.conf)
-    return client
-
-
-def fetch_image(req, image_id: str, not_found: str = "Can not find requested image") -> dict:
-    """The image from the image service, its errors as Nova answers them (``not_found``: the 400's
-    words, which boot and rebuild word differently)."""
-    try:
-        return image_service(req).show(req.context, image_id, req.environ)
-    except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
-        raise faults.BadRequest(not_found) from None
-    except image_errors.ImageBadRequest as exc:
-        raise faults.BadRequest(exc.message) from None
-    except image_errors.ImageServiceUnavailable as exc:
-        raise faults.Fault(exc.message, 503) from None
 
 
 def _kernel_and_ramdisk(image: dict) -> dict:
@@ -243,15 +213,14 @@ def create(req):
         except catalog_errors.NotFound:
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
-    conf = common.services(req).conf
+    server_networks.check_multiple(networks, max_count)
     if zone and not forced:
         _check_zone(req, zone)
     image = fetch_image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
-        groups = options.security_groups(server)
-        options.check_networks(conf, networks)
+        groups, max_count = server_networks.check(req, server, networks, min_count, max_count)
         with common.read(req) as conn:
             key_pair = _key_pair(conn, req, server.get("key_name"))
             _limit_checks(conn, req, server)
@@ -265,7 +234,7 @@ def create(req):
 
     hints = options.scheduler_hints(req.body)
     system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
-    admin_pass = server.get("adminPass") or _password()
+    admin_pass = server.get("adminPass") or generated_password()
     display_name = server["name"]
     reservation_id = names.new_reservation_id()
     columns = {
@@ -286,20 +255,26 @@ def create(req):
     system_metadata.update(destination)  # a node to run on: the controller pins the VM to it
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
+    elif server_networks.enabled(req):  # Neutron: "auto" (one port on the lone or auto-allocated
+        # network) or "requested" (the rows of instance_network_requests)
+        system_metadata[names.REQUESTED_NETWORKS] = "requested" if isinstance(networks, list) and networks \
+            else "auto"
+    requested_rows = server_networks.requests_of(networks) if server_networks.enabled(req) else []
     actor = actor_of(req)
     created = []
-    with compute_errors(), common.write(req) as conn:
+    with common.write(req) as conn:
         max_count = _instances_quota(req, conn, flavor, min_count, max_count)
         for index in range(max_count):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
                                                                     index=index)
-            row = instances.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
-                                   display_name=names.display_name_for(display_name, count=max_count, index=index),
-                                   metadata=server.get("metadata"), tags=server.get("tags"),
-                                   system_metadata=system_metadata,
-                                   launch_index=index, hostname=hostname, **columns)
-            instances.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
+            row = store.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
+                               display_name=names.display_name_for(display_name, count=max_count, index=index),
+                               metadata=server.get("metadata"), tags=server.get("tags"),
+                               system_metadata=system_metadata,
+                               launch_index=index, hostname=hostname, **columns)
+            network_requests.record(conn, row["uuid"], requested_rows)
+            updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"
         return Response({"reservation_id": reservation_id})

@@ -10,18 +10,19 @@ from oslo_utils import strutils, timeutils
 from sqlalchemy import Boolean, Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers.servers import compute_errors, shown
+from openkeel_compute.api.handlers.server_common import shown
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, dumps, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import instances, networks
+from openkeel_compute.compute import networks
+from openkeel_compute.compute.instances import instance_faults, listing, paging, store
 from openkeel_compute.db import generations, regex
 from openkeel_compute.db.models import INSTANCES, TAGS
 from openkeel_compute.policies import servers as rules
 
-I = INSTANCES.c  # the column namespace, as in compute/instances.py
+I = INSTANCES.c  # the column namespace, as in compute/instances/base.py
 _PAGING_SORTING = ("sort_key", "sort_dir", "limit", "marker")
 _TAG_FILTERS = ("tags", "tags-any", "not-tags", "not-tags-any")
 # Filters compared for equality, by column (the rest of Nova's exact filters: locked, flavor, tags).
@@ -138,11 +139,11 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
             raise faults.Forbidden("Only administrators may list deleted instances")
         deleted = True
     project_id = None if all_tenants else ctx.project_id
-    where = instances.list_filter(is_admin=bool(ctx.is_admin), project_id=project_id, statuses=statuses,
-                                  deleted=deleted, changes_since=changes_since, changes_before=changes_before,
-                                  all_tenants=all_tenants or project_id is None,
-                                  version_2_38=req.version >= (2, 38),
-                                  soft_deleted=bool(search["soft_deleted"]) if "soft_deleted" in search else None)
+    where = listing.list_filter(is_admin=bool(ctx.is_admin), project_id=project_id, statuses=statuses,
+                                deleted=deleted, changes_since=changes_since, changes_before=changes_before,
+                                all_tenants=all_tenants or project_id is None,
+                                version_2_38=req.version >= (2, 38),
+                                soft_deleted=bool(search["soft_deleted"]) if "soft_deleted" in search else None)
     if where is None:
         return None
     clauses = [where]
@@ -184,6 +185,14 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
                 clauses.append(_tag_clause(name, search[name].split(",")))
     # Regular expressions are matched last, in linear time, on the rows the other criteria keep.
     return regex.narrow(conn, I.uuid, and_(*clauses), tests)
+
+
+def _flavor_known(conn, flavorid: str) -> bool:
+    try:
+        catalog.get(conn, flavorid)
+    except catalog_errors.NotFound:
+        return False
+    return True
 
 
 def _pattern(name: str, value: str):
@@ -249,20 +258,28 @@ def _list(req, collection_name: str, detail: bool) -> Response:
     if page is not None:
         return Response(page)
     ip_filter = "ip" in search or "ip6" in search
-    nothing = False
-    if ip_filter:
-        # Nova asks the network service for the ports with such an address first: when none matches it
-        # answers an empty list before its database ever sees the sort directions
-        with compute_errors(), common.read(req) as conn:
+    nothing = unknown_flavor = False
+    if ip_filter or "flavor" in search:
+        # Nova looks the flavor up first and answers an empty list when there is none, before its
+        # database sees the sort directions or the marker; then it asks the network service for the
+        # ports with such an address: when none matches it answers an empty list before the sort
+        # directions too. (The checks of the query itself, in _where, come before both.)
+        with common.read(req) as conn:
             nothing = _where(req, conn, search, q, all_tenants) is None
-    keys, dirs = _sort(req, checked=not ip_filter, validate=not nothing)
+            unknown_flavor = "flavor" in search and not _flavor_known(conn, search["flavor"])
+    marker = q["marker"][-1] if "marker" in q else None
+    # with an ip filter Nova lists the servers still being scheduled (where it checks the directions
+    # as they are) only when a marker is given: the marker could be one of them
+    scheduled_listed = not ip_filter or marker is not None
+    keys, dirs = _sort(req, checked=scheduled_listed,
+                       validate=not (unknown_flavor or (ip_filter and nothing and not scheduled_listed)))
     max_limit = common.services(req).conf.api.max_limit
     limit = common.limit(req)
-    marker = q["marker"][-1] if "marker" in q else None
-    with compute_errors(), common.read(req) as conn:
+    with common.read(req) as conn:
         where = _where(req, conn, search, q, all_tenants)
-        rows = instances.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
-                                   columns=None if detail else _BRIEF_COLUMNS)
+        rows = [] if unknown_flavor else paging.list_page(
+            conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
+            columns=None if detail else _BRIEF_COLUMNS)
         if detail:
             items = _details(req, conn, rows, decisions)
         after = generations.current(conn, _GENERATIONS)
@@ -280,14 +297,14 @@ def _list(req, collection_name: str, detail: bool) -> Response:
 
 def _details(req, conn, rows: list[dict], decisions: view.Shown) -> list[dict]:
     uuids = [r["uuid"] for r in rows]
-    metadata = instances.metadata_by_instance(conn, uuids)
-    system = instances.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
-    tags = instances.tags_by_instance(conn, uuids) if req.version >= (2, 26) else {}
+    metadata = paging.metadata_by_instance(conn, uuids)
+    system = paging.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
+    tags = paging.tags_by_instance(conn, uuids) if req.version >= (2, 26) else {}
     placed = [r["uuid"] for r in rows if networks.on_network(r)]
     groups = ({u: networks.groups_from(system.get(u, {})) for u in placed} if req.version >= (2, 98)
               else networks.groups_by_instance(conn, placed))
-    faulty = [r["uuid"] for r in rows if instances.status(r) in ("ERROR", "DELETED")]
-    faults_by_uuid = instances.latest_faults(conn, faulty)
+    faulty = [r["uuid"] for r in rows if store.status(r) in ("ERROR", "DELETED")]
+    faults_by_uuid = instance_faults.latest_faults(conn, faulty)
     hosts = networks.host_states(conn, [r["host"] for r in rows]) if decisions.host_status is not None else {}
     links = common.links(req)
     return [view.full(req, links, view.ServerData(row=row, metadata=metadata.get(row["uuid"], {}),

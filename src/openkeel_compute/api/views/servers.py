@@ -12,7 +12,8 @@ import dataclasses
 import datetime as dt
 import json
 
-from openkeel_compute.compute import instances, names, networks
+from openkeel_compute.compute import names, networks
+from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.model import states
 
 COLLECTION = "servers"
@@ -100,7 +101,7 @@ def brief(links, row: dict) -> dict:
 
 
 def _flavor(req, links, row: dict, show_extra_specs: bool) -> dict:
-    flavor = instances.flavors_of(row).cur
+    flavor = store.flavors_of(row).cur
     if req.version >= (2, 47):
         body = {"vcpus": flavor["vcpus"], "ram": flavor["memory_mb"], "disk": flavor["root_gb"],
                 "ephemeral": flavor["ephemeral_gb"], "swap": flavor["swap"], "original_name": flavor["name"]}
@@ -140,7 +141,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     """The server body; ``update``: the smaller body PUT answers before 2.75."""
     version = req.version
     row = data.row
-    status = instances.status(row)
+    status = store.status(row)
     every = not update
     body = {
         "accessIPv4": row["access_ip_v4"] or "",
@@ -161,7 +162,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
         "OS-DCF:diskConfig": "AUTO" if row["auto_disk_config"] else "MANUAL",
     }
     if status in _FAULT_STATUSES and data.fault:
-        body["fault"] = instances.fault_view(data.fault, is_admin=shown.is_admin)
+        body["fault"] = instance_faults.fault_view(data.fault, is_admin=shown.is_admin)
     if status in _PROGRESS_STATUSES:
         body["progress"] = row["progress"]
     if update:

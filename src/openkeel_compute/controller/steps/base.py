@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute import errors, working_state
+from openkeel_compute.compute.instances import store
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.vmstatus import Fault
 
@@ -129,14 +130,16 @@ Step = Callable[[Context, ServerRow, dict[str, Any]], Outcome]
 
 
 def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
-    """A live server's row with its metadata and system metadata; None once it is gone."""
+    """A live server's row with its metadata, system metadata and the controller's working state
+    (``working_state``); None once it is gone."""
     with reader(engine) as conn:
         try:
-            row = instances.get(conn, uuid)
-        except Exception:  # noqa: BLE001 - gone (deleted meanwhile): nothing to do
+            row = store.get(conn, uuid)
+        except errors.InstanceNotFound:  # gone (deleted meanwhile): nothing to do (a database away raises)
             return None
-        row["metadata"] = instances.metadata_of(conn, uuid)
-        row["system_metadata"] = instances.metadata_of(conn, uuid, system=True)
+        row["metadata"] = store.metadata_of(conn, uuid)
+        row["system_metadata"] = store.metadata_of(conn, uuid, system=True)
+        row["working_state"] = working_state.of(conn, uuid)
     return row
 
 

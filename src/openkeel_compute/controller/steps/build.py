@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import placing, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
@@ -58,7 +58,7 @@ def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -
     with transaction(ctx.engine) as conn:
         ended = tasks.end_in_fault(conn, server, fault, expected=[server.get("task_state")], vm_state=states.ERROR)
         if ended and ctx.claims is not None:
-            instances.save_state(conn, uuid, host=None, node=None)
+            cas.save_state(conn, uuid, host=None, node=None)
     if ended and ctx.claims is not None:
         try:
             ctx.claims.release(uuid)
@@ -79,4 +79,4 @@ def claim_together(ctx: Context, rows: list[ServerRow]) -> None:
     if made:
         with transaction(ctx.engine) as conn:
             for uuid, node in made.items():
-                instances.save_state(conn, uuid, host=node, node=node)
+                cas.save_state(conn, uuid, host=node, node=node)

@@ -17,7 +17,8 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from openkeel_compute.compute import console, instances
+from openkeel_compute.compute import console, errors
+from openkeel_compute.compute.instances import store
 from openkeel_compute.controller.kube import ClusterError
 from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
 from openkeel_compute.db.api import reader, transaction
@@ -83,8 +84,8 @@ def answer(engine: Engine, cluster: Any, namespace_for: Any, server_uuid: str) -
         if request is None:
             return
         try:
-            project_id = instances.get(conn, server_uuid)["project_id"]
-        except Exception:  # noqa: BLE001 - deleted meanwhile: its console row went with it
+            project_id = store.get(conn, server_uuid)["project_id"]
+        except errors.InstanceNotFound:  # deleted meanwhile: its console row went with it
             return
     output, error = None, None
     try:

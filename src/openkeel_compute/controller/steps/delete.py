@@ -16,7 +16,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from openkeel_compute.compute import instances, soft_delete
+from openkeel_compute.compute import soft_delete, working_state
+from openkeel_compute.compute.instances import cas, updates
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import resize
 from openkeel_compute.controller.steps.base import (
@@ -35,12 +37,14 @@ from openkeel_compute.model import operations as ops
 from openkeel_compute.model.states import task_states
 
 #: who deletes a server reclaimed: the controller itself
-RECLAIMER = instances.Actor("openkeel", "openkeel")
+RECLAIMER = Actor("openkeel", "openkeel")
 
 
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     ctx.cluster.delete_server(ctx.namespace_of(server), row.server_uuid)
     resize.close_on_delete(ctx, row.server_uuid)
+    with transaction(ctx.engine) as conn:  # nothing left to carry on: a resize is closed, no build to retry
+        working_state.forget(conn, row.server_uuid)
     return DONE
 
 
@@ -80,8 +84,8 @@ def reclaim(ctx: Context, interval: float, now: dt.datetime) -> list[str]:
     done = []
     for uuid in due:
         with transaction(ctx.engine) as conn:
-            if instances.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
-                                    progress=0):
-                instances.outbox(conn, uuid, ops.DELETE, RECLAIMER)
+            if cas.save_state(conn, uuid, expected_task_state=None, task_state=task_states.DELETING,
+                              progress=0):
+                updates.outbox(conn, uuid, ops.DELETE, RECLAIMER)
                 done.append(uuid)
     return done

@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute import working_state
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import Context
-from openkeel_compute.db.api import transaction
+from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import states, sysmeta
@@ -35,7 +36,7 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
         return exc.fault
     if server.get("node") != node:
         with transaction(ctx.engine) as conn:
-            instances.save_state(conn, server["uuid"], host=node, node=node)
+            cas.save_state(conn, server["uuid"], host=node, node=node)
     server["host"] = server["node"] = node
     return None
 
@@ -62,7 +63,7 @@ def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None
     vm_edits.apply_server(ctx, ctx.objects({**server, "host": moved, "node": moved}),
                           ctx.cluster.look(ctx.namespace_of(server), server["uuid"])[0])
     with transaction(ctx.engine) as conn:
-        instances.save_state(conn, server["uuid"], host=moved, node=moved)
+        cas.save_state(conn, server["uuid"], host=moved, node=moved)
     server["host"] = server["node"] = moved
     return None
 
@@ -87,7 +88,8 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
     node and restarted. False when no attempt is left or no other node has room."""
     assert ctx.claims is not None
-    tried = [n for n in (server["system_metadata"].get(sysmeta.TRIED_NODES) or "").split(",") if n]
+    with reader(ctx.engine) as conn:
+        tried = [n for n in (working_state.get(conn, server["uuid"], sysmeta.TRIED_NODES) or "").split(",") if n]
     if server.get("node") and server["node"] not in tried:
         tried.append(server["node"])
     if len(tried) >= ctx.claims.max_attempts:
@@ -98,8 +100,8 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],
              server.get("node"), node, len(tried) + 1, ctx.claims.max_attempts)
     with transaction(ctx.engine) as conn:
-        instances.save_state(conn, server["uuid"], host=node, node=node)
-        instances.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
+        cas.save_state(conn, server["uuid"], host=node, node=node)
+        working_state.put(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
     server["host"] = server["node"] = node
     vm_edits.apply_server(ctx, ctx.objects(server), ctx.cluster.look(namespace, server["uuid"])[0])
     ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import instance_sysmeta
 from openkeel_compute.controller.steps import placing
 from openkeel_compute.controller.steps.base import DONE, FINAL_PHASES, Context, Failed, Outcome, ServerRow
 from openkeel_compute.db.api import transaction
@@ -27,7 +27,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if not uid or phase in FINAL_PHASES:
         return start(ctx, server)
     with transaction(ctx.engine) as conn:
-        instances.set_system_metadata_item(conn, row.server_uuid, sysmeta.REPLACED_VMI, uid)
+        instance_sysmeta.set_system_metadata_item(conn, row.server_uuid, sysmeta.REPLACED_VMI, uid)
     ctx.cluster.subresource(namespace, name, "restart")
     return DONE
 

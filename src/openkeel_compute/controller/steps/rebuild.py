@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from openkeel_compute.compute import instances
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import vm_edits
@@ -46,12 +46,12 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             return Waiting("waiting for the server's virtual machine to stop before its root disk is replaced")
         _replace_root_disk(ctx, row, server, namespace, vm, dvs)
         with transaction(ctx.engine) as conn:
-            if not instances.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
-                                        task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
+            if not cas.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
+                                  task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
                 return DONE  # deleted or reset meanwhile: that task wins
-            action_id = instances.action_for_request(conn, uuid, row.request_id)
+            action_id = instance_actions.action_for_request(conn, uuid, row.request_id)
             if action_id is not None:
-                tasks.keep(conn, row.id, uuid, instances.start_event(conn, action_id, events.REBUILD))
+                tasks.keep(conn, row.id, uuid, instance_actions.start_event(conn, action_id, events.REBUILD))
         task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
     if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
         return DONE  # no longer this rebuild's to finish
@@ -59,8 +59,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         return _end_stopped(ctx, row, server, namespace)
     ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
     with transaction(ctx.engine) as conn:
-        instances.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
-                             task_state=task_states.REBUILD_SPAWNING)
+        cas.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                       task_state=task_states.REBUILD_SPAWNING)
     return DONE
 
 
@@ -76,18 +76,18 @@ def _end_stopped(ctx: Context, row: ServerRow, server: dict[str, Any], namespace
         message = f"Rebuild of instance {uuid} failed: the new root disk could not be imported"
         fault = Fault(500, message, f"KubeVirt: DataVolume {root} Failed")
         with transaction(ctx.engine) as conn:
-            if not instances.save_state(conn, uuid, expected_task_state=expected, vm_state=states.ERROR,
-                                        task_state=None):
+            if not cas.save_state(conn, uuid, expected_task_state=expected, vm_state=states.ERROR,
+                                  task_state=None):
                 return DONE  # another task took over
-            instances.add_fault(conn, uuid, code=fault.code, message=message, details=fault.details,
-                                host=server.get("host"))
+            instance_faults.add_fault(conn, uuid, code=fault.code, message=message, details=fault.details,
+                                      host=server.get("host"))
             tasks.finish(conn, tasks.of(conn, uuid), Fault(500, message, ""))
         return Failed(message, fault)
     if phase != "Succeeded":
         return Waiting("waiting for the new root disk to be imported")
     with transaction(ctx.engine) as conn:
-        if instances.save_state(conn, uuid, expected_task_state=expected, vm_state=states.STOPPED, task_state=None,
-                                power_state=states.power_state.SHUTDOWN):
+        if cas.save_state(conn, uuid, expected_task_state=expected, vm_state=states.STOPPED, task_state=None,
+                          power_state=states.power_state.SHUTDOWN):
             tasks.finish(conn, tasks.of(conn, uuid), None)
     return DONE
 

@@ -4,7 +4,7 @@ Tried pass after pass; the server's task_state says which step comes next (a res
 carries on where it was), and a step waits while the cluster has not got there yet:
 
 - ``resize_prep``: the VM's matchers and the ControllerRevisions its status names are kept in the
-  server's system metadata (what a revert needs), the new flavor is claimed in Placement
+  controller's working state of the server (compute/working_state.py: what a revert needs), the new flavor is claimed in Placement
   (resize_allocations.py) → ``resize_migrating`` (migration ``migrating``);
 - ``resize_migrating``: the VM is stopped; once it has no VMI → ``resize_migrated`` (``post-migrating``);
 - ``resize_migrated``: the server's own instancetype and preference of the new flavor are applied in its
@@ -26,8 +26,9 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from openkeel_compute.compute import instances, resize
+from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, store
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import placing, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Wait, vmi_phase
@@ -44,12 +45,12 @@ OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming"
 
 def start_event(conn: Connection, row: ServerRow, name: str, *, done: bool = False, host: str | None = None) -> None:
     """Start event ``name`` in the request's action: finished at once with ``done``, else the step's."""
-    action_id = instances.action_for_request(conn, row.server_uuid, row.request_id)
+    action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
     if action_id is None:
         return
-    event_id = instances.start_event(conn, action_id, name, host=host)
+    event_id = instance_actions.start_event(conn, action_id, name, host=host)
     if done:
-        instances.finish_event(conn, event_id, "Success", host=host)
+        instance_actions.finish_event(conn, event_id, "Success", host=host)
     else:
         resize.set_sysmeta(conn, row.server_uuid, sysmeta.RESIZE_STEP_EVENT, str(event_id))
 
@@ -59,7 +60,7 @@ def end_event(conn: Connection, uuid: str, *, result: str = "Success", host: str
     """Finish the running resize step's event."""
     value = resize.sysmeta(conn, uuid, sysmeta.RESIZE_STEP_EVENT)
     if value:
-        instances.finish_event(conn, int(value), result, host=host, traceback=message, details=message)
+        instance_actions.finish_event(conn, int(value), result, host=host, traceback=message, details=message)
         resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_STEP_EVENT, None)
 
 
@@ -79,15 +80,15 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if task == task_states.RESIZE_MIGRATING:
         vm_edits.stop(ctx, namespace, uuid, vmi)
         with transaction(ctx.engine) as conn:
-            if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATING,
-                                        task_state=task_states.RESIZE_MIGRATED,
-                                        power_state=states.power_state.SHUTDOWN):
+            if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATING,
+                                  task_state=task_states.RESIZE_MIGRATED,
+                                  power_state=states.power_state.SHUTDOWN):
                 return DONE
             resize.move_migration(conn, migration, "post-migrating")
             end_event(conn, uuid, host=server.get("host"))
             start_event(conn, row, events.FINISH_RESIZE, host=server.get("host"))
         task = task_states.RESIZE_MIGRATED
-    copy = instances.flavors_of(server)
+    copy = store.flavors_of(server)
     if task == task_states.RESIZE_MIGRATED:
         if vm is None:
             raise Wait("the server has no VirtualMachine")
@@ -101,8 +102,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         if dest:
             vm_edits.pin(ctx, namespace, uuid, vm, dest)
         with transaction(ctx.engine) as conn:
-            if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATED,
-                                        task_state=task_states.RESIZE_FINISH):
+            if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATED,
+                                  task_state=task_states.RESIZE_FINISH):
                 return DONE
         if row.payload.get("old_vm_state") != states.STOPPED:
             ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
@@ -121,7 +122,7 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
     before = {field: {"matcher": spec.get(field),
                       "revision": (vm_edits.status_ref(vm, field).get("controllerRevisionRef") or {}).get("name")}
               for field in vm_edits.MATCHERS}
-    copy = instances.flavors_of(server)
+    copy = store.flavors_of(server)
     image = image_from_system_metadata({k: v for k, v in (server.get("system_metadata") or {}).items()
                                         if k.startswith(sysmeta.IMAGE_PREFIX)})
     try:
@@ -134,13 +135,15 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
     if provider:
         dest = ctx.claims.node_of(provider) if ctx.claims is not None else ctx.allocations.node_of(provider)
     with transaction(ctx.engine) as conn:
-        if not instances.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
-                                    task_state=task_states.RESIZE_MIGRATING):
+        if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
+                              task_state=task_states.RESIZE_MIGRATING):
             return DONE  # deleted or reset meanwhile
-        resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
+        working_state.put(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
         if dest:
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES,
-                               json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True))
+            nodes = json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, nodes)
+            # the later steps of this same pass read it from here (a stopped server goes on at once)
+            server.setdefault("working_state", {})[sysmeta.RESIZE_NODES] = nodes
         resize.move_migration(conn, migration, "migrating")
         host = server.get("host")
         for name in events.BEFORE_RESIZE:
@@ -167,7 +170,7 @@ def _finish(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str, 
         if resize.finish(conn, uuid, row.payload["migration"], power_state=power, host=node):
             end_event(conn, uuid, host=node or server.get("host"))
             if node:
-                instances.save_state(conn, uuid, host=node, node=node)
+                cas.save_state(conn, uuid, host=node, node=node)
     return DONE
 
 
@@ -179,7 +182,7 @@ def _no_valid_host(ctx: Context, row: ServerRow, server: dict[str, Any], migrati
     with transaction(ctx.engine) as conn:
         if not resize.failed(conn, uuid, migration, expected_task_state=task_states.RESIZE_PREP):
             return DONE
-        instances.add_fault(conn, uuid, code=exc.fault.code, message=exc.fault.message, details=exc.fault.details)
+        instance_faults.add_fault(conn, uuid, code=exc.fault.code, message=exc.fault.message, details=exc.fault.details)
         start_event(conn, row, events.CONDUCTOR_MIGRATE)
         end_event(conn, uuid, result="Error", message=exc.fault.message)
     return Failed(f"resize not possible: {exc}", exc.fault)

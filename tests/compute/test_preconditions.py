@@ -11,8 +11,9 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import actions, errors, instances, rebuild, soft_delete, unsupported
-from openkeel_compute.compute.instances import Actor
+from openkeel_compute.compute import errors, preconditions, rebuild, soft_delete, unsupported
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, locks, store
+from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.model import states
@@ -32,7 +33,7 @@ def server(vm_state="active", task_state=None, *, locked=False, launched_at=LAUN
 
 def refusal(action, instance, *, is_admin=False, reboot_type=None):
     with pytest.raises(errors.Conflict) as caught:
-        actions.check(action, instance, is_admin=is_admin, reboot_type=reboot_type)
+        preconditions.check(action, instance, is_admin=is_admin, reboot_type=reboot_type)
     return caught.value.message
 
 
@@ -95,7 +96,7 @@ def test_order_of_checks_lock_then_vm_state_then_task_state_then_launched():
 
 
 def test_admins_bypass_the_lock_but_not_the_states():
-    actions.check("stop", server("active", locked=True), is_admin=True)
+    preconditions.check("stop", server("active", locked=True), is_admin=True)
     assert refusal("stop", server("stopped", locked=True), is_admin=True).endswith("vm_state stopped")
 
 
@@ -121,30 +122,30 @@ def test_the_vm_states_each_action_accepts(action, allowed):
     for vm_state in states.VM_STATES:
         instance = server(vm_state)
         if vm_state in allowed:
-            actions.check(action, instance, is_admin=False)
+            preconditions.check(action, instance, is_admin=False)
         else:
             assert refusal(action, instance) == f"Cannot '{action}' instance {UUID} while it is in vm_state {vm_state}"
 
 
 def test_hard_reboot_accepts_more_than_soft():
     for vm_state in ("active", "stopped", "paused", "suspended", "error"):
-        actions.check("reboot", server(vm_state), is_admin=False, reboot_type="hard")
+        preconditions.check("reboot", server(vm_state), is_admin=False, reboot_type="hard")
     # a hard reboot may interrupt a soft one, a soft reboot may not
-    actions.check("reboot", server("active", ts.REBOOTING), is_admin=False, reboot_type="HARD")
+    preconditions.check("reboot", server("active", ts.REBOOTING), is_admin=False, reboot_type="HARD")
     assert refusal("reboot", server("active", ts.REBOOTING), reboot_type="SOFT").endswith("task_state rebooting")
     assert refusal("reboot", server("active", ts.POWERING_OFF), reboot_type="HARD").endswith("task_state powering-off")
-    assert actions.precondition("reboot", reboot_type="HARD").next_task_state == ts.REBOOTING_HARD
-    assert actions.precondition("reboot", reboot_type="SOFT").next_task_state == ts.REBOOTING
+    assert preconditions.precondition("reboot", reboot_type="HARD").next_task_state == ts.REBOOTING_HARD
+    assert preconditions.precondition("reboot", reboot_type="SOFT").next_task_state == ts.REBOOTING
 
 
 def test_delete_accepts_any_task_and_an_unlaunched_server():
-    actions.check("delete", server("building", ts.SCHEDULING, launched_at=None), is_admin=False)
-    actions.check("delete", server("active", ts.REBOOTING), is_admin=False)
+    preconditions.check("delete", server("building", ts.SCHEDULING, launched_at=None), is_admin=False)
+    preconditions.check("delete", server("active", ts.REBOOTING), is_admin=False)
 
 
 def test_an_unknown_action_is_a_programming_error():
     with pytest.raises(ValueError, match="no precondition"):
-        actions.precondition("fly")
+        preconditions.precondition("fly")
 
 
 def test_actions_that_need_a_host_check_it_where_nova_does():
@@ -156,9 +157,9 @@ def test_actions_that_need_a_host_check_it_where_nova_does():
     assert refusal("resize", server("active", host=None)) == f"Instance {UUID} is not ready"
     assert refusal("get_console_output", server("building", "spawning", host=None, launched_at=None)) == \
         f"Instance {UUID} is not ready"
-    actions.check("get_console_output", server("error", "deleting", locked=True), is_admin=False)
+    preconditions.check("get_console_output", server("error", "deleting", locked=True), is_admin=False)
     # pause needs no host
-    actions.check("pause", server("active", host=None), is_admin=False)
+    preconditions.check("pause", server("active", host=None), is_admin=False)
 
 
 @pytest.mark.parametrize(("action", "reboot_type", "message"), [
@@ -197,12 +198,12 @@ def _boot(engine):
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name=flavorid, memory_mb=512, vcpus=1, root_gb=1, flavorid=flavorid)
         flavor = catalog.get(conn, flavorid)
-        row = instances.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="srv",
-                               metadata={"old": "1"}, image_ref="155d900f-4e14-4e4c-a73d-069cbf4541e6",
-                               system_metadata={"image_architecture": "x86_64", "image_min_disk": "1"})
-        instances.save_state(conn, row["uuid"], vm_state=states.ACTIVE, task_state=None,
-                             power_state=states.power_state.RUNNING, launched_at=models.utcnow(), host="node-1")
-        return instances.get(conn, row["uuid"])
+        row = store.create(conn, actor=OWNER, flavor=flavor, extra_specs={}, display_name="srv",
+                           metadata={"old": "1"}, image_ref="155d900f-4e14-4e4c-a73d-069cbf4541e6",
+                           system_metadata={"image_architecture": "x86_64", "image_min_disk": "1"})
+        cas.save_state(conn, row["uuid"], vm_state=states.ACTIVE, task_state=None,
+                       power_state=states.power_state.RUNNING, launched_at=models.utcnow(), host="node-1")
+        return store.get(conn, row["uuid"])
 
 
 def _outbox(engine, uuid):
@@ -213,15 +214,15 @@ def _outbox(engine, uuid):
 
 def test_rebuild_replaces_fields_metadata_and_image_system_metadata(engine):
     row = _boot(engine)
-    flavor = instances.flavors_of(row).cur
+    flavor = store.flavors_of(row).cur
     with db_api.transaction(engine) as conn:
         rebuild.begin_rebuild(conn, row, OWNER, image=IMAGE, flavor=flavor, metadata={"new": "2"},
                               changes={"display_name": "renamed", "trusted_certs": ["a", "b"], "user_data": None})
     with db_api.reader(engine) as conn:
-        now = instances.get(conn, row["uuid"])
-        system = instances.metadata_of(conn, row["uuid"], system=True)
-        meta = instances.metadata_of(conn, row["uuid"])
-        action = instances.actions_of(conn, row["uuid"])[0]["action"]
+        now = store.get(conn, row["uuid"])
+        system = store.metadata_of(conn, row["uuid"], system=True)
+        meta = store.metadata_of(conn, row["uuid"])
+        action = instance_actions.actions_of(conn, row["uuid"])[0]["action"]
     assert (now["task_state"], now["image_ref"], now["display_name"], now["trusted_certs"], now["progress"]) == (
         "rebuilding", IMAGE["id"], "renamed", '["a", "b"]', 0)
     assert meta == {"new": "2"} and action == "rebuild"
@@ -240,32 +241,32 @@ def test_soft_delete_then_due_for_reclaim(engine):
     row = _boot(engine)
     with db_api.transaction(engine) as conn:
         soft_delete.begin_soft_delete(conn, row, OWNER)
-        instances.save_state(conn, row["uuid"], expected_task_state="soft-deleting", vm_state=states.SOFT_DELETED,
-                             task_state=None)
+        cas.save_state(conn, row["uuid"], expected_task_state="soft-deleting", vm_state=states.SOFT_DELETED,
+                       task_state=None)
     with db_api.reader(engine) as conn:
-        kept = instances.get(conn, row["uuid"])
+        kept = store.get(conn, row["uuid"])
         assert row["uuid"] not in soft_delete.due_for_reclaim(conn, 3600)
         later = kept["deleted_at"] + dt.timedelta(seconds=3601)
         assert row["uuid"] in soft_delete.due_for_reclaim(conn, 3600, later)
-    assert (kept["deleted"], instances.status(kept)) == (0, "SOFT_DELETED")
+    assert (kept["deleted"], store.status(kept)) == (0, "SOFT_DELETED")
     assert _outbox(engine, row["uuid"]) == ["soft-delete"]
     # locked: refused, so the API deletes it at once (or the lock refuses that too)
     other = _boot(engine)
     with db_api.transaction(engine) as conn:
-        instances.lock(conn, other["uuid"], OWNER)
+        locks.lock(conn, other["uuid"], OWNER)
     with pytest.raises(errors.Conflict), db_api.transaction(engine) as conn:
-        soft_delete.begin_soft_delete(conn, instances.get(conn, other["uuid"]), OWNER)
+        soft_delete.begin_soft_delete(conn, store.get(conn, other["uuid"]), OWNER)
 
 
 def test_an_unsupported_action_ends_where_nova_leaves_it(engine):
     row = _boot(engine)
     ending = unsupported.Ending("compute_resize_instance", events=("conductor_migrate_server",))
     with db_api.transaction(engine) as conn:
-        unsupported.fail(conn, row, actions.precondition("resize"), OWNER, ending)
+        unsupported.fail(conn, row, preconditions.precondition("resize"), OWNER, ending)
     with db_api.reader(engine) as conn:
-        now = instances.get(conn, row["uuid"])
-        action = instances.get_action(conn, row["uuid"], OWNER.request_id)
-        fault = instances.latest_faults(conn, [row["uuid"]])[row["uuid"]]
+        now = store.get(conn, row["uuid"])
+        action = instance_actions.get_action(conn, row["uuid"], OWNER.request_id)
+        fault = instance_faults.latest_faults(conn, [row["uuid"]])[row["uuid"]]
     assert (now["vm_state"], now["task_state"]) == ("active", None)
     assert [(e["event"], e["result"]) for e in reversed(action["events"])] == [
         ("conductor_migrate_server", "Success"), ("compute_resize_instance", "Error")]

@@ -5,7 +5,7 @@ that is no task running, unless the action says otherwise), then that the server
 once; some actions also need a host ("Instance <uuid> is not ready"), checked before the states
 (stop, start, the console) or after them (resize). The first failed check gives the 409 message.
 ``Precondition.check`` does the same on an instance row (any mapping with ``uuid``,
-``vm_state``, ``task_state``, ``locked``, ``launched_at``, ``host``); ``instances.begin_action``
+``vm_state``, ``task_state``, ``locked``, ``launched_at``, ``host``); ``instances.cas.begin_action``
 repeats it inside a compare-and-swap so that of concurrent actions exactly one proceeds.
 """
 

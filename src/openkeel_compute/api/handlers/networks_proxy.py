@@ -1,0 +1,164 @@
+"""/os-networks, /os-tenant-networks, /os-floating-ips (list and show) and /os-floating-ip-pools, Nova's
+proxies to the network service, up to
+2.35 (404 after), answered as Nova 34.0.0 answers them with Neutron: the networks the caller's token
+sees, each with its id and name and nothing else nova-network used to report (os-networks: every
+other field null, the admin fields too for an admin; os-tenant-networks: ``cidr`` "None"). A network
+the caller cannot see is 404 "Network not found".
+
+A floating IP shows its address, its pool (its network's name, or id), its fixed IP and the server its
+port belongs to (``instance_id``); one Neutron does not show is 404 "Floating IP not found for ID …".
+Allocating, releasing, associating and disassociating floating IPs are still to come.
+The floating IP pools are the external networks (``router:external``), by name (or id when unnamed).
+
+Without [neutron] the one network is the cluster's pod network (and there is no floating IP pool) (compute/networks.py), under its
+name and fixed uuid. Nova's ``[api] use_neutron_default_nets`` (networks of another project added to
+os-tenant-networks) is not offered.
+"""
+
+from __future__ import annotations
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import server_networks, wsgi_path_params
+from openkeel_compute.api.wsgi import operation
+from openkeel_compute.compute import networks as pod
+from openkeel_compute.network import errors as net_errors
+from openkeel_compute.policies import contract as rules
+
+VERSIONS = "-2.35"  # Nova's MAX_PROXY_API_SUPPORT_VERSION
+QUERY = {"2.0-2.35": {}}  # Nova's query schema is empty: any query is accepted
+FIELDS = ("id", "cidr", "netmask", "gateway", "broadcast", "dns1", "dns2", "cidr_v6", "gateway_v6", "label",
+          "netmask_v6")
+ADMIN_FIELDS = ("created_at", "updated_at", "deleted_at", "deleted", "injected", "bridge", "vlan",
+                "vpn_public_address", "vpn_public_port", "vpn_private_address", "dhcp_start", "project_id", "host",
+                "bridge_interface", "multi_host", "priority", "rxtx_base", "mtu", "dhcp_server", "enable_dhcp",
+                "share_address")
+
+
+def _networks(req) -> list[dict]:
+    if not server_networks.enabled(req):
+        name = pod.network_name(common.services(req).conf)
+        return [{"id": pod.network_id(name), "name": name}]
+    try:
+        return server_networks.client(req).for_caller(req.context, req.environ).list_networks()
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+
+
+def _network(req, network_id: str) -> dict:
+    if not server_networks.enabled(req):
+        found = [n for n in _networks(req) if n["id"] == network_id]
+        if not found:
+            raise faults.NotFound("Network not found")
+        return found[0]
+    try:
+        return server_networks.client(req).for_caller(req.context, req.environ).show_network(network_id)
+    except net_errors.NetworkNotFound:
+        raise faults.NotFound("Network not found") from None
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+
+
+def _view(req, network: dict) -> dict:
+    fields = FIELDS + ADMIN_FIELDS if req.context.is_admin else FIELDS
+    return {f: network.get("id") if f == "id" else network.get("name") if f == "label" else None for f in fields}
+
+
+def _tenant_view(network: dict) -> dict:
+    return {"id": network.get("id"), "cidr": "None", "label": network.get("name")}
+
+
+def _can(req, rule: str) -> None:
+    common.can(req, rule, {"project_id": req.context.project_id})
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def networks_index(req):
+    _can(req, rules.NETWORKS % "list")
+    return {"networks": [_view(req, n) for n in _networks(req)]}
+
+
+@operation(versions=VERSIONS, query=QUERY, expected=(404,))
+@wsgi_path_params
+def networks_show(req, network_id):
+    _can(req, rules.NETWORKS % "show")
+    return {"network": _view(req, _network(req, network_id))}
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def tenant_networks_index(req):
+    _can(req, rules.TENANT_NETWORKS % "list")
+    return {"networks": [_tenant_view(n) for n in _networks(req)]}
+
+
+@operation(versions=VERSIONS, query=QUERY, expected=(404,))
+@wsgi_path_params
+def tenant_networks_show(req, network_id):
+    _can(req, rules.TENANT_NETWORKS % "show")
+    return {"network": _tenant_view(_network(req, network_id))}
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def floating_ip_pools_index(req):
+    common.can(req, rules.FLOATING_IP_POOLS, {})
+    if not server_networks.enabled(req):
+        return {"floating_ip_pools": []}
+    try:
+        pools = server_networks.client(req).for_caller(req.context, req.environ).list_networks(
+            **{"router:external": True})
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ip_pools": [{"name": pool.get("name") or pool["id"]} for pool in pools]}
+
+
+def _fip_view(fip: dict, network: dict | None, port: dict | None) -> dict:
+    network = network or {"id": fip.get("floating_network_id"), "name": None}
+    return {"fixed_ip": fip.get("fixed_ip_address"), "id": fip["id"],
+            "instance_id": port.get("device_id") if port else None, "ip": fip.get("floating_ip_address"),
+            "pool": network.get("name") or network.get("id")}
+
+
+def _ports_of(calls, project_id: str, fips: list[dict]) -> dict[str, dict]:
+    """Each floating IP's port: Neutron's port_details (fip-port-details), else the project's ports."""
+    if all("port_details" in fip for fip in fips):
+        return {fip["id"]: fip["port_details"] for fip in fips if fip.get("port_details")}
+    ports = {p["id"]: p for p in calls.list_ports(tenant_id=project_id)}
+    return {fip["id"]: ports[fip["port_id"]] for fip in fips if fip.get("port_id") in ports}
+
+
+@operation(versions=VERSIONS, query=QUERY)
+def floating_ips_index(req):
+    _can(req, rules.FLOATING_IPS % "list")
+    if not server_networks.enabled(req):
+        return {"floating_ips": []}
+    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    project_id = req.context.project_id
+    try:
+        fips = calls.list_floating_ips(tenant_id=project_id)
+        if not fips:
+            return {"floating_ips": []}
+        wanted = list(dict.fromkeys(f["floating_network_id"] for f in fips))
+        networks = {n["id"]: n for n in calls.list_networks(id=wanted)}
+        ports = _ports_of(calls, project_id, fips)
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ips": [_fip_view(f, networks.get(f["floating_network_id"]), ports.get(f["id"]))
+                             for f in fips]}
+
+
+@operation(versions=VERSIONS, query=QUERY, expected=(400, 404))
+@wsgi_path_params
+def floating_ips_show(req, floating_ip_id):
+    _can(req, rules.FLOATING_IPS % "show")
+    not_found = faults.NotFound(f"Floating IP not found for ID {floating_ip_id}")
+    if not server_networks.enabled(req):
+        raise not_found
+    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    try:
+        fip = calls.show_floating_ip(floating_ip_id)
+        if fip is None:
+            raise not_found
+        network = calls.show_network(fip["floating_network_id"])
+        port = _ports_of(calls, req.context.project_id, [fip]).get(fip["id"])
+    except net_errors.NetworkError as exc:
+        raise server_networks.answer(exc) from None
+    return {"floating_ip": _fip_view(fip, network, port)}

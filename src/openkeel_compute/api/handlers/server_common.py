@@ -1,0 +1,161 @@
+"""What the server handlers share: the server a caller may see, who asks, the policy target of an
+action, the decisions and data of a server body, the image service, generated passwords, and the
+query schema of the server subresources.
+
+Handler modules import these from here, never from one another.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import secrets
+from typing import TYPE_CHECKING
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.views import servers as view
+from openkeel_compute.compute import errors, networks
+from openkeel_compute.compute.instances import instance_faults, store
+from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.images import errors as image_errors
+from openkeel_compute.model import events
+from openkeel_compute.policies import servers as rules
+
+if TYPE_CHECKING:
+    from openkeel_compute.images import glance
+
+
+def shown(req, target: dict | None, *, server_groups: bool = False) -> view.Shown:
+    """The policy decisions that change server bodies, taken once per request."""
+    version = req.version
+    extra_specs = version >= (2, 47) and common.can(req, rules.SERVERS % "show:flavor-extra-specs", target,
+                                                    fatal=False)
+    host_status = None
+    if version >= (2, 16):
+        if common.can(req, rules.SERVERS % "show:host_status", target, fatal=False):
+            host_status = True
+        elif common.can(req, rules.SERVERS % "show:host_status:unknown-only", target, fatal=False):
+            host_status = False
+    return view.Shown(
+        extended_attributes=common.can(req, rules.EXTENDED_ATTRIBUTES, target, fatal=False),
+        flavor_extra_specs=extra_specs, host_status=host_status, is_admin=bool(req.context.is_admin),
+        server_groups=server_groups)
+
+
+def read_server(conn, req, server_id: str, *, for_update: bool = False) -> dict:
+    """A live server the caller may see: another project's server is "not found" to non-admins.
+
+    ``for_update`` locks its row until the transaction ends: writes of the server's children (tags,
+    metadata) that read before they write take their turns, one after the other. In an API write
+    transaction the row is always locked, first: every write of one server (lock, resetState, the
+    password, actions) takes its turn; parallel copies deadlocked on MariaDB or collided on a
+    system-metadata key (a 500) when each read before the other wrote."""
+    row = store.get(conn, server_id, for_update=for_update or common.in_write(conn))
+    if not req.context.is_admin and row["project_id"] != req.context.project_id:
+        raise errors.InstanceNotFound(server_id)
+    return row
+
+
+def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
+    """What a server's body shows besides its row; ``host_status``: whether the body may show it (the
+    caller's policy allows it at this microversion), which costs a read of the nodes."""
+    uuid = row["uuid"]
+    data = view.ServerData(row=row, metadata=store.metadata_of(conn, uuid))
+    if req.version >= (2, 98):
+        data.system_metadata = store.metadata_of(conn, uuid, system=True)
+    if req.version >= (2, 26):
+        data.tags = store.tags_of(conn, uuid)
+    if networks.on_network(row):
+        data.security_groups = (networks.groups_from(data.system_metadata) if req.version >= (2, 98)
+                                else networks.groups_of(conn, uuid))
+    if store.status(row) in ("ERROR", "DELETED"):
+        data.fault = instance_faults.latest_faults(conn, [uuid]).get(uuid)
+    if host_status and req.version >= (2, 16) and row["host"]:
+        data.host_status = networks.host_states(conn, [row["host"]]).get(row["host"])
+    return data
+
+
+def canonical_ip(value: str | None) -> str | None:
+    """An access IP as Nova keeps it: an address, shown in its canonical (compressed) form.
+
+    Every write of accessIPv4/accessIPv6 goes through here (create, update; rebuild too).
+    """
+    return ipaddress.ip_address(value).compressed if value else value
+
+
+def actor_of(req) -> Actor:
+    ctx = req.context
+    return Actor(user_id=ctx.user_id, project_id=ctx.project_id, is_admin=bool(ctx.is_admin),
+                 request_id=getattr(ctx, "request_id", None))
+
+
+# Nova's generated passwords: 12 characters of this alphabet (no look-alike characters).
+_PASSWORD_CHARS = "23456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+PASSWORD_LENGTH = 12
+
+
+def generated_password() -> str:
+    return "".join(secrets.choice(_PASSWORD_CHARS) for _ in range(PASSWORD_LENGTH))
+
+
+def image_service(req) -> glance.GlanceClient:
+    services = common.services(req)
+    client = getattr(services, "images", None)
+    if client is None:
+        # keystoneauth (and requests under it) are imported with the first client, not by every worker at start
+        from openkeel_compute.images import glance
+
+        client = services.images = glance.GlanceClient(services.conf)
+    return client
+
+
+def fetch_image(req, image_id: str, not_found: str = "Can not find requested image") -> dict:
+    """The image from the image service, its errors as Nova answers them (``not_found``: the 400's
+    words, which boot and rebuild word differently)."""
+    try:
+        return image_service(req).show(req.context, image_id, req.environ)
+    except (image_errors.ImageNotFound, image_errors.ImageNotAuthorized):
+        raise faults.BadRequest(not_found) from None
+    except image_errors.ImageBadRequest as exc:
+        raise faults.BadRequest(exc.message) from None
+    except image_errors.ImageServiceUnavailable as exc:
+        raise faults.Fault(exc.message, 503) from None
+
+
+IMAGE_NOT_FOUND = "Image not found."
+
+
+@contextlib.contextmanager
+def unavailable_as_503():
+    """The image service unavailable → 503, as Nova answers on the image proxies."""
+    try:
+        yield
+    except image_errors.ImageServiceUnavailable as exc:
+        raise faults.Fault(exc.message, 503) from None
+
+
+# the events a cold migration or resize records before the compute service resizes
+RESIZE_EVENTS = events.BEFORE_RESIZE
+
+
+def policy_target(row: dict, *, user: bool) -> dict:
+    """The policy target of an action on ``row``: its project, and its user when the rule looks at it."""
+    target = {"project_id": row["project_id"]}
+    if user:
+        target["user_id"] = row["user_id"]
+    return target
+
+
+@contextlib.contextmanager
+def locked_as_invalid_state(server_id: str, action: str):
+    """The few actions whose Nova handler words the lock as an invalid state."""
+    try:
+        yield
+    except errors.InstanceIsLocked:
+        raise faults.Conflict(f"Instance {server_id} is in an invalid state for '{action}'") from None
+
+
+# the query of the server subresources (ips, password, security groups): none, and from 2.102 none allowed
+_LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
+_STRICT = {"type": "object", "properties": {}, "additionalProperties": False}
+SUBRESOURCE_QUERY = {"2.0-2.101": _LENIENT, "2.102-": _STRICT}
