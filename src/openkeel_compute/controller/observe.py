@@ -246,8 +246,9 @@ class Observer:
         uuid = server["uuid"]
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
-        if seen.addresses is not None and (seen.addresses or server.get("network_info") is not None):
-            changes["network_info"] = json.dumps(seen.addresses)  # a server never given an address keeps none
+        if seen.addresses is not None and seen.addresses != json.loads(server.get("network_info") or "{}"):
+            # written only when they change: a server never given an address keeps none (no "{}")
+            changes["network_info"] = json.dumps(seen.addresses)
         if seen.progress is not None:
             changes["progress"] = seen.progress
         if seen.host is not None:
