@@ -27,6 +27,7 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
 import falcon
 import webob.exc
@@ -262,12 +263,13 @@ def build_router(conf) -> falcon.App:
 
 def build_services(conf: cfg.ConfigOpts) -> Services:
     notifier = None
+    notifier_class: Any = None
     try:
-        from openkeel_compute.notifications import ApiNotifier
+        from openkeel_compute.notifications import ApiNotifier as notifier_class
     except ImportError:  # pragma: no cover - notifications room not installed
-        ApiNotifier = None
-    if ApiNotifier is not None:
-        notifier = ApiNotifier(conf, host=conf.host)
+        pass
+    if notifier_class is not None:
+        notifier = notifier_class(conf, host=conf.host)
         if not notifier.enabled:
             # Handlers gather payloads only for a notifier: none at all when nothing is sent.
             notifier = None
@@ -314,7 +316,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     services = services or build_services(conf)
     router_app = SplitVary(build_router(conf))
 
-    api = auth.ContextMiddleware(router_app)
+    api: Any = auth.ContextMiddleware(router_app)
     if conf.api.auth_strategy == "noauth2":
         LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted; requests "
                     "from peers that are not loopback addresses are refused. Development only.")
@@ -323,7 +325,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         api = auth.keystone_auth_token(api, conf)
     api = BodySizeLimit(api, conf)
 
-    app = URLMap(api, router_app, conf, services)
+    app: Any = URLMap(api, router_app, conf, services)
     if conf.api.auth_strategy == "noauth2":
         from openkeel_compute.api.noauth_identity import NoAuthIdentity
 
