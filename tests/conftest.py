@@ -71,6 +71,10 @@ def user(project: str = "demo-project", name: str = "demo", version: str | None 
 
 
 def pytest_configure(config):
+    # every test's database refuses an over-long value as PostgreSQL and MariaDB do (SQLite stores it)
+    from tests import bounded_columns
+
+    bounded_columns.install()
     config.addinivalue_line("markers", f"{_shared.MARKER}(path): a case whose values come from ../shared/<path>")
 
 

@@ -16,6 +16,8 @@ from tests.conftest import ROOT, admin, make_conf, user
 
 # Nova 34.0.0's defaults of the server rules registered so far.
 SERVER_RULES = {
+    "os_compute_api:os-attach-interfaces:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-attach-interfaces:show": "rule:project_reader_or_admin",
     "os_compute_api:servers:index": "rule:project_reader_or_admin",
     "os_compute_api:servers:detail": "rule:project_reader_or_admin",
     "os_compute_api:servers:index:get_all_tenants": "rule:context_is_admin",
@@ -120,6 +122,11 @@ KEYPAIR_QUOTA_RULES = {
 
 # Nova 34.0.0's rules for /extensions, usage, the bare-metal proxy and server shares (nova/policies/*.py).
 CONTRACT_RULES = {
+    "os_compute_api:os-server-external-events:create": "rule:service_or_admin",
+    "os_compute_api:os-networks:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-networks:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-tenant-networks:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-tenant-networks:show": "rule:project_reader_or_admin",
     "os_compute_api:extensions": "@",
     "os_compute_api:os-simple-tenant-usage:show": "rule:project_reader_or_admin",
     "os_compute_api:os-simple-tenant-usage:list": "rule:context_is_admin",

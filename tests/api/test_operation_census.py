@@ -27,14 +27,12 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
     "GET /os-floating-ip-pools", "GET /os-floating-ips", "POST /os-floating-ips", "GET /os-floating-ips/{id}",
-    "DELETE /os-floating-ips/{id}", "GET /os-networks", "GET /os-networks/{id}", "GET /os-tenant-networks",
-    "GET /os-tenant-networks/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
+    "DELETE /os-floating-ips/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
     "GET /os-security-groups", "POST /os-security-groups", "GET /os-security-groups/{id}",
-    "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}", "POST /os-server-external-events",
+    "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
     "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
     "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",
-    "GET /servers/{server_id}/os-interface", "POST /servers/{server_id}/os-interface",
-    "GET /servers/{server_id}/os-interface/{id}", "DELETE /servers/{server_id}/os-interface/{id}",
+    "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
     # volumes (Cinder's proxies, attachments, assisted snapshots)
     "GET /os-volumes", "POST /os-volumes", "GET /os-volumes/detail", "GET /os-volumes/{id}",
     "DELETE /os-volumes/{id}", "GET /os-snapshots", "POST /os-snapshots", "GET /os-snapshots/detail",

@@ -12,7 +12,7 @@ import uuid as uuidlib
 import pytest
 
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import preconditions
+from openkeel_compute.compute import preconditions, working_state
 from openkeel_compute.compute.instances import cas, instance_faults, store, updates
 from openkeel_compute.controller import providers
 from openkeel_compute.controller.claims import NO_VALID_HOST, Claims
@@ -249,7 +249,7 @@ def test_a_node_that_cannot_run_the_server_moves_the_claim_to_an_alternate(apise
     assert placement.get_allocations(uuid).allocations == {
         providers.provider_uuid("gold-1"): {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
     with db_api.reader(db) as conn:
-        assert store.metadata_of(conn, uuid, system=True)["openkeel_tried_nodes"] == "ghost-1,gold-1"
+        assert working_state.get(conn, uuid, "openkeel_tried_nodes") == "ghost-1,gold-1"
     vmi = apiserver.get("VirtualMachineInstance", uuid, row["namespace"])
     assert vmi["status"]["nodeName"] == "gold-1"
 

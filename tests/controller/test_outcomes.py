@@ -5,6 +5,7 @@ new operation would be."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from typing import Any
 
@@ -88,7 +89,8 @@ def test_a_waiting_step_counts_no_attempt_records_no_error_and_holds_the_servers
     assert {r.levelno for r in caplog.records} == {logging.DEBUG}
 
 
-def test_a_failing_step_is_counted_with_its_error_and_so_are_the_servers_later_rows(db, servers, ran, caplog):
+def test_a_failing_step_is_counted_with_its_error_and_so_are_the_servers_later_rows(db, servers, ran, caplog,
+                                                                                   clock):
     uuid = _server_with(db, "t-fail", "t-done")
     with caplog.at_level(logging.DEBUG, logger="openkeel_compute.controller.servers"):
         assert servers.process_outbox() == {uuid: "t-fail: the cluster said no"}
@@ -97,8 +99,41 @@ def test_a_failing_step_is_counted_with_its_error_and_so_are_the_servers_later_r
     assert ran == ["t-fail"]
     assert [(r.levelname, r.getMessage()) for r in caplog.records] == [
         ("WARNING", f"server {uuid} t-fail: the cluster said no")]
+    servers.process_outbox()  # not yet: the row backs off
+    assert [attempts for _op, attempts, _error, _done in _rows(db, uuid)] == [1, 1]
+    clock.now += 0.5
     servers.process_outbox()
     assert [attempts for _op, attempts, _error, _done in _rows(db, uuid)] == [2, 2]
+
+
+def test_a_failing_row_backs_off_is_logged_once_and_gives_up_in_bounded_time(db, servers, ran, caplog, clock,
+                                                                           monkeypatch):
+    """Each failed attempt doubles the wait (0.5 s, 1 s, 2 s, ... up to retry_max_delay); the same reason is
+    logged once; after step_attempts attempts the operation's give_up ends the task in Nova's fault."""
+    gave_up: list[str] = []
+
+    def give_up(ctx, row, server, reason):
+        gave_up.append(reason)
+        return Failed(reason, Fault(500, reason, ""))
+
+    monkeypatch.setitem(TABLE, "t-fail", Operation(TABLE["t-fail"].step, give_up=give_up))
+    uuid = _server_with(db, "t-fail")
+    tried_at = []
+    with caplog.at_level(logging.DEBUG, logger="openkeel_compute.controller.servers"):
+        for _ in range(800):
+            before = len(ran)
+            servers.process_outbox()
+            if len(ran) > before:
+                tried_at.append(clock.now)
+            clock.now += 0.25
+    assert len(ran) == servers.settings.step_attempts == 10
+    gaps = [b - a for a, b in itertools.pairwise(tried_at)]
+    assert gaps == [0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    assert gave_up == ["the cluster said no"]
+    assert _rows(db, uuid) == [("t-fail", 10, "t-fail: the cluster said no", True)]
+    warnings = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warnings == [f"server {uuid} t-fail: the cluster said no",
+                        f"server {uuid} t-fail: 10 attempts failed, the task ends in a fault"]
 
 
 def test_an_exception_is_a_failure(db, servers, ran):

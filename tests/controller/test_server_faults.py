@@ -136,16 +136,17 @@ def test_the_sweep_runs_from_the_pass_on_its_interval(kube, db, ctl, apiserver):
 
 # -- a VM removed behind our back ----------------------------------------------------------------------
 
-def test_a_vm_deleted_behind_our_back_sends_the_server_to_error_with_one_fault(loop, db, kube):
+def test_a_vm_deleted_behind_our_back_is_powered_off_by_the_sync(loop, db, kube):
+    """Nova's power sync finding no guest: SHUTOFF, no fault (a start makes the VM again:
+    tests/controller/test_server_gone.py)."""
     uuid = boot(db)
     row = until(loop, db, uuid, active)
     kube.delete(VM, uuid, namespace=row["namespace"])
-    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.ERROR)
-    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.STOPPED, None, 0)
     for _ in range(3):
         loop.run_once()
-    (fault,) = _faults(db, uuid)  # one fault, not one per pass
-    assert fault["code"] == 500 and fault["message"] == VM_GONE_MESSAGE
+    assert _faults(db, uuid) == []
 
 
 def test_a_vm_deleted_during_the_build_ends_it_in_error(apiserver, kube, db, ctl):
@@ -443,9 +444,10 @@ def test_with_watches_a_pass_reads_nothing_from_the_cluster(kube, db, ctl, apise
         action(db, uuids[0], "stop", "stop")
         row = until(both, db, uuids[0], lambda r: r["vm_state"] == states.STOPPED)
         assert (row["vm_state"], row["task_state"]) == (states.STOPPED, None)
-        # a VM removed behind our back is seen through the watch, confirmed by a read, and ends in ERROR
+        # a VM removed behind our back is seen through the watch, confirmed by a read, and powered off by
+        # the sync (Nova's power sync finding no guest)
         kube.delete(VM, uuids[1], namespace=row["namespace"])
-        assert until(both, db, uuids[1], lambda r: r["vm_state"] == states.ERROR)["vm_state"] == states.ERROR
+        assert until(both, db, uuids[1], lambda r: r["vm_state"] == states.STOPPED)["vm_state"] == states.STOPPED
     finally:
         servers.close()
 

@@ -7,6 +7,7 @@ meanwhile; a confirm drops the old revision; resize_confirm_window confirms by i
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 
@@ -15,17 +16,20 @@ from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
+from tests.databases import ENGINES, throwaway_database
 from tests.server_world import DEMO, IMAGE, image_service, server_world, until
 
 V247 = dict(DEMO, **{"OpenStack-API-Version": "compute 2.47"})
 
 
-@pytest.fixture
-def world(tmp_path):
+@pytest.fixture(params=ENGINES)
+def world(request, tmp_path):
+    """The API, the controller and the built-in cluster on each database engine: PostgreSQL and MariaDB
+    enforce column lengths that SQLite does not (a resize's bookkeeping once overflowed them)."""
     policies.reset()
-    with image_service(tmp_path) as glance_url:
+    with throwaway_database(request.param, tmp_path) as url, image_service(tmp_path) as glance_url:
         conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"},
-                         glance={"api_servers": glance_url})
+                         glance={"api_servers": glance_url}, database={"connection": url})
         engine = db_api.get_engine(conf)
         migration.sync(engine)
         with server_world(conf, lambda kube: server_loop_from(conf, engine, kube)) as (client, controller, cluster):
@@ -259,3 +263,45 @@ def test_resize_accounting_in_placement(tmp_path, placement_service):
             moves.confirm(migration)
             assert placement.get_allocations(server).allocations == {rp: {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 3}}
         assert placement.get_allocations(migration).allocations == {}
+
+
+@pytest.fixture(params=ENGINES)
+def placed_world(request, tmp_path, placement_service):
+    """The world with Placement: the controller claims and a resize moves allocations."""
+    policies.reset()
+    with throwaway_database(request.param, tmp_path) as url, image_service(tmp_path) as glance_url:
+        conf = make_conf(tmp_path, DEFAULT={"allow_resize_to_same_host": "true"},
+                         controller={"poll_interval": "0.05", "workers": "4"},
+                         glance={"api_servers": glance_url}, database={"connection": url})
+        engine = db_api.get_engine(conf)
+        migration.sync(engine)
+        with server_world(conf, lambda kube: server_loop_from(conf, engine, kube), placement_service) as (
+                client, controller, _cluster):
+            yield client, controller, controller.servers.claims.placement
+
+
+def test_reset_state_from_verify_resize_gives_the_old_flavor_back(placed_world):
+    """Issue 27.14: an administrator's os-resetState of a server in VERIFY_RESIZE: the migration goes to
+    error (as Nova's check of unconfirmed resizes) and its allocation, the old flavor's, is given back;
+    the server keeps the new flavor's, and neither confirm nor revert is possible any more."""
+    client, controller, placement = placed_world
+    _flavor(client, "small", 512)
+    _flavor(client, "large", 1024, vcpus=2, disk=2)
+    uuid = _boot(client, controller)
+    assert _action(client, uuid, {"resize": {"flavorRef": "large"}}).status_code == 202
+    _until(client, controller, uuid, "VERIFY_RESIZE")
+    (migration,) = [m["uuid"] for m in client.get("/v2.1/os-migrations", headers=admin("2.96")).json["migrations"]]
+    old = placement.get_allocations(migration).allocations
+    assert [r for r in old.values()] == [{"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}]
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=admin(), json_body={"os-resetState": {"state": "active"}})
+    assert got.status_code == 202, got.text
+    _until(client, controller, uuid, "ACTIVE")
+    deadline = time.monotonic() + 10
+    while placement.get_allocations(migration).allocations and time.monotonic() < deadline:
+        controller.run_once()
+    assert placement.get_allocations(migration).allocations == {}
+    assert [r for r in placement.get_allocations(uuid).allocations.values()] == [
+        {"VCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 2}]
+    assert _migration_statuses(client) == ["error"]
+    assert _action(client, uuid, {"revertResize": None}).status_code == 409
+    assert _action(client, uuid, {"confirmResize": None}).status_code == 409

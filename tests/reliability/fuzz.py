@@ -22,7 +22,9 @@ from openkeel_compute.api.wsgi import Operation
 from tests.reliability import world as w
 
 VERSIONS = ["2.1", "2.19", "2.47", "2.55", "2.61", "2.75", "2.90", "2.96", "2.100", "2.102", "latest"]
-TOKENS = [w.ADMIN, w.OWNER, w.OTHER]
+# the owner and another project, and ids past the 255-character columns (a user of the owning
+# project, a project of its own): their writes must be refused, not fail in the database
+TOKENS = [w.ADMIN, w.OWNER, w.OTHER, w.ADMIN, w.OWNER, w.OTHER, "u" * 256 + ":demo", "demo:" + "p" * 256]
 
 # Text that broke something once, or that the engines disagree on.
 HOSTILE_TEXT = [
@@ -185,9 +187,16 @@ def _encode_query(params: list[tuple[str, str]]) -> str:
     return "&".join(f"{encode(k)}={encode(v)}" for k, v in params)
 
 
-def probes(rng: random.Random, count: int):
-    """``count`` hostile requests over every operation, drawn with ``rng``."""
-    ops = operations()
+def server_operations() -> list[tuple[str, str, str | None, Operation]]:
+    """Every operation on servers: the collection, one server, its actions and its sub-resources."""
+    return [op for op in operations() if op[0].startswith("/servers")]
+
+
+def probes(rng: random.Random, count: int, ops=None, spoil: float = 0.85):
+    """``count`` hostile requests over ``ops`` (every operation by default), drawn with ``rng``;
+    ``spoil``: the share of schema-built bodies with one part made hostile (the others are valid,
+    and reach the handler's own checks and writes)."""
+    ops = ops or operations()
     real = _real_values()
     for i in range(count):
         template, method, action, op = ops[i % len(ops)] if i < len(ops) * 2 else rng.choice(ops)
@@ -222,7 +231,7 @@ def probes(rng: random.Random, count: int):
                 sample = _sample_value(rng.choice(body_schemas), rng) if body_schemas else {}
                 if action is not None and not isinstance(sample, dict) or (action and action not in sample):
                     sample = {action: sample}
-                body = json.dumps(_spoil(sample, rng) if rng.random() < 0.85 else sample).encode()
+                body = json.dumps(_spoil(sample, rng) if rng.random() < spoil else sample).encode()
             headers.setdefault("Content-Type", "application/json")
         yield Probe(method, prefix + path, query, headers, body, chunked=bool(body) and rng.random() < 0.1)
 
@@ -284,15 +293,16 @@ def http_call(base: tuple[str, int], method: str, path: str, *, query: str = "",
         return w.Answer(response.status, list(response.getheaders()), content)
 
 
-def run(app, *, seed: int, count: int, restock=None, restock_every: int = 300, server=None) -> Report:
-    """Send ``count`` probes; every answer is checked.
+def run(app, *, seed: int, count: int, restock=None, restock_every: int = 300, server=None, ops=None,
+        spoil: float = 0.85) -> Report:
+    """Send ``count`` probes (over ``ops``, every operation by default); every answer is checked.
 
     ``server`` (host, port): send them over HTTP to a server (e.g. ``openkeel-compute serve`` with
     several workers) instead of calling ``app`` in this process.
     """
     rng = random.Random(seed)
     report = Report()
-    for n, probe in enumerate(probes(rng, count)):
+    for n, probe in enumerate(probes(rng, count, ops, spoil)):
         if restock is not None and n and n % restock_every == 0:
             restock()
         if server is not None:

@@ -26,7 +26,9 @@ class Race:
     losers: tuple[int, ...]
     token: str = w.ADMIN
     version: str = "2.latest"
-    winners: int = 1  # how many copies answer ``winner`` (1, or all of them for idempotent writes)
+    # how many copies answer ``winner``: 1; 0 for idempotent writes (all of them); None for actions
+    # that end at once (accepted, then failed as Nova's driver would): any number, each counted once
+    winners: int | None = 1
     prepare: Callable[[w.World], None] | None = None
     counted: Callable[[w.World], int] | None = None  # rows of a kind one write adds: must grow by 1
     order: tuple = ()
@@ -46,6 +48,59 @@ def _delete_actions(uuid: str) -> Callable[[w.World], int]:
             return conn.execute(select(func.count()).select_from(INSTANCE_ACTIONS).where(
                 INSTANCE_ACTIONS.c.instance_uuid == uuid, INSTANCE_ACTIONS.c.action == "delete")).scalar_one()
     return count
+
+
+def _actions(uuid: str, action: str) -> Callable[[w.World], int]:
+    """Instance actions named ``action`` of server ``uuid`` (one write records one)."""
+    def count(world: w.World) -> int:
+        with db_api.reader(world.engine) as conn:
+            return conn.execute(select(func.count()).select_from(INSTANCE_ACTIONS).where(
+                INSTANCE_ACTIONS.c.instance_uuid == uuid, INSTANCE_ACTIONS.c.action == action)).scalar_one()
+    return count
+
+
+def _server_action(name: str, body: dict, action: str, *, winner: int = 202, token: str = w.OWNER,
+                   version: str = "2.latest", ends_at_once: bool = False) -> Race:
+    """An action that moves the server's task state: one copy starts it (one instance action), the
+    others find the task under way (Nova's 409). ``ends_at_once``: an action KubeVirt servers cannot
+    do, failed in the same transaction as Nova's driver would fail it: the server is idle again
+    for the next copy, and each accepted copy records its own action."""
+    return Race(f"server {name}", "POST", f"/servers/{w.SERVER}/action", body, winner, (409,), token=token,
+                version=version, counted=_actions(w.SERVER, action), winners=None if ends_at_once else 1)
+
+
+def _server_races() -> list[Race]:
+    """Every server action and write whose parallel copies compete on one server (the World's,
+    active and idle again before each race)."""
+    server = w.SERVER
+    return [
+        _server_action("stop", {"os-stop": None}, "stop"),
+        _server_action("pause", {"pause": None}, "pause"),
+        _server_action("suspend", {"suspend": None}, "suspend", ends_at_once=True),
+        _server_action("shelve", {"shelve": None}, "shelve", ends_at_once=True),
+        _server_action("rescue", {"rescue": None}, "rescue", winner=200, ends_at_once=True),
+        _server_action("soft reboot", {"reboot": {"type": "SOFT"}}, "reboot"),
+        _server_action("rebuild", {"rebuild": {"imageRef": w.IMAGE}}, "rebuild"),
+        _server_action("resize", {"resize": {"flavorRef": w.FLAVOR_PRIVATE}}, "resize"),
+        _server_action("snapshot", {"createImage": {"name": "race-snap"}}, "createImage", ends_at_once=True),
+        _server_action("backup", {"createBackup": {"name": "race-bk", "backup_type": "daily", "rotation": 1}},
+                       "createBackup", token=w.ADMIN, ends_at_once=True),
+        Race("server lock", "POST", f"/servers/{server}/action", {"lock": None}, 202, (), token=w.OWNER, winners=0),
+        Race("server reset state", "POST", f"/servers/{server}/action", {"os-resetState": {"state": "error"}},
+             202, (), winners=0),
+        Race("server rename", "PUT", f"/servers/{server}", {"server": {"name": "race-name"}}, 200, (),
+             token=w.OWNER, winners=0),
+        Race("server metadata item set", "PUT", f"/servers/{server}/metadata/race-k", {"meta": {"race-k": "v"}},
+             200, (), token=w.OWNER, winners=0),
+        Race("server metadata replace", "PUT", f"/servers/{server}/metadata", {"metadata": {"race-k": "v"}},
+             200, (), token=w.OWNER, winners=0),
+        Race("server tags replace", "PUT", f"/servers/{server}/tags", {"tags": ["race-a", "race-b"]}, 200, (),
+             token=w.OWNER, winners=0),
+        Race("server tags delete all", "DELETE", f"/servers/{server}/tags", None, 204, (), token=w.OWNER,
+             winners=0),
+        Race("server password clear", "DELETE", f"/servers/{server}/os-server-password", None, 204, (),
+             token=w.OWNER, winners=0),
+    ]
 
 
 def _fresh_flavor(flavorid: str, public: bool = True):
@@ -83,6 +138,8 @@ def races() -> list[Race]:
         Race("server metadata delete", "DELETE", f"/servers/{server}/metadata/{w.META}", None, 204, (404,),
              token=w.OWNER),
         Race("server tag add", "PUT", f"/servers/{server}/tags/race-tag", None, 201, (204,), token=w.OWNER),
+        *_server_races(),
+        # last: the server is gone until the next restock
         Race("server delete", "DELETE", f"/servers/{server}", None, 204, (), token=w.OWNER, winners=0,
              counted=_delete_actions(server)),
     ]
@@ -98,6 +155,8 @@ class Outcome:
     def ok(self) -> bool:
         winners = self.statuses.count(self.race.winner)
         others = [s for s in self.statuses if s != self.race.winner]
+        if self.race.winners is None:  # each accepted copy is its own write
+            return all(s in self.race.losers for s in others) and self.counted in (None, winners)
         if self.race.winners == 0:  # idempotent: every copy answers the success status
             good = winners == len(self.statuses)
         else:

@@ -1,8 +1,9 @@
 """A database stopped and started under write load, on a server of the run's own.
 
-Writers create flavors through the API without pause; each 200 is an acknowledged write. The
+Writers create flavors, or boot servers and write to them (metadata, stop), through the API
+without pause; each 200 (202 for a boot) is an acknowledged write. The
 database goes down for a while and comes back; the same application (no process restart) goes on
-serving. Afterwards every acknowledged flavor must be in the database (0 lost writes), and the
+serving. Afterwards every acknowledged flavor or server must be in the database (0 lost writes), and the
 time from the database being up again to the first acknowledged write is the recovery time.
 Answers while the database is down are counted apart: they may be errors (a 500 in Nova's fault
 format, as Nova answers then), never a hang.
@@ -19,7 +20,7 @@ import time
 import sqlalchemy as sa
 
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db.models import FLAVORS
+from openkeel_compute.db.models import FLAVORS, INSTANCES
 from tests.databases import own_database_server
 from tests.reliability import world as w
 
@@ -40,7 +41,8 @@ class Report(w.WriteLoad):
 
 
 def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: float = 3.0,
-        after: float = 5.0) -> Report:
+        after: float = 5.0, writes: str = "flavors") -> Report:
+    """``writes``: "flavors" (flavor creates) or "servers" (boots, metadata and stops)."""
     report = Report()
     lock = threading.Lock()
     phase = {"name": "before", "up_at": None}
@@ -63,7 +65,11 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
                         else:
                             report.errors_while_down += 1
 
-            threads = [threading.Thread(target=w.create_flavors, args=(world, f"rs-{i}", stop, record), daemon=True)
+            writer = w.create_flavors
+            if writes == "servers":
+                w.unlimited_quota(world)
+                writer = w.server_writes
+            threads = [threading.Thread(target=writer, args=(world, f"rs-{i}", stop, record), daemon=True)
                        for i in range(writers)]
             for thread in threads:
                 thread.start()
@@ -80,7 +86,11 @@ def run(kind: str, port: int, *, writers: int = 4, before: float = 3.0, outage: 
             for thread in threads:
                 thread.join(60)
             with db_api.reader(world.engine) as conn:
-                stored = {row[0] for row in conn.execute(sa.select(FLAVORS.c.flavorid))}
+                if writes == "servers":
+                    stored = {row[0] for row in conn.execute(sa.select(INSTANCES.c.uuid).where(
+                        INSTANCES.c.deleted == 0))}
+                else:
+                    stored = {row[0] for row in conn.execute(sa.select(FLAVORS.c.flavorid))}
             report.lost = len(set(report.acknowledged_ids) - stored)
             world.close()
         finally:

@@ -93,11 +93,11 @@ class WriteLoad:
     def acknowledged(self) -> int:
         return len(self.acknowledged_ids)
 
-    def heard(self, flavorid: str, status: int, seconds: float) -> None:
+    def heard(self, flavorid: str | None, status: int, seconds: float) -> None:
         """Count one answer (under the caller's lock)."""
         self.requests += 1
         self.slowest_answer_seconds = max(self.slowest_answer_seconds, seconds)
-        if status == 200:
+        if status == 200 and flavorid is not None:
             self.acknowledged_ids.append(flavorid)
 
 
@@ -114,6 +114,36 @@ def create_flavors(world: World, prefix: str, stop, record, pause: float = 0.0) 
         record(flavorid, answer.status, sent_at, time.monotonic() - sent_at)
         if pause or answer.status != 200:
             time.sleep(pause or 0.05)
+
+
+def server_writes(world: World, prefix: str, stop, record, pause: float = 0.0) -> None:
+    """Server writes until ``stop`` is set, as a writer thread of the outage runs: boot a server
+    (``prefix-0``, …; acknowledged: 202, heard by its uuid), then set a metadata item on it and
+    stop it; ``record(id, status, sent_at, seconds)`` hears of each answer. The owner's quota must
+    allow it (``unlimited_quota``)."""
+    n = 0
+    while not stop.is_set():
+        name = f"{prefix}-{n}"
+        n += 1
+        sent_at = time.monotonic()
+        answer = api(world.app, "POST", "/servers", token=OWNER, version="2.37", body={"server": {
+            "name": name, "imageRef": IMAGE, "flavorRef": FLAVOR, "networks": "none"}})
+        uuid = answer.json()["server"]["id"] if answer.status == 202 else name
+        record(uuid, 200 if answer.status == 202 else answer.status, sent_at, time.monotonic() - sent_at)
+        if answer.status == 202:
+            for method, path, body in (("PUT", f"/servers/{uuid}/metadata/k", {"meta": {"k": name}}),
+                                       ("POST", f"/servers/{uuid}/action", {"os-stop": None})):
+                sent_at = time.monotonic()
+                got = api(world.app, method, path, token=OWNER, body=body)
+                record(None, got.status, sent_at, time.monotonic() - sent_at)
+        if pause or answer.status != 202:
+            time.sleep(pause or 0.05)
+
+
+def unlimited_quota(world: World, project: str = "demo") -> None:
+    got = api(world.app, "PUT", f"/os-quota-sets/{project}", body={"quota_set": {
+        "instances": -1, "cores": -1, "ram": -1}})
+    assert got.status == 200, got.body
 
 
 class World:
@@ -279,6 +309,7 @@ def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterat
                 if time.monotonic() > deadline:
                     raise RuntimeError(f"serve started {len(children(proc.pid))} of {workers} workers")
                 time.sleep(0.1)
+        world.serve_process = proc  # for a run that kills it
         yield "127.0.0.1", port
     finally:
         stop_group(proc, timeout=30)

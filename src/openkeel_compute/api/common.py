@@ -30,6 +30,7 @@ class Services:
     notifier: Any = None
     verify_project: Callable[[object, str, dict], None] | None = None  # (context, project id, WSGI environ)
     images: Any = None  # the image service's client, made on first use (POST /servers)
+    network: Any = None  # Neutron's client when [neutron] is set, made on first use
     pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
     # Server lists apart: their pages are larger and must not push the flavor lists out.
     server_pages: PageCache = dataclasses.field(default_factory=lambda: PageCache(SERVER_PAGES_MAX_BYTES))
@@ -91,9 +92,22 @@ def domain_errors():
 
 @contextlib.contextmanager
 def write(req):
-    """One transaction for one API write, with catalogue errors mapped to faults."""
+    """One transaction for one API write, with catalogue errors mapped to faults. A server read in
+    it is locked (``in_write``): see handlers/servers.py's ``read_server``."""
     with domain_errors(), db_api.transaction(services(req).engine) as conn:
-        yield conn
+        conn.info[_WRITE] = True
+        try:
+            yield conn
+        finally:
+            conn.info.pop(_WRITE, None)
+
+
+_WRITE = "openkeel.api_write"
+
+
+def in_write(conn) -> bool:
+    """Whether ``conn`` carries an API write transaction (``write``)."""
+    return bool(conn.info.get(_WRITE))
 
 
 @contextlib.contextmanager

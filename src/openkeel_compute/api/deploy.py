@@ -268,8 +268,13 @@ def build_services(conf: cfg.ConfigOpts) -> Services:
         from openkeel_compute.notifications import ApiNotifier as notifier_class
     except ImportError:  # pragma: no cover - notifications room not installed
         pass
+    engine = db_api.get_engine(conf)
     if notifier_class is not None:
-        notifier = notifier_class(conf, host=conf.host)
+        from openkeel_compute.notifications import server_events
+
+        notifier = notifier_class(conf, host=conf.host, engine=engine)
+        # Server notifications leave from the hooks in compute/ (after each commit), not from handlers.
+        server_events.install(notifier if notifier.sends_servers else None)
         if not notifier.enabled:
             # Handlers gather payloads only for a notifier: none at all when nothing is sent.
             notifier = None
@@ -278,7 +283,7 @@ def build_services(conf: cfg.ConfigOpts) -> Services:
         from openkeel_compute.api.identity import ProjectVerifier
 
         verify = ProjectVerifier(conf)
-    return Services(conf=conf, engine=db_api.get_engine(conf), notifier=notifier, verify_project=verify)
+    return Services(conf=conf, engine=engine, notifier=notifier, verify_project=verify)
 
 
 def _health_backends(conf: cfg.ConfigOpts) -> list[str]:

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import datetime as dt
 
-from sqlalchemy import select
+from sqlalchemy import and_, insert, or_, select, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.db.models import NODE_ZONES, TASK_LOG
+from openkeel_compute.db.models import INSTANCES, NODE_ZONES, TASK_LOG, utcnow
 
 TASK_NAME = "instance_usage_audit"
 
@@ -80,3 +80,44 @@ def report(conn: Connection, begin: dt.datetime, end: dt.datetime) -> dict:
         "log": {log["host"]: {"state": log["state"], "instances": log["task_items"], "errors": log["errors"],
                               "message": log["message"]} for log in logs},
     }
+
+
+# --- the audit's own steps (the controller runs them: controller/usage_audit.py) ------------------------
+
+def hosts(conn: Connection) -> list[str]:
+    """The compute hosts the audit runs for: the cluster's nodes."""
+    return sorted(conn.execute(select(NODE_ZONES.c.node)).scalars())
+
+
+def _log_of(task: str, host: str, begin: dt.datetime, end: dt.datetime):
+    return and_(TASK_LOG.c.task_name == task, TASK_LOG.c.host == host, TASK_LOG.c.period_beginning == begin,
+                TASK_LOG.c.period_ending == end, TASK_LOG.c.deleted == 0)
+
+
+def audited(conn: Connection, host: str, begin: dt.datetime, end: dt.datetime) -> bool:
+    """Whether the audit of this period already ran (or runs) for ``host``."""
+    return conn.execute(select(TASK_LOG.c.id).where(_log_of(TASK_NAME, host, begin, end))).first() is not None
+
+
+def active_in(conn: Connection, host: str, begin: dt.datetime, end: dt.datetime) -> list[str]:
+    """The servers on ``host`` during [begin, end): launched before its end, not terminated before its
+    beginning, deleted ones included (Nova's instance_get_active_by_window_joined)."""
+    query = (select(INSTANCES.c.uuid)
+             .where(INSTANCES.c.host == host, INSTANCES.c.launched_at < end,
+                    or_(INSTANCES.c.terminated_at.is_(None), INSTANCES.c.terminated_at > begin))
+             .order_by(INSTANCES.c.id))
+    return list(conn.execute(query).scalars())
+
+
+def begin_task(conn: Connection, host: str, begin: dt.datetime, end: dt.datetime, items: int) -> None:
+    """The period's RUNNING row (the unique key refuses a second one: the audit already runs)."""
+    now = utcnow()
+    conn.execute(insert(TASK_LOG).values(
+        task_name=TASK_NAME, state="RUNNING", host=host, period_beginning=begin, period_ending=end,
+        message="Instance usage audit started...", task_items=items or 0, errors=0, created_at=now,
+        updated_at=None, deleted=0))
+
+
+def end_task(conn: Connection, host: str, begin: dt.datetime, end: dt.datetime, errors: int, message: str) -> None:
+    conn.execute(update(TASK_LOG).where(_log_of(TASK_NAME, host, begin, end)).values(
+        state="DONE", errors=errors, message=message, updated_at=utcnow()))

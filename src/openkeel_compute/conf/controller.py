@@ -81,6 +81,16 @@ OPTS = [
     cfg.StrOpt("network_name", default="pod-network",
                help="The network name a server's addresses are listed under (GET /servers/{id} addresses). "
                     "Servers are on the cluster's pod network; this is the name users see for it."),
+    cfg.StrOpt("keep_pod_address", default="", choices=[
+                   ("", "no: each new launcher pod gets the address the network plugin gives it"),
+                   ("calico", "Calico: the pod annotation cni.projectcalico.org/ipAddrs"),
+                   ("kube-ovn", "Kube-OVN: the pod annotation ovn.kubernetes.io/ip_address")],
+               help="Keep a server's pod-network address across the new virtual machine instances a stop and "
+                    "start, a reboot, a resize or a rebuild make, through the annotation by which the cluster's "
+                    "network plugin gives a pod a chosen address: once a server has an address, its "
+                    "VirtualMachine's template asks for it again. Only when that plugin is the cluster's and "
+                    "its address pool allows it; another pod that took the address meanwhile keeps the new "
+                    "instance from starting."),
     cfg.StrOpt("storage_class",
                help="Storage class of the servers' disks (their DataVolumes); unset uses the cluster's default "
                     "storage class."),

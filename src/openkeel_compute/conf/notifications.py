@@ -3,12 +3,11 @@
 Two groups are involved:
 
 ``[notifications]``
-    The subset of Nova's options whose meaning carries over unchanged:
-    ``notification_format`` and ``versioned_notifications_topics``; and OpenKeel's own
-    ``send_queue_size``, ``send_max_wait`` and ``send_flush_seconds`` of the background sender. The others in
-    Nova's group (``notify_on_state_change``, ``default_level``,
-    ``bdms_in_notifications``, ``include_share_mapping``) only affect instance or
-    legacy notifications, which OpenKeel does not emit.
+    Nova's options whose meaning carries over unchanged: ``notification_format``,
+    ``versioned_notifications_topics``, ``notify_on_state_change`` and ``default_level``; and
+    OpenKeel's own ``send_queue_size``, ``send_max_wait`` and ``send_flush_seconds`` of the background
+    sender. Nova's ``bdms_in_notifications`` and ``include_share_mapping`` are not offered: OpenKeel's
+    server notifications carry ``block_devices`` and ``shares`` as Nova does with their defaults.
 
 ``[oslo_messaging_notifications]``
     oslo.messaging's own group (``driver``, ``transport_url``, ``topics``, ``retry``),
@@ -47,11 +46,13 @@ notifications_opts: list[cfg.Opt] = [
         ],
         deprecated_group="DEFAULT",
         help=(
-            "Which notification format to emit, with Nova's meaning. Flavor and key pair "
+            "Which notification format to emit, with Nova's meaning. Server notifications go out in "
+            "the legacy format (compute.instance.*, on the [oslo_messaging_notifications] topics) "
+            "with 'unversioned' or 'both' and in the versioned format (instance.*, on "
+            "versioned_notifications_topics) with 'versioned' or 'both'. Flavor and key pair "
             "notifications are sent in the versioned format only (flavors have no other; "
-            "Nova's legacy key pair notifications are not emitted), so they are sent when this "
-            "is 'versioned' or 'both' and never with the default 'unversioned'. Notifications can also be "
-            "switched off entirely with driver=noop in [oslo_messaging_notifications]."
+            "Nova's legacy key pair notifications are not emitted). Notifications can also be "
+            "switched off entirely with driver=noop in [oslo_messaging_notifications], the default."
         ),
     ),
     cfg.ListOpt(
@@ -61,6 +62,27 @@ notifications_opts: list[cfg.Opt] = [
             "Topics the versioned notifications are published on; each topic receives "
             "its own copy (routing key '<topic>.info' for flavor and key pair notifications)."
         ),
+    ),
+    cfg.StrOpt(
+        "notify_on_state_change",
+        choices=[
+            (None, "no instance update notifications"),
+            ("vm_state", "instance update notifications on changes of the server's state"),
+            ("vm_and_task_state", "instance update notifications on changes of its state or task"),
+        ],
+        deprecated_group="DEFAULT",
+        help=(
+            "As in Nova: when a server's state (vm_state) or also its task (task_state) changes, "
+            "send compute.instance.update / instance.update. Unset (Nova's default): none are sent."
+        ),
+    ),
+    cfg.StrOpt(
+        "default_level",
+        default="INFO",
+        choices=("DEBUG", "INFO", "WARN", "ERROR", "CRITICAL"),
+        deprecated_group="DEFAULT",
+        deprecated_name="default_notification_level",
+        help="As in Nova: the priority of the legacy (unversioned) server notifications.",
     ),
     cfg.IntOpt(
         "send_queue_size",

@@ -16,7 +16,14 @@ SERVICE_USER_GROUP = cfg.OptGroup(
     SERVICE_USER, title="Service credential",
     help="The credential the controller uses towards the image service: the token the cluster's image "
          "importer sends to Glance. Leave auth_type unset when Glance needs no token (noauth2, or the local "
-         "image service).")
+         "image service). With send_service_user_token, the API also sends this credential's token as "
+         "X-Service-Token beside the caller's on every Neutron call, as Nova does.")
+
+SEND_SERVICE_USER_TOKEN = cfg.BoolOpt(
+    "send_service_user_token", default=False,
+    help="Send the service credential's token (X-Service-Token) with the caller's token on the calls Nova "
+         "makes with one (Neutron), so that a caller's token expiring during a long operation is still "
+         "accepted. As Nova's option of the same name.")
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
@@ -25,6 +32,7 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     from keystoneauth1 import loading as ks_loading
 
     conf.register_group(groups.own(SERVICE_USER_GROUP))
+    conf.register_opt(SEND_SERVICE_USER_TOKEN, group=SERVICE_USER)
     ks_loading.register_session_conf_options(conf, SERVICE_USER)
     ks_loading.register_auth_conf_options(conf, SERVICE_USER)
 
@@ -32,5 +40,5 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
     from keystoneauth1 import loading as ks_loading
 
-    return [(SERVICE_USER_GROUP, ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
+    return [(SERVICE_USER_GROUP, [SEND_SERVICE_USER_TOKEN] + ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
              + ks_loading.get_auth_plugin_conf_options("password"))]

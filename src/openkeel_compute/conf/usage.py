@@ -1,9 +1,18 @@
-"""[DEFAULT] instance_usage_audit_period: the audit periods os-instance_usage_audit_log reports on
-(Nova's option; the controller's periodic audit records its runs per period in the task log)."""
+"""[DEFAULT] instance_usage_audit and instance_usage_audit_period: whether the controller runs Nova's periodic
+instance usage audit, and the audit periods it and os-instance_usage_audit_log use (Nova's options; the audit
+records its runs per period and node in the task log)."""
 
 from oslo_config import cfg
 
 AUDIT_OPTS = [
+    cfg.BoolOpt(
+        "instance_usage_audit",
+        default=False,
+        help="As Nova's option: the controller audits the servers' usage once per period "
+        "(instance_usage_audit_period) and node, sending compute.instance.exists / instance.exists for every "
+        "server that was on the node during the last completed period and recording the run in the task "
+        "log that os-instance_usage_audit_log reports.",
+    ),
     cfg.StrOpt(
         "instance_usage_audit_period",
         default="month",

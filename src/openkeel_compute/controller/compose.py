@@ -2,7 +2,8 @@
 
 Every root disk import goes through here (a build, a rebuild, a resize's new disks, a VM pinned to
 another node): the pure composition (``kubevirt.server.compose``) with Glance's URL and the service
-token of ``controller/images.py``.
+token of ``controller/images.py``, and for a zero-disk flavor the image's size as the image service
+reports it (Nova sizes such a root disk from the image).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from openkeel_compute.compute import flavor_copy
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.controller.images import ImageAccess
+from openkeel_compute.images.errors import ImageBadRequest, ImageNotAuthorized, ImageNotFound
 from openkeel_compute.kubevirt.server import ServerObjects, ServerOptions, compose
 from openkeel_compute.model import sysmeta
 
@@ -29,11 +31,18 @@ class Composer:
         image = image_from_system_metadata({k: v for k, v in server["system_metadata"].items()
                                             if k.startswith(sysmeta.IMAGE_PREFIX)})
         image["id"] = server["image_ref"]
+        cur = flavor or flavor_copy.FlavorCopy.loads(server["flavor"]).cur
+        if not int(cur.get("root_gb") or 0) and self.images is not None and image["id"]:
+            # a zero-disk flavor's root disk is the image's size, which the server's record does not keep
+            try:
+                image.update(self.images.sizes(str(image["id"])))
+            except (ImageNotFound, ImageNotAuthorized, ImageBadRequest):
+                pass  # gone or hidden since the boot: the image's min_disk, if it has one, sizes the disk
         options, token = self.options, None
         if self.images is not None:
             options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
             token = self.images.token()
-        return compose(server, flavor or flavor_copy.FlavorCopy.loads(server["flavor"]).cur, image,
+        return compose(server, cur, image,
                        server.get("key_data"), options, image_token=token, **kwargs)
 
     def token(self) -> str | None:

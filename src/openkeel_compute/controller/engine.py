@@ -48,7 +48,7 @@ from openkeel_compute.controller.plan import (
     plan,
 )
 from openkeel_compute.controller.settings import Settings
-from openkeel_compute.db.api import reader
+from openkeel_compute.db.api import reader, unavailable
 from openkeel_compute.kubevirt.flavor import FlavorCheck
 from openkeel_compute.kubevirt.mapping import ANN_ID
 from openkeel_compute.kubevirt.names import kubernetes_name
@@ -374,16 +374,22 @@ class Controller:
                 return total
 
     def run(self, stop: threading.Event) -> None:
-        """Until ``stop``: resync at start and every resync_interval, the outbox in between."""
+        """Until ``stop``: resync at start and every resync_interval, the outbox in between.
+
+        Nothing a pass meets ends the loop. The database away (its server down or unreachable): one
+        warning when it goes, passes tried again with a delay doubling up to 30 s, one line when it is
+        back, and the loop goes on where it was (the outbox rows still pending are the work left; the
+        Lease is renewed by its own thread meanwhile, so the replica stays the leader when it can)."""
         next_resync = self.clock()
         transient_delay = self.settings.poll_interval
+        database_away: float | None = None  # since when (the clock), while the database is away
         while not stop.is_set():
-            self.update_gauges()
-            if not self.is_leader():
-                next_resync = self.clock()  # a new leader starts with a full resync
-                stop.wait(self.settings.poll_interval)
-                continue
             try:
+                self.update_gauges()
+                if not self.is_leader():
+                    next_resync = self.clock()  # a new leader starts with a full resync
+                    stop.wait(self.settings.poll_interval)
+                    continue
                 if self.clock() >= next_resync:
                     report = self.resync()
                     if report.transient is None:
@@ -391,11 +397,22 @@ class Controller:
                 else:
                     report = self.process_outbox()
                 servers_busy = self._server_pass(report)
-            except Exception:
-                LOG.exception("reconcile pass failed")
-                self._error("internal")
+            except Exception as exc:
+                if unavailable(exc):
+                    if database_away is None:
+                        database_away = self.clock()
+                        LOG.warning("the database cannot be used, trying again with backoff: %s",
+                                    str(exc).splitlines()[0][:300])
+                    self._error("database")
+                else:
+                    LOG.exception("reconcile pass failed")
+                    self._error("internal")
                 stop.wait(transient_delay)
+                transient_delay = min(30.0, transient_delay * 2)
                 continue
+            if database_away is not None:
+                LOG.warning("the database is back after %.0f s: carrying on", self.clock() - database_away)
+                database_away = None
             if report.transient is not None:
                 LOG.warning("transient failure, backing off %.1fs: %s", transient_delay, report.transient)
                 stop.wait(transient_delay)

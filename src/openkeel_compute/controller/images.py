@@ -34,6 +34,8 @@ class ImageAccess:
         self._endpoint = endpoint
         self.auth = auth
         self.session = session
+        self._client: Any = None
+        self._sizes: dict[str, dict[str, int]] = {}  # image id -> its size and virtual size (they never change)
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> ImageAccess:
@@ -53,6 +55,21 @@ class ImageAccess:
             assert self.conf is not None, "an image access without configuration is given its endpoint"
             self._endpoint = GlanceClient(self.conf).endpoint(None, environ)
         return self._endpoint
+
+    def sizes(self, image_id: str) -> dict[str, int]:
+        """The image's ``size`` and ``virtual_size`` (bytes) as the image service reports them, the
+        fields it has (Nova reads them from the image service at build, not from what the server keeps).
+        Raises ImageNotFound when the image is gone, ImageServiceUnavailable when the service is away."""
+        if image_id not in self._sizes:
+            if self._client is None:
+                from openkeel_compute.images.glance import GlanceClient
+
+                assert self.conf is not None, "an image access without configuration reads no image"
+                self._client = GlanceClient(self.conf)
+            environ = {"keystone.token_auth": self.auth} if self.auth is not None else {}
+            image = self._client.show(None, image_id, environ)
+            self._sizes[image_id] = {k: int(image[k]) for k in ("size", "virtual_size") if image.get(k)}
+        return dict(self._sizes[image_id])
 
     def token(self) -> str | None:
         """A valid service token (keystoneauth renews it before it expires), or None without a credential."""

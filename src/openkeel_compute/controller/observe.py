@@ -5,7 +5,8 @@ with the cluster (the watch cache when it is in step, else three lists), turns t
 states (``kubevirt.vmstatus.observe``, pure) and writes what changed, ``batch_size`` servers per
 transaction, each write a compare-and-swap on the task it read (an API action asked meanwhile wins). A
 build ends ACTIVE or ERROR (with a fault), a delete ends with the row soft-deleted once nothing of the
-server is left in the cluster; the task's event is finished when the task ends.
+server is left in the cluster; the task's event is finished when the task ends. With ``[controller]
+keep_pod_address`` the VM's template asks the network plugin for the address its guest has.
 """
 
 from __future__ import annotations
@@ -35,7 +36,8 @@ from openkeel_compute.controller.steps.base import Context
 from openkeel_compute.controller.watch import ObjectView, Snapshot
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
-from openkeel_compute.kubevirt.server import image_token_secret
+from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.kubevirt.server import image_token_secret, pod_address_annotation
 from openkeel_compute.kubevirt.vmstatus import Observation, observe
 from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model.states import task_states
@@ -214,6 +216,8 @@ class Observer:
             self._deleted(ctx, server, namespace, writes)
             return seen
         self._changed(ctx, server, seen, writes, key)
+        if ctx.settings.keep_pod_address and view[0] is not None and seen.addresses:
+            _keep_address(ctx, namespace, uuid, view[0], seen.addresses)
         return seen
 
     def _deleted(self, ctx: Context, server: dict[str, Any], namespace: str, writes: list[Write] | None) -> None:
@@ -242,8 +246,8 @@ class Observer:
         uuid = server["uuid"]
         changes: dict[str, Any] = {"vm_state": seen.vm_state, "task_state": seen.task_state,
                                    "power_state": seen.power_state}
-        if seen.addresses is not None:
-            changes["network_info"] = json.dumps(seen.addresses)
+        if seen.addresses is not None and (seen.addresses or server.get("network_info") is not None):
+            changes["network_info"] = json.dumps(seen.addresses)  # a server never given an address keeps none
         if seen.progress is not None:
             changes["progress"] = seen.progress
         if seen.host is not None:
@@ -324,6 +328,21 @@ class Observer:
             return
         if token is not None:
             ctx.cluster.apply_if_changed(image_token_secret(uuid, namespace, token, project_id), self._tokens)
+
+
+def _keep_address(ctx: Context, namespace: str, uuid: str, vm: dict[str, Any],
+                  shown: dict[str, list[dict[str, Any]]]) -> None:
+    """``[controller] keep_pod_address``: the VM's template asks the network plugin for the address its guest
+    has, so that the next VMI (a stop and start, a reboot, a resize, a rebuild) gets it again. A merge
+    patch of the template's annotations only: KubeVirt restarts nothing for it."""
+    wanted = pod_address_annotation(ctx.settings.keep_pod_address,
+                                    [a["addr"] for entries in shown.values() for a in entries])
+    if wanted is None:
+        return
+    annotations = (((vm.get("spec") or {}).get("template") or {}).get("metadata") or {}).get("annotations") or {}
+    if annotations.get(wanted[0]) != wanted[1]:
+        body = {"spec": {"template": {"metadata": {"annotations": {wanted[0]: wanted[1]}}}}}
+        ctx.cluster.patch("VirtualMachine", namespace, server_vm_name(uuid), body, patch="merge")
 
 
 def _write(ctx: Context, writes: list[Write]) -> None:

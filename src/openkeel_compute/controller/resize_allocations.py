@@ -16,10 +16,12 @@ LOG = logging.getLogger(__name__)
 class Allocations:
     """Nova's resize accounting in Placement (``placement``: the Placement client, or None without one).
 
-    At the start the server's allocation (the old flavor) moves to the migration's uuid and the server
-    claims the new flavor on a node Placement offers for it: another node than its own unless
-    ``same_host`` ([DEFAULT] allow_resize_to_same_host), its own first when it may stay; confirm gives
-    the migration's allocation back; revert moves it back onto the server (replacing the new flavor's)."""
+    At the start, in one POST /allocations, the server's allocation (the old flavor) moves to the
+    migration's uuid and the server claims the new flavor on a node Placement offers for it: another
+    node than its own unless ``same_host`` ([DEFAULT] allow_resize_to_same_host), its own first when it
+    may stay. The server is never without an allocation, so the allocations audit never sees it holding
+    nothing. Confirm gives the migration's allocation back; revert moves it back onto the server
+    (replacing the new flavor's)."""
 
     def __init__(self, placement: Any, *, same_host: bool = True, max_results: int = 1000) -> None:
         self.placement = placement
@@ -29,41 +31,34 @@ class Allocations:
     def resize(self, server_uuid: str, migration: str, new_flavor: dict, *,
                image_properties: dict | None = None, zone: str | None = None) -> str | None:
         """Claim ``new_flavor`` for the server; the provider holding it (None: no Placement, or nothing
-        claimed for the server before). NoValidHost when no node may take it: the old flavor's
-        allocation is then the server's again, as before the resize."""
+        claimed for the server before). NoValidHost when no node may take it: nothing changed then,
+        the old flavor's allocation is still the server's."""
         if self.placement is None:
             return None
         try:
             return self._resize(server_uuid, migration, new_flavor, image_properties, zone)
         except PlacementError as exc:  # Placement away: as Nova's scheduler, no valid host
             LOG.warning("server %s: resize not claimed, Placement failed: %s", server_uuid, exc.message)
-            try:
-                if not self.placement.get_allocations(server_uuid).allocations:
-                    self.placement.move_allocations(migration, server_uuid)
-            except PlacementError:
-                pass  # still away: the audit gives the migration's back and claims the server's again
             raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
 
     def _resize(self, server_uuid: str, migration: str, new_flavor: dict, image_properties: dict | None,
                 zone: str | None) -> str | None:
-        if not self.placement.get_allocations(migration).allocations:
-            held = self.placement.get_allocations(server_uuid)
-            if not held.allocations:
-                return None  # nothing claimed for the server (a server from before Placement): nothing to move
-            self.placement.move_allocations(server_uuid, migration)
         moved = self.placement.get_allocations(migration)
-        source = node_provider(moved.allocations)
-        current = self.placement.get_allocations(server_uuid)
-        if current.allocations:
-            return node_provider(current.allocations)  # claimed already (a step tried again)
-        try:
-            return self._claim(server_uuid, moved, source, new_flavor, image_properties, zone)
-        except NoValidHost:
+        held = self.placement.get_allocations(server_uuid)
+        if moved.allocations:
+            if held.allocations:
+                return node_provider(held.allocations)  # moved and claimed already (a step tried again)
+            # moved by an earlier version in a request of its own, not claimed: the move is undone and
+            # made again together with the claim
             self.placement.move_allocations(migration, server_uuid)
-            raise
+            held = self.placement.get_allocations(server_uuid)
+        if not held.allocations:
+            return None  # nothing claimed for the server (a server from before Placement): nothing to move
+        return self._move_and_claim(server_uuid, migration, held, new_flavor, image_properties, zone)
 
-    def _claim(self, server_uuid: str, moved: Any, source: str, new_flavor: dict,
-               image_properties: dict | None, zone: str | None) -> str:
+    def _move_and_claim(self, server_uuid: str, migration: str, held: Any, new_flavor: dict,
+                        image_properties: dict | None, zone: str | None) -> str:
+        source = node_provider(held.allocations)
         query = resource_request(new_flavor, image_properties).query([zone_aggregate(zone)] if zone else None)
         found = self.placement.allocation_candidates(query, self.max_results)
         candidates = [c for c in found.candidates if node_provider(c.allocations) != source]
@@ -74,11 +69,13 @@ class Allocations:
             raise NoValidHost(f"No allocation candidates for {asked}"
                               + ("" if self.same_host else " on another node (allow_resize_to_same_host is false)"))
         for candidate in candidates:
-            generation = self.placement.get_allocations(server_uuid).generation
             try:
-                self.placement.put_allocations(server_uuid, candidate.allocations, project_id=moved.project_id,
-                                               user_id=moved.user_id, consumer_generation=generation)
-            except PlacementConflict:
+                self.placement.move_and_claim(server_uuid, migration, held, candidate.allocations)
+            except PlacementConflict as exc:
+                if exc.concurrent_update:  # the server's allocation changed meanwhile (the audit): read again
+                    held = self.placement.get_allocations(server_uuid)
+                    if not held.allocations:
+                        raise NoValidHost("The server's allocation went away meanwhile") from None
                 continue
             return node_provider(candidate.allocations)
         raise NoValidHost(f"Every allocation candidate for {asked} was taken meanwhile")

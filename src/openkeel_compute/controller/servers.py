@@ -54,7 +54,7 @@ from openkeel_compute.controller.steps.base import (
 from openkeel_compute.controller.steps.power import verb_for
 from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
-from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.api import reader, transaction, unavailable
 from openkeel_compute.model import operations as ops
 from openkeel_compute.placement.client import PlacementClient
 
@@ -66,11 +66,12 @@ _DONE, _OVER, _WAITS, _FAILS, _AWAY = "done", "over", "waits", "fails", "away"
 
 
 def _pending_servers(engine: Engine, limit: int) -> list[ServerRow]:
-    query = (select(OUTBOX.c.id, OUTBOX.c.object_id, OUTBOX.c.operation, OUTBOX.c.payload)
+    query = (select(OUTBOX.c.id, OUTBOX.c.object_id, OUTBOX.c.operation, OUTBOX.c.payload, OUTBOX.c.attempts,
+                    OUTBOX.c.last_error)
              .where(and_(OUTBOX.c.done_at.is_(None), OUTBOX.c.kind == ops.SERVER)).order_by(OUTBOX.c.id).limit(limit))
     with reader(engine) as conn:
-        return [ServerRow(i, o, op, p if isinstance(p, dict) else json.loads(p or "{}"))
-                for i, o, op, p in conn.execute(query)]
+        return [ServerRow(i, o, op, p if isinstance(p, dict) else json.loads(p or "{}"), attempts or 0, error)
+                for i, o, op, p, attempts, error in conn.execute(query)]
 
 
 def _finish_rows(target: Any, ids: list[int], *, error: str | None = None, done: bool = True) -> None:
@@ -131,6 +132,7 @@ class ServerLoop:
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())
         confirm.auto_confirm(ctx, self.settings.resize_confirm_window)
+        confirm.close_reset(ctx)
         if self.clock() >= self._next_sweep:
             try:
                 self.sweep_orphans()
@@ -229,12 +231,18 @@ class ServerLoop:
             outcome: Outcome = spec.step(ctx, row, server if server is not None else {})  # a read gets no row
         except Wait as wait:
             outcome = Waiting(wait.reason, wait.after)
-        except Exception as exc:  # noqa: BLE001 - the row stays pending with the error, tried again later
-            result = self._record(row, Failed(str(exc)), problems)
-            return _AWAY if result == _FAILS and transient(exc) else result
-        return self._record(row, outcome, problems)
+        except Exception as exc:
+            if unavailable(exc):
+                raise  # the database away: the pass ends, no attempt is counted (controller/engine.py waits)
+            away = transient(exc)
+            result = self._record(ctx, row, server, Failed(str(exc)), problems, counted=not away)
+            return _AWAY if result == _FAILS and away else result
+        return self._record(ctx, row, server, outcome, problems)
 
-    def _record(self, row: ServerRow, outcome: Outcome, problems: dict[str, str]) -> str:
+    def _record(self, ctx: Context, row: ServerRow, server: dict[str, Any] | None, outcome: Outcome,
+                problems: dict[str, str], *, counted: bool = True) -> str:
+        """``counted``: the failure backs the row off and may end the task once its attempts are spent (a
+        cluster that does not answer at all spends none: the row is tried on the next pass)."""
         if isinstance(outcome, Done):
             self._not_before.pop(row.id, None)
             return _DONE
@@ -244,13 +252,24 @@ class ServerLoop:
                 self._not_before[row.id] = self.clock() + outcome.after
             return _WAITS
         error = f"{row.operation}: {outcome.reason}"
-        LOG.warning("server %s %s", row.server_uuid, error)
+        # logged once: a row that keeps failing for the same reason says so at DEBUG after the first time
+        LOG.log(logging.DEBUG if error[:_ERROR_MAX] == row.last_error and not outcome.final else logging.WARNING,
+                "server %s %s", row.server_uuid, error)
         self._not_before.pop(row.id, None)
+        spec = TABLE.get(row.operation)
+        if (not outcome.final and counted and server and spec is not None and spec.give_up is not None
+                and row.attempts + 1 >= self.settings.step_attempts):
+            LOG.warning("server %s %s: %d attempts failed, the task ends in a fault", row.server_uuid,
+                        row.operation, row.attempts + 1)
+            outcome = spec.give_up(ctx, row, server, outcome.reason)
         if outcome.final:  # the task ended in Nova's fault: the row is over, its last attempt counted
             _finish_rows(self.engine, [row.id], error=error)
             return _OVER
         problems[row.server_uuid] = error
         _finish_rows(self.engine, [row.id], error=error, done=False)
+        if counted:  # a cluster that does not answer ends the pass instead: its rows are tried on the next
+            delay = min(self.settings.retry_max_delay, self.settings.retry_delay * 2 ** min(row.attempts, 16))
+            self._not_before[row.id] = self.clock() + delay
         return _FAILS
 
     # -- observing and the periodic tasks ------------------------------------------------------------

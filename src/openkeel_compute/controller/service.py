@@ -13,7 +13,7 @@ from lightkube import Client
 from openkeel_compute import signals
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import audit, nodes, providers
+from openkeel_compute.controller import audit, nodes, providers, usage_audit
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
@@ -24,9 +24,12 @@ from openkeel_compute.controller.metrics import Metrics
 from openkeel_compute.controller.render import RenderBackend
 from openkeel_compute.controller.servers import ServerLoop
 from openkeel_compute.controller.settings import ServerSettings, Settings
+from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.db.api import get_engine
 from openkeel_compute.kubevirt.flavor import FlavorCheck
+from openkeel_compute.notifications import server_events
+from openkeel_compute.notifications.server import ServerNotifier
 from openkeel_compute.placement import client as placement_client
 
 LOG = logging.getLogger(__name__)
@@ -83,13 +86,40 @@ def _node_publisher(engine, cluster: Gateway, stop: threading.Event, interval: f
     def loop() -> None:
         while not stop.wait(max(interval, 1.0)):
             if is_leader():
-                nodes.sync(engine, cluster)
-                if publish_providers is not None:
-                    publish_providers()
+                try:
+                    nodes.sync(engine, cluster)
+                    if publish_providers is not None:
+                        publish_providers()
+                except Exception as exc:  # noqa: BLE001 - the database or the cluster away: next time
+                    LOG.warning("nodes not published: %s", str(exc).splitlines()[0][:300] if str(exc) else exc)
 
     thread = threading.Thread(target=loop, name="node-zones", daemon=True)
     thread.start()
     return thread
+
+
+def _when_database_answers(work, stop: threading.Event, max_delay: float = 30.0) -> bool:
+    """Run ``work`` (a start-up step reading or writing the database); while the database is away, try
+    again with a delay doubling up to ``max_delay``, as the running loop does (False: stopped first)."""
+    delay = 0.5
+    away = False
+    while True:
+        try:
+            work()
+        except Exception as exc:
+            if not db_api.unavailable(exc):
+                raise
+            if not away:
+                LOG.warning("the database cannot be used yet, trying again with backoff: %s",
+                            str(exc).splitlines()[0][:300])
+                away = True
+            if stop.wait(delay):
+                return False
+            delay = min(max_delay, delay * 2)
+            continue
+        if away:
+            LOG.warning("the database answers: starting")
+        return True
 
 
 def placement_from(conf: Any, embedded_url: str | None = None):
@@ -102,6 +132,34 @@ def placement_from(conf: Any, embedded_url: str | None = None):
     return PlacementClient.from_conf(conf)
 
 
+def _server_notifier(conf: Any, engine: Any) -> ServerNotifier | None:
+    """The controller's server notifications (the compute steps' instance.* events), installed for the
+    hooks in compute/; None when nothing would be sent."""
+    notifier = ServerNotifier(conf, host=conf.host, engine=engine)
+    if not notifier.sends_servers:
+        notifier.close()
+        return None
+    server_events.install(notifier)
+    return notifier
+
+
+def _with_usage_audit(conf: Any, engine: Any, notifier: Any, then: Any) -> Any:
+    """The leader's periodic work, with Nova's instance usage audit when [DEFAULT] instance_usage_audit is on
+    (once per period and node: controller/usage_audit.py)."""
+    if not conf.instance_usage_audit:
+        return then
+
+    def work() -> None:
+        if then is not None:
+            then()
+        try:
+            usage_audit.run(engine, conf.instance_usage_audit_period, notifier)
+        except Exception as exc:  # noqa: BLE001 - the next pass tries again
+            LOG.warning("instance usage audit not run: %s", exc)
+
+    return work
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None, placement_url: str | None = None,
         flavor_check: FlavorCheck | None = None) -> int:
@@ -109,7 +167,18 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
     ``[placement]`` (or the embedded one at ``placement_url``) and the nodes are its providers."""
     metrics = Metrics()
     engine = get_engine(conf)
-    migration.sync(engine)
+    stop = stop or threading.Event()
+    if not once:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            try:
+                signal.signal(sig, signals.setter(stop))
+            except ValueError:  # not the main thread (tests)
+                pass
+    if once:
+        migration.sync(engine)
+    elif not _when_database_answers(lambda: migration.sync(engine), stop):
+        return 0
+    notifier = _server_notifier(conf, engine)
     backend, cluster = build_backend(conf, kubeconfig, render_dir, metrics)
     elector = None
     if cluster is not None:
@@ -119,28 +188,39 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                                 on_change=lambda leader: metrics.leader.set(1 if leader else 0))
     servers = None
     publish_providers = None
+
+    def is_leader() -> bool:
+        return elector.is_leader if elector is not None else True
+
     if cluster is not None:  # servers need a cluster: rendering YAML files has no status to read back
         placement = placement_from(conf, placement_url)
         claims = Claims.from_conf(placement, conf)
         servers = server_loop_from(conf, engine, cluster, once=once, claims=claims)  # one pass: lists, no watches
-        nodes.sync(engine, cluster)
+        if once:
+            nodes.sync(engine, cluster)
+        elif not _when_database_answers(lambda: nodes.sync(engine, cluster), stop):
+            return 0
 
-        def publish_providers():
-            if providers.sync_from_conf(placement, cluster, conf) is not None:
+        def publish_providers(audit_too: bool = True):
+            # the audit repairs allocations: the leader's business only, never before the Lease is held
+            # (the node publisher calls this only while leading; it checks again right before)
+            if providers.sync_from_conf(placement, cluster, conf) is not None and audit_too and is_leader():
                 try:
                     audit.audit(engine, placement)
                 except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
                     LOG.warning("allocations not audited: %s", exc)
 
-        publish_providers()
+        publish_providers(audit_too=False)  # the nodes' providers before the first claim; no audit yet
     controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf), metrics,
-                            is_leader=(lambda: elector.is_leader) if elector else (lambda: True), servers=servers,
+                            is_leader=is_leader, servers=servers,
                             flavor_check=flavor_check)
     try:
         if once:
             if elector is not None and not _acquire_within(elector, elector.duration + elector.renew_interval):
                 LOG.warning("another replica holds lease %s/%s: nothing done", elector.namespace, elector.name)
                 return 1
+            if publish_providers is not None:
+                publish_providers()  # the Lease is held now: the audit too
             report = controller.run_once()
             for flavor_id, problem in sorted(report.problems.items()):
                 LOG.warning("flavor %s: %s", flavor_id, problem)
@@ -148,24 +228,21 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
                      report.rows_done, len(report.problems),
                      f", stopped by: {report.transient}" if report.transient else "")
             return 0 if report.transient is None and not report.problems else 1
-        stop = stop or threading.Event()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            try:
-                signal.signal(sig, signals.setter(stop))
-            except ValueError:  # not the main thread (tests)
-                pass
         if conf.controller.metrics_port:
             metrics.serve(conf.controller.metrics_host, conf.controller.metrics_port)
         if elector is not None:
             elector.start()
         if cluster is not None:
-            _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval),
-                            (lambda: elector.is_leader) if elector else (lambda: True), publish_providers)
+            _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval), is_leader,
+                            _with_usage_audit(conf, engine, notifier, publish_providers))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)
         return 0
     finally:
+        if notifier is not None:
+            server_events.install(None)
+            notifier.close()
         if servers is not None:
             servers.close()
         if elector is not None and not once:

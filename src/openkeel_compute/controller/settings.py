@@ -62,6 +62,14 @@ class ServerSettings:
     orphan_interval: float = 300.0
     #: [controller] server_watch, off for a single pass (--once)
     watch: bool = False
+    #: [controller] keep_pod_address: the network plugin whose pod annotation keeps a server's address
+    keep_pod_address: str = ""
+    #: seconds before a failed row is tried again, doubled at each failed attempt up to retry_max_delay
+    retry_delay: float = 0.5
+    retry_max_delay: float = 30.0
+    #: failed attempts after which an operation that can end in Nova's fault (a build, a reboot, a
+    #: rebuild, a power action) gives up: bounded in time (about two minutes with the delays above)
+    step_attempts: int = 10
 
     @classmethod
     def from_conf(cls, conf: Any, *, once: bool = False) -> ServerSettings:
@@ -76,4 +84,5 @@ class ServerSettings:
                    batch_size=c.batch_size, reclaim_interval=float(conf.reclaim_instance_interval),
                    resize_confirm_window=float(conf.resize_confirm_window),
                    allow_resize_to_same_host=conf.allow_resize_to_same_host,
-                   orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once)
+                   orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
+                   keep_pod_address=c.keep_pod_address or "")

@@ -10,17 +10,20 @@ transactions wrote right before they commit (db/generations.py).
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import select
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from sqlalchemy import Engine, create_engine, event, exc
 from sqlalchemy.engine import Connection
 from sqlalchemy.pool import StaticPool
 
 from openkeel_compute.db import generations
+
+LOG = logging.getLogger(__name__)
 
 _ENGINES: dict[str, Engine] = {}
 _LOCK = threading.Lock()
@@ -180,16 +183,67 @@ def dispose_all() -> None:
 _SQLITE_WRITERS: dict[int, threading.Lock] = {}
 
 
+def unavailable(exc: BaseException) -> bool:
+    """Whether ``exc`` says the database cannot be used now (its server down or unreachable, a connection
+    lost, the pool out of connections), rather than refusing a statement: try again later."""
+    from sqlalchemy import exc as sa_exc
+
+    if isinstance(exc, sa_exc.TimeoutError):  # no connection from the pool in time
+        return True
+    if isinstance(exc, sa_exc.DBAPIError):
+        return exc.connection_invalidated or isinstance(exc, sa_exc.OperationalError | sa_exc.InterfaceError)
+    return False
+
+
+AFTER_COMMIT = "openkeel_after_commit"
+
+
+def after_commit(conn: Connection, callback: Callable[[], None], *, key: object = None,
+                 first: bool = False) -> None:
+    """Run ``callback()`` once ``conn``'s transaction (``transaction()``) has committed; never after a
+    rollback. Outside ``transaction()`` it runs at once. Callbacks run in the order given, except that
+    one given ``first`` runs before the others of its ``key``. A callback that raises is logged, never
+    raised to the writer: what follows a commit (a notification) cannot undo it."""
+    callbacks = conn.info.get(AFTER_COMMIT)
+    if callbacks is None:
+        _run_after_commit([(key, callback)])
+        return
+    if first:
+        for index, (other, _) in enumerate(callbacks):
+            if other == key:
+                callbacks.insert(index, (key, callback))
+                return
+    callbacks.append((key, callback))
+
+
+def _run_after_commit(callbacks: list[tuple[object, Callable[[], None]]]) -> None:
+    for _key, callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            LOG.exception("A step after a database commit failed")
+
+
 @contextlib.contextmanager
 def transaction(engine: Engine) -> Iterator[Connection]:
     """A connection inside one transaction: committed on success, rolled back on any error."""
+    callbacks: list[tuple[object, Callable[[], None]]] = []
     if engine.dialect.name == "sqlite":
         lock = _SQLITE_WRITERS.setdefault(id(engine), threading.Lock())
         with lock, engine.begin() as conn:
-            yield conn
-        return
-    with engine.begin() as conn:
-        yield conn
+            conn.info[AFTER_COMMIT] = callbacks
+            try:
+                yield conn
+            finally:
+                conn.info.pop(AFTER_COMMIT, None)
+    else:
+        with engine.begin() as conn:
+            conn.info[AFTER_COMMIT] = callbacks
+            try:
+                yield conn
+            finally:
+                conn.info.pop(AFTER_COMMIT, None)
+    _run_after_commit(callbacks)
 
 
 @contextlib.contextmanager

@@ -263,6 +263,20 @@ INSTANCE_SYSTEM_METADATA = Table(
     UniqueConstraint("instance_uuid", "key", "deleted"),
 )
 
+# The controller's working state of a server (not Nova's): what a restarted controller needs to carry
+# on a move or a build, some of it longer than system metadata's 255 characters (a resize's matchers and
+# revisions as JSON, the node names a build was tried on). Keys are model.sysmeta's ``openkeel_``
+# names listed in ``sysmeta.WORKING_STATE``; a value is unbounded text. No soft delete: an item unset is
+# gone, and the rows of a server go with its working state once its delete completes.
+INSTANCE_CONTROLLER_STATE = Table(
+    "instance_controller_state",
+    metadata,
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), primary_key=True, nullable=False),
+    Column("key", ExactString(255), primary_key=True, nullable=False),
+    Column("value", Text, nullable=False),
+    *_timestamps(),
+)
+
 # Tags (2.26): no soft delete, as in Nova; a server's tags go when its row is purged.
 TAGS = Table(
     "tags",
@@ -468,4 +482,42 @@ TASK_LOG = Table(
     Index("ix_task_log_period_beginning", "period_beginning"),
     Index("ix_task_log_host", "host"),
     Index("ix_task_log_period_ending", "period_ending"),
+)
+
+# The networks and ports a server was booted with when Neutron is the network service (Nova keeps
+# them in the request spec's requested_networks): one row per requested interface, in the order
+# asked. The API writes network_id (a port's own network once checked), port_id (a port the user
+# passed), fixed_ip and tag; the controller fills port_id of the ports it creates and sets
+# port_created for them (deleted with the server, where a user's port is only unbound).
+INSTANCE_NETWORK_REQUESTS = Table(
+    "instance_network_requests",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("position", Integer, nullable=False),
+    Column("network_id", ExactString(36), nullable=True),
+    Column("port_id", ExactString(36), nullable=True),
+    Column("fixed_ip", String(39), nullable=True),
+    Column("tag", String(60), nullable=True),
+    Column("port_created", Boolean, nullable=False, default=False, server_default=false()),
+    *_soft_delete(),
+    UniqueConstraint("instance_uuid", "position", "deleted", name="uniq_instance_network_requests0position"),
+)
+
+# Events from other services (POST /os-server-external-events: Neutron's network-vif-plugged, ...,
+# Cinder's volume-extended) accepted for a server on a host, for the controller to act on (release
+# a wait for plugged ports, refresh or drop an interface). handled_at is set once consumed.
+INSTANCE_EXTERNAL_EVENTS = Table(
+    "instance_external_events",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("instance_uuid", ExactString(36), nullable=False),
+    Column("name", String(64), nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("tag", String(255), nullable=True),
+    Column("host", ExactString(255), nullable=True),
+    Column("created_at", DateTime, nullable=False, default=utcnow),
+    Column("handled_at", DateTime, nullable=True),
+    Index("ix_instance_external_events_instance_uuid", "instance_uuid"),
+    Index("ix_instance_external_events_handled_at", "handled_at"),
 )

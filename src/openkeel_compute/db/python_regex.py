@@ -260,6 +260,17 @@ def _intersect(a, b) -> list[tuple[int, int]]:
     return out
 
 
+# The longest program handed to RE2: each \w is ~11 KiB of code points, and RE2's compile time grows
+# with the text (~0.1 s for this much), before its own memory bound (8 MiB) refuses what repeats.
+_MAX_PROGRAM = 512 * 1024
+
+
+def _bounded(program: str) -> str:
+    if len(program) > _MAX_PROGRAM:
+        raise Unsupported("pattern too large once its Unicode classes are spelled out")
+    return program
+
+
 class Pattern:
     """A compiled filter: ``search(text)`` is whether Python's ``re.search`` would find a match."""
 
@@ -268,7 +279,7 @@ class Pattern:
         parsed = _parser.parse(source, 0)
         flags = parsed.state.flags
         plain = _Writer(spelled=False)
-        self._plain = compile_re2(plain.write(list(parsed), flags))
+        self._plain = compile_re2(_bounded(plain.write(list(parsed), flags)))
         self._boundary, self._end = bool(plain.boundaries), plain.end
         self._spelled = None
         if plain.boundaries or plain.end:
@@ -276,7 +287,7 @@ class Pattern:
                 raise Unsupported("$ both with and without MULTILINE")
             spelled = _Writer(spelled=True)
             body = spelled.write(list(parsed), flags)
-            self._spelled = compile_re2(f"\\A(?s:...)*(?:{body})")
+            self._spelled = compile_re2(_bounded(f"\\A(?s:...)*(?:{body})"))
             self._all_newlines = plain.end_line
             self._spelling = _SPELLINGS[True in plain.boundaries]
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import json
 import time
 from typing import Any
 
@@ -173,6 +174,21 @@ class Lifecycle:
         uid = owner["metadata"]["uid"]
         return [o for o in list(self.store.objects.of_kind(plural).values())
                 if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or ())]
+
+    def _address_for(self, vmi: dict[str, Any]) -> str:
+        """The launcher pod's address: the one the pod asks its network plugin for (Calico's
+        ``cni.projectcalico.org/ipAddrs``, Kube-OVN's ``ovn.kubernetes.io/ip_address``; KubeVirt hands the
+        VMI's annotations to its pod) when no other live pod holds it, else the next free one."""
+        annotations = vmi["metadata"].get("annotations") or {}
+        asked = annotations.get("ovn.kubernetes.io/ip_address", "").split(",")[0]
+        try:
+            asked = (json.loads(annotations["cni.projectcalico.org/ipAddrs"]) or [""])[0]
+        except (KeyError, ValueError, TypeError, IndexError):
+            pass
+        held = {(p.get("status") or {}).get("podIP") for p in self.store.objects.of_kind("pods").values()
+                if not p["metadata"].get("deletionTimestamp")
+                and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed")}
+        return asked if asked and asked not in held else self.next_ip()
 
     def next_ip(self) -> str:
         self.ips += 1
@@ -477,7 +493,7 @@ class Lifecycle:
                 self._write(new)
                 self._moved(vmi, clock)  # scheduling starts again once the fault is cleared
                 return
-            pod_uid = self.launchers.scheduled(vmi, target, self.next_ip()) or new_uid()
+            pod_uid = self.launchers.scheduled(vmi, target, self._address_for(vmi)) or new_uid()
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target

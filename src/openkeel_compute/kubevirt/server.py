@@ -370,6 +370,21 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 HOSTNAME_LABEL = "kubernetes.io/hostname"  # a node's name, as the kubelet labels it
 
 
+#: the pod annotation through which a network plugin gives a pod a chosen address, and its value's form
+POD_ADDRESS_ANNOTATIONS: dict[str, tuple[str, str]] = {
+    "calico": ("cni.projectcalico.org/ipAddrs", "json"),  # a JSON list of addresses
+    "kube-ovn": ("ovn.kubernetes.io/ip_address", "comma"),  # addresses separated by commas
+}
+
+
+def pod_address_annotation(plugin: str, addrs: list[str]) -> tuple[str, str] | None:
+    """(annotation, value) asking the network plugin ``plugin`` for ``addrs``; None for no plugin or no address."""
+    if plugin not in POD_ADDRESS_ANNOTATIONS or not addrs:
+        return None
+    name, form = POD_ADDRESS_ANNOTATIONS[plugin]
+    return name, json.dumps(addrs) if form == "json" else ",".join(addrs)
+
+
 def require_zone(tspec: dict[str, Any], zone: str, default_zone: str) -> None:
     """Keep the server on nodes of availability zone ``zone`` (a required node affinity).
 

@@ -60,7 +60,9 @@ class Observation(NamedTuple):
     task_state: str | None
     power_state: int
     fault: Fault | None = None
-    addresses: dict[str, list[dict[str, Any]]] | None = None  # None: nothing to read, keep the last seen
+    #: the addresses the guest has now: its VMI's; none while no VMI runs or it shows none (a stopped
+    #: server's pod-network address is given back with its launcher pod). None: keep what the row has
+    addresses: dict[str, list[dict[str, Any]]] | None = None
     progress: int | None = None
     host: str | None = None  # the node the VMI runs on
     launched: bool = False  # the server reached Running for the first time: set launched_at
@@ -228,7 +230,10 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
         # VMI whose launcher pod went with its node (Failed, no reason) -- not "host unknown" any more.
         power, unresponsive = power_state.SHUTDOWN, False
     host = vmi_status.get("nodeName")
-    seen = addresses(vmi, network_name)
+    # Never an address the guest no longer has: the pod network's address goes with the launcher pod (a
+    # stop, a reboot, a rebuild, a resize, a move give the new VMI a new one, unless the network plugin
+    # keeps it), so what a VMI does not show (none, a finished one, a new one not yet reporting) is none.
+    seen = (addresses(vmi, network_name) if phase not in _FINAL else None) or {}
     base: _Seen = {"addresses": seen, "host": host, "host_status_unknown": unresponsive}
 
     if task == task_states.DELETING:
@@ -260,7 +265,15 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
                            progress=_progress(data_volumes), **base)
 
     if vm is None:
-        return Observation(ERROR, None, power, _gone(uuid), **base)
+        # Gone from the cluster (removed behind our back): Nova's power sync finds no guest on the host. A
+        # server that ran is stopped through the stop API (SHUTOFF, no fault); a start or a hard reboot
+        # makes the VM again from the server's record. A stop under way is done; any other task is its
+        # step's to end (it makes the VM again, or ends in Nova's fault).
+        if task == task_states.POWERING_OFF:
+            return Observation(STOPPED, None, power_state.NOSTATE, **base)
+        if task is None and vm_state not in _LEFT_ALONE and vm_state != STOPPED:
+            return Observation(STOPPED, None, power_state.NOSTATE, stopped_by_sync=True, **base)
+        return Observation(vm_state, task, power_state.NOSTATE if task is None else power, **base)
     if unresponsive:
         return Observation(vm_state, task, power, **base)
 

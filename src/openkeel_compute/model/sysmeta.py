@@ -1,8 +1,10 @@
 """The system-metadata keys of a server that more than one room reads or writes.
 
 Nova's own keys (what it shows or acts on) keep Nova's names; the controller's bookkeeping keys start
-with ``openkeel_`` and are never shown by the API. A value is a string (Nova's column), at most 255
-characters on every engine.
+with ``openkeel_`` and are never shown by the API. A value of system metadata is a string (Nova's
+column), at most 255 characters on every engine: the controller's keys kept there have values bounded by
+construction (event ids, a VMI's uid); those whose values can be longer are ``WORKING_STATE`` and live in
+a table of their own (compute/working_state.py).
 """
 
 from __future__ import annotations
@@ -39,12 +41,21 @@ TASK_EVENT = "openkeel_task_event"
 RESIZE_STEP_EVENT = "openkeel_resize_event"
 #: the VMI a hard reboot replaces: the reboot is done only once another VMI runs
 REPLACED_VMI = "openkeel_replaced_vmi"
-#: the nodes a build was tried on, comma-separated (Placement's alternates, [scheduler] max_attempts)
+
+# -- the controller's working state of unbounded length: not system metadata -----------------------------
+# Kept in table instance_controller_state (compute/working_state.py), whose values are text of any length:
+# in system metadata they would overflow its 255 characters on PostgreSQL and MariaDB.
+
+#: the nodes a build was tried on, comma-separated (Placement's alternates, [scheduler] max_attempts);
+#: a node name takes up to 253 characters
 TRIED_NODES = "openkeel_tried_nodes"
-#: the VM's matchers and ControllerRevisions before a resize (JSON), what a revert puts back
+#: the VM's matchers and ControllerRevisions before a resize (JSON, some 400 characters), what a revert
+#: puts back
 RESIZE_FROM = "openkeel_resize_from"
 #: the nodes of a resize, JSON {"source": node, "dest": node} (the claim chose the destination)
 RESIZE_NODES = "openkeel_resize_nodes"
+#: the keys of the controller's working state table
+WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES})
 
 
 def requested_nodes(system_metadata: dict[str, str] | None) -> tuple[str, ...]:

@@ -3,7 +3,8 @@
 ``ApiNotifier`` is the API process's one notifier (one transport): ``flavor.create``,
 ``flavor.update`` and ``flavor.delete`` with a FlavorPayload 1.4 (see
 :mod:`openkeel_compute.notifications.flavor`) and ``keypair.{create,import,delete}.{start,end}``
-with a KeypairPayload 1.0 (see :mod:`openkeel_compute.notifications.keypair`).
+with a KeypairPayload 1.0 (see :mod:`openkeel_compute.notifications.keypair`); and the server
+notifications (:mod:`openkeel_compute.notifications.server`), which the controller sends too.
 ``register_opts`` / ``list_opts`` cover the ``[notifications]`` and
 ``[oslo_messaging_notifications]`` options.
 """
@@ -17,9 +18,10 @@ from openkeel_compute.notifications.keypair import (
     Phase,
     build_keypair_payload,
 )
+from openkeel_compute.notifications.server import ServerNotifier
 
 
-class ApiNotifier(FlavorNotifier, KeypairNotifier):
+class ApiNotifier(FlavorNotifier, KeypairNotifier, ServerNotifier):
     """Every event the API sends, over one oslo.messaging transport."""
 
 
@@ -30,6 +32,7 @@ __all__ = [
     "KeypairAction",
     "KeypairNotifier",
     "Phase",
+    "ServerNotifier",
     "build_flavor_payload",
     "build_keypair_payload",
     "list_opts",

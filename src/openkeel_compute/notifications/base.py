@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # oslo.messaging is imported only when a notifier really send
 LOG = logging.getLogger(__name__)
 
 PAYLOAD_NAMESPACE = "nova"
+OSLO_GROUP = options.OSLO_NOTIFICATIONS_GROUP
 # Nova's publisher "source" for notifications emitted by the API service.
 PUBLISHER_SOURCE = "nova-api"
 
@@ -65,18 +66,41 @@ def _request_context_serializer() -> oslo_messaging.Serializer:
     return _RequestContextSerializer()
 
 
-def _ensure_registered(conf: cfg.ConfigOpts) -> None:
-    """Register the options unless the configuration owner already did (and maybe re-defaulted them)."""
+def _ensure_registered(conf: cfg.ConfigOpts, *, legacy: bool = False) -> None:
+    """Register the options unless the configuration owner already did (and maybe re-defaulted them).
+
+    oslo.messaging's are needed (and imported) only when something could be sent: versioned
+    notifications, or (``legacy``) the server notifications of the unversioned format."""
     try:
         conf.notifications.notification_format  # noqa: B018 - probing for registration
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         options.register_opts(conf)
-    if conf.notifications.notification_format not in ("versioned", "both"):
+    if conf.notifications.notification_format not in ("versioned", "both") and not (
+            legacy and conf.notifications.notification_format == "unversioned" and _driver_configured(conf)):
         return
     try:
         conf.oslo_messaging_notifications.driver  # noqa: B018
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
         options.register_messaging_opts(conf)
+
+
+def _driver_configured(conf: cfg.ConfigOpts) -> bool:
+    """Whether a notification driver could be set (without importing oslo.messaging to read its option):
+    the [oslo_messaging_notifications] section, or [DEFAULT] notification_driver, its old name. With
+    Nova's default format and neither, nothing is sent and oslo.messaging need not be loaded."""
+    try:
+        conf.oslo_messaging_notifications.driver  # noqa: B018 - registered already: read it
+        return True
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        pass
+    if OSLO_GROUP in conf.list_all_sections():
+        return True
+    namespace: Any = getattr(conf, "_namespace", None)
+    try:
+        namespace._get_file_value([("DEFAULT", "notification_driver")])
+    except (AttributeError, KeyError, LookupError, TypeError):
+        return False
+    return True
 
 
 def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
@@ -92,6 +116,18 @@ def notifications_enabled(conf: cfg.ConfigOpts) -> bool:
     return bool(drivers)
 
 
+def legacy_notifications_enabled(conf: cfg.ConfigOpts) -> bool:
+    """Whether the legacy (unversioned) server notifications would leave the process."""
+    _ensure_registered(conf, legacy=True)
+    if conf.notifications.notification_format not in ("unversioned", "both"):
+        return False
+    try:
+        conf.oslo_messaging_notifications.driver  # noqa: B018
+    except (cfg.NoSuchOptError, cfg.NoSuchGroupError):
+        return False  # no driver configured (see _driver_configured): the default, noop
+    return bool(set(conf.oslo_messaging_notifications.driver) - {"noop"})
+
+
 class VersionedNotifier:
     """Publishes Nova-compatible versioned notifications through oslo.messaging, in the background.
 
@@ -103,36 +139,41 @@ class VersionedNotifier:
     """
 
     def __init__(self, conf: cfg.ConfigOpts, host: str | None = None) -> None:
-        self.publisher_id = f"{PUBLISHER_SOURCE}:{host or socket.gethostname()}"
+        self.host = host or socket.gethostname()
+        self.publisher_id = f"{PUBLISHER_SOURCE}:{self.host}"
         self.enabled = notifications_enabled(conf)
         self._transport: oslo_messaging.Transport | None = None
         self._serializer: oslo_messaging.Serializer | None = None
         self.sender: BackgroundSender | None = None
         if self.enabled:
-            import oslo_messaging
+            self.sender = self._make_sender(conf, list(conf.notifications.versioned_notifications_topics))
 
+    def _make_sender(self, conf: cfg.ConfigOpts, topics: list[str]) -> BackgroundSender:
+        """A background sender publishing on ``topics`` through the process's one transport."""
+        import oslo_messaging
+
+        if self._transport is None:
             self._transport = oslo_messaging.get_notification_transport(conf)
             self._serializer = _request_context_serializer()
-            topics = list(conf.notifications.versioned_notifications_topics)
-            drivers = [d for d in conf.oslo_messaging_notifications.driver if d != "noop"]
-            on_transport = [d for d in drivers if d in TRANSPORT_DRIVERS]
-            others = [d for d in drivers if d not in TRANSPORT_DRIVERS]
-            retry = conf.oslo_messaging_notifications.retry
-            other_notifiers = [oslo_messaging.Notifier(self._transport, publisher_id=self.publisher_id, driver=name,
-                                                       serializer=self._serializer, topics=topics, retry=retry)
-                               for name in others]
-            # "messaging" and "messagingv2" both listed would send every notification twice, as
-            # oslo.messaging does; the version of the last one listed is used for both copies.
-            self.sender = BackgroundSender(
-                self._transport,
-                transport_topics=topics * len(on_transport),
-                transport_version=TRANSPORT_DRIVERS[on_transport[-1]] if on_transport else 2.0,
-                other_notifiers=other_notifiers,
-                retry=retry,
-                queue_size=conf.notifications.send_queue_size,
-                max_wait=conf.notifications.send_max_wait,
-                flush_seconds=conf.notifications.send_flush_seconds,
-            )
+        drivers = [d for d in conf.oslo_messaging_notifications.driver if d != "noop"]
+        on_transport = [d for d in drivers if d in TRANSPORT_DRIVERS]
+        others = [d for d in drivers if d not in TRANSPORT_DRIVERS]
+        retry = conf.oslo_messaging_notifications.retry
+        other_notifiers = [oslo_messaging.Notifier(self._transport, publisher_id=self.publisher_id, driver=name,
+                                                   serializer=self._serializer, topics=topics, retry=retry)
+                           for name in others]
+        # "messaging" and "messagingv2" both listed would send every notification twice, as
+        # oslo.messaging does; the version of the last one listed is used for both copies.
+        return BackgroundSender(
+            self._transport,
+            transport_topics=topics * len(on_transport),
+            transport_version=TRANSPORT_DRIVERS[on_transport[-1]] if on_transport else 2.0,
+            other_notifiers=other_notifiers,
+            retry=retry,
+            queue_size=conf.notifications.send_queue_size,
+            max_wait=conf.notifications.send_max_wait,
+            flush_seconds=conf.notifications.send_flush_seconds,
+        )
 
     def close(self, flush_seconds: float | None = None) -> None:
         """Send what is queued (for up to ``flush_seconds``), then release the broker connections."""

@@ -203,7 +203,10 @@ class BackgroundSender:
             item.others_done = True
             for notifier in self._others:
                 try:
-                    notifier.info(item.context, item.event_type, item.message["payload"])
+                    if notifier.publisher_id != item.message["publisher_id"]:  # a server event's own
+                        notifier = notifier.prepare(publisher_id=item.message["publisher_id"])
+                    send = getattr(notifier, item.priority.lower(), notifier.info)
+                    send(item.context, item.event_type, item.message["payload"])
                 except Exception:  # a log or test driver failing must not hold the queue
                     LOG.exception("Could not hand the %s notification to a notification driver", item.event_type)
 

@@ -284,6 +284,24 @@ class PlacementClient:
             self._fail(resp, "POST", "/allocations")
         return True
 
+    def move_and_claim(self, consumer: str, migration: str, held: ConsumerAllocations,
+                       allocations: Mapping[str, Mapping[str, int]]) -> None:
+        """A move's start in one POST /allocations, as Nova's conductor hands a server's allocation to
+        its migration: ``migration`` takes what ``consumer`` holds (``held``, read with its generation)
+        and ``consumer`` takes ``allocations`` (the new flavor's) in the same request. All or nothing,
+        so the server is never seen holding nothing: PlacementConflict when a provider lacks the room
+        or either consumer changed meanwhile, and then nothing changed."""
+        migration_now = self.get_allocations(migration)
+        body = {
+            migration: {"allocations": _payload(held.allocations), "project_id": held.project_id,
+                        "user_id": held.user_id, "consumer_generation": migration_now.generation},
+            consumer: {"allocations": _payload(allocations), "project_id": held.project_id,
+                       "user_id": held.user_id, "consumer_generation": held.generation},
+        }
+        resp = self._request("POST", "/allocations", CONSUMER_GENERATION_VERSION, body=body)
+        if resp.status_code != 204:
+            self._fail(resp, "POST", "/allocations")
+
     def allocation_candidates(self, query: Mapping[str, Any] | Iterable[tuple[str, str]],
                               limit: int | None = None) -> Candidates:
         """GET /allocation_candidates with ``query`` (e.g. ``ResourceRequest.query()``: resources,

@@ -11,6 +11,9 @@ TENANT_USAGE = "os_compute_api:os-simple-tenant-usage:%s"
 AUDIT_LOG = "os_compute_api:os-instance-usage-audit-log:%s"
 BAREMETAL = "os_compute_api:os-baremetal-nodes:%s"
 SHARES = "os_compute_api:os-server-shares:%s"
+EXTERNAL_EVENTS = "os_compute_api:os-server-external-events:%s"
+NETWORKS = "os_compute_api:os-networks:%s"
+TENANT_NETWORKS = "os_compute_api:os-tenant-networks:%s"
 
 _REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
            "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
@@ -18,6 +21,11 @@ _OLD_AUDIT_LOG = policy.DeprecatedRule("os_compute_api:os-instance-usage-audit-l
                                        deprecated_reason=_REASON, deprecated_since="21.0.0")
 _OLD_BAREMETAL = policy.DeprecatedRule("os_compute_api:os-baremetal-nodes", base.RULE_ADMIN_API,
                                        deprecated_reason=_REASON, deprecated_since="22.0.0")
+
+_OLD_NETWORKS = policy.DeprecatedRule("os_compute_api:os-networks:view", base.RULE_ADMIN_OR_OWNER,
+                                      deprecated_reason=_REASON, deprecated_since="22.0.0")
+_OLD_TENANT_NETWORKS = policy.DeprecatedRule("os_compute_api:os-tenant-networks", base.RULE_ADMIN_OR_OWNER,
+                                             deprecated_reason=_REASON, deprecated_since="22.0.0")
 
 
 def _rule(name, check_str, description, operations, deprecated=None):
@@ -27,6 +35,20 @@ def _rule(name, check_str, description, operations, deprecated=None):
 
 
 rules = [
+    _rule(NETWORKS % "list", base.PROJECT_READER_OR_ADMIN,
+          "List networks for the project.\nThis API is proxy calls to the Network service. This is deprecated.",
+          [("GET", "/os-networks")], _OLD_NETWORKS),
+    _rule(NETWORKS % "show", base.PROJECT_READER_OR_ADMIN,
+          "Show network details.\nThis API is proxy calls to the Network service. This is deprecated.",
+          [("GET", "/os-networks/{network_id}")], _OLD_NETWORKS),
+    _rule(TENANT_NETWORKS % "list", base.PROJECT_READER_OR_ADMIN,
+          "List project networks.\nThis API is proxy calls to the Network service. This is deprecated.",
+          [("GET", "/os-tenant-networks")], _OLD_TENANT_NETWORKS),
+    _rule(TENANT_NETWORKS % "show", base.PROJECT_READER_OR_ADMIN,
+          "Show project network details.\nThis API is proxy calls to the Network service. This is deprecated.",
+          [("GET", "/os-tenant-networks/{network_id}")], _OLD_TENANT_NETWORKS),
+    _rule(EXTERNAL_EVENTS % "create", base.SERVICE_ROLE, "Create one or more external events",
+          [("POST", "/os-server-external-events")]),
     _rule(EXTENSIONS, base.RULE_ANY, "List available extensions and show information for an extension by alias",
           [("GET", "/extensions"), ("GET", "/extensions/{alias}")]),
     _rule(TENANT_USAGE % "show", base.PROJECT_READER_OR_ADMIN, "Show usage statistics for a specific tenant",

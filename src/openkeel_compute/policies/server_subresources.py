@@ -10,6 +10,7 @@ PASSWORD = "os_compute_api:os-server-password:%s"
 SECURITY_GROUPS = "os_compute_api:os-security-groups:%s"
 MIGRATIONS = "os_compute_api:os-migrations:%s"
 SERVER_MIGRATIONS = "os_compute_api:servers:migrations:%s"
+INTERFACES = "os_compute_api:os-attach-interfaces:%s"
 
 _REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
            "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
@@ -25,6 +26,8 @@ _OLD_SERVER_MIGRATIONS = policy.DeprecatedRule(
     SERVER_MIGRATIONS % "index", base.ADMIN, deprecated_since="32.0.0",
     deprecated_reason="Listing a server's live migrations with host details has a rule of its own; an "
                       "override of the index rule applies to it too.")
+_OLD_INTERFACES = policy.DeprecatedRule("os_compute_api:os-attach-interfaces", base.RULE_ADMIN_OR_OWNER,
+                                         deprecated_reason=_REASON, deprecated_since="21.0.0")
 _SERVER_ACTION = "/servers/{server_id}/action (%s)"
 
 
@@ -35,6 +38,10 @@ def _rule(name, check_str, description, method, path, deprecated=None):
 
 
 rules = [
+    _rule(INTERFACES % "list", base.PROJECT_READER_OR_ADMIN, "List port interfaces attached to a server",
+          "GET", "/servers/{server_id}/os-interface", _OLD_INTERFACES),
+    _rule(INTERFACES % "show", base.PROJECT_READER_OR_ADMIN, "Show details of a port interface attached to a server",
+          "GET", "/servers/{server_id}/os-interface/{port_id}", _OLD_INTERFACES),
     _rule(IPS % "show", base.PROJECT_READER_OR_ADMIN, "Show the addresses a server has on one network",
           "GET", "/servers/{server_id}/ips/{network_label}"),
     _rule(IPS % "index", base.PROJECT_READER_OR_ADMIN, "List the addresses of a server",

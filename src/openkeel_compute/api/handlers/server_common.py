@@ -46,8 +46,11 @@ def read_server(conn, req, server_id: str, *, for_update: bool = False) -> dict:
     """A live server the caller may see: another project's server is "not found" to non-admins.
 
     ``for_update`` locks its row until the transaction ends: writes of the server's children (tags,
-    metadata) that read before they write take their turns, one after the other."""
-    row = store.get(conn, server_id, for_update=for_update)
+    metadata) that read before they write take their turns, one after the other. In an API write
+    transaction the row is always locked, first: every write of one server (lock, resetState, the
+    password, actions) takes its turn; parallel copies deadlocked on MariaDB or collided on a
+    system-metadata key (a 500) when each read before the other wrote."""
+    row = store.get(conn, server_id, for_update=for_update or common.in_write(conn))
     if not req.context.is_admin and row["project_id"] != req.context.project_id:
         raise errors.InstanceNotFound(server_id)
     return row

@@ -53,7 +53,7 @@ def update(req, server_id):
         if req.version >= (2, 104) and "pinned_availability_zone" in vals:
             zone = networks.zone_of(conn, row, networks.default_zone(common.services(req).conf))
             changes.update(networks.pin_change(row, vals["pinned_availability_zone"], zone))
-        if changes and not updates.update_fields(conn, row["uuid"], changes):
+        if changes and not updates.update_fields(conn, row["uuid"], changes, actor_of(req)):
             raise faults.NotFound("Instance could not be found")
         row = store.get(conn, row["uuid"])
         data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show

@@ -19,6 +19,7 @@ import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import server_boot_options as options
+from openkeel_compute.api.handlers import server_networks
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
@@ -29,7 +30,7 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, quotas
+from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, network_requests, quotas
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.compute.instances import store, updates
 from openkeel_compute.policies import servers as rules
@@ -212,15 +213,14 @@ def create(req):
         except catalog_errors.NotFound:
             raise faults.BadRequest(f"Flavor {flavor_ref} could not be found.") from None
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
-    conf = common.services(req).conf
+    server_networks.check_multiple(networks, max_count)
     if zone and not forced:
         _check_zone(req, zone)
     image = fetch_image(req, image_id)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
-        groups = options.security_groups(server)
-        options.check_networks(conf, networks)
+        groups, max_count = server_networks.check(req, server, networks, min_count, max_count)
         with common.read(req) as conn:
             key_pair = _key_pair(conn, req, server.get("key_name"))
             _limit_checks(conn, req, server)
@@ -255,6 +255,11 @@ def create(req):
     system_metadata.update(destination)  # a node to run on: the controller pins the VM to it
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
+    elif server_networks.enabled(req):  # Neutron: "auto" (one port on the lone or auto-allocated
+        # network) or "requested" (the rows of instance_network_requests)
+        system_metadata[names.REQUESTED_NETWORKS] = "requested" if isinstance(networks, list) and networks \
+            else "auto"
+    requested_rows = server_networks.requests_of(networks) if server_networks.enabled(req) else []
     actor = actor_of(req)
     created = []
     with common.write(req) as conn:
@@ -268,6 +273,7 @@ def create(req):
                                metadata=server.get("metadata"), tags=server.get("tags"),
                                system_metadata=system_metadata,
                                launch_index=index, hostname=hostname, **columns)
+            network_requests.record(conn, row["uuid"], requested_rows)
             updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"

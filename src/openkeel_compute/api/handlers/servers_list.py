@@ -189,6 +189,14 @@ def _where(req, conn, search: dict, q: dict, all_tenants: bool):
     return regex.narrow(conn, I.uuid, and_(*clauses), tests)
 
 
+def _flavor_known(conn, flavorid: str) -> bool:
+    try:
+        catalog.get(conn, flavorid)
+    except catalog_errors.NotFound:
+        return False
+    return True
+
+
 def _pattern(name: str, value: str):
     """A filter's pattern for the linear-time engine; what it cannot run is refused as Nova's
     query validation refuses a pattern that is not a regular expression."""
@@ -252,20 +260,28 @@ def _list(req, collection_name: str, detail: bool) -> Response:
     if page is not None:
         return Response(page)
     ip_filter = "ip" in search or "ip6" in search
-    nothing = False
-    if ip_filter:
-        # Nova asks the network service for the ports with such an address first: when none matches it
-        # answers an empty list before its database ever sees the sort directions
+    nothing = unknown_flavor = False
+    if ip_filter or "flavor" in search:
+        # Nova looks the flavor up first and answers an empty list when there is none, before its
+        # database sees the sort directions or the marker; then it asks the network service for the
+        # ports with such an address: when none matches it answers an empty list before the sort
+        # directions too. (The checks of the query itself, in _where, come before both.)
         with common.read(req) as conn:
             nothing = _where(req, conn, search, q, all_tenants) is None
-    keys, dirs = _sort(req, checked=not ip_filter, validate=not nothing)
+            unknown_flavor = "flavor" in search and not _flavor_known(conn, search["flavor"])
+    marker = q["marker"][-1] if "marker" in q else None
+    # with an ip filter Nova lists the servers still being scheduled (where it checks the directions
+    # as they are) only when a marker is given: the marker could be one of them
+    scheduled_listed = not ip_filter or marker is not None
+    keys, dirs = _sort(req, checked=scheduled_listed,
+                       validate=not (unknown_flavor or (ip_filter and nothing and not scheduled_listed)))
     max_limit = common.services(req).conf.api.max_limit
     limit = common.limit(req)
-    marker = q["marker"][-1] if "marker" in q else None
     with common.read(req) as conn:
         where = _where(req, conn, search, q, all_tenants)
-        rows = paging.list_page(conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
-                                columns=None if detail else _BRIEF_COLUMNS)
+        rows = [] if unknown_flavor else paging.list_page(
+            conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
+            columns=None if detail else _BRIEF_COLUMNS)
         if detail:
             items = _details(req, conn, rows, cast(view.Shown, decisions))  # taken for every detail list
         after = generations.current(conn, _GENERATIONS)

@@ -15,6 +15,7 @@ from openkeel_compute.compute.instances.store import get
 from openkeel_compute.compute.preconditions import PRECONDITIONS, Precondition
 from openkeel_compute.db.models import INSTANCES, utcnow
 from openkeel_compute.model import states
+from openkeel_compute.notifications import server_events
 
 
 def _cas(pre: Precondition, row: dict, is_admin: bool):
@@ -73,6 +74,7 @@ def begin_action(conn: Connection, instance: str | dict, pre: Precondition, acto
                 # MariaDB's repeatable read.
                 row = get(conn, instance_uuid, for_update=True)
                 continue
+            server_events.state_saved(conn, instance_uuid, server_events.state_before_of(row), actor)
         start_action(conn, instance_uuid, instance_action or pre.name, actor)
         return row
     raise errors.InstanceInvalidState(pre.name, instance_uuid, "task_state", row["task_state"])
@@ -99,6 +101,7 @@ def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
         # locked or deleted meanwhile (the current row says which), or a delete under way
         PRECONDITIONS["delete"].check(get(conn, row["uuid"], for_update=True), is_admin=actor.is_admin)
         return False
+    server_events.state_saved(conn, row["uuid"], server_events.state_before_of(row), actor)
     start_action(conn, row["uuid"], "delete", actor)
     return True
 
@@ -134,4 +137,8 @@ def save_state(conn: Connection, instance_uuid: str, *, expected_task_state=(), 
         if len(_SAVE_STATEMENTS) < 256:
             _SAVE_STATEMENTS[key] = statement
     values = {f"v_{column}": value for column, value in changes.items()}
-    return conn.execute(statement, {"w_uuid": instance_uuid, **values}).rowcount == 1
+    before = server_events.state_before(conn, instance_uuid)
+    saved = conn.execute(statement, {"w_uuid": instance_uuid, **values}).rowcount == 1
+    if saved:
+        server_events.state_saved(conn, instance_uuid, before)  # instance.update, after commit
+    return saved

@@ -19,6 +19,7 @@ from openkeel_compute.db.models import (
     utcnow,
 )
 from openkeel_compute.model import states
+from openkeel_compute.notifications import server_events
 
 
 def soft_delete(conn: Connection, instance_uuid: str) -> bool:
@@ -28,12 +29,14 @@ def soft_delete(conn: Connection, instance_uuid: str) -> bool:
     actions and events stay (os-instance-actions lists them for deleted servers). Returns False when
     there was nothing left to delete."""
     now = utcnow()
+    before = server_events.state_before(conn, instance_uuid)
     result = conn.execute(
         update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0)
         .values(deleted=I.id, deleted_at=now, updated_at=now, terminated_at=func.coalesce(I.terminated_at, now),
                 vm_state=states.DELETED, task_state=None, power_state=states.power_state.NOSTATE, progress=0))
     if result.rowcount != 1:
         return False
+    server_events.state_saved(conn, instance_uuid, before and {**before, "deleting": True}, first=True)
     for table in (INSTANCE_METADATA, INSTANCE_SYSTEM_METADATA, INSTANCE_FAULTS):
         conn.execute(update(table).where(table.c.instance_uuid == instance_uuid, table.c.deleted == 0)
                      .values(deleted=table.c.id, deleted_at=now, updated_at=now))

@@ -12,6 +12,7 @@ from sqlalchemy.engine import Connection
 from openkeel_compute.compute import errors
 from openkeel_compute.compute.instances.base import Actor, first_row, new_request_id
 from openkeel_compute.db.models import INSTANCE_ACTIONS, INSTANCE_ACTIONS_EVENTS, utcnow
+from openkeel_compute.notifications import server_events
 
 
 def start_action(conn: Connection, instance_uuid: str, action: str, actor: Actor) -> int:
@@ -32,6 +33,7 @@ def start_event(conn: Connection, action_id: int, event: str, host: str | None =
         "deleted": 0})
     # Nova moves the action's updated_at with each event (2.58 lists and filters on it).
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
+    server_events.event_started(conn, action_id, event, host)  # instance.<action>.start, after commit
     return int(result.inserted_primary_key[0])  # type: ignore[index]  # one row inserted: its key
 
 
@@ -47,6 +49,7 @@ def finish_event(conn: Connection, event_id: int, result: str, *, traceback: str
     action_id = select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
         INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery()
     conn.execute(update(INSTANCE_ACTIONS).where(INSTANCE_ACTIONS.c.id == action_id).values(updated_at=now))
+    server_events.event_finished(conn, event_id, result, host, details, traceback)  # .end / .error
 
 
 def action_for_request(conn: Connection, instance_uuid: str, request_id: str) -> int | None:

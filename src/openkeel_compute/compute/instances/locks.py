@@ -12,6 +12,7 @@ from openkeel_compute.compute.instances.base import Actor, I
 from openkeel_compute.compute.instances.instance_actions import finish_event, start_action, start_event
 from openkeel_compute.compute.instances.store import get
 from openkeel_compute.db.models import INSTANCES, utcnow
+from openkeel_compute.notifications import server_events
 
 
 def lock(conn: Connection, instance_uuid: str, actor: Actor, reason: str | None = None,
@@ -29,6 +30,7 @@ def lock(conn: Connection, instance_uuid: str, actor: Actor, reason: str | None 
     if reason:
         changes["locked_reason"] = reason
     conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(changes))
+    server_events.state_saved(conn, instance_uuid, server_events.state_before_of(row), actor)
     finish_event(conn, event, "Success")
     return True
 
@@ -41,7 +43,8 @@ def is_expected_locked_by(row: dict, actor: Actor) -> bool:
 
 
 def unlock(conn: Connection, instance_uuid: str, actor: Actor, host: str | None = None) -> None:
-    get(conn, instance_uuid)
+    row = get(conn, instance_uuid)
+    server_events.state_saved(conn, instance_uuid, server_events.state_before_of(row), actor)
     action_id = start_action(conn, instance_uuid, "unlock", actor)
     event = start_event(conn, action_id, "api_unlock", host=host)
     conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0)

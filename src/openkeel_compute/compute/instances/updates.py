@@ -21,19 +21,24 @@ from openkeel_compute.compute.instances.instance_faults import add_fault
 from openkeel_compute.compute.preconditions import Precondition
 from openkeel_compute.db.models import INSTANCES, OUTBOX, utcnow
 from openkeel_compute.model import operations
+from openkeel_compute.notifications import server_events
 
 _UPDATABLE = frozenset({"display_name", "display_description", "hostname", "auto_disk_config", "access_ip_v4",
                         "access_ip_v6", "pinned_availability_zone"})
 
 
-def update_fields(conn: Connection, instance_uuid: str, changes: dict) -> bool:
+def update_fields(conn: Connection, instance_uuid: str, changes: dict, actor: Actor | None = None) -> bool:
     """PUT /servers/{id}: names, description, hostname, disk config, access IPs (no task runs
     for them, as in Nova). Returns False when the server is gone."""
     unknown = set(changes) - _UPDATABLE
     if unknown:
         raise ValueError(f"not updatable: {sorted(unknown)}")
     values = dict(changes, updated_at=utcnow())
-    return conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(values)).rowcount == 1
+    before = server_events.state_before(conn, instance_uuid)
+    saved = conn.execute(update(INSTANCES).where(I.uuid == instance_uuid, I.deleted == 0).values(values)).rowcount == 1
+    if saved:
+        server_events.state_saved(conn, instance_uuid, before, actor)  # instance.update, after commit
+    return saved
 
 
 _INSERT_OUTBOX = insert(OUTBOX)

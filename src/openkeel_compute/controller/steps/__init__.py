@@ -23,7 +23,7 @@ from openkeel_compute.controller.steps import (
     resize,
     revert,
 )
-from openkeel_compute.controller.steps.base import Context, ServerRow, Step
+from openkeel_compute.controller.steps.base import Context, Failed, ServerRow, Step
 from openkeel_compute.model import events
 from openkeel_compute.model import operations as ops
 
@@ -40,18 +40,22 @@ class Operation:
     #: called once per pass with the rows of this operation that are their server's first: work done for
     #: several servers at once (the builds' claims in one request)
     prepare: Callable[[Context, list[ServerRow]], Any] | None = None
+    #: called when the row's attempts are spent (``ServerSettings.step_attempts``), with the last reason:
+    #: ends the task in Nova's fault (a Failed with its fault). None: the row is tried for as long as it
+    #: takes (a delete must happen; a resize keeps its own bookkeeping)
+    give_up: Callable[[Context, ServerRow, dict[str, Any], str], Failed] | None = None
 
 
 TABLE: dict[str, Operation] = {
-    ops.CREATE: Operation(build.run, events.BUILD, prepare=build.claim_together),
+    ops.CREATE: Operation(build.run, events.BUILD, prepare=build.claim_together, give_up=build.give_up),
     ops.DELETE: Operation(delete.run, events.TERMINATE, supersedes=True),
-    ops.START: Operation(power.start, events.START),
-    ops.STOP: Operation(power.run, events.STOP),
-    ops.REBOOT_SOFT: Operation(power.run, events.REBOOT),
-    ops.REBOOT_HARD: Operation(reboot.run, events.REBOOT),
-    ops.PAUSE: Operation(power.run, events.PAUSE),
-    ops.UNPAUSE: Operation(power.run, events.UNPAUSE),
-    ops.REBUILD: Operation(rebuild.run),
+    ops.START: Operation(power.start, events.START, give_up=power.give_up),
+    ops.STOP: Operation(power.run, events.STOP, give_up=power.give_up),
+    ops.REBOOT_SOFT: Operation(power.run, events.REBOOT, give_up=power.give_up),
+    ops.REBOOT_HARD: Operation(reboot.run, events.REBOOT, give_up=power.give_up_in_error),
+    ops.PAUSE: Operation(power.run, events.PAUSE, give_up=power.give_up),
+    ops.UNPAUSE: Operation(power.run, events.UNPAUSE, give_up=power.give_up),
+    ops.REBUILD: Operation(rebuild.run, give_up=power.give_up_in_error),
     ops.SOFT_DELETE: Operation(delete.soft),
     ops.RESTORE: Operation(delete.restore),
     ops.RESIZE: Operation(resize.run),

@@ -10,9 +10,12 @@ failed) and as KubeVirt's VM controller separates its sync from the status it re
   attempt is counted, no error recorded, the log line is at DEBUG. ``raise Wait(...)`` from a helper
   deep in a step says the same;
 - ``Failed(reason)``: the attempt failed (the cluster refused, Placement is away, ...): the attempt is
-  counted, the reason kept as the row's ``last_error``, one WARNING line, and the row is tried again.
-  With ``fault``, the task already ended in that Nova fault (recorded by the step with the state change,
-  as Nova's compute records it) and the row is not tried again.
+  counted, the reason kept as the row's ``last_error``, one WARNING line (not repeated while the reason
+  stays the same), and the row is tried again after a backoff (none when the cluster does not answer) (``ServerSettings.retry_delay``, doubled
+  each attempt up to ``retry_max_delay``). Once ``step_attempts`` attempts failed, an operation with a
+  ``give_up`` (controller/steps/__init__.py) ends its task in Nova's fault with the last reason: a
+  failure is bounded in time. With ``fault``, the task already ended in that Nova fault (recorded by the
+  step with the state change, as Nova's compute records it) and the row is not tried again.
 
 Any other exception a step raises is a ``Failed`` with its message.
 """
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
+from openkeel_compute.compute import errors, working_state
 from openkeel_compute.compute.instances import store
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.vmstatus import Fault
@@ -46,6 +50,8 @@ class ServerRow:
     server_uuid: str
     operation: str
     payload: dict[str, Any]
+    attempts: int = 0  # failed attempts so far
+    last_error: str | None = None  # the last one's error
 
     @property
     def request_id(self) -> str:
@@ -124,14 +130,16 @@ Step = Callable[[Context, ServerRow, dict[str, Any]], Outcome]
 
 
 def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
-    """A live server's row with its metadata and system metadata; None once it is gone."""
+    """A live server's row with its metadata, system metadata and the controller's working state
+    (``working_state``); None once it is gone."""
     with reader(engine) as conn:
         try:
             row = store.get(conn, uuid)
-        except Exception:  # noqa: BLE001 - gone (deleted meanwhile): nothing to do
+        except errors.InstanceNotFound:  # gone (deleted meanwhile): nothing to do (a database away raises)
             return None
         row["metadata"] = store.metadata_of(conn, uuid)
         row["system_metadata"] = store.metadata_of(conn, uuid, system=True)
+        row["working_state"] = working_state.of(conn, uuid)
     return row
 
 

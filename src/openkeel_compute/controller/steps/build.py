@@ -5,25 +5,37 @@ its flavor's in its namespace: the VM never depends on the catalogue's objects, 
 yet, or not be in this namespace) and its VirtualMachine by server-side apply, the instancetype and
 preference then owned by the VM, then KubeVirt's ``start``. With Placement the
 resources are claimed first (the builds of a pass together, ``claim_together``); no node with room ends
-the build in ERROR with Nova's fault and nothing made. A build that already left BUILD (timed out) makes
-nothing.
+the build in ERROR with Nova's fault and nothing made. A build the cluster cannot be given (a zero-disk
+flavor and an image of no known size, a flavor and image Nova refuses together) ends at once in ERROR
+with "Build of instance <uuid> aborted: <reason>", before anything is claimed; so does one whose
+attempts are spent (``give_up``, called by the server loop). A build that already left BUILD (timed
+out) makes nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from openkeel_compute.compute.instances import cas
+from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import placing, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import states
+
+LOG = logging.getLogger(__name__)
 
 
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if server["vm_state"] != states.BUILDING:
         return DONE  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
+    try:
+        ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
+    except ValueError as exc:  # the image has no size, the flavor and image refused together, ...
+        return give_up(ctx, row, server, str(exc))
     if ctx.claims is not None:
         fault = placing.claim(ctx, server)
         if fault is not None:  # no node has room: the build failed, nothing was made
@@ -35,6 +47,24 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
     return DONE
+
+
+def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -> Failed:
+    """End the build in ERROR with Nova's fault "Build of instance <uuid> aborted: <reason>" (a condition the
+    controller cannot meet, or its attempts spent): the resources claimed for it are given back, and the
+    VM made, if any, goes with the server's delete, as Nova leaves a failed build's guest."""
+    uuid = row.server_uuid
+    fault = Fault(500, f"Build of instance {uuid} aborted: {reason}", reason)
+    with transaction(ctx.engine) as conn:
+        ended = tasks.end_in_fault(conn, server, fault, expected=[server.get("task_state")], vm_state=states.ERROR)
+        if ended and ctx.claims is not None:
+            cas.save_state(conn, uuid, host=None, node=None)
+    if ended and ctx.claims is not None:
+        try:
+            ctx.claims.release(uuid)
+        except Exception as exc:  # noqa: BLE001 - the audit gives back what no live build holds
+            LOG.warning("server %s: its build failed, its allocations not given back yet: %s", uuid, exc)
+    return Failed(fault.message, fault)
 
 
 def claim_together(ctx: Context, rows: list[ServerRow]) -> None:

@@ -12,16 +12,17 @@ from typing import Any
 
 from sqlalchemy import select
 
-from openkeel_compute.compute import errors, resize
+from openkeel_compute.compute import errors, resize, working_state
 from openkeel_compute.compute.instances import store
 from openkeel_compute.compute.instances.base import Actor, new_request_id
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import vm_edits
-from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
+from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow, read_server
 from openkeel_compute.controller.steps.resize import start_event
 from openkeel_compute.db.api import reader, transaction
-from openkeel_compute.db.models import MIGRATIONS
-from openkeel_compute.model import events, sysmeta
+from openkeel_compute.db.models import INSTANCES, MIGRATIONS
+from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.placement.errors import PlacementError
 
 LOG = logging.getLogger(__name__)
 
@@ -30,8 +31,20 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     migration = row.payload["migration"]
     vm, _vmi, _dvs = ctx.cluster.look(namespace, uuid)
+    _drop_old_revisions(ctx, uuid, namespace, vm)
+    with transaction(ctx.engine) as conn:
+        if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
+            ctx.allocations.confirm(migration)
+            working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
+            start_event(conn, row, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
+    return DONE
+
+
+def _drop_old_revisions(ctx: Context, uuid: str, namespace: str, vm: dict[str, Any] | None) -> None:
+    """Delete the old flavor's ControllerRevisions the VM no longer uses (a revert is no longer possible)."""
     with reader(ctx.engine) as conn:
-        before = json.loads(resize.sysmeta(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
+        before = json.loads(working_state.get(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
     if vm is not None:
         keep = {(vm_edits.status_ref(vm, f).get("controllerRevisionRef") or {}).get("name") for f in vm_edits.MATCHERS}
         for field in vm_edits.MATCHERS:
@@ -39,13 +52,46 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             if old and old not in keep:
                 ctx.cluster.delete(ObjectKey("ControllerRevision", namespace, old))
         vm_edits.drop_unused_sizing(ctx, namespace, uuid, vm)
-    with transaction(ctx.engine) as conn:
-        if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
+
+
+def close_reset(ctx: Context) -> list[str]:
+    """The resizes whose server left VERIFY_RESIZE by an administrator's os-resetState (the migration is
+    still ``finished``, the server no longer ``resized``): as Nova's periodic check of unconfirmed
+    resizes, the migration goes to ``error`` ("In states …, not RESIZED/None"; a task running on a
+    server still ``resized`` is left alone, where Nova's check closes that resize too); and, where Nova keeps
+    the migration's allocation until the server is deleted, the old flavor's allocation is given back
+    at once (the server runs and is counted at its new flavor, and nothing can revert it any more), as
+    are the old flavor's ControllerRevisions and the resize's working state. Nova does it only with
+    ``resize_confirm_window``; here every pass. Returns the servers' uuids."""
+    with reader(ctx.engine) as conn:
+        found = [(r[0], r[1], r[2], r[3]) for r in conn.execute(
+            select(MIGRATIONS.c.uuid, MIGRATIONS.c.instance_uuid, INSTANCES.c.vm_state, INSTANCES.c.task_state)
+            .join(INSTANCES, INSTANCES.c.uuid == MIGRATIONS.c.instance_uuid)
+            .where(MIGRATIONS.c.status == "finished", MIGRATIONS.c.deleted == 0, INSTANCES.c.deleted == 0,
+                   INSTANCES.c.vm_state != states.RESIZED))]
+    done = []
+    for migration, uuid, vm_state, task_state in found:
+        with transaction(ctx.engine) as conn:
+            if not resize.move_migration(conn, migration, "error", expected="finished"):
+                continue  # confirmed, reverted or closed meanwhile
+        LOG.warning("server %s: in states %s/%s, not RESIZED/None: migration %s set to error, the old flavor's "
+                    "resources given back", uuid, vm_state, task_state, migration)
+        try:
             ctx.allocations.confirm(migration)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, None)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES, None)
-            start_event(conn, row, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
-    return DONE
+        except PlacementError as exc:  # the migration is over: the audit gives them back later
+            LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, migration, exc.message)
+        server = read_server(ctx.engine, uuid)
+        if server is not None:
+            namespace = ctx.namespace_of(server)
+            try:
+                _drop_old_revisions(ctx, uuid, namespace, ctx.cluster.look(namespace, uuid)[0])
+            except Exception as exc:  # noqa: BLE001 - the cluster away: the revisions stay, unused
+                LOG.warning("server %s: the old flavor's revisions not deleted: %s", uuid, exc)
+        with transaction(ctx.engine) as conn:
+            working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
+        done.append(uuid)
+    return done
 
 
 def auto_confirm(ctx: Context, window: float) -> list[str]:

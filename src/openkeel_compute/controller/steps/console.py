@@ -17,7 +17,7 @@ from typing import Any
 
 from sqlalchemy import Engine
 
-from openkeel_compute.compute import console
+from openkeel_compute.compute import console, errors
 from openkeel_compute.compute.instances import store
 from openkeel_compute.controller.kube import ClusterError
 from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow
@@ -85,7 +85,7 @@ def answer(engine: Engine, cluster: Any, namespace_for: Any, server_uuid: str) -
             return
         try:
             project_id = store.get(conn, server_uuid)["project_id"]
-        except Exception:  # noqa: BLE001 - deleted meanwhile: its console row went with it
+        except errors.InstanceNotFound:  # deleted meanwhile: its console row went with it
             return
     output, error = None, None
     try:

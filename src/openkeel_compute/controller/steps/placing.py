@@ -1,7 +1,8 @@
 """Where a server runs: its resources claimed in Placement, and the node its VM is pinned to.
 
 Used by the build (the claim before any object exists), by the starts (a server whose node was deleted
-is started elsewhere) and by the observation (a build whose node cannot run it tries another one).
+is started elsewhere; one whose VM is gone gets it again) and by the observation (a build whose node
+cannot run it tries another one).
 """
 
 from __future__ import annotations
@@ -9,12 +10,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from openkeel_compute.compute.instances import cas, instance_sysmeta
+from openkeel_compute.compute import working_state
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import Context
-from openkeel_compute.db.api import transaction
+from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import states, sysmeta
@@ -66,12 +68,28 @@ def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None
     return None
 
 
+def make_again(ctx: Context, server: dict[str, Any]) -> bool:
+    """A server whose VirtualMachine is gone from the cluster (removed behind our back) gets it again from
+    its record, as Nova's hard reboot defines the guest again from the instance's record: its own
+    instancetype and preference, its Secrets, and a root disk imported again from its image (the old one
+    went with the VM). True when it was made again."""
+    namespace = ctx.namespace_of(server)
+    if ctx.cluster.look(namespace, server["uuid"])[0] is not None:
+        return False
+    LOG.warning("server %s: its virtual machine is gone from the cluster: made again from the server's record",
+                server["uuid"])
+    ctx.ensure_namespace(namespace, str(server["project_id"]))
+    vm_edits.apply_server(ctx, ctx.objects(server), None)
+    return True
+
+
 def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
     until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
     node and restarted. False when no attempt is left or no other node has room."""
     assert ctx.claims is not None
-    tried = [n for n in (server["system_metadata"].get(sysmeta.TRIED_NODES) or "").split(",") if n]
+    with reader(ctx.engine) as conn:
+        tried = [n for n in (working_state.get(conn, server["uuid"], sysmeta.TRIED_NODES) or "").split(",") if n]
     if server.get("node") and server["node"] not in tried:
         tried.append(server["node"])
     if len(tried) >= ctx.claims.max_attempts:
@@ -83,7 +101,7 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
              server.get("node"), node, len(tried) + 1, ctx.claims.max_attempts)
     with transaction(ctx.engine) as conn:
         cas.save_state(conn, server["uuid"], host=node, node=node)
-        instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
+        working_state.put(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
     server["host"] = server["node"] = node
     vm_edits.apply_server(ctx, ctx.objects(server), ctx.cluster.look(namespace, server["uuid"])[0])
     ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")

@@ -4,7 +4,7 @@ Tried pass after pass; the server's task_state says which step comes next (a res
 carries on where it was), and a step waits while the cluster has not got there yet:
 
 - ``resize_prep``: the VM's matchers and the ControllerRevisions its status names are kept in the
-  server's system metadata (what a revert needs), the new flavor is claimed in Placement
+  controller's working state of the server (compute/working_state.py: what a revert needs), the new flavor is claimed in Placement
   (resize_allocations.py) → ``resize_migrating`` (migration ``migrating``);
 - ``resize_migrating``: the VM is stopped; once it has no VMI → ``resize_migrated`` (``post-migrating``);
 - ``resize_migrated``: the server's own instancetype and preference of the new flavor are applied in its
@@ -26,11 +26,11 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from openkeel_compute.compute import resize
+from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, store
 from openkeel_compute.controller.claims import NoValidHost
-from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps import placing, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Wait, vmi_phase
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -70,8 +70,9 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     task = server.get("task_state")
     vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
     if task == task_states.RESIZE_PREP:
-        if vm is None:
-            raise Wait("the server has no VirtualMachine yet")
+        if vm is None:  # gone from the cluster (a resize is asked of a server that ran): made again first
+            placing.make_again(ctx, server)
+            raise Wait("the server's VirtualMachine was made again from its record")
         ended = _prepare(ctx, row, server, vm, migration)
         if ended is not None:
             return ended
@@ -137,10 +138,12 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
         if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
                               task_state=task_states.RESIZE_MIGRATING):
             return DONE  # deleted or reset meanwhile
-        resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
+        working_state.put(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
         if dest:
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES,
-                               json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True))
+            nodes = json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, nodes)
+            # the later steps of this same pass read it from here (a stopped server goes on at once)
+            server.setdefault("working_state", {})[sysmeta.RESIZE_NODES] = nodes
         resize.move_migration(conn, migration, "migrating")
         host = server.get("host")
         for name in events.BEFORE_RESIZE:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from openkeel_compute.compute import resize
+from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.instances import cas, store
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import (
@@ -34,7 +34,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if server.get("task_state") != task_states.RESIZE_REVERTING:
         return DONE
     with reader(ctx.engine) as conn:
-        before = json.loads(resize.sysmeta(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
+        before = json.loads(working_state.get(conn, uuid, sysmeta.RESIZE_FROM) or "{}")
         old_vm_state = resize.sysmeta(conn, uuid, sysmeta.OLD_VM_STATE)
         started = resize.sysmeta(conn, uuid, sysmeta.RESIZE_STEP_EVENT)
     if not started:
@@ -70,8 +70,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     ctx.allocations.revert(uuid, row.payload["migration"], in_place=home != source)
     with transaction(ctx.engine) as conn:
         if resize.reverted(conn, uuid, row.payload["migration"], power_state=power):
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, None)
-            resize.set_sysmeta(conn, uuid, sysmeta.RESIZE_NODES, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
+            working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
             if node and node != server.get("node"):
                 cas.save_state(conn, uuid, host=node, node=node)
             end_event(conn, uuid, host=node or server.get("host"))

@@ -30,7 +30,7 @@ def status_ref(vm: dict[str, Any], field: str) -> dict[str, Any]:
 
 def resize_nodes(server: dict[str, Any]) -> dict[str, str]:
     """The resize's source and destination nodes (empty: the claim chose none, no Placement)."""
-    nodes: dict[str, str] = json.loads((server.get("system_metadata") or {}).get(sysmeta.RESIZE_NODES) or "{}")
+    nodes: dict[str, str] = json.loads((server.get("working_state") or {}).get(sysmeta.RESIZE_NODES) or "{}")
     return nodes
 
 

@@ -1,0 +1,86 @@
+"""The networks of a boot when Neutron is the network service ([neutron] auth_type set).
+
+POST /servers makes only the Neutron calls Nova's API makes: the security groups named (by name
+or id, ``default`` kept as is), then Nova's ``validate_networks`` (each port, network and fixed IP
+asked for, a lone network when none is named, the auto-allocated topology's dry run, the port
+quota). Ports are created and bound later by the controller, never while the client waits. With
+[neutron] unset these fall back to the pod network's checks (server_boot_options.py).
+"""
+
+from __future__ import annotations
+
+from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import server_boot_options as options
+from openkeel_compute.conf import neutron as neutron_conf
+from openkeel_compute.network import errors as net_errors
+
+
+def enabled(req) -> bool:
+    return neutron_conf.configured(common.services(req).conf)
+
+
+def client(req):
+    """The process's Neutron client, made on first use (keystoneauth is imported then, not at start)."""
+    services = common.services(req)
+    found = getattr(services, "network", None)
+    if found is None:
+        from openkeel_compute.network.client import NeutronClient
+
+        found = services.network = NeutronClient(services.conf)
+    return found
+
+
+def answer(exc: net_errors.NetworkError) -> faults.Fault:
+    """The API's answer to a network error, as Nova's servers API turns the exception into one."""
+    if exc.code == 400:
+        return faults.BadRequest(exc.message)
+    if exc.code == 403:
+        return faults.Forbidden(exc.message)
+    if exc.code == 409:
+        return faults.Conflict(exc.message)
+    if exc.code == 401:
+        return faults.Fault("Unauthorized", 401)
+    if isinstance(exc, net_errors.NeutronError) and 400 <= exc.status < 500:
+        return faults.Fault(exc.message, exc.status)
+    return faults.Fault(exc.message, 503)
+
+
+def check_multiple(networks, max_count: int) -> None:
+    """Nova's refusals of several servers from one request naming a port or a fixed IP (before the
+    zone is checked, whatever the network service)."""
+    from openkeel_compute.network import validate
+
+    try:
+        validate.check_multiple_instances(networks, max_count)
+    except net_errors.NetworkError as exc:
+        raise faults.BadRequest(exc.message) from None
+
+
+def check(req, server: dict, networks, min_count: int, max_count: int) -> tuple[list[str], int]:
+    """The security group names the server keeps and how many servers the networks leave room for."""
+    if not enabled(req):
+        groups = options.security_groups(server)
+        options.check_networks(common.services(req).conf, networks)
+        return groups, max_count
+    from openkeel_compute.network import validate
+
+    names = list(dict.fromkeys(g["name"] for g in server.get("security_groups") or () if g.get("name")))
+    names = names or [validate.DEFAULT_GROUP]
+    calls = client(req).for_caller(req.context, req.environ)
+    project_id = req.context.project_id
+    try:
+        validate.security_groups(calls, project_id, names)
+        if networks == "none":
+            return names, max_count
+        allowed = validate.validate_networks(calls, project_id, networks, max_count)
+        return names, validate.max_for_quota(allowed, min_count, max_count)
+    except net_errors.NetworkError as exc:
+        raise answer(exc) from None
+
+
+def requests_of(networks) -> list[dict]:
+    """The rows of instance_network_requests for a boot (none for "auto", "none" or no networks)."""
+    if not isinstance(networks, list):
+        return []
+    return [{"position": index, "network_id": r.get("uuid"), "port_id": r.get("port") or None,
+             "fixed_ip": r.get("fixed_ip"), "tag": r.get("tag")} for index, r in enumerate(networks)]

@@ -1,0 +1,29 @@
+"""The networks and ports a server was booted with on Neutron (instance_network_requests), in the
+order asked: what the controller creates or binds ports for, and what it deletes or unbinds with
+the server."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from sqlalchemy import Connection, insert, select
+
+from openkeel_compute.db.models import INSTANCE_NETWORK_REQUESTS, utcnow
+
+_T = INSTANCE_NETWORK_REQUESTS
+FIELDS = ("position", "network_id", "port_id", "fixed_ip", "tag", "port_created")
+
+
+def record(conn: Connection, instance_uuid: str, requests: Iterable[Mapping]) -> None:
+    now = utcnow()
+    rows = [{"instance_uuid": instance_uuid, "position": r["position"], "network_id": r.get("network_id"),
+             "port_id": r.get("port_id"), "fixed_ip": r.get("fixed_ip"), "tag": r.get("tag"),
+             "port_created": False, "created_at": now, "deleted": 0} for r in requests]
+    if rows:
+        conn.execute(insert(_T), rows)
+
+
+def of(conn: Connection, instance_uuid: str) -> list[dict]:
+    query = (select(*(_T.c[name] for name in FIELDS))
+             .where(_T.c.instance_uuid == instance_uuid, _T.c.deleted == 0).order_by(_T.c.position))
+    return [dict(row._mapping) for row in conn.execute(query)]

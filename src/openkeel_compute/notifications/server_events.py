@@ -1,0 +1,99 @@
+"""Where server notifications come from: a few calls in compute/ that note what changed, sent after commit.
+
+The API and the controller each install their ``ServerNotifier`` (notifications/server.py) at start-up;
+without one (the default: nothing to send) every call here returns after one check. compute/ calls:
+
+- ``event_started`` / ``event_finished`` from ``start_event`` / ``finish_event``: an instance-action
+  event of a compute step (``compute_stop_instance``, ...) is exactly what Nova's compute wraps in its
+  ``.start`` / ``.end`` (``.error``) notifications, so every operation that records its event notifies;
+- ``state_before`` / ``state_saved`` around a write of the server's row: ``compute.instance.update``
+  / ``instance.update`` as Nova's ``Instance.save()`` sends them (``[notifications]
+  notify_on_state_change``).
+
+What is noted goes out once the transaction has committed (``db.api.after_commit``): a write rolled
+back or lost to a concurrent one notifies nothing. The payload is read from the database then, as the
+server is after the change.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Protocol
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from openkeel_compute.db.api import after_commit
+from openkeel_compute.db.models import INSTANCE_ACTIONS, INSTANCE_ACTIONS_EVENTS, INSTANCES
+
+
+class Emitter(Protocol):
+    wants_updates: bool
+
+    def action_event(self, action_id: int, event: str, phase: str, host: str | None) -> None: ...
+
+    def finished_event(self, event_id: int, result: str, host: str | None, details: str | None,
+                       traceback: str | None) -> None: ...
+
+    def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None: ...
+
+
+_EMITTER: Emitter | None = None
+
+
+def install(emitter: Emitter | None) -> None:
+    """The process's notifier of server events (None: none are sent)."""
+    global _EMITTER
+    _EMITTER = emitter
+
+
+def installed() -> Emitter | None:
+    return _EMITTER
+
+
+def event_started(conn: Connection, action_id: int, event: str, host: str | None) -> None:
+    emitter = _EMITTER
+    if emitter is not None:
+        after_commit(conn, functools.partial(emitter.action_event, action_id, event, "start", host))
+
+
+def event_finished(conn: Connection, event_id: int, result: str, host: str | None, details: str | None,
+                   traceback: str | None, uuid: str | None = None) -> None:
+    emitter = _EMITTER
+    if emitter is not None:
+        if uuid is None:  # the key that orders a server's notifications in the transaction
+            uuid = conn.execute(select(INSTANCE_ACTIONS.c.instance_uuid).where(
+                INSTANCE_ACTIONS.c.id == select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
+                    INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery())).scalar()
+        after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback),
+                     key=uuid)
+
+
+_STATE = (INSTANCES.c.vm_state, INSTANCES.c.task_state, INSTANCES.c.display_name)
+
+
+def state_before(conn: Connection, uuid: str) -> dict[str, Any] | None:
+    """The server's state before a write (None when no update notification would be sent)."""
+    emitter = _EMITTER
+    if emitter is None or not emitter.wants_updates:
+        return None
+    row = conn.execute(select(*_STATE).where(INSTANCES.c.uuid == uuid)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def state_before_of(row: dict[str, Any]) -> dict[str, Any] | None:
+    """``state_before`` from a row the caller read before its write."""
+    emitter = _EMITTER
+    if emitter is None or not emitter.wants_updates:
+        return None
+    return {"vm_state": row.get("vm_state"), "task_state": row.get("task_state"),
+            "display_name": row.get("display_name")}
+
+
+def state_saved(conn: Connection, uuid: str, before: dict[str, Any] | None, actor: Any = None, *,
+                first: bool = False) -> None:
+    """The write after ``state_before`` changed the row: ``instance.update`` after commit (``first``:
+    before the server's other notifications of the transaction, as a delete's is before its end)."""
+    emitter = _EMITTER
+    if emitter is not None and before is not None:
+        after_commit(conn, functools.partial(emitter.update, uuid, before, actor), key=uuid, first=first)
