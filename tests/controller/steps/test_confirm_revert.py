@@ -12,6 +12,7 @@ from sqlalchemy import select
 
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import resize as resize_rows
+from openkeel_compute.compute import working_state
 from openkeel_compute.compute.instances import cas, store
 from openkeel_compute.controller.steps import confirm, revert
 from openkeel_compute.controller.steps.base import DONE, ServerRow, Wait, read_server
@@ -29,7 +30,7 @@ OLD_IT, NEW_IT = "it-old", "it-new"
 
 def _verify_resize(db, *, vm_state: str = states.ACTIVE) -> tuple[str, str]:
     """A server in VERIFY_RESIZE from ``vm_state``: its migration finished, the old matchers and revisions
-    kept as the resize step keeps them. Returns (server uuid, migration uuid)."""
+    kept in the working state as the resize step keeps them. Returns (server uuid, migration uuid)."""
     uuid = boot(db)
     power = states.power_state.SHUTDOWN if vm_state == states.STOPPED else states.power_state.RUNNING
     with db_api.transaction(db) as conn:
@@ -45,7 +46,7 @@ def _verify_resize(db, *, vm_state: str = states.ACTIVE) -> tuple[str, str]:
                                    "revision": "rev-old-it"},
                   "preference": {"matcher": {"kind": "VirtualMachinePreference", "name": "pref"},
                                  "revision": "rev-pref"}}
-        resize_rows.set_sysmeta(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before))
+        working_state.put(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before))
     return uuid, migration
 
 
@@ -85,7 +86,8 @@ def test_confirm_deletes_the_old_revision_and_ends_the_resize(ctx, db, cluster):
     row = row_of(db, uuid)
     assert (row["vm_state"], row["task_state"]) == (states.ACTIVE, None)
     assert _migration_status(db, migration) == "confirmed"
-    assert sysmeta.RESIZE_FROM not in _server(db, uuid)["system_metadata"]
+    with db_api.reader(db) as conn:
+        assert working_state.get(conn, uuid, sysmeta.RESIZE_FROM) is None
 
 
 def test_confirm_without_a_vm_asks_the_cluster_nothing(ctx, db, cluster):
