@@ -12,7 +12,6 @@ import contextlib
 import json
 import sys
 import threading
-import urllib.request
 
 import pytest
 import sqlalchemy as sa
@@ -20,9 +19,10 @@ import sqlalchemy as sa
 from openkeel_compute.api.page_cache import PageCache
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
+from tests.api.helpers import call_api
 from tests.conftest import admin, user
 from tests.databases import throwaway_database
-from tests.serve.test_serve import free_port, running
+from tests.serve.helpers import free_port, running
 
 DETAIL = "/v2.1/flavors/detail?limit=1000"
 
@@ -31,8 +31,6 @@ def _create(client, flavor_id, public=True):
     body = {"flavor": {"name": f"n-{flavor_id}", "ram": 64, "vcpus": 1, "disk": 1, "id": flavor_id,
                        "os-flavor-access:is_public": public}}
     assert client.post("/v2.1/flavors", headers=admin(), json_body=body).status_code == 200
-
-
 
 
 READS = [
@@ -115,15 +113,6 @@ def test_replicas_and_workers_never_answer_a_page_older_than_the_last_answered_w
             _interleave(ports)
 
 
-def _call(port, method, path, body=None, version="2.61"):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", method=method,
-                                 data=json.dumps(body).encode() if body is not None else None,
-                                 headers={"X-Auth-Token": "admin:admin", "Content-Type": "application/json",
-                                          "OpenStack-API-Version": f"compute {version}"})
-    with urllib.request.urlopen(req, timeout=60) as resp:
-        return json.loads(resp.read() or b"null")
-
-
 def _interleave(ports, steps: int = 12, readers: int = 3):
     """A writer goes through the replicas in turn: step k creates flavor k with a spec, and deletes
     flavor k-3. Readers ask both replicas for the detail list all the while and check it against
@@ -156,7 +145,7 @@ def _interleave(ports, steps: int = 12, readers: int = 3):
             n += 1
             done = answered[0]
             try:
-                page = _call(port, "GET", DETAIL)
+                page = call_api(port, "GET", DETAIL)
                 check(page, done, port, deleting[0])
             except Exception as exc:  # noqa: BLE001 - reported by the test below
                 failures.append(f"port {port}: {exc!r}")
@@ -168,16 +157,16 @@ def _interleave(ports, steps: int = 12, readers: int = 3):
         for k in range(1, steps + 1):
             port = ports[k % len(ports)]
             fid = f"fresh-{k:03d}"
-            _call(port, "POST", "/v2.1/flavors", {"flavor": {"name": fid, "ram": 64, "vcpus": 1, "disk": 1,
+            call_api(port, "POST", "/v2.1/flavors", {"flavor": {"name": fid, "ram": 64, "vcpus": 1, "disk": 1,
                                                              "id": fid}}, version="2.1")
-            _call(ports[(k + 1) % len(ports)], "POST", f"/v2.1/flavors/{fid}/os-extra_specs",
+            call_api(ports[(k + 1) % len(ports)], "POST", f"/v2.1/flavors/{fid}/os-extra_specs",
                   {"extra_specs": {"hw:cpu_policy": "dedicated", "step": str(k)}}, version="2.86")
             if k > 3:
                 deleting[0] = k
-                _call(port, "DELETE", f"/v2.1/flavors/fresh-{k - 3:03d}", version="2.1")
+                call_api(port, "DELETE", f"/v2.1/flavors/fresh-{k - 3:03d}", version="2.1")
             answered[0] = k
             for p in ports:  # every replica, right after the write: no waiting for anything
-                check(_call(p, "GET", DETAIL), k, f"{p} (writer)")
+                check(call_api(p, "GET", DETAIL), k, f"{p} (writer)")
     finally:
         stop.set()
         for t in threads:

@@ -5,7 +5,11 @@ from __future__ import annotations
 import json
 
 from tests.conftest import admin
-from tests.notifications.test_rabbitmq_delivery import api_publishing, broker, receive  # noqa: F401
+from tests.notifications.rabbitmq import (
+    api_publishing,
+    broker,  # noqa: F401 - fixtures
+    receive,
+)
 
 
 def test_each_flavor_change_publishes_one_notification_in_order(tmp_path, broker):  # noqa: F811

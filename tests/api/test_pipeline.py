@@ -12,26 +12,8 @@ import logging
 import pytest
 
 from openkeel_compute.api import deploy
+from tests.api.helpers import NOT_FOUND_TEXT, UNAUTHORIZED_TEXT, assert_unversioned, assert_versioned
 from tests.conftest import admin, make_conf, user
-
-VERSION_HEADERS = ("OpenStack-API-Version", "X-OpenStack-Nova-API-Version")
-NOT_FOUND_TEXT = "404 Not Found\n\nThe resource could not be found.\n\n   "
-UNAUTHORIZED_TEXT = (
-    "401 Unauthorized\n\nThis server could not verify that you are authorized to access the document you "
-    "requested. Either you supplied the wrong credentials (e.g., bad password), or your browser does not "
-    "understand how to supply the credentials required.\n\n   "
-)
-
-
-def assert_versioned(result, version: str) -> None:
-    assert result.header("OpenStack-API-Version") == f"compute {version}"
-    assert result.header("X-OpenStack-Nova-API-Version") == version
-    assert result.headers_named("Vary") == list(VERSION_HEADERS)
-
-
-def assert_unversioned(result) -> None:
-    for name in VERSION_HEADERS + ("Vary",):
-        assert result.header(name) is None, f"{name} should be absent"
 
 
 def test_root_lists_both_versions_with_links_from_the_request_host(client):

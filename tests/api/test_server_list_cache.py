@@ -33,11 +33,11 @@ from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
 from openkeel_compute.model import states
+from tests.api.helpers import call_api as list_call
 from tests.api.servers import oracle_state as oracle
-from tests.api.test_list_cache import _call as list_call
 from tests.conftest import admin, user
 from tests.databases import throwaway_database
-from tests.serve.test_serve import free_port, running
+from tests.serve.helpers import free_port, running
 from tests.server_world import IMAGE, image_service
 
 DEMO = "demo"

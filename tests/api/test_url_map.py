@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.test_pipeline import NOT_FOUND_TEXT, UNAUTHORIZED_TEXT, assert_unversioned, assert_versioned
+from tests.api.helpers import NOT_FOUND_TEXT, UNAUTHORIZED_TEXT, assert_unversioned, assert_versioned
 from tests.conftest import admin, user
 
 V21_SELF = {"rel": "self", "href": "http://127.0.0.1:18774/v2.1/"}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.clients.test_seed002_scenario1 import Cli
+from tests.clients.cli import Cli
 
 
 @pytest.fixture(scope="module")

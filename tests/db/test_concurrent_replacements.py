@@ -20,7 +20,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import make_conf, user
 from tests.databases import throwaway_database
-from tests.db.test_servers_generation import running_servers
+from tests.db.helpers import running_servers
 from tests.wsgi_client import Client
 
 SERVERS = 12

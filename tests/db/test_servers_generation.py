@@ -12,14 +12,12 @@ import sqlalchemy as sa
 
 from openkeel_compute import policies
 from openkeel_compute.api.deploy import deploy
-from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute.instances import cas, store
-from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.instances import cas
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import generations, migration, models
-from openkeel_compute.model import states
 from tests.conftest import make_conf, user
 from tests.databases import ENGINES, throwaway_database
+from tests.db.helpers import running_servers
 from tests.wsgi_client import Client
 
 
@@ -71,19 +69,6 @@ def test_other_statements_raise_nothing(statement):
 
 
 SERVERS = 100
-
-
-def running_servers(engine, count: int) -> list[str]:
-    """``count`` ACTIVE servers of user ``u`` in project ``p`` (flavor m1); their uuids."""
-    owner = Actor("u", "p")
-    with db_api.transaction(engine) as conn:
-        catalog.create(conn, name="m1", memory_mb=64, vcpus=1, root_gb=1, flavorid="m1")
-        flavor = catalog.get(conn, "m1")
-        uuids = [store.create(conn, actor=owner, flavor=flavor, extra_specs={}, display_name=f"s{i}",
-                              image_ref="img", system_metadata={})["uuid"] for i in range(count)]
-        conn.execute(sa.update(models.INSTANCES).values(vm_state=states.ACTIVE, task_state=None,
-                                                        launched_at=models.utcnow()))
-    return uuids
 
 
 def _controller_batch_against_api_actions(backend, tmp_path, *, raise_mid_transaction: bool = False):

@@ -11,7 +11,7 @@ from openkeel_compute.compute import network_requests
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
 from openkeel_compute.model import sysmeta
-from tests.api.servers.test_create import IMAGE, _counts, _image_service
+from tests.api.servers.helpers import IMAGE, local_image_service, row_counts
 from tests.conftest import make_conf, user
 from tests.databases import ENGINES, throwaway_database
 
@@ -37,7 +37,7 @@ def world(tmp_path, neutron, database_url):
                               "endpoint_override": neutron.url})
     engine = db_api.get_engine(conf)
     migration.sync(engine)
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         yield Client(deploy(conf)), engine, neutron
     db_api.dispose_all()
     policies.reset()
@@ -63,11 +63,11 @@ def _flavor(world):
 
 def _refused(world, code, message, **fields):
     client, engine, _neutron = world
-    before = _counts(engine)
+    before = row_counts(engine)
     resp = _boot(client, **fields)
     kind = {400: "badRequest", 403: "forbidden", 409: "conflictingRequest", 503: "computeFault"}[code]
     assert (resp.status_code, resp.json) == (code, {kind: {"code": code, "message": message}})
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 def test_unknown_network(world):
@@ -163,10 +163,10 @@ def test_neutron_down(world):
     world[2].network()
     world[2].fail_with = 500
     client, engine, _ = world
-    before = _counts(engine)
+    before = row_counts(engine)
     resp = _boot(client, networks="auto")
     assert resp.status_code == 503
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 def test_boot_keeps_what_was_asked_with_reads_only(world):

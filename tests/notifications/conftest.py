@@ -10,6 +10,7 @@ from oslo_config import cfg
 
 from openkeel_compute.conf.notifications import register_messaging_opts
 from openkeel_compute.notifications import register_opts
+from tests.notifications.rabbitmq import broker  # noqa: F401 - the broker fixture, for every module here
 
 # The flavor Nova's notification samples are generated from, as our catalogue hands it over.
 SAMPLE_FLAVOR: dict[str, Any] = {

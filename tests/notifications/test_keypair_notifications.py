@@ -18,9 +18,12 @@ from openkeel_compute.api.deploy import deploy
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.notifications import KeypairAction, Phase, build_keypair_payload, sender
-from tests.api.keypairs_quotas.test_oracle_differential import ED25519
+from tests.api.keypairs_quotas.helpers import ED25519
 from tests.conftest import admin, make_conf
-from tests.notifications.test_rabbitmq_delivery import api_publishing, broker, receive  # noqa: F401
+from tests.notifications.rabbitmq import (
+    api_publishing,
+    receive,
+)
 from tests.wsgi_client import Client
 
 FINGERPRINT_LEN = len("1e:2c:9b:56:79:4b:45:77:f9:ca:7a:98:2c:b0:d5:3c")
@@ -174,7 +177,7 @@ def test_delete_sends_start_and_end_with_the_pair_as_it_was(api) -> None:
     assert [data for _, data in sent] == [expected, expected]
 
 
-def test_key_pair_notifications_reach_a_rabbitmq_consumer(tmp_path, broker) -> None:  # noqa: F811
+def test_key_pair_notifications_reach_a_rabbitmq_consumer(tmp_path, broker) -> None:
     with api_publishing(tmp_path, broker, "keypair-test") as (client, queue):
         assert _create(client, {"name": "rabbit", "public_key": ED25519}).status_code == 201
         assert client.delete("/v2.1/os-keypairs/rabbit", headers={"X-Auth-Token": "demo:demo"}).status_code == 202
@@ -193,7 +196,7 @@ def test_messages_match_what_nova_sends_for_the_same_key_pairs(make_conf) -> Non
     import subprocess
 
     from openkeel_compute.notifications import ApiNotifier
-    from tests.notifications.test_nova_oracle import ORACLE_PYTHON, ORACLE_VENV
+    from tests.notifications.oracle_venv import ORACLE_PYTHON, ORACLE_VENV
 
     if not ORACLE_PYTHON.exists():
         pytest.skip(f"Nova oracle venv not found at {ORACLE_VENV} (set NOVA_ORACLE_VENV)")

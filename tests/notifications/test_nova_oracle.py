@@ -7,7 +7,6 @@ default /root/.cache/nova-oracle/venv) and skips with the reason when that venv 
 from __future__ import annotations
 
 import json
-import os
 import pathlib
 import subprocess
 
@@ -15,9 +14,8 @@ import pytest
 
 from openkeel_compute.notifications import FlavorAction, build_flavor_payload
 from tests.notifications.conftest import SAMPLE_FLAVOR, SAMPLE_FLAVOR_AFTER_UPDATES
+from tests.notifications.oracle_venv import ORACLE_PYTHON, ORACLE_VENV
 
-ORACLE_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-oracle/venv"))
-ORACLE_PYTHON = ORACLE_VENV / "bin" / "python"
 ORACLE_SCRIPT = pathlib.Path(__file__).with_name("nova_oracle_payloads.py")
 
 UNUSUAL_FLAVOR = {

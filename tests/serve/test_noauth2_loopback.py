@@ -17,7 +17,7 @@ from openkeel_compute.api.auth import noauth2_bind_error
 from openkeel_compute.cmd.serve import check_noauth2_bind
 from tests.conftest import ROOT, make_conf
 from tests.serve.cli import error_line, run, write_conf
-from tests.serve.test_serve import free_port, running
+from tests.serve.helpers import free_port, running
 from tests.wsgi_client import Client
 
 SERVE_DEFAULTS = str(ROOT / "etc/openkeel-compute-serve.conf")

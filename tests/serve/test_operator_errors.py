@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from tests.serve.cli import command, error_line, run, write_conf
+from tests.serve.helpers import unreachable_kubeconfig
 
 NOAUTH = "[api]\nauth_strategy = noauth2\n"
 UNREACHABLE_DB = "[database]\nconnection = postgresql+psycopg://nobody@127.0.0.1:1/nothing\n"
@@ -121,17 +122,6 @@ def test_controller_kubeconfig_malformed(tmp_path, text, reason) -> None:
     kubeconfig.write_text(text)
     line = error_line(run("controller", "--config-file", conf, "--kubeconfig", str(kubeconfig), "--once"))
     assert line == f"error: kubeconfig {kubeconfig} is not a usable kubeconfig: {reason}"
-
-
-def unreachable_kubeconfig(tmp_path) -> str:
-    path = tmp_path / "down.yaml"
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "x",
-        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-    }))
-    return str(path)
 
 
 @pytest.mark.parametrize("once", [True, False])

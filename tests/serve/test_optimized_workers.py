@@ -17,8 +17,7 @@ import urllib.request
 
 from openkeel_compute import serving
 from tests.processes import tree_of
-from tests.serve.test_processes import _cmdline, _serve
-from tests.serve.test_serve import _expected_root, _root
+from tests.serve.helpers import cmdline_of, expected_root_document, root_document, serve_with_workers
 
 
 def _package(tmp_path, monkeypatch, name: str) -> str:
@@ -71,13 +70,13 @@ def _call(port: int, method: str, path: str, body=None, mv: str = "2.61"):
 
 def test_two_workers_run_with_OO_where_the_bytecode_is_there_and_answer_as_one(tmp_path):
     expected_oo = serving.optimized_bytecode()  # what this installation holds decides
-    port, server = _serve(tmp_path, 2)
+    port, server = serve_with_workers(tmp_path, 2)
     with server as proc:
-        assert _root(port) == _expected_root(port)
+        assert root_document(port) == expected_root_document(port)
         tree = tree_of(proc.pid, 3)
         assert len(tree) == 3, tree
         for pid in tree:  # a forked worker shows its supervisor's command line, and runs with its flags
-            assert ("-OO" in _cmdline(pid).split()) is expected_oo, (pid, _cmdline(pid))
+            assert ("-OO" in cmdline_of(pid).split()) is expected_oo, (pid, cmdline_of(pid))
         # what a worker runs: validation and its messages, the extra-spec validators, views, faults
         status, body = _call(port, "POST", "/v2.1/flavors",
                              {"flavor": {"name": "oo", "ram": 512, "vcpus": 2, "disk": 1, "id": "oo"}})

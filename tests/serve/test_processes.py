@@ -9,43 +9,29 @@ import sys
 
 from tests.processes import tree as process_tree
 from tests.processes import tree_of
-from tests.serve.test_serve import _conf, _expected_root, _root, free_port, running
-
-CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
-
-
-def _cmdline(pid: int) -> str:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return f.read().replace(b"\0", b" ").decode()
-
-
-def _serve(tmp_path, workers: int):
-    conf = _conf(tmp_path)
-    subprocess.run(CLI + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
-    port = free_port()
-    return port, running(CLI + ["serve", "--config-file", conf, "--port", str(port), "--workers", str(workers)], port)
+from tests.serve.helpers import cmdline_of, expected_root_document, root_document, serve_with_workers
 
 
 def test_one_worker_is_one_process(tmp_path):
-    port, server = _serve(tmp_path, 1)
+    port, server = serve_with_workers(tmp_path, 1)
     with server as proc:
-        assert _root(port) == _expected_root(port)
+        assert root_document(port) == expected_root_document(port)
         assert process_tree(proc.pid) == [proc.pid]
 
 
 def test_several_workers_run_under_a_supervisor_without_the_application(tmp_path):
-    port, server = _serve(tmp_path, 2)
+    port, server = serve_with_workers(tmp_path, 2)
     with server as proc:
-        assert _root(port) == _expected_root(port)
+        assert root_document(port) == expected_root_document(port)
         tree = tree_of(proc.pid, 3)
         assert len(tree) == 3, tree
         # the server's own process became the supervisor: the standard library and nothing else
-        assert "-m openkeel_compute.serving" in _cmdline(proc.pid)
+        assert "-m openkeel_compute.serving" in cmdline_of(proc.pid)
         with open(f"/proc/{proc.pid}/maps") as f:
             maps = f.read()
         assert "_granian" not in maps and "sqlalchemy" not in maps
         for _ in range(20):
-            assert _root(port) == _expected_root(port)
+            assert root_document(port) == expected_root_document(port)
     assert proc.returncode == 0
     assert all(not os.path.exists(f"/proc/{pid}") or _zombie(pid) for pid in tree)
 
@@ -107,10 +93,10 @@ def test_the_supervisor_stops_when_a_worker_dies_while_starting():
 def test_several_workers_stop_when_every_process_gets_the_signal_twice(tmp_path):
     """systemd signals every process of a unit, Ctrl-C every process of the terminal's group, and the
     supervisor forwards the signal too: each worker gets it twice in a row, and still stops."""
-    port, server = _serve(tmp_path, 2)
+    port, server = serve_with_workers(tmp_path, 2)
     with server as proc:
         tree = tree_of(proc.pid, 3)
-        assert _root(port) == _expected_root(port)
+        assert root_document(port) == expected_root_document(port)
         for _ in range(3):
             os.killpg(proc.pid, signal.SIGTERM)
         try:

@@ -18,8 +18,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import make_conf
 from tests.serve.cli import command, error_line, run, write_conf
-from tests.serve.test_operator_errors import unreachable_kubeconfig
-from tests.serve.test_serve import free_port, running
+from tests.serve.helpers import free_port, running, unreachable_kubeconfig
 
 NOAUTH = "[api]\nauth_strategy = noauth2\n"
 KEYSTONE = {

@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 
-from tests.serve.test_serve import _conf, free_port
+from tests.serve.helpers import free_port, serve_conf
 
 CLI = [sys.executable, "-m", "openkeel_compute.cmd.main"]
 
@@ -71,7 +71,7 @@ def _held(modules: list[str], names) -> list[str]:
 
 
 def test_a_started_worker_holds_no_client_of_other_services(tmp_path):
-    conf = _conf(tmp_path)
+    conf = serve_conf(tmp_path)
     subprocess.run(CLI + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
     out = tmp_path / "modules.json"
     proc = subprocess.run([sys.executable, "-c", PROBE, str(free_port()), str(out), conf, *READS],
@@ -86,7 +86,7 @@ def test_a_started_worker_holds_no_client_of_other_services(tmp_path):
 
 
 def test_the_first_pattern_filter_loads_re2(tmp_path):
-    conf = _conf(tmp_path)
+    conf = serve_conf(tmp_path)
     subprocess.run(CLI + ["db", "sync", "--config-file", conf], check=True, capture_output=True)
     out = tmp_path / "modules.json"
     reads = ["/v2.1/flavors", "/v2.1/servers/detail?name=web-.*"]
@@ -100,7 +100,7 @@ def test_the_first_pattern_filter_loads_re2(tmp_path):
 
 def test_the_wsgi_module_alone_holds_none_either(tmp_path):
     """What each forked worker of several imports (openkeel_compute.wsgi builds the application)."""
-    conf = _conf(tmp_path)
+    conf = serve_conf(tmp_path)
     probe = "import json, sys, openkeel_compute.wsgi; print(json.dumps(sorted(sys.modules)))"
     out = subprocess.run([sys.executable, "-c", probe], env={**os.environ,
                                                                "OPENKEEL_CONFIG_FILES": conf},

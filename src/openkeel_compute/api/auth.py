@@ -69,7 +69,7 @@ def noauth2_bind_error(host: str) -> str | None:
     detail = ""
     try:
         infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        outside = sorted({info[4][0] for info in infos if not _is_loopback_peer(info[4][0])})
+        outside = sorted({str(info[4][0]) for info in infos if not _is_loopback_peer(str(info[4][0]))})
         if not outside:
             return None
         if outside != [host]:

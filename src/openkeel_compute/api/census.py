@@ -106,7 +106,7 @@ def _standing_text(row: Row) -> str:
     if standing == SERVED:
         return "served"
     if standing == REMOVED:
-        code = "400, as Nova" if row.operation.success == 400 else "410"
+        code = "400, as Nova" if row.operation is not None and row.operation.success == 400 else "410"
         since = row.removed_in.replace(" (", ", ").rstrip(")") if row.removed_in else None
         return f"answered as removed ({code}; gone since Nova {since})" if since else f"answered as removed ({code})"
     if standing == NOT_YET:

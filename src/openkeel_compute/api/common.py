@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from oslo_policy import policy as oslo_policy
 from oslo_utils import strutils
@@ -24,12 +25,12 @@ SERVER_PAGES_MAX_BYTES = 32 * 1024 * 1024
 class Services:
     """Process-wide collaborators handed to handlers (no globals)."""
 
-    conf: object
+    conf: Any  # oslo.config's ConfigOpts: its groups and options are attributes made at run time
     engine: Engine
-    notifier: object | None = None
-    verify_project: Callable[[object, str], None] | None = None
-    images: object | None = None  # the image service's client, made on first use (POST /servers)
-    network: object | None = None  # Neutron's client when [neutron] is set, made on first use
+    notifier: Any = None
+    verify_project: Callable[[object, str, dict], None] | None = None  # (context, project id, WSGI environ)
+    images: Any = None  # the image service's client, made on first use (POST /servers)
+    network: Any = None  # Neutron's client when [neutron] is set, made on first use
     pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
     # Server lists apart: their pages are larger and must not push the flavor lists out.
     server_pages: PageCache = dataclasses.field(default_factory=lambda: PageCache(SERVER_PAGES_MAX_BYTES))

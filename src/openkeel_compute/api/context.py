@@ -21,7 +21,7 @@ class RequestContext(oslo_context.RequestContext):
         return policies.authorize(self, "context_is_admin", {}, fatal=False)
 
     @property
-    def is_admin(self) -> bool:  # type: ignore[override]
+    def is_admin(self) -> bool:
         return self._admin
 
     @is_admin.setter

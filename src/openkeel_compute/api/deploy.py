@@ -27,6 +27,7 @@ import logging
 import re
 import time
 import uuid
+from typing import Any
 
 import falcon
 import webob.exc
@@ -262,15 +263,16 @@ def build_router(conf) -> falcon.App:
 
 def build_services(conf: cfg.ConfigOpts) -> Services:
     notifier = None
+    notifier_class: Any = None
     try:
-        from openkeel_compute.notifications import ApiNotifier
+        from openkeel_compute.notifications import ApiNotifier as notifier_class
     except ImportError:  # pragma: no cover - notifications room not installed
-        ApiNotifier = None
+        pass
     engine = db_api.get_engine(conf)
-    if ApiNotifier is not None:
+    if notifier_class is not None:
         from openkeel_compute.notifications import server_events
 
-        notifier = ApiNotifier(conf, host=conf.host, engine=engine)
+        notifier = notifier_class(conf, host=conf.host, engine=engine)
         # Server notifications leave from the hooks in compute/ (after each commit), not from handlers.
         server_events.install(notifier if notifier.sends_servers else None)
         if not notifier.enabled:
@@ -319,7 +321,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     services = services or build_services(conf)
     router_app = SplitVary(build_router(conf))
 
-    api = auth.ContextMiddleware(router_app)
+    api: Any = auth.ContextMiddleware(router_app)
     if conf.api.auth_strategy == "noauth2":
         LOG.warning("[api] auth_strategy = noauth2: any 'X-Auth-Token: user:project' is trusted; requests "
                     "from peers that are not loopback addresses are refused. Development only.")
@@ -328,7 +330,7 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         api = auth.keystone_auth_token(api, conf)
     api = BodySizeLimit(api, conf)
 
-    app = URLMap(api, router_app, conf, services)
+    app: Any = URLMap(api, router_app, conf, services)
     if conf.api.auth_strategy == "noauth2":
         from openkeel_compute.api.noauth_identity import NoAuthIdentity
 

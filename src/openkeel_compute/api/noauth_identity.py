@@ -30,6 +30,7 @@ import json
 import re
 import threading
 from collections.abc import Callable
+from typing import Any
 from urllib.parse import parse_qs
 
 PREFIX = "/identity"
@@ -94,14 +95,15 @@ def catalog(environ, image_url: str | None, placement_url: str | None = None) ->
 def _token(environ, image_url: str | None, placement_url: str | None = None) -> tuple[str, dict, str | None]:
     """POST /v3/auth/tokens: (status, body, subject token)."""
     body = _read_json(environ)
-    auth = body.get("auth") if isinstance(body, dict) else None
+    auth: Any = body.get("auth") if isinstance(body, dict) else None
     identity = auth.get("identity") if isinstance(auth, dict) else None
     if not isinstance(identity, dict) or not isinstance(identity.get("methods"), list):
         return (*_error(400, "Bad Request", "Expecting to find identity in auth - the server could not comply "
                                             "with the request since it is either malformed or otherwise "
                                             "incorrect. The client is assumed to be in error."), None)
     methods = identity["methods"]
-    user = project = None
+    user: Any = None
+    project: Any = None
     if "token" in methods:
         token = (identity.get("token") or {}).get("id") or ""
         user, _, project = str(token).partition(":")
@@ -110,8 +112,8 @@ def _token(environ, image_url: str | None, placement_url: str | None = None) -> 
         user = named.get("name") or named.get("id")
     if not user:
         return (*_error(401, "Unauthorized", "The request you have made requires authentication."), None)
-    scope = auth.get("scope") if isinstance(auth.get("scope"), dict) else {}
-    wanted = scope.get("project") if isinstance(scope.get("project"), dict) else {}
+    scope: Any = auth.get("scope") if isinstance(auth.get("scope"), dict) else {}
+    wanted: Any = scope.get("project") if isinstance(scope.get("project"), dict) else {}
     project = wanted.get("id") or wanted.get("name") or project or user
     now = datetime.datetime.now(datetime.UTC)
     stamp = "%Y-%m-%dT%H:%M:%S.000000Z"

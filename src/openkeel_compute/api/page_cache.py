@@ -22,11 +22,11 @@ DEFAULT_MAX_BYTES = 8 * 1024 * 1024
 class PageCache:
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES):
         self.max_bytes = max_bytes
-        self._pages: collections.OrderedDict[tuple, tuple[int, bytes]] = collections.OrderedDict()
+        self._pages: collections.OrderedDict[tuple, tuple[object, bytes]] = collections.OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
 
-    def get(self, key: tuple, generation: int | None) -> bytes | None:
+    def get(self, key: tuple, generation: object | None) -> bytes | None:
         """The page for ``key`` rendered at ``generation``, or None."""
         if generation is None:
             return None
@@ -37,7 +37,7 @@ class PageCache:
             self._pages.move_to_end(key)
             return entry[1]
 
-    def put(self, key: tuple, generation: int | None, page: bytes) -> None:
+    def put(self, key: tuple, generation: object | None, page: bytes) -> None:
         if generation is None or len(page) > self.max_bytes:
             return
         with self._lock:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import orjson
 
@@ -12,7 +13,7 @@ from openkeel_compute.api.links import url_join
 
 _DOCS_LINK = {"rel": "describedby", "type": "text/html", "href": "http://docs.openstack.org/"}
 
-VERSIONS = {
+VERSIONS: dict[str, dict[str, Any]] = {
     "v2.0": {
         "id": "v2.0",
         "status": "DEPRECATED",

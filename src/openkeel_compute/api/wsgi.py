@@ -20,6 +20,7 @@ import logging
 import math
 import re
 from collections.abc import Callable
+from typing import Any
 
 import falcon
 import orjson
@@ -251,7 +252,7 @@ def _request_content_type(freq: falcon.Request) -> str | None:
 class Endpoint:
     """A Falcon resource for one URI template: HTTP method (or body action) → Operation."""
 
-    def __init__(self, methods: dict[str, Callable | dict[str, Callable]]):
+    def __init__(self, methods: dict[str, Any]):  # handlers (or, by body action, dicts of them) of @operation
         self.methods = {}
         for method, target in methods.items():
             if isinstance(target, dict):

@@ -17,7 +17,7 @@ from openkeel_compute.db import models
 from openkeel_compute.emulator import Emulator
 from openkeel_compute.emulator.server import node
 from openkeel_compute.kubevirt.server import ServerOptions, compose, require_zone
-from tests.api.servers.test_create import IMAGE, _counts, _image_service
+from tests.api.servers.helpers import IMAGE, local_image_service, row_counts
 from tests.kubevirt.objects import IMAGE as KV_IMAGE
 from tests.kubevirt.objects import SERVER
 from tests.kubevirt.objects import flavor_copy as _copy
@@ -90,11 +90,11 @@ def zoned(client, conf, tmp_path):
     nodes.publish(engine, {"n-a1": ("az-a", True, False), "n-b1": ("az-b", False, False)})
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         yield client, engine
 
 
-def _boot(client, zone, flavor="1"):
+def boot_server(client, zone, flavor="1"):
     return client.post("/v2.1/servers", headers=dict(MEMBER, **{"OpenStack-API-Version": "compute 2.96"}),
                        json_body={"server": {"name": "z", "imageRef": IMAGE, "flavorRef": flavor,
                                              "networks": "none", "availability_zone": zone}})
@@ -102,15 +102,15 @@ def _boot(client, zone, flavor="1"):
 
 def test_boots_go_only_to_zones_with_a_ready_node(zoned):
     client, engine = zoned
-    before = _counts(engine)
+    before = row_counts(engine)
     for zone in ("az-b", "nowhere", "nova"):
-        got = _boot(client, zone)
+        got = boot_server(client, zone)
         assert (got.status_code, got.json) == (400, {"badRequest": {
             "code": 400, "message": "The requested availability zone is not available"}}), zone
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
     # the flavor is looked up before the zone, as in Nova
-    assert _boot(client, "nowhere", flavor="99").json["badRequest"]["message"] == "Flavor 99 could not be found."
-    got = _boot(client, "az-a")
+    assert boot_server(client, "nowhere", flavor="99").json["badRequest"]["message"] == "Flavor 99 could not be found."
+    got = boot_server(client, "az-a")
     assert got.status_code == 202, got.text
     shown = client.get(f"/v2.1/servers/{got.json['server']['id']}", headers=MEMBER).json["server"]
     assert shown["OS-EXT-AZ:availability_zone"] == "az-a"

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
-from tests.api.keypairs_quotas.test_oracle_differential import ED25519
-from tests.api.servers.test_create import IMAGE, _counts, _image_service
+from tests.api.keypairs_quotas.helpers import ED25519
+from tests.api.servers.helpers import IMAGE, local_image_service, row_counts
 from tests.conftest import make_conf
 from tests.databases import ENGINES, throwaway_database
 from tests.wsgi_client import Client
@@ -24,7 +24,7 @@ def _headers(token="demo:demo", version="2.96"):
     return {"X-Auth-Token": token, "OpenStack-API-Version": f"compute {version}"}
 
 
-def _boot(client, token="demo:demo", version="2.96", **fields):
+def boot_server(client, token="demo:demo", version="2.96", **fields):
     body = {"server": {"name": "q", "imageRef": IMAGE, "flavorRef": "1", "networks": "none", **fields}}
     if version < "2.37":
         body["server"].pop("networks")
@@ -37,7 +37,7 @@ def cloud(client, conf, tmp_path):
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
         catalog.create(conn, name="m1.medium", memory_mb=4096, vcpus=2, root_gb=40, flavorid="3")
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         yield client, engine
 
 
@@ -46,12 +46,12 @@ def test_key_name_is_the_callers_key_pair_and_reaches_the_instance(cloud):
     made = client.post("/v2.1/os-keypairs", headers=_headers(version="2.2"),
                        json_body={"keypair": {"name": "mine", "public_key": ED25519}})
     assert made.status_code == 201, made.text
-    before = _counts(engine)
-    other = _boot(client, token="other:demo", key_name="mine")
+    before = row_counts(engine)
+    other = boot_server(client, token="other:demo", key_name="mine")
     assert (other.status_code, other.json) == (400, {"badRequest": {"code": 400,
                                                                      "message": "Invalid key_name provided."}})
-    assert _counts(engine) == before
-    got = _boot(client, key_name="mine")
+    assert row_counts(engine) == before
+    got = boot_server(client, key_name="mine")
     assert got.status_code == 202, got.text
     uuid = got.json["server"]["id"]
     with db_api.reader(engine) as conn:
@@ -70,15 +70,15 @@ def test_instances_cores_and_ram_quotas_refuse_as_nova_and_write_nothing(cloud):
     client, engine = cloud
     assert client.put("/v2.1/os-quota-sets/demo", headers=ADMIN,
                       json_body={"quota_set": {"cores": 3, "instances": 5, "ram": 2048}}).status_code == 200
-    before = _counts(engine)
-    assert _refusal(_boot(client, flavorRef="3", min_count=2)) == (
+    before = row_counts(engine)
+    assert _refusal(boot_server(client, flavorRef="3", min_count=2)) == (
         403, "Quota exceeded for cores, ram: Requested 4, 8192, but already used 0, 0 of 3, 2048 cores, ram")
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
     # max_count is cut down to what fits (3 of 5, by cores), min_count is honoured
-    got = _boot(client, flavorRef="1", min_count=1, max_count=5)
+    got = boot_server(client, flavorRef="1", min_count=1, max_count=5)
     assert got.status_code == 202, got.text
-    assert _counts(engine)[0] == before[0] + 3
-    assert _refusal(_boot(client, flavorRef="1")) == (
+    assert row_counts(engine)[0] == before[0] + 3
+    assert _refusal(boot_server(client, flavorRef="1")) == (
         403, "Quota exceeded for cores: Requested 1, but already used 3 of 3 cores")
     limits = client.get("/v2.1/limits", headers=_headers()).json["limits"]["absolute"]
     assert (limits["totalInstancesUsed"], limits["totalCoresUsed"], limits["totalRAMUsed"]) == (3, 3, 1536)
@@ -89,14 +89,14 @@ def test_metadata_and_personality_quotas(cloud):
     client.put("/v2.1/os-quota-sets/demo", headers=ADMIN, json_body={"quota_set": {"metadata_items": 1}})
     client.put("/v2.1/os-quota-sets/demo", headers=dict(ADMIN, **{"OpenStack-API-Version": "compute 2.1"}),
                json_body={"quota_set": {"injected_files": 1, "injected_file_path_bytes": 4}})
-    before = _counts(engine)
-    assert _refusal(_boot(client, metadata={"a": "1", "b": "2"})) == (
+    before = row_counts(engine)
+    assert _refusal(boot_server(client, metadata={"a": "1", "b": "2"})) == (
         403, "Maximum number of metadata items exceeds 1")
     files = [{"path": "/a", "contents": "YQ=="}, {"path": "/b", "contents": "YQ=="}]
-    assert _refusal(_boot(client, version="2.1", personality=files)) == (403, "Personality file limit exceeded")
-    assert _refusal(_boot(client, version="2.1", personality=[{"path": "/long", "contents": "YQ=="}])) == (
+    assert _refusal(boot_server(client, version="2.1", personality=files)) == (403, "Personality file limit exceeded")
+    assert _refusal(boot_server(client, version="2.1", personality=[{"path": "/long", "contents": "YQ=="}])) == (
         403, "Personality file path exceeds maximum 4")
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 @pytest.mark.parametrize("engine_name", ENGINES)
@@ -110,8 +110,8 @@ def test_concurrent_boots_near_the_limit_never_pass_it(engine_name, tmp_path):
         client = Client(deploy(conf))
         with db_api.transaction(engine) as conn:
             catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
-        with _image_service(conf, tmp_path), concurrent.futures.ThreadPoolExecutor(8) as pool:
-            statuses = list(pool.map(lambda _: _boot(client).status_code, range(8)))
+        with local_image_service(conf, tmp_path), concurrent.futures.ThreadPoolExecutor(8) as pool:
+            statuses = list(pool.map(lambda _: boot_server(client).status_code, range(8)))
         assert sorted(statuses) == [202] * 3 + [403] * 5
         with db_api.reader(engine) as conn:
             live = conn.execute(sa.select(sa.func.count()).select_from(models.INSTANCES)

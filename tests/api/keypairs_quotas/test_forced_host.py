@@ -15,7 +15,7 @@ from openkeel_compute.controller import nodes
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from openkeel_compute.kubevirt.server import compose
-from tests.api.servers.test_create import IMAGE, _counts, _image_service
+from tests.api.servers.helpers import IMAGE, local_image_service, row_counts
 from tests.kubevirt.objects import IMAGE as KV_IMAGE
 from tests.kubevirt.objects import SERVER
 from tests.kubevirt.objects import flavor_copy as _copy
@@ -29,11 +29,11 @@ def cloud(client, conf, tmp_path):
     nodes.publish(engine, {"n-a1": ("az-a", True, False), "n-plain": (None, True, False)})
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         yield client, engine
 
 
-def _boot(client, version="2.96", token=ADMIN, **fields):
+def boot_server(client, version="2.96", token=ADMIN, **fields):
     server = {"name": "f", "imageRef": IMAGE, "flavorRef": "1", "networks": "none", **fields}
     return client.post("/v2.1/servers", json_body={"server": server},
                        headers={"X-Auth-Token": token, "OpenStack-API-Version": f"compute {version}"})
@@ -49,7 +49,7 @@ def _stored(engine, uuid) -> tuple[str | None, dict]:
         return zone, {key: value for key, value in rows if key in keys}
 
 
-def _fault(got) -> tuple[int, str]:
+def last_fault(got) -> tuple[int, str]:
     body = got.json
     (kind,) = body
     return got.status_code, body[kind]["message"]
@@ -66,23 +66,23 @@ def _fault(got) -> tuple[int, str]:
 ])
 def test_an_admin_forces_a_node_through_the_availability_zone(cloud, zone, stored_zone, destination):
     client, engine = cloud
-    got = _boot(client, availability_zone=zone)
+    got = boot_server(client, availability_zone=zone)
     assert got.status_code == 202, got.text
     assert _stored(engine, got.json["server"]["id"]) == (stored_zone, dict(destination, forced_destination="True"))
 
 
 def test_forcing_a_host_is_for_admins_only(cloud):
     client, engine = cloud
-    before = _counts(engine)
-    assert _fault(_boot(client, token=MEMBER, availability_zone="az-a:n-a1")) == (
+    before = row_counts(engine)
+    assert last_fault(boot_server(client, token=MEMBER, availability_zone="az-a:n-a1")) == (
         403, "Policy doesn't allow os_compute_api:servers:create:forced_host to be performed.")
-    assert _fault(_boot(client, token=MEMBER, availability_zone="::n-a1")) == (
+    assert last_fault(boot_server(client, token=MEMBER, availability_zone="::n-a1")) == (
         403, "Policy doesn't allow os_compute_api:servers:create:forced_host to be performed.")
     # "zone:" names no host: an ordinary zone request
-    assert _boot(client, token=MEMBER, availability_zone="az-a:").status_code == 202
-    assert _fault(_boot(client, availability_zone="a:b:c:d")) == (
+    assert boot_server(client, token=MEMBER, availability_zone="az-a:").status_code == 202
+    assert last_fault(boot_server(client, availability_zone="a:b:c:d")) == (
         400, "Invalid input received: Unable to parse availability_zone")
-    assert _counts(engine)[0] == before[0] + 1
+    assert row_counts(engine)[0] == before[0] + 1
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -97,29 +97,29 @@ def test_forcing_a_host_is_for_admins_only(cloud):
 ])
 def test_a_requested_destination_must_be_a_node_of_the_cluster(cloud, fields, message):
     client, engine = cloud
-    before = _counts(engine)
-    status, text = _fault(_boot(client, version="2.74", **fields))
+    before = row_counts(engine)
+    status, text = last_fault(boot_server(client, version="2.74", **fields))
     assert status == 400
     if message:
         assert text == message
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 def test_a_requested_destination_is_kept_for_the_scheduler(cloud):
     client, engine = cloud
-    got = _boot(client, version="2.74", host="n-a1", hypervisor_hostname="n-a1")
+    got = boot_server(client, version="2.74", host="n-a1", hypervisor_hostname="n-a1")
     assert got.status_code == 202, got.text
     assert _stored(engine, got.json["server"]["id"]) == (None, {"requested_host": "n-a1",
                                                                 "requested_hypervisor_hostname": "n-a1"})
-    got = _boot(client, version="2.74", hypervisor_hostname="n-plain")
+    got = boot_server(client, version="2.74", hypervisor_hostname="n-plain")
     assert got.status_code == 202, got.text
 
 
 def test_requested_destinations_are_for_admins_and_from_2_74(cloud):
     client, _engine = cloud
-    assert _fault(_boot(client, version="2.74", token=MEMBER, host="n-a1")) == (
+    assert last_fault(boot_server(client, version="2.74", token=MEMBER, host="n-a1")) == (
         403, "Policy doesn't allow compute:servers:create:requested_destination to be performed.")
-    status, message = _fault(_boot(client, version="2.73", host="n-a1"))
+    status, message = last_fault(boot_server(client, version="2.73", host="n-a1"))
     assert status == 400 and "Additional properties are not allowed ('host' was unexpected)" in message
 
 

@@ -18,8 +18,7 @@ import urllib.request
 import pytest
 
 from tests._shared import shared_path
-
-ED25519 = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIP4ZV2jFdbathh4ZbSCqBKDjJCVWsclo6/Vd3mHdAIs7 me@host"
+from tests.api.keypairs_quotas.helpers import ED25519
 
 
 def _certificate() -> str:
@@ -148,7 +147,7 @@ IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 B = "kq-boot:kq-boot"
 
 
-def _server(flavor, **fields):
+def server_body(flavor, **fields):
     return {"server": {"name": "q", "imageRef": IMAGE, "flavorRef": flavor, "networks": "none", **fields}}
 
 
@@ -156,15 +155,15 @@ def _server(flavor, **fields):
 BOOT_EXCHANGES = [
     ("PUT", "/os-quota-sets/kq-boot", ADMIN, "2.57",
      {"quota_set": {"cores": 3, "instances": 2, "ram": 2048, "metadata_items": 1}}),
-    ("POST", "/servers", B, "2.96", _server("3", min_count=2)),
-    ("POST", "/servers", B, "2.96", _server("1", min_count=3)),
-    ("POST", "/servers", B, "2.96", _server("1", min_count=3, max_count=4)),
-    ("POST", "/servers", B, "2.96", _server("3", min_count=1, max_count=1, metadata={"a": "1", "b": "2"})),
-    ("POST", "/servers", B, "2.96", _server("1", availability_zone="nowhere")),
-    ("POST", "/servers", B, "2.96", _server("99", availability_zone="nowhere")),
-    ("POST", "/servers", B, "2.96", _server("1", key_name="nokey")),
+    ("POST", "/servers", B, "2.96", server_body("3", min_count=2)),
+    ("POST", "/servers", B, "2.96", server_body("1", min_count=3)),
+    ("POST", "/servers", B, "2.96", server_body("1", min_count=3, max_count=4)),
+    ("POST", "/servers", B, "2.96", server_body("3", min_count=1, max_count=1, metadata={"a": "1", "b": "2"})),
+    ("POST", "/servers", B, "2.96", server_body("1", availability_zone="nowhere")),
+    ("POST", "/servers", B, "2.96", server_body("99", availability_zone="nowhere")),
+    ("POST", "/servers", B, "2.96", server_body("1", key_name="nokey")),
     ("PUT", "/os-quota-sets/kq-boot", ADMIN, "2.57", {"quota_set": {"cores": -1, "ram": 1024}}),
-    ("POST", "/servers", B, "2.96", _server("1", min_count=3)),
+    ("POST", "/servers", B, "2.96", server_body("1", min_count=3)),
 ]
 
 _RANDOM = {"private_key", "fingerprint", "created_at", "id", "request_id"}
@@ -250,12 +249,12 @@ def test_keypairs_quotas_and_limits_answer_as_nova(oracle_url, client):
 def test_boots_refused_by_quotas_answer_as_nova(oracle_url, client, conf, tmp_path):
     from openkeel_compute.catalog import flavors as catalog
     from openkeel_compute.db import api as db_api
-    from tests.api.servers.test_create import _image_service
+    from tests.api.servers.helpers import local_image_service
 
     with db_api.transaction(db_api.get_engine(conf)) as conn:  # the oracle's m1.tiny and m1.medium
         catalog.create(conn, name="m1.tiny", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
         catalog.create(conn, name="m1.medium", memory_mb=4096, vcpus=2, root_gb=40, flavorid="3")
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         _compare(oracle_url, client, BOOT_EXCHANGES)
 
 

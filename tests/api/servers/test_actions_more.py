@@ -7,23 +7,26 @@ NotImplementedError."""
 from __future__ import annotations
 
 import pytest
-import sqlalchemy as sa
 
-from openkeel_compute.compute.instances import instance_actions, instance_faults, locks, store
+from openkeel_compute.compute.instances import locks, store
 from openkeel_compute.db import api as db_api
-from openkeel_compute.db import models
 from openkeel_compute.model import states
 from tests.api.servers import oracle_state as oracle
-from tests.api.servers.test_create import _image_service
+from tests.api.servers.helpers import (
+    PATH,
+    UUID,
+    answer_of,
+    demo,
+    last_action,
+    last_fault,
+    local_image_service,
+    outbox_rows,
+    server_row,
+    set_server,
+)
 from tests.conftest import admin
 
-UUID = oracle.SERVER_A
-PATH = f"/v2.1/servers/{UUID}/action"
 UNKNOWN = "00000000-0000-0000-0000-000000000000"
-
-
-def demo(version: str = "2.96") -> dict:
-    return {"X-Auth-Token": "demo:demo", "OpenStack-API-Version": f"compute {version}"}
 
 
 @pytest.fixture
@@ -35,46 +38,8 @@ def engine(app, conf):
 
 @pytest.fixture
 def images(conf, tmp_path):
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         yield
-
-
-def _row(engine):
-    with db_api.reader(engine) as conn:
-        return store.get(conn, UUID)
-
-
-def _set(engine, **values):
-    with db_api.transaction(engine) as conn:
-        conn.execute(sa.update(models.INSTANCES).where(models.INSTANCES.c.uuid == UUID).values(values))
-
-
-def _outbox(engine):
-    with db_api.reader(engine) as conn:
-        return [(r.operation, r.payload) for r in conn.execute(
-            sa.select(models.OUTBOX.c.operation, models.OUTBOX.c.payload)
-            .where(models.OUTBOX.c.kind == "server").order_by(models.OUTBOX.c.id))]
-
-
-def _last_action(engine):
-    with db_api.reader(engine) as conn:
-        latest = instance_actions.actions_of(conn, UUID)[0]
-        action = instance_actions.get_action(conn, UUID, latest["request_id"])
-    return action["action"], [(e["event"], e["result"], e["details"]) for e in reversed(action["events"])]
-
-
-def _fault(engine):
-    with db_api.reader(engine) as conn:
-        fault = instance_faults.latest_faults(conn, [UUID]).get(UUID)
-    return None if fault is None else (fault["code"], fault["message"])
-
-
-def _answer(got):
-    body = got.json if got.content else None
-    if body:
-        (only,) = body.values()
-        return got.status_code, only.get("message", body)
-    return got.status_code, None
 
 
 def _lock(engine):
@@ -97,7 +62,7 @@ VALID = {
 @pytest.mark.parametrize("action", sorted(VALID))
 def test_unknown_server_is_not_found_for_every_action(client, engine, action):
     got = client.post(f"/v2.1/servers/{UNKNOWN}/action", headers=admin("2.96"), json_body={action: VALID[action]})
-    assert _answer(got) == (404, f"Instance {UNKNOWN} could not be found.")
+    assert answer_of(got) == (404, f"Instance {UNKNOWN} could not be found.")
 
 
 def test_bad_bodies_as_nova(client, engine):
@@ -124,15 +89,15 @@ def test_bad_bodies_as_nova(client, engine):
          "with whitespace.")),
     ]
     for body, version, message in cases:
-        assert _answer(client.post(PATH, headers=admin(version), json_body=body)) == (400, message), body
+        assert answer_of(client.post(PATH, headers=admin(version), json_body=body)) == (400, message), body
     # trigger_crash_dump exists from 2.17
     got = client.post(PATH, headers=admin("2.16"), json_body={"trigger_crash_dump": None})
-    assert _answer(got) == (404, "The resource could not be found.")
+    assert answer_of(got) == (404, "The resource could not be found.")
     # resetNetwork was removed from Nova: gone, whatever the server
     got = client.post(f"/v2.1/servers/{UNKNOWN}/action", headers=admin("2.96"), json_body={"resetNetwork": None})
-    assert _answer(got) == (410, "This resource is no longer available. No forwarding address is given.")
+    assert answer_of(got) == (410, "This resource is no longer available. No forwarding address is given.")
     assert got.json == {"computeFault": {"code": 410, "message": got.json["computeFault"]["message"]}}
-    assert _row(engine)["task_state"] is None and _outbox(engine) == []
+    assert server_row(engine)["task_state"] is None and outbox_rows(engine) == []
 
 
 @pytest.mark.parametrize(("action", "rule"), [
@@ -144,7 +109,7 @@ def test_bad_bodies_as_nova(client, engine):
 ])
 def test_admin_only_actions(client, engine, action, rule):
     got = client.post(PATH, headers=demo(), json_body={action: VALID[action]})
-    assert _answer(got) == (403, f"Policy doesn't allow {rule} to be performed.")
+    assert answer_of(got) == (403, f"Policy doesn't allow {rule} to be performed.")
 
 
 # --- the lock --------------------------------------------------------------------------------------
@@ -153,11 +118,11 @@ def test_the_lock_refuses_as_nova_words_it(client, engine):
     _lock(engine)
     for action in ("rebuild", "forceDelete", "shelve", "rescue", "trigger_crash_dump", "resize"):
         got = client.post(PATH, headers=demo("2.96"), json_body={action: VALID[action]})
-        assert _answer(got) == (409, f"Instance {UUID} is locked"), action
+        assert answer_of(got) == (409, f"Instance {UUID} is locked"), action
     # these two handlers word the lock as an invalid state
     for action in ("restore", "changePassword"):
         got = client.post(PATH, headers=demo(), json_body={action: VALID[action]})
-        assert _answer(got) == (409, f"Instance {UUID} is in an invalid state for '{action}'"), action
+        assert answer_of(got) == (409, f"Instance {UUID} is in an invalid state for '{action}'"), action
     # a snapshot is not refused by the lock
     got = client.post(PATH, headers=demo(), json_body={"createImage": {"name": "snap"}})
     assert got.status_code == 202 and set(got.json) == {"image_id"}
@@ -166,73 +131,73 @@ def test_the_lock_refuses_as_nova_words_it(client, engine):
 # --- admin actions ------------------------------------------------------------------------------------
 
 def test_reset_state_to_error_and_back(client, engine):
-    _set(engine, task_state="powering-off")
+    set_server(engine, task_state="powering-off")
     got = client.post(PATH, headers=admin(), json_body={"os-resetState": {"state": "error"}})
     assert (got.status_code, got.content) == (202, b"")
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["vm_state"], row["task_state"], store.status(row)) == ("error", None, "ERROR")
-    assert _last_action(engine) == ("resetState", [])
+    assert last_action(engine) == ("resetState", [])
     # a locked server too: the lock does not apply
     _lock(engine)
     assert client.post(PATH, headers=admin(), json_body={"os-resetState": {"state": "active"}}).status_code == 202
-    assert _row(engine)["vm_state"] == "active"
-    assert _outbox(engine) == []
+    assert server_row(engine)["vm_state"] == "active"
+    assert outbox_rows(engine) == []
 
 
 def test_inject_network_info_is_accepted(client, engine):
     assert client.post(PATH, headers=admin(), json_body={"injectNetworkInfo": None}).status_code == 202
-    assert _row(engine)["task_state"] is None and _outbox(engine) == []
+    assert server_row(engine)["task_state"] is None and outbox_rows(engine) == []
 
 
 # --- soft delete -----------------------------------------------------------------------------------------
 
 def test_restore_refuses_a_live_server(client, engine):
     got = client.post(PATH, headers=demo(), json_body={"restore": None})
-    assert _answer(got) == (409, f"Cannot 'restore' instance {UUID} while it is in vm_state active")
+    assert answer_of(got) == (409, f"Cannot 'restore' instance {UUID} while it is in vm_state active")
 
 
 def test_force_delete_deletes_now(client, engine):
-    _set(engine, task_state="rebooting")
+    set_server(engine, task_state="rebooting")
     got = client.post(PATH, headers=demo(), json_body={"forceDelete": None})
-    assert _answer(got) == (409, f"Cannot 'forceDelete' instance {UUID} while it is in task_state rebooting")
-    _set(engine, task_state=None)
+    assert answer_of(got) == (409, f"Cannot 'forceDelete' instance {UUID} while it is in task_state rebooting")
+    set_server(engine, task_state=None)
     got = client.post(PATH, headers=demo(), json_body={"forceDelete": None})
     assert (got.status_code, got.content) == (202, b"")
-    assert _row(engine)["task_state"] == "deleting"
-    assert [op for op, _ in _outbox(engine)] == ["delete"]
-    assert _last_action(engine) == ("delete", [])
+    assert server_row(engine)["task_state"] == "deleting"
+    assert [op for op, _ in outbox_rows(engine)] == ["delete"]
+    assert last_action(engine) == ("delete", [])
 
 
 # --- resize refusals (the resize itself: test_resize.py), migrations as with a driver that cannot migrate ---
 
 def test_resize_refusals_as_nova(client, engine):
     got = client.post(PATH, headers=demo(), json_body={"resize": {"flavorRef": "999"}})
-    assert _answer(got) == (400, "Flavor 999 could not be found.")
+    assert answer_of(got) == (400, "Flavor 999 could not be found.")
     got = client.post(PATH, headers=admin(), json_body={"resize": {"flavorRef": "priv-small"}})
-    assert _answer(got) == (400, "When resizing, instances must change flavor!")
+    assert answer_of(got) == (400, "When resizing, instances must change flavor!")
     for action in ("confirmResize", "revertResize"):
         got = client.post(PATH, headers=demo(), json_body={action: None})
-        assert _answer(got) == (409, f"Cannot '{action}' instance {UUID} while it is in vm_state active")
-    assert _outbox(engine) == [] and _row(engine)["task_state"] is None
+        assert answer_of(got) == (409, f"Cannot '{action}' instance {UUID} while it is in vm_state active")
+    assert outbox_rows(engine) == [] and server_row(engine)["task_state"] is None
 
 
 def test_migrations_by_an_admin(client, engine):
     assert client.post(PATH, headers=admin(), json_body={"migrate": None}).status_code == 202
-    assert _last_action(engine)[0] == "migrate"
+    assert last_action(engine)[0] == "migrate"
     got = client.post(PATH, headers=admin("2.96"),
                       json_body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
     assert got.status_code == 202, got.text
-    assert _last_action(engine) == ("live-migration", [("conductor_live_migrate_instance", "Error",
+    assert last_action(engine) == ("live-migration", [("conductor_live_migrate_instance", "Error",
                                                         "NotImplementedError")])
-    assert _row(engine)["task_state"] is None
+    assert server_row(engine)["task_state"] is None
     # a named destination must be known, and not the server's own host for a cold migration
     got = client.post(PATH, headers=admin("2.96"), json_body={"migrate": {"host": "nohost"}})
-    assert _answer(got) == (400, "Compute host nohost could not be found.")
+    assert answer_of(got) == (400, "Compute host nohost could not be found.")
     got = client.post(PATH, headers=admin("2.96"), json_body={"migrate": {"host": "compute1"}})
-    assert _answer(got) == (400, "Cannot migrate to the host where the server exists.")
+    assert answer_of(got) == (400, "Cannot migrate to the host where the server exists.")
     got = client.post(PATH, headers=admin("2.96"),
                       json_body={"os-migrateLive": {"host": "nohost", "block_migration": "auto"}})
-    assert _answer(got) == (400, "Compute host nohost could not be found.")
+    assert answer_of(got) == (400, "Compute host nohost could not be found.")
     # before 2.56 a cold migration takes no host
     assert client.post(PATH, headers=admin("2.55"), json_body={"migrate": {"host": "nohost"}}).status_code == 202
 
@@ -242,29 +207,29 @@ def test_migrations_by_an_admin(client, engine):
 def test_rescue_answers_a_password_then_fails_as_nova(client, engine):
     got = client.post(PATH, headers=demo(), json_body={"rescue": {"adminPass": "s3cret"}})
     assert (got.status_code, got.json) == (200, {"adminPass": "s3cret"})
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["vm_state"], row["task_state"]) == ("error", None)
-    assert _fault(engine) == (400, f"Instance {UUID} cannot be rescued: Driver Error: ")
-    assert _last_action(engine) == ("rescue", [("compute_rescue_instance", "Error", "NotImplementedError")])
+    assert last_fault(engine) == (400, f"Instance {UUID} cannot be rescued: Driver Error: ")
+    assert last_action(engine) == ("rescue", [("compute_rescue_instance", "Error", "NotImplementedError")])
     got = client.post(PATH, headers=demo(), json_body={"unrescue": None})
-    assert _answer(got) == (409, f"Cannot 'unrescue' instance {UUID} while it is in vm_state error")
+    assert answer_of(got) == (409, f"Cannot 'unrescue' instance {UUID} while it is in vm_state error")
     got = client.post(PATH, headers=demo(), json_body={"rescue": None})
     assert got.status_code == 200 and len(got.json["adminPass"]) == 12
 
 
 def test_shelve_fails_and_the_server_stays(client, engine):
     assert client.post(PATH, headers=demo(), json_body={"shelve": None}).status_code == 202
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["vm_state"], row["task_state"]) == ("active", None)
-    assert _last_action(engine) == ("shelve", [("compute_shelve_instance", "Error", "NotImplementedError")])
+    assert last_action(engine) == ("shelve", [("compute_shelve_instance", "Error", "NotImplementedError")])
     got = client.post(PATH, headers=demo(), json_body={"unshelve": None})
-    assert _answer(got) == (409, f"Cannot 'unshelve' instance {UUID} while it is in vm_state active")
+    assert answer_of(got) == (409, f"Cannot 'unshelve' instance {UUID} while it is in vm_state active")
 
 
 def test_snapshots_answer_an_image_that_is_never_made(client, engine):
     got = client.post(PATH, headers=demo("2.45"), json_body={"createImage": {"name": "snap"}})
     assert got.status_code == 202 and list(got.json) == ["image_id"]
-    assert _last_action(engine) == ("createImage", [("compute_snapshot_instance", "Error", "NotImplementedError")])
+    assert last_action(engine) == ("createImage", [("compute_snapshot_instance", "Error", "NotImplementedError")])
     got = client.post(PATH, headers=demo("2.44"), json_body={"createImage": {"name": "snap"}})
     assert (got.status_code, got.content) == (202, b"") and "/images/" in got.header("Location")
     got = client.post(PATH, headers=demo("2.1"), json_body={"createBackup": VALID["createBackup"]})
@@ -272,25 +237,25 @@ def test_snapshots_answer_an_image_that_is_never_made(client, engine):
         "Location")
     got = client.post(PATH, headers=demo("2.1"), json_body={"createBackup": dict(VALID["createBackup"], rotation=0)})
     assert got.status_code == 202 and got.header("Location") is None
-    assert _last_action(engine) == ("createBackup", [("compute_backup_instance", "Error", "NotImplementedError")])
-    assert _row(engine)["task_state"] is None and _outbox(engine) == []
+    assert last_action(engine) == ("createBackup", [("compute_backup_instance", "Error", "NotImplementedError")])
+    assert server_row(engine)["task_state"] is None and outbox_rows(engine) == []
 
 
 def test_change_password_is_not_implemented(client, engine):
     got = client.post(PATH, headers=demo(), json_body={"changePassword": {"adminPass": "x"}})
-    assert _answer(got) == (501, "Unable to set password on instance")
-    assert _last_action(engine) == ("changePassword", [("compute_set_admin_password", "Error",
+    assert answer_of(got) == (501, "Unable to set password on instance")
+    assert last_action(engine) == ("changePassword", [("compute_set_admin_password", "Error",
                                                         "NotImplementedError")])
-    assert _row(engine)["task_state"] is None
-    _set(engine, power_state=states.power_state.SHUTDOWN)
+    assert server_row(engine)["task_state"] is None
+    set_server(engine, power_state=states.power_state.SHUTDOWN)
     got = client.post(PATH, headers=demo(), json_body={"changePassword": {"adminPass": "x"}})
-    assert _answer(got) == (409, f"Failed to set admin password on {UUID} because instance {UUID} is not running")
+    assert answer_of(got) == (409, f"Failed to set admin password on {UUID} because instance {UUID} is not running")
 
 
 def test_crash_dump_fails_on_the_compute_side(client, engine):
     got = client.post(PATH, headers=demo("2.17"), json_body={"trigger_crash_dump": None})
     assert (got.status_code, got.content) == (202, b"")
-    assert _last_action(engine) == ("trigger_crash_dump", [("compute_trigger_crash_dump", "Error",
+    assert last_action(engine) == ("trigger_crash_dump", [("compute_trigger_crash_dump", "Error",
                                                             "NotImplementedError")])
 
 
@@ -321,12 +286,12 @@ def test_rebuild_answers_nova_body(client, engine, images, version):
     assert set(body) == REBUILD_KEYS[version]
     assert (body["status"], body["name"], body["progress"], len(body["adminPass"])) == ("REBUILD", "new name", 0, 12)
     assert got.header("Location").startswith("http") and got.header("Location").endswith(f"/v2.1/servers/{UUID}")
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["task_state"], row["display_name"]) == ("rebuilding", "new name")
-    ((op, payload),) = _outbox(engine)
+    ((op, payload),) = outbox_rows(engine)
     assert (op, payload["task_state"], payload["old_vm_state"], payload["image_ref"]) == (
         "rebuild", "rebuilding", "active", oracle.IMAGE)
-    assert _last_action(engine) == ("rebuild", [])
+    assert last_action(engine) == ("rebuild", [])
 
 
 def test_rebuild_by_an_admin_at_2_75_shows_user_data_once(client, engine, images):
@@ -344,7 +309,7 @@ def test_rebuild_changes_fields_and_image_metadata(client, engine, images):
     body = got.json["server"]
     assert (body["metadata"], body["description"], body["accessIPv4"], body["user_data"], body["adminPass"],
             body["OS-DCF:diskConfig"]) == ({"rebuild": "server"}, "d", "10.0.0.1", "aGVsbG8=", "pw", "AUTO")
-    assert _row(engine)["hostname"] == "new-host"
+    assert server_row(engine)["hostname"] == "new-host"
     with db_api.reader(engine) as conn:
         system = store.metadata_of(conn, UUID, system=True)
     assert system["image_base_image_ref"] == oracle.IMAGE
@@ -354,18 +319,18 @@ def test_rebuild_changes_fields_and_image_metadata(client, engine, images):
 
 def test_rebuild_refusals_as_nova(client, engine, images):
     got = client.post(PATH, headers=demo(), json_body={"rebuild": {"imageRef": UNKNOWN}})
-    assert _answer(got) == (400, "Cannot find image for rebuild")
+    assert answer_of(got) == (400, "Cannot find image for rebuild")
     got = client.post(PATH, headers=demo("2.54"), json_body={"rebuild": {"imageRef": oracle.IMAGE,
                                                                          "key_name": "nokey"}})
-    assert _answer(got) == (400, "Invalid key_name provided.")
-    _set(engine, vm_state=states.PAUSED)
+    assert answer_of(got) == (400, "Invalid key_name provided.")
+    set_server(engine, vm_state=states.PAUSED)
     got = client.post(PATH, headers=demo(), json_body={"rebuild": {"imageRef": oracle.IMAGE}})
-    assert _answer(got) == (409, f"Cannot 'rebuild' instance {UUID} while it is in vm_state paused")
-    _set(engine, vm_state=states.ACTIVE)
+    assert answer_of(got) == (409, f"Cannot 'rebuild' instance {UUID} while it is in vm_state paused")
+    set_server(engine, vm_state=states.ACTIVE)
     got = client.post(f"/v2.1/servers/{UUID}/action", headers={"X-Auth-Token": "other:other"},
                       json_body={"rebuild": {"imageRef": oracle.IMAGE}})
-    assert _answer(got) == (404, f"Instance {UUID} could not be found.")
-    assert _outbox(engine) == [] and _row(engine)["task_state"] is None
+    assert answer_of(got) == (404, f"Instance {UUID} could not be found.")
+    assert outbox_rows(engine) == [] and server_row(engine)["task_state"] is None
 
 
 def test_rebuild_from_error_after_reset_state(client, engine, images):
@@ -374,7 +339,7 @@ def test_rebuild_from_error_after_reset_state(client, engine, images):
     got = client.post(PATH, headers=admin(), json_body={"rebuild": {"imageRef": oracle.IMAGE}})
     assert got.status_code == 202, got.text
     assert got.json["server"]["status"] == "REBUILD"
-    assert _outbox(engine)[0][1]["old_vm_state"] == "error"
+    assert outbox_rows(engine)[0][1]["old_vm_state"] == "error"
 
 
 def test_rebuild_takes_the_callers_key_pair_its_metadata_quota_and_canonical_access_ips(client, engine, images):
@@ -384,10 +349,10 @@ def test_rebuild_takes_the_callers_key_pair_its_metadata_quota_and_canonical_acc
         "imageRef": oracle.IMAGE, "key_name": "k1", "accessIPv6": "0:0:0:0:0:ffff:a00:1"}})
     assert got.status_code == 202, got.text
     assert got.json["server"]["key_name"] == "k1"
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["key_name"], row["key_data"]) == ("k1", made.json["keypair"]["public_key"])
     assert row["access_ip_v6"] == "::ffff:a00:1"
-    _set(engine, task_state=None)
+    set_server(engine, task_state=None)
     # another user's key pair of the same name is not the caller's
     other = client.post("/v2.1/os-keypairs", headers={"X-Auth-Token": "admin:admin",
                                                       "OpenStack-API-Version": "compute 2.54"},
@@ -395,7 +360,7 @@ def test_rebuild_takes_the_callers_key_pair_its_metadata_quota_and_canonical_acc
     assert other.status_code == 201, other.text
     got = client.post(PATH, headers=demo("2.54"), json_body={"rebuild": {"imageRef": oracle.IMAGE,
                                                                          "key_name": "k-admin"}})
-    assert _answer(got) == (400, "Invalid key_name provided.")
+    assert answer_of(got) == (400, "Invalid key_name provided.")
     metadata = {f"k{i}": "v" for i in range(129)}
     got = client.post(PATH, headers=demo(), json_body={"rebuild": {"imageRef": oracle.IMAGE, "metadata": metadata}})
-    assert _answer(got) == (403, "Maximum number of metadata items exceeds 128")
+    assert answer_of(got) == (403, "Maximum number of metadata items exceeds 128")

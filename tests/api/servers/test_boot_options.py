@@ -13,7 +13,7 @@ from openkeel_compute.compute import networks
 from openkeel_compute.compute.instances import store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
-from tests.api.servers.test_create import _counts, _image_service
+from tests.api.servers.helpers import local_image_service, row_counts
 from tests.conftest import user
 
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
@@ -39,11 +39,11 @@ def flavors(engine):
 
 @pytest.fixture
 def images(conf, tmp_path):
-    with _image_service(conf, tmp_path):
+    with local_image_service(conf, tmp_path):
         yield
 
 
-def _boot(client, version="2.104", hints=None, **fields):
+def boot_server(client, version="2.104", hints=None, **fields):
     server = {"name": "v1", "imageRef": IMAGE, "flavorRef": "priv-small", "networks": "auto", **fields}
     body = {"server": server}
     if hints is not None:
@@ -101,10 +101,10 @@ def _bad(message: str) -> dict:
      f"Invalid input for field/attribute k. Value: {'v' * 256}. '{'v' * 256}' is too long"),
 ])
 def test_refusals_as_nova(client, engine, images, flavors, fields, version, message):
-    before = _counts(engine)
-    got = _boot(client, version=version, **fields)
+    before = row_counts(engine)
+    got = boot_server(client, version=version, **fields)
     assert (got.status_code, got.json) == (400, _bad(message))
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 @pytest.mark.parametrize(("hints", "message"), [
@@ -122,10 +122,10 @@ def test_refusals_as_nova(client, engine, images, flavors, fields, version, mess
     ({"y": None}, "Invalid scheduler hint y: its value must be a string, a number or a boolean, or a list of them."),
 ])
 def test_scheduler_hint_refusals(client, engine, images, flavors, hints, message):
-    before = _counts(engine)
-    got = _boot(client, hints=hints)
+    before = row_counts(engine)
+    got = boot_server(client, hints=hints)
     assert (got.status_code, got.json) == (400, _bad(message))
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 def _show(client, uuid, version="2.104"):
@@ -144,7 +144,7 @@ def _place(engine, uuid, host="openkeel"):
 
 def test_scheduler_hints_are_kept_as_nova_keeps_them(client, engine, images, flavors):
     same = "343ab104-934c-4f15-895b-4d0fb6580336"
-    got = _boot(client, hints={"same_host": [same], "query": '[">=","$free_ram_mb",1]', "foo": 1, "bar": [1, 2],
+    got = boot_server(client, hints={"same_host": [same], "query": '[">=","$free_ram_mb",1]', "foo": 1, "bar": [1, 2],
                                "x": True, "z": 1.5, "_nova_x": "y"})
     assert got.status_code == 202, got.text
     uuid = got.json["server"]["id"]
@@ -153,17 +153,17 @@ def test_scheduler_hints_are_kept_as_nova_keeps_them(client, engine, images, fla
         "z": ["1.5"]}
     assert "scheduler_hints" not in _show(client, uuid, "2.99")
     # test_create_server_with_scheduling_hint: a same_host hint naming any string is accepted
-    got = _boot(client, hints={"same_host": "abc"})
+    got = boot_server(client, hints={"same_host": "abc"})
     assert got.status_code == 202
     assert _show(client, got.json["server"]["id"])["scheduler_hints"] == {"same_host": ["abc"]}
-    got = _boot(client)
+    got = boot_server(client)
     assert _show(client, got.json["server"]["id"])["scheduler_hints"] == {}
 
 
 def test_pod_network_groups_and_addresses(client, engine, images, flavors):
     """A boot naming the pod network by its uuid, in the default group, shows one address on it."""
     assert POD == "71c93d0b-b097-5cc5-8f31-fcbd40fb53a6"  # documented: it must never change
-    got = _boot(client, networks=[{"uuid": POD}], security_groups=[{"name": "default"}, {"name": "default"}])
+    got = boot_server(client, networks=[{"uuid": POD}], security_groups=[{"name": "default"}, {"name": "default"}])
     assert got.status_code == 202, got.text
     # the answer repeats the groups asked for, as Nova's does
     assert got.json["server"]["security_groups"] == [{"name": "default"}, {"name": "default"}]
@@ -175,13 +175,13 @@ def test_pod_network_groups_and_addresses(client, engine, images, flavors):
     assert list(shown).index("security_groups") == list(shown).index("OS-SRV-USG:terminated_at") + 1
     ips = client.get(f"/v2.1/servers/{uuid}/ips", headers=user("demo", name="demo"))
     assert ips.json == {"addresses": {networks.POD_NETWORK: [{"version": 4, "addr": "10.244.0.7"}]}}
-    got = _boot(client, networks=[{"uuid": POD, "fixed_ip": "10.0.0.5"}])
+    got = boot_server(client, networks=[{"uuid": POD, "fixed_ip": "10.0.0.5"}])
     assert (got.status_code, got.json) == (400, _bad(
         "Fixed IP 10.0.0.5 cannot be requested on network pod-network: its addresses are given by the cluster."))
 
 
 def test_networks_none_gives_no_interface(client, engine, images, flavors):
-    got = _boot(client, networks="none")
+    got = boot_server(client, networks="none")
     assert got.json["server"]["security_groups"] == [{"name": "default"}]
     uuid = got.json["server"]["id"]
     _place(engine, uuid)
@@ -192,9 +192,9 @@ def test_networks_none_gives_no_interface(client, engine, images, flavors):
 
 def test_access_ips_are_kept_in_canonical_form(client, engine, images, flavors):
     """test_create_server_with_ipv6_addr_only and the oracle's canonical form of an IPv6 address."""
-    got = _boot(client, accessIPv6="0000:0000:0000:0000:0000:babe:220.12.22.2")
+    got = boot_server(client, accessIPv6="0000:0000:0000:0000:0000:babe:220.12.22.2")
     assert _show(client, got.json["server"]["id"])["accessIPv6"] == "::babe:dc0c:1602"
-    got = _boot(client, accessIPv6="2001:2001::3")
+    got = boot_server(client, accessIPv6="2001:2001::3")
     shown = _show(client, got.json["server"]["id"])
     assert (shown["accessIPv4"], shown["accessIPv6"]) == ("", "2001:2001::3")
 
@@ -202,8 +202,8 @@ def test_access_ips_are_kept_in_canonical_form(client, engine, images, flavors):
 def test_names_multibyte_and_repeated(client, engine, images, flavors):
     """test_create_server_specify_multibyte_character_name, test_create_with_existing_server_name."""
     name = "\u20a1-server"
-    first = _boot(client, name=name)
-    second = _boot(client, name=name)
+    first = boot_server(client, name=name)
+    second = boot_server(client, name=name)
     assert (first.status_code, second.status_code) == (202, 202)
     assert first.json["server"]["id"] != second.json["server"]["id"]
     assert _show(client, first.json["server"]["id"])["name"] == _show(client, second.json["server"]["id"])["name"] \
@@ -217,7 +217,7 @@ def _put(client, uuid, zone, version="2.104"):
 
 def test_pinned_zone_as_nova(client, engine, images, flavors):
     """ServersUpdatePinnedAZ2104Test and the oracle's answers to pin, unpin and re-pin."""
-    got = _boot(client, availability_zone="nova")
+    got = boot_server(client, availability_zone="nova")
     uuid = got.json["server"]["id"]
     _place(engine, uuid)
     shown = _show(client, uuid)
@@ -242,7 +242,7 @@ def test_pinned_zone_as_nova(client, engine, images, flavors):
         "properties are not allowed ('pinned_availability_zone' was unexpected)"))
     assert _put(client, uuid, "nova").json["server"]["pinned_availability_zone"] == "nova"
     # a server booted without a zone is not pinned, and shows the default zone once placed
-    got = _boot(client)
+    got = boot_server(client)
     uuid = got.json["server"]["id"]
     _place(engine, uuid)
     shown = _show(client, uuid)
@@ -251,19 +251,19 @@ def test_pinned_zone_as_nova(client, engine, images, flavors):
 
 def test_the_default_zone_is_configurable(client, engine, images, flavors, conf):
     conf.set_override("default_availability_zone", "zone-a")
-    assert _boot(client, availability_zone="nova").json == _bad("The requested availability zone is not available")
-    got = _boot(client, availability_zone="zone-a")
+    assert boot_server(client, availability_zone="nova").json == _bad("The requested availability zone is not available")
+    got = boot_server(client, availability_zone="zone-a")
     assert got.status_code == 202
     _place(engine, got.json["server"]["id"])
     assert _put(client, got.json["server"]["id"], "zone-a").status_code == 200
-    uuid = _boot(client).json["server"]["id"]
+    uuid = boot_server(client).json["server"]["id"]
     _place(engine, uuid)
     assert _show(client, uuid)["OS-EXT-AZ:availability_zone"] == "zone-a"
 
 
 def test_admins_filter_by_host(client, engine, images, flavors):
     """Tempest's test_list_servers_filter_by_exist_host: the host an admin sees filters the list."""
-    uuid = _boot(client).json["server"]["id"]
+    uuid = boot_server(client).json["server"]["id"]
     _place(engine, uuid, host="node-1")
     headers = {"X-Auth-Token": "admin:admin"}
     host = client.get(f"/v2.1/servers/{uuid}", headers=headers).json["server"]["OS-EXT-SRV-ATTR:host"]
@@ -279,7 +279,7 @@ def test_a_server_can_be_pinned_to_its_nodes_zone(client, engine, images, flavor
     """A node's zone label (as the controller publishes it) is the zone of the servers on it."""
     with db_api.transaction(engine) as conn:
         conn.execute(sa.insert(models.NODE_ZONES), [{"node": "node-z", "zone": "zone-b", "available": True}])
-    uuid = _boot(client).json["server"]["id"]
+    uuid = boot_server(client).json["server"]["id"]
     _place(engine, uuid, host="node-z")
     got = _put(client, uuid, "nova")
     assert (got.status_code, got.json["conflictingRequest"]["message"]) == (409, (

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 
 import pytest
 import sqlalchemy as sa
@@ -12,84 +10,22 @@ import sqlalchemy as sa
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
-from openkeel_compute.images import glance, local
 from tests.api.servers import oracle_state as oracle
+from tests.api.servers.helpers import IMAGE, QUEUED, boot_server, local_image_service, row_counts, server_body
 from tests.conftest import make_conf, user
 from tests.databases import ENGINES, throwaway_database
 
-IMAGE = oracle.IMAGE
-QUEUED = "0c3f7a52-7f43-4a34-9d4e-6c1bb0d6a0a1"
 MISSING = "11111111-1111-1111-1111-111111111111"
 
 
-@pytest.fixture
-def engine(app, conf):
-    return db_api.get_engine(conf)
-
-
-@pytest.fixture
-def images(conf, tmp_path):
-    """The development image service with the oracle's image (active) and a queued one."""
-    with _image_service(conf, tmp_path):
-        yield
-
-
-@contextlib.contextmanager
-def _image_service(conf, tmp_path):
-    directory = tmp_path / "images"
-    directory.mkdir(exist_ok=True)
-    disk = tmp_path / "disk.raw"
-    disk.write_bytes(b"\0" * 4096)
-    if not (directory / f"{IMAGE}.json").exists():
-        local.register(directory, disk, name="fakeimage123456", image_id=IMAGE, copy=True)
-        local.register(directory, disk, name="queued", image_id=QUEUED, status="queued", copy=True)
-    server = local.serve(str(directory), "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    glance.register_opts(conf)
-    conf.set_override("api_servers", [f"http://127.0.0.1:{server.server_port}"], group="glance")
-    try:
-        yield
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture
-def flavors(engine):
-    """The recording's flavors: priv-small shared with demo, priv-hidden shared with nobody."""
-    with db_api.transaction(engine) as conn:
-        small = catalog.create(conn, name="priv.small", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-small",
-                               is_public=False)
-        catalog.add_access(conn, catalog.get(conn, "priv-small"), "demo")
-        catalog.create(conn, name="priv.hidden", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-hidden",
-                       is_public=False)
-    return small
-
-
-def _counts(engine) -> tuple[int, int, int]:
-    with db_api.reader(engine) as conn:
-        return tuple(conn.execute(sa.select(sa.func.count()).select_from(t)).scalar()
-                     for t in (models.INSTANCES, models.INSTANCE_ACTIONS, models.OUTBOX))
-
-
 def _nothing_left(engine, before):
-    assert _counts(engine) == before
-
-
-def _boot(client, body, version="2.96", token="demo:demo"):
-    headers = {"X-Auth-Token": token, "OpenStack-API-Version": f"compute {version}"}
-    return client.post("/v2.1/servers", headers=headers, json_body=body)
-
-
-def _server(**fields):
-    return {"server": {"name": "v1", "imageRef": IMAGE, "flavorRef": "priv-small", "networks": "none", **fields}}
+    assert row_counts(engine) == before
 
 
 def test_boot_answers_as_nova_and_writes_one_transaction(client, engine, images, flavors):
     exchange = oracle.recorded("boot with shared private flavor")
-    before = _counts(engine)
-    got = _boot(client, exchange["request_body"])
+    before = row_counts(engine)
+    got = boot_server(client, exchange["request_body"])
     assert got.status_code == 202, got.text
     body = got.json["server"]
     uuid = body["id"]
@@ -102,7 +38,7 @@ def test_boot_answers_as_nova_and_writes_one_transaction(client, engine, images,
     expected.pop("adminPass")
     assert body == expected
     assert got.header("Location") == f"http://{client.host}/v2.1/servers/{uuid}"
-    assert _counts(engine) == tuple(n + 1 for n in before)
+    assert row_counts(engine) == tuple(n + 1 for n in before)
     with db_api.reader(engine) as conn:
         row = conn.execute(sa.select(models.INSTANCES).where(models.INSTANCES.c.uuid == uuid)).mappings().one()
         action = conn.execute(sa.select(models.INSTANCE_ACTIONS)).mappings().one()
@@ -123,16 +59,16 @@ def test_boot_answers_as_nova_and_writes_one_transaction(client, engine, images,
                                   "bad imageRef -> 400"])
 def test_refusals_answer_as_nova_and_leave_nothing(client, engine, images, flavors, step):
     exchange = oracle.recorded(step)
-    before = _counts(engine)
+    before = row_counts(engine)
     version = exchange["request_headers"]["OpenStack-API-Version"].split()[1]
-    got = _boot(client, exchange["request_body"], version=version)
+    got = boot_server(client, exchange["request_body"], version=version)
     assert (got.status_code, got.json) == (exchange["status"], exchange["body"])
     _nothing_left(engine, before)
 
 
 def test_boot_at_2_1_without_networks(client, engine, images, flavors):
     exchange = oracle.recorded("boot @2.1 without networks (no NIC available) -> 202")
-    got = _boot(client, exchange["request_body"], version="2.1")
+    got = boot_server(client, exchange["request_body"], version="2.1")
     assert got.status_code == 202, got.text
     assert list(got.json["server"]) == list(exchange["body"]["server"])
 
@@ -152,8 +88,8 @@ def test_boot_at_2_1_without_networks(client, engine, images, flavors):
      "not allowed ('personality' was unexpected)")),
 ])
 def test_what_openkeel_cannot_give_is_refused_as_nova_does(client, engine, images, flavors, fields, message):
-    before = _counts(engine)
-    got = _boot(client, _server(**fields))
+    before = row_counts(engine)
+    got = boot_server(client, server_body(**fields))
     assert (got.status_code, got.json) == (400, {"badRequest": {"code": 400, "message": message}})
     _nothing_left(engine, before)
 
@@ -167,21 +103,21 @@ def test_what_openkeel_cannot_give_is_refused_as_nova_does(client, engine, image
 ])
 def test_checks_come_in_novas_order(client, images, flavors, fields, message):
     # the oracle's first complaint when several things are wrong
-    got = _boot(client, _server(**fields))
+    got = boot_server(client, server_body(**fields))
     assert got.json == {"badRequest": {"code": 400, "message": message}}
 
 
 def test_disabled_flavor_is_not_found_by_its_internal_id(client, engine, images, flavors):
     with db_api.transaction(engine) as conn:
         conn.execute(sa.update(models.FLAVORS).where(models.FLAVORS.c.flavorid == "priv-small").values(disabled=True))
-    before = _counts(engine)
-    got = _boot(client, _server())
+    before = row_counts(engine)
+    got = boot_server(client, server_body())
     assert got.json == {"badRequest": {"code": 400, "message": f"Flavor {flavors['id']} could not be found."}}
     _nothing_left(engine, before)
 
 
 def test_return_reservation_id_and_several_servers(client, engine, images, flavors):
-    got = _boot(client, _server(return_reservation_id=True, min_count=2, max_count=2))
+    got = boot_server(client, server_body(return_reservation_id=True, min_count=2, max_count=2))
     assert got.status_code == 202, got.text
     assert list(got.json) == ["reservation_id"]
     assert got.header("Location") is None
@@ -195,7 +131,7 @@ def test_return_reservation_id_and_several_servers(client, engine, images, flavo
 
 
 def test_fields_are_kept(client, engine, images, flavors):
-    got = _boot(client, _server(description="d", hostname="h1", metadata={"a": "b"}, tags=["t1"],
+    got = boot_server(client, server_body(description="d", hostname="h1", metadata={"a": "b"}, tags=["t1"],
                                 adminPass="secret", **{"OS-DCF:diskConfig": "AUTO"}), version="2.96")
     assert got.status_code == 202, got.text
     server = got.json["server"]
@@ -208,7 +144,7 @@ def test_fields_are_kept(client, engine, images, flavors):
 def test_access_ips_are_kept_in_canonical_form(client, images, flavors):
     # Tempest's test_verify_server_details: Nova keeps access IPs as addresses, so a long IPv6 form
     # (41 characters, more than the column's 39) comes back compressed, as PUT /servers/{id} keeps it.
-    got = _boot(client, _server(accessIPv4="1.1.1.1", accessIPv6="0000:0000:0000:0000:0000:babe:220.12.22.2"))
+    got = boot_server(client, server_body(accessIPv4="1.1.1.1", accessIPv6="0000:0000:0000:0000:0000:babe:220.12.22.2"))
     assert got.status_code == 202, got.text
     shown = client.get(f"/v2.1/servers/{got.json['server']['id']}", headers=user("demo", version="2.96"))
     assert (shown.json["server"]["accessIPv4"], shown.json["server"]["accessIPv6"]) == ("1.1.1.1", "::babe:dc0c:1602")
@@ -216,17 +152,17 @@ def test_access_ips_are_kept_in_canonical_form(client, images, flavors):
 
 @pytest.mark.parametrize("flavor_ref", ["http://x/flavors/priv-small", "priv-small"])
 def test_flavor_ref_may_be_a_link(client, images, flavors, flavor_ref):
-    assert _boot(client, _server(flavorRef=flavor_ref)).status_code == 202
+    assert boot_server(client, server_body(flavorRef=flavor_ref)).status_code == 202
 
 
 def test_integer_flavor_ref(client, engine, images, flavors):
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="one", memory_mb=512, vcpus=1, root_gb=1, flavorid="1")
-    assert _boot(client, _server(flavorRef=1)).status_code == 202
+    assert boot_server(client, server_body(flavorRef=1)).status_code == 202
 
 
 def test_description_before_2_19_is_refused(client, images, flavors):
-    got = _boot(client, {"server": {"name": "k", "imageRef": IMAGE, "flavorRef": "priv-small", "description": "d"}},
+    got = boot_server(client, {"server": {"name": "k", "imageRef": IMAGE, "flavorRef": "priv-small", "description": "d"}},
                 version="2.18")
     assert got.json["badRequest"]["message"] == (
         f"Invalid input for field/attribute server. Value: {{'name': 'k', 'imageRef': '{IMAGE}', 'flavorRef': "
@@ -234,7 +170,7 @@ def test_description_before_2_19_is_refused(client, images, flavors):
 
 
 def test_hostname_before_2_90_is_refused(client, images, flavors):
-    got = _boot(client, _server(hostname="h1"), version="2.89")
+    got = boot_server(client, server_body(hostname="h1"), version="2.89")
     assert got.status_code == 400
     assert "('hostname' was unexpected)" in got.json["badRequest"]["message"]
 
@@ -255,27 +191,27 @@ def test_boot_and_refusal_on_every_engine(engine_name, tmp_path):
             catalog.create(conn, name="priv.small", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-small",
                            is_public=False)
             catalog.add_access(conn, catalog.get(conn, "priv-small"), "demo")
-        with _image_service(conf, tmp_path):
-            before = _counts(engine)
-            refused = _boot(client, _server(key_name="nokey", metadata={"a": "b"}, tags=["t"]))
+        with local_image_service(conf, tmp_path):
+            before = row_counts(engine)
+            refused = boot_server(client, server_body(key_name="nokey", metadata={"a": "b"}, tags=["t"]))
             assert refused.status_code == 400
             _nothing_left(engine, before)
-            got = _boot(client, _server(metadata={"a": "b"}, tags=["t"], min_count=2,
+            got = boot_server(client, server_body(metadata={"a": "b"}, tags=["t"], min_count=2,
                                         accessIPv6="0000:0000:0000:0000:0000:babe:220.12.22.2"))
             assert got.status_code == 202, got.text
-            assert _counts(engine) == tuple(n + 2 for n in before)
+            assert row_counts(engine) == tuple(n + 2 for n in before)
         db_api.dispose_all()
 
 
 def test_zero_disk_flavor_needs_the_policy(client, engine, images, flavors):
     with db_api.transaction(engine) as conn:
         catalog.create(conn, name="zero", memory_mb=512, vcpus=1, root_gb=0, flavorid="zero")
-    before = _counts(engine)
-    got = _boot(client, _server(flavorRef="zero"))
+    before = row_counts(engine)
+    got = boot_server(client, server_body(flavorRef="zero"))
     assert (got.status_code, got.json) == (403, {"forbidden": {
         "code": 403, "message": "Only volume-backed servers are allowed for flavors with zero disk."}})
     _nothing_left(engine, before)
-    assert _boot(client, _server(flavorRef="zero"), token="admin:admin").status_code == 202
+    assert boot_server(client, server_body(flavorRef="zero"), token="admin:admin").status_code == 202
 
 
 @pytest.mark.parametrize(("rule", "fields"), [("os_compute_api:servers:create", {}),
@@ -295,9 +231,9 @@ def test_create_policies_are_checked_first(tmp_path, rule, fields):
     migration.sync(engine)
     try:
         client = Client(deploy(conf))
-        before = _counts(engine)
+        before = row_counts(engine)
         # before the flavor is even looked up (this one does not exist)
-        got = _boot(client, _server(flavorRef="nope", **fields))
+        got = boot_server(client, server_body(flavorRef="nope", **fields))
         assert (got.status_code, got.json) == (403, {"forbidden": {
             "code": 403, "message": f"Policy doesn't allow {rule} to be performed."}})
         _nothing_left(engine, before)

@@ -9,11 +9,8 @@ import sqlalchemy as sa
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
-from tests.api.servers import test_create
-from tests.api.servers.test_create import IMAGE, _boot, _counts, _image_service, _server
+from tests.api.servers.helpers import IMAGE, boot_server, local_image_service, row_counts, server_body
 from tests.conftest import admin
-
-engine, images, flavors = test_create.engine, test_create.images, test_create.flavors
 
 
 @pytest.mark.parametrize(("fields", "message"), [
@@ -31,20 +28,20 @@ engine, images, flavors = test_create.engine, test_create.images, test_create.fl
     ({"availability_zone": "a:b:c:d"}, "Invalid input received: Unable to parse availability_zone"),
 ])
 def test_boot_refusals(client, engine, images, flavors, fields, message):
-    before = _counts(engine)
-    got = _boot(client, _server(**fields))
+    before = row_counts(engine)
+    got = boot_server(client, server_body(**fields))
     assert (got.status_code, got.json) == (400, {"badRequest": {"code": 400, "message": message}})
-    assert _counts(engine) == before
+    assert row_counts(engine) == before
 
 
 def test_a_port_that_is_not_a_uuid_before_2_37(client, engine, images, flavors):
-    got = _boot(client, _server(networks=[{"port": "nope"}]), version="2.11")
+    got = boot_server(client, server_body(networks=[{"port": "nope"}]), version="2.11")
     assert (got.status_code, got.json["badRequest"]["message"]) == (
         400, "Invalid input for field/attribute port. Value: nope. 'nope' is not a 'uuid'")
 
 
 def test_an_image_bdm_copying_image_ref_and_the_default_zone_boot(client, engine, images, flavors):
-    got = _boot(client, _server(availability_zone="nova", block_device_mapping_v2=[
+    got = boot_server(client, server_body(availability_zone="nova", block_device_mapping_v2=[
         {"boot_index": 0, "uuid": IMAGE, "source_type": "image", "destination_type": "local"}]))
     assert got.status_code == 202, got.text
 
@@ -59,8 +56,8 @@ def test_the_server_keeps_its_images_properties_and_kernel(client, engine, conf,
     disk.write_bytes(b"\0" * 4096)
     local.register(directory, disk, name="fakeimage123456", image_id=IMAGE, disk_format="raw", container_format="raw",
                    properties={"kernel_id": "nokernel", "ramdisk_id": "nokernel", "architecture": "x86_64"})
-    with _image_service(conf, tmp_path):
-        got = _boot(client, _server(), version="2.98")
+    with local_image_service(conf, tmp_path):
+        got = boot_server(client, server_body(), version="2.98")
         assert got.status_code == 202, got.text
         uuid = got.json["server"]["id"]
         shown = client.get(f"/v2.1/servers/{uuid}", headers=admin("2.98")).json["server"]
@@ -91,14 +88,14 @@ def test_ignored_sort_keys_leave_novas_default_order(client, cloud, query):
 
 
 def _before_2_37(**fields):
-    body = _server(**fields)
+    body = server_body(**fields)
     del body["server"]["networks"]
     return body
 
 
 def test_before_2_19_the_description_is_the_name(client, engine, images, flavors):
     for version, expected in (("2.18", "v1"), ("2.19", None)):
-        got = _boot(client, _before_2_37(), version=version)
+        got = boot_server(client, _before_2_37(), version=version)
         assert got.status_code == 202, got.text
         shown = client.get(f"/v2.1/servers/{got.json['server']['id']}", headers=admin("2.19")).json["server"]
         assert shown["description"] == expected, version
@@ -107,13 +104,13 @@ def test_before_2_19_the_description_is_the_name(client, engine, images, flavors
 @pytest.mark.parametrize("value", ["false", "0", "no", True])
 def test_any_return_reservation_id_given_returns_it(client, engine, images, flavors, value):
     # Nova asks only whether the value is there: even "false" answers with the reservation id
-    got = _boot(client, _before_2_37(return_reservation_id=value), version="2.2")
+    got = boot_server(client, _before_2_37(return_reservation_id=value), version="2.2")
     assert got.status_code == 202, got.text
     assert list(got.json) == ["reservation_id"] and got.header("Location") is None
 
 
 def test_novas_boolean_values(client, engine, images, flavors):
-    got = _boot(client, _before_2_37(return_reservation_id="y"), version="2.2")
+    got = boot_server(client, _before_2_37(return_reservation_id="y"), version="2.2")
     assert got.json["badRequest"]["message"] == (
         "Invalid input for field/attribute return_reservation_id. Value: y. 'y' is not one of [True, 'True', "
         "'TRUE', 'true', '1', 'ON', 'On', 'on', 'YES', 'Yes', 'yes', False, 'False', 'FALSE', 'false', '0', 'OFF', "

@@ -16,16 +16,16 @@ from openkeel_compute.compute.instances import store
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.api.servers import oracle_state as oracle
-from tests.api.servers.test_actions_more import (
+from tests.api.servers.helpers import (
     PATH,
     UUID,
-    _answer,
-    _fault,
-    _last_action,
-    _outbox,
-    _row,
-    _set,
+    answer_of,
     demo,
+    last_action,
+    last_fault,
+    outbox_rows,
+    server_row,
+    set_server,
 )
 from tests.conftest import admin
 
@@ -63,46 +63,46 @@ def test_refusals_in_novas_order_with_novas_messages(client, engine):
     _flavor(engine, "off", disabled=True)
     _flavor(engine, "zero", disk=0)
     _flavor(engine, "tiny-ram", ram=64)
-    assert _answer(_resize(client, "999")) == (400, "Flavor 999 could not be found.")
-    assert _answer(_resize(client, "off")) == (400, "Flavor off could not be found.")
+    assert answer_of(_resize(client, "999")) == (400, "Flavor 999 could not be found.")
+    assert answer_of(_resize(client, "off")) == (400, "Flavor off could not be found.")
     _flavor(engine, "hidden", public=False)  # a private flavor the caller has no access to
-    assert _answer(_resize(client, "hidden")) == (400, "Flavor hidden could not be found.")
-    assert _answer(_resize(client, "zero")) == (400, ("Server disk was unable to be resized because: Resize to zero "
+    assert answer_of(_resize(client, "hidden")) == (400, "Flavor hidden could not be found.")
+    assert answer_of(_resize(client, "zero")) == (400, ("Server disk was unable to be resized because: Resize to zero "
                                                      "disk flavor is not allowed."))
     # the server's own flavor is private: its project sees it only as an admin here
-    assert _answer(_resize(client, "priv-small")) == (400, "Flavor priv-small could not be found.")
-    assert _answer(_resize(client, "priv-small", admin())) == (400, "When resizing, instances must change flavor!")
+    assert answer_of(_resize(client, "priv-small")) == (400, "Flavor priv-small could not be found.")
+    assert answer_of(_resize(client, "priv-small", admin())) == (400, "When resizing, instances must change flavor!")
     # the image the server was built from against the new flavor
     with db_api.transaction(engine) as conn:
         conn.execute(sa.update(models.INSTANCE_SYSTEM_METADATA).where(
             models.INSTANCE_SYSTEM_METADATA.c.instance_uuid == UUID,
             models.INSTANCE_SYSTEM_METADATA.c.key == "image_min_ram").values(value="128"))
-    assert _answer(_resize(client, "tiny-ram")) == (400, "Flavor's memory is too small for requested image.")
+    assert answer_of(_resize(client, "tiny-ram")) == (400, "Flavor's memory is too small for requested image.")
     # states and the lock
-    _set(engine, task_state="rebooting")
-    assert _answer(_resize(client, "off")) == (409, (f"Cannot 'resize' instance {UUID} while it is in task_state "
+    set_server(engine, task_state="rebooting")
+    assert answer_of(_resize(client, "off")) == (409, (f"Cannot 'resize' instance {UUID} while it is in task_state "
                                                     "rebooting"))
-    _set(engine, task_state=None, vm_state="paused")
-    assert _answer(_resize(client, "off")) == (409, f"Cannot 'resize' instance {UUID} while it is in vm_state paused")
-    _set(engine, vm_state="active", locked=True, locked_by="admin")
-    assert _answer(_resize(client, "off")) == (409, f"Instance {UUID} is locked")
-    assert _outbox(engine) == [] and _migrations(engine) == [] and _row(engine)["task_state"] is None
+    set_server(engine, task_state=None, vm_state="paused")
+    assert answer_of(_resize(client, "off")) == (409, f"Cannot 'resize' instance {UUID} while it is in vm_state paused")
+    set_server(engine, vm_state="active", locked=True, locked_by="admin")
+    assert answer_of(_resize(client, "off")) == (409, f"Instance {UUID} is locked")
+    assert outbox_rows(engine) == [] and _migrations(engine) == [] and server_row(engine)["task_state"] is None
 
 
 def test_the_quota_for_what_grows(client, engine):
     _flavor(engine, "big", ram=4096, vcpus=2)
     got = client.put("/v2.1/os-quota-sets/demo", headers=admin(), json_body={"quota_set": {"ram": 1024}})
     assert got.status_code == 200, got.text
-    assert _answer(_resize(client, "big")) == (403, ("Quota exceeded for ram: Requested 3584, but already used 512 "
+    assert answer_of(_resize(client, "big")) == (403, ("Quota exceeded for ram: Requested 3584, but already used 512 "
                                                     "of 1024 ram"))
-    assert _migrations(engine) == [] and _row(engine)["task_state"] is None
+    assert _migrations(engine) == [] and server_row(engine)["task_state"] is None
 
 
 def test_a_resize_is_recorded_as_nova_records_it(client, engine):
     new = _flavor(engine, "bigger", ram=1024, disk=2)
     got = _resize(client, "bigger", **{"OS-DCF:diskConfig": "AUTO"})
     assert (got.status_code, got.content) == (202, b"")
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["vm_state"], row["task_state"], row["progress"], row["auto_disk_config"]) == (
         "active", "resize_prep", 0, True)
     copy = store.flavors_of(row)
@@ -110,14 +110,14 @@ def test_a_resize_is_recorded_as_nova_records_it(client, engine):
     assert row["memory_mb"] == 512  # the new sizes only once the resize is done
     (migration,) = _migrations(engine)
     assert migration == ("pre-migrating", "resize", copy.cur["id"], new["id"])
-    ((operation, payload),) = _outbox(engine)
+    ((operation, payload),) = outbox_rows(engine)
     assert operation == "resize" and payload["old_vm_state"] == "active"
-    assert _last_action(engine) == ("resize", [])
+    assert last_action(engine) == ("resize", [])
     # a second resize, confirm or revert while it runs: 409
-    assert _answer(_resize(client, "bigger")) == (409, (f"Cannot 'resize' instance {UUID} while it is in task_state "
+    assert answer_of(_resize(client, "bigger")) == (409, (f"Cannot 'resize' instance {UUID} while it is in task_state "
                                                        "resize_prep"))
     got = client.post(PATH, headers=demo(), json_body={"revertResize": None})
-    assert _answer(got) == (409, f"Cannot 'revertResize' instance {UUID} while it is in vm_state active")
+    assert answer_of(got) == (409, f"Cannot 'revertResize' instance {UUID} while it is in vm_state active")
 
 
 @pytest.mark.parametrize("field", ["root_gb", "ephemeral_gb"])
@@ -132,15 +132,15 @@ def test_a_smaller_disk_is_accepted_then_fails_as_novas_driver_fails_it(client, 
                        root_gb=2 if field == "root_gb" else 5, ephemeral_gb=3 if field == "root_gb" else 1)
     got = _resize(client, "smaller")
     assert (got.status_code, got.content) == (202, b"")
-    row = _row(engine)
+    row = server_row(engine)
     assert (row["vm_state"], row["task_state"], store.flavors_of(row).cur["root_gb"]) == ("active", None, 5)
-    assert _last_action(engine) == ("resize", [("conductor_migrate_server", "Success", None),
+    assert last_action(engine) == ("resize", [("conductor_migrate_server", "Success", None),
                                                ("cold_migrate", "Success", None),
                                                ("compute_prep_resize", "Success", None),
                                                ("compute_resize_instance", "Error", "ResizeError")])
-    assert _fault(engine) == (500, "Resize error: Unable to resize disk down.")
+    assert last_fault(engine) == (500, "Resize error: Unable to resize disk down.")
     assert [m[0] for m in _migrations(engine)] == ["error"]
-    assert _outbox(engine) == []
+    assert outbox_rows(engine) == []
 
 
 def _finished(engine):
@@ -152,11 +152,11 @@ def _finished(engine):
 
 
 def test_confirm_and_revert_need_a_finished_resize(client, engine):
-    _set(engine, vm_state="resized")
+    set_server(engine, vm_state="resized")
     for action in ("confirmResize", "revertResize"):
         got = client.post(PATH, headers=demo(), json_body={action: None})
-        assert _answer(got) == (400, "Instance has not been resized.")
-    assert _outbox(engine) == []
+        assert answer_of(got) == (400, "Instance has not been resized.")
+    assert outbox_rows(engine) == []
 
 
 def test_confirm_once(client, engine):
@@ -166,10 +166,10 @@ def test_confirm_once(client, engine):
     got = client.post(PATH, headers=demo(), json_body={"confirmResize": None})
     assert (got.status_code, got.content) == (204, b"")
     assert [m[0] for m in _migrations(engine)] == ["confirming"]
-    assert [op for op, _ in _outbox(engine)] == ["resize", "confirm-resize"]
-    assert _last_action(engine) == ("confirmResize", [])
+    assert [op for op, _ in outbox_rows(engine)] == ["resize", "confirm-resize"]
+    assert last_action(engine) == ("confirmResize", [])
     got = client.post(PATH, headers=demo(), json_body={"confirmResize": None})
-    assert _answer(got) == (400, "Instance has not been resized.")
+    assert answer_of(got) == (400, "Instance has not been resized.")
 
 
 def test_revert_and_of_concurrent_calls_exactly_one_wins(client, engine):
@@ -191,8 +191,8 @@ def test_revert_and_of_concurrent_calls_exactly_one_wins(client, engine):
     (status,) = [m[0] for m in _migrations(engine)]
     assert status in ("reverting", "confirming")
     if status == "reverting":
-        assert _row(engine)["task_state"] == "resize_reverting"
-        assert _last_action(engine) == ("revertResize", [])
+        assert server_row(engine)["task_state"] == "resize_reverting"
+        assert last_action(engine) == ("revertResize", [])
 
 
 _KEYS_21 = ["id", "source_compute", "dest_compute", "source_node", "dest_node", "dest_host", "old_instance_type_id",

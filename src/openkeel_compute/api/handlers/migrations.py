@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import datetime as dt
+from typing import Any
 
 from oslo_utils import timeutils
 
@@ -30,7 +31,7 @@ def _single(item: dict) -> dict:
     return {"type": "array", "items": item, "maxItems": 1}
 
 
-_v20 = {"type": "object", "properties": {name: _PARAM for name in (
+_v20: dict[str, Any] = {"type": "object", "properties": {name: _PARAM for name in (
     "hidden", "host", "instance_uuid", "source_compute", "status", "migration_type")}, "additionalProperties": True}
 _v259 = copy.deepcopy(_v20)
 _v259["properties"].update({

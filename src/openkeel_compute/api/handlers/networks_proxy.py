@@ -25,7 +25,7 @@ from openkeel_compute.network import errors as net_errors
 from openkeel_compute.policies import contract as rules
 
 VERSIONS = "-2.35"  # Nova's MAX_PROXY_API_SUPPORT_VERSION
-QUERY = {"2.0-2.35": {}}  # Nova's query schema is empty: any query is accepted
+QUERY: dict[str, dict] = {"2.0-2.35": {}}  # Nova's query schema is empty: any query is accepted
 FIELDS = ("id", "cidr", "netmask", "gateway", "broadcast", "dns1", "dns2", "cidr_v6", "gateway_v6", "label",
           "netmask_v6")
 ADMIN_FIELDS = ("created_at", "updated_at", "deleted_at", "deleted", "injected", "bridge", "vlan",

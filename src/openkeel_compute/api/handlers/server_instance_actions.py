@@ -4,6 +4,8 @@ host and hostId from 2.62, event details from 2.84."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from oslo_utils import timeutils
 
 from openkeel_compute.api import common, faults
@@ -20,7 +22,7 @@ def _multi(item):
     return {"type": "array", "items": item, "maxItems": 1}
 
 
-_INDEX_V258 = {
+_INDEX_V258: dict[str, Any] = {
     "type": "object",
     "properties": {
         "limit": _multi({"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 0, "minLength": 1}),

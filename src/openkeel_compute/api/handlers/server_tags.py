@@ -7,6 +7,7 @@ mapping to a cell"."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
@@ -15,7 +16,7 @@ from openkeel_compute.compute import errors
 from openkeel_compute.compute.instances import instance_tags, store
 from openkeel_compute.policies import servers as rules
 
-TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
+TAG: dict[str, Any] = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
 UPDATE_ALL = {"title": "Server tags", "type": "object",
               "properties": {"tags": {"type": "array", "items": TAG, "maxItems": instance_tags.MAX_TAGS}},
               "required": ["tags"], "additionalProperties": False}

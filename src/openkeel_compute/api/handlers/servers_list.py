@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import re
+from typing import cast
 
 from oslo_utils import strutils, timeutils
 from sqlalchemy import Boolean, Integer, and_, exists, select
@@ -54,7 +55,8 @@ _GENERATIONS = ("servers", "flavors")
 
 def _allowed_filters(version) -> tuple[str, ...]:
     """What a caller without the allow_all_filters rule may filter on, by microversion."""
-    allowed = ("reservation_id", "name", "status", "image", "flavor", "ip", "changes-since", "all_tenants")
+    allowed: tuple[str, ...] = ("reservation_id", "name", "status", "image", "flavor", "ip", "changes-since",
+                                "all_tenants")
     if version >= (2, 5):
         allowed += ("ip6",)
     if version >= (2, 26):
@@ -230,8 +232,8 @@ def _list(req, collection_name: str, detail: bool) -> Response:
     search = {k: v[-1] for k, v in q.items()}
     all_filters = common.can(req, rules.SERVERS % "allow_all_filters", fatal=False)
     if all_filters:
-        for key in _PAGING_SORTING:
-            search.pop(key, None)
+        for name in _PAGING_SORTING:
+            search.pop(name, None)
     else:
         allowed = _allowed_filters(req.version)
         search = {k: v for k, v in search.items() if k in allowed}
@@ -281,7 +283,7 @@ def _list(req, collection_name: str, detail: bool) -> Response:
             conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
             columns=None if detail else _BRIEF_COLUMNS)
         if detail:
-            items = _details(req, conn, rows, decisions)
+            items = _details(req, conn, rows, cast(view.Shown, decisions))  # taken for every detail list
         after = generations.current(conn, _GENERATIONS)
     links = common.links(req)
     if not detail:

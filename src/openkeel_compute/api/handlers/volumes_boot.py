@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import Any
 
 from openkeel_compute.api import microversion
 from openkeel_compute.api.handlers import (
@@ -27,7 +28,7 @@ from openkeel_compute.api.handlers import (
 LAST = microversion.Version(2, 102)
 
 
-def _capped(handler: Callable) -> Callable:
+def _capped(handler: Any) -> Callable:
     """``handler``'s contract, ending at 2.102."""
     op = handler.operation
     low, high = op.versions
@@ -36,7 +37,8 @@ def _capped(handler: Callable) -> Callable:
         return handler(req, **params)
 
     volumes_boot.__qualname__ = f"volumes_boot.{handler.__name__}"
-    volumes_boot.operation = dataclasses.replace(op, func=volumes_boot, versions=(low, min(high, LAST)))
+    volumes_boot.operation = dataclasses.replace(  # type: ignore[attr-defined]
+        op, func=volumes_boot, versions=(low, min(high, LAST)))
     return volumes_boot
 
 

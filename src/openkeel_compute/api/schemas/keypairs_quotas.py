@@ -2,6 +2,7 @@
 os-availability-zone (Nova 34.0.0's)."""
 
 import copy
+from typing import Any
 
 
 def _multi(item: dict) -> dict:
@@ -42,7 +43,7 @@ KEYPAIR_CREATE = {"2.0": keypair_create_v20, "2.1": keypair_create, "2.2-2.9": k
                   "2.10-2.91": keypair_create_v210, "2.92-": keypair_create_v292}
 
 _LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
-_user_query = {"type": "object", "properties": {"user_id": _multi({"type": "string"})},
+_user_query: dict[str, Any] = {"type": "object", "properties": {"user_id": _multi({"type": "string"})},
                "additionalProperties": True}
 _user_query_strict = dict(_user_query, additionalProperties=False)
 _NON_NEGATIVE = {"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 0, "minLength": 1}

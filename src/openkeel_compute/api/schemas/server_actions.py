@@ -1,5 +1,7 @@
 """Body schemas of the server actions (POST /servers/{server_id}/action), Nova 34.0.0's."""
 
+from typing import Any
+
 
 def _any(name: str) -> dict:
     return {"type": "object", "properties": {name: {}}, "required": [name], "additionalProperties": False}
@@ -77,6 +79,7 @@ _IMAGE_ID = {"type": "string", "format": "uuid"}
 _PASSWORD = {"type": "string"}
 _METADATA = {"type": "object", "patternProperties": {
     "^[a-zA-Z0-9-_:. ]{1,255}$": {"type": "string", "maxLength": 255}}, "additionalProperties": False}
+_BOOLEAN: dict[str, Any]
 _BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes",
                                                    "yes", "y", "t", False, "False", "FALSE", "false", "0", "OFF",
                                                    "Off", "off", "NO", "No", "no", "n", "f"]}

@@ -2,6 +2,7 @@
 dropped), strict from 2.75 (an unknown parameter is a 400)."""
 
 import copy
+from typing import Any
 
 
 def _multi(item: dict) -> dict:
@@ -42,7 +43,7 @@ _properties["sort_key"] = _multi({"type": "string", "enum": SORT_KEYS + IGNORED_
 _properties["changes-since"] = _DATE_TIME
 _properties["limit"] = _multi({"type": ["integer", "string"], "pattern": "^[0-9]*$", "minimum": 0, "minLength": 1})
 
-index_query = {
+index_query: dict[str, Any] = {
     "type": "object",
     "properties": _properties,
     "additionalProperties": True,
@@ -126,7 +127,7 @@ _BOOLEAN = {"type": ["boolean", "string"], "enum": [True, "True", "TRUE", "true"
                                                    "yes", False, "False", "FALSE", "false", "0", "OFF", "Off", "off",
                                                    "NO", "No", "no"]}
 _TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
-_NETWORK = {"type": "object", "properties": {
+_NETWORK: dict[str, Any] = {"type": "object", "properties": {
     "fixed_ip": {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]},
     "port": {"type": ["string", "null"], "format": "uuid"},
     "uuid": {"type": "string"}}, "additionalProperties": False}

@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from typing import Any
+from typing import Any, cast
 
 from oslo_utils import strutils
 
 from openkeel_compute.api import links as links_module
 from openkeel_compute.api.links import LinkBuilder
 
-_STATUS = {"active": "ACTIVE", "queued": "SAVING", "saving": "SAVING", "deleted": "DELETED",
+_STATUS: dict[Any, str] = {"active": "ACTIVE", "queued": "SAVING", "saving": "SAVING", "deleted": "DELETED",
            "pending_delete": "DELETED", "killed": "ERROR"}
-_PROGRESS = {"queued": 25, "saving": 50, "active": 100}
+_PROGRESS: dict[Any, int] = {"queued": 25, "saving": 50, "active": 100}
 # Properties Nova keeps as JSON text in Glance and shows decoded (its _convert_from_string).
 _JSON_PROPERTIES = ("block_device_mapping", "mappings")
 
@@ -34,7 +34,8 @@ def _isotime(value: str | None) -> str | None:
     if not value:
         return None
     moment = dt.datetime.fromisoformat(value)
-    zone = moment.tzinfo.tzname(None) if moment.tzinfo else "UTC"
+    # a fixed offset always has a name
+    zone = cast(str, moment.tzinfo.tzname(None)) if moment.tzinfo else "UTC"
     return moment.strftime("%Y-%m-%dT%H:%M:%S") + ("Z" if zone in ("UTC", "UTC+00:00") else zone)
 
 
