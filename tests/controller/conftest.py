@@ -11,8 +11,8 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.emulator import Delays, Emulator
 from tests.conftest import make_conf
-from tests.databases import ENGINES, throwaway_database
 from tests.controller.helpers import FAST_RETRY, Both, Catalogue, controller_for
+from tests.databases import ENGINES, throwaway_database
 
 
 @pytest.fixture
