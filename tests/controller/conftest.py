@@ -12,6 +12,7 @@ from openkeel_compute.db import migration
 from openkeel_compute.emulator import Delays, Emulator
 from tests.conftest import make_conf
 from tests.controller.helpers import FAST_RETRY, Both, Catalogue, controller_for
+from tests.databases import ENGINES, throwaway_database
 
 
 @pytest.fixture
@@ -29,12 +30,15 @@ def kube(apiserver):
     client.close()
 
 
-@pytest.fixture
-def conf(tmp_path):
-    conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"})
-    migration.sync(db_api.get_engine(conf))
-    yield conf
-    db_api.dispose_all()
+@pytest.fixture(params=ENGINES)
+def conf(request, tmp_path):
+    """The controller's configuration on a migrated database of each engine: every test of the controller
+    writes server state, and PostgreSQL and MariaDB enforce what SQLite does not (lengths, types)."""
+    with throwaway_database(request.param, tmp_path) as url:
+        conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"}, database={"connection": url})
+        migration.sync(db_api.get_engine(conf))
+        yield conf
+        db_api.dispose_all()
 
 
 @pytest.fixture

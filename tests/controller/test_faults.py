@@ -152,7 +152,8 @@ def test_controller_killed_mid_batch_and_restarted(conf, cat, apiserver, tmp_pat
     from tests.conftest import make_conf
 
     restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"},
-                          placement=placement_overrides(placement_service))
+                          placement=placement_overrides(placement_service),
+                          database={"connection": conf.database.connection})
     assert service.run(restarted, kubeconfig=str(kubeconfig), once=True) == 0  # waits out the dead holder's lease
     assert_converged(apiserver, cat, {f"f{i}" for i in range(8)}, {})
     after = apiserver.handler.objects(CIT) | {("pref", n): o for (_, n), o in apiserver.handler.objects(CPREF).items()}

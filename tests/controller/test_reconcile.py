@@ -126,7 +126,8 @@ def test_without_create_namespaces_a_missing_namespace_is_reported_and_retried(c
     from tests.controller.helpers import controller_for
 
     # A conf of its own (same database): oslo.config overrides leak between ConfigOpts sharing a group.
-    ctl = controller_for(make_conf(tmp_path, controller={"create_namespaces": "false"}), apiserver)
+    ctl = controller_for(make_conf(tmp_path, controller={"create_namespaces": "false"},
+                                   database={"connection": conf.database.connection}), apiserver)
     cat.create("p1", public=False, access=("later",))
     report = ctl.process_outbox()
     assert report.problems["p1"] == ("namespace later does not exist "

@@ -294,7 +294,8 @@ def test_controller_killed_mid_build_resumes_from_the_outbox(conf, db, apiserver
     apiserver.clear_faults()
 
     restarted = make_conf(tmp_path, controller={"lease_duration": "1", "lease_renew_interval": "0.2"},
-                          glance={"api_servers": "http://127.0.0.1:9292"}, placement=placement_overrides(placement_service))
+                          glance={"api_servers": "http://127.0.0.1:9292"}, placement=placement_overrides(placement_service),
+                          database={"connection": conf.database.connection})
     deadline = time.monotonic() + 60
     while not active(row_of(db, uuid)) and time.monotonic() < deadline:
         service.run(restarted, kubeconfig=str(kubeconfig), once=True)  # waits out the dead holder's lease
