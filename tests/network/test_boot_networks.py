@@ -222,7 +222,7 @@ def test_token_neutron_refuses(world):
     client, engine, neutron = world
     neutron.network()
     neutron.fail_with = 401
-    before = _counts(engine)
+    before = row_counts(engine)
     resp = _boot(client, networks="auto")
     assert resp.status_code == 401
-    assert _counts(engine) == before
+    assert row_counts(engine) == before

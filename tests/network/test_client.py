@@ -17,6 +17,7 @@ from openkeel_compute.network import errors
 
 def _conf(**neutron):
     conf = conf_mod.build_conf()
+    neutron_conf.register_neutron_opts(conf)  # as the code that reads [neutron] does
     for name, value in neutron.items():
         conf.set_override(name, value, group="neutron")
     return conf
@@ -39,6 +40,8 @@ def _context(token="demo-token", project="demo", is_admin=False):
 
 def test_options_have_novas_names_and_defaults():
     conf = conf_mod.build_conf()
+    assert "neutron" not in conf  # registered at its first use: a worker that never meets Neutron skips keystoneauth
+    assert not neutron_conf.configured(conf)  # unset: the pod network, as scripts/serve runs by default
     assert conf.vif_plugging_is_fatal is True
     assert conf.vif_plugging_timeout == 300
     assert conf.neutron.service_type == "network"

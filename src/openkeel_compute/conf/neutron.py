@@ -14,7 +14,6 @@ from __future__ import annotations
 from oslo_config import cfg
 
 from openkeel_compute.conf import groups
-from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
 
 GROUP = "neutron"
 SERVICE_TYPE = "network"
@@ -53,10 +52,19 @@ VIF_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
+    """At start: the [DEFAULT] VIF options only. ``[neutron]`` is registered by the code that reads it
+    (``register_neutron_opts``), with the values of the files parsed at start: keystoneauth's options
+    need keystoneauth, which an API worker that never meets Neutron does not import."""
+    conf.register_opts(VIF_OPTS)
+
+
+def register_neutron_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(VIF_OPTS)
     if GROUP in conf and "service_type" in conf[GROUP]:
         return  # already registered (one per process, but tests build several)
-    from keystoneauth1 import loading as ks_loading
+    from keystoneauth1 import loading as ks_loading  # at the first use of [neutron]: workers start without it
+
+    from openkeel_compute.conf.keystoneauth import register_adapter_opts
 
     conf.register_group(groups.own(NEUTRON_GROUP))
     conf.register_opts(NEUTRON_OPTS, group=GROUP)
@@ -68,6 +76,8 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
 def list_opts() -> list[tuple]:
     from keystoneauth1 import loading as ks_loading
 
+    from openkeel_compute.conf.keystoneauth import adapter_opts
+
     return [("DEFAULT", VIF_OPTS),
             (NEUTRON_GROUP, NEUTRON_OPTS + ks_loading.get_session_conf_options()
              + ks_loading.get_auth_common_conf_options() + ks_loading.get_auth_plugin_conf_options("password")
@@ -76,6 +86,7 @@ def list_opts() -> list[tuple]:
 
 def configured(conf: cfg.ConfigOpts) -> bool:
     """True when ``[neutron]`` names a credential (``auth_type``): Neutron is the network service."""
+    register_neutron_opts(conf)
     try:
         return bool(conf.neutron.auth_type)
     except (cfg.NoSuchOptError, cfg.NoSuchGroupError, AttributeError):

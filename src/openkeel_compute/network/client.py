@@ -65,7 +65,7 @@ class NeutronClient:
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
-        neutron_conf.register_opts(conf)
+        neutron_conf.register_neutron_opts(conf)
         self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
         self._admin_auth = None
         self._service_auth = None
