@@ -7,9 +7,11 @@ the row with the highest id gave its id to the next row."""
 
 from __future__ import annotations
 
+import json
 import uuid as uuidlib
 
 import pytest
+import sqlalchemy as sa
 
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
@@ -75,9 +77,13 @@ def test_0011_on_an_existing_sqlite_database_keeps_the_rows_and_moves_past_the_o
                              " VALUES (3, 'hw:cpu_policy', 'dedicated', '2026-01-01 00:00:00')")
         conn.exec_driver_sql("INSERT INTO flavor_projects (flavor_id, project_id, created_at)"
                              " VALUES (3, 'demo-project', '2026-01-01 00:00:00')")
-        # a server still on flavor 7 (deleted), resized once from flavor 9 (deleted too)
-        conn.exec_driver_sql("INSERT INTO instances (id, uuid, instance_type_id, locked, created_at, deleted)"
-                             f" VALUES (5, '{server}', 7, 0, '2026-01-01 00:00:00', 0)")
+        # a server still on flavor 7 (deleted), resized once from flavor 9 (deleted too), its frozen copy
+        # naming flavor 12 as the old one
+        frozen = json.dumps({"cur": {"nova_object.data": {"id": 7}}, "old": {"nova_object.data": {"id": 12}},
+                             "new": None})
+        conn.execute(sa.text("INSERT INTO instances (id, uuid, instance_type_id, locked, created_at, deleted, flavor)"
+                             " VALUES (5, :uuid, 7, 0, '2026-01-01 00:00:00', 0, :flavor)"),
+                     {"uuid": server, "flavor": frozen})
         conn.exec_driver_sql("INSERT INTO instance_metadata (instance_uuid, key, value, created_at, deleted)"
                              f" VALUES ('{server}', 'role', 'web', '2026-01-01 00:00:00', 0)")
         conn.exec_driver_sql("INSERT INTO migrations (id, instance_uuid, old_instance_type_id, new_instance_type_id,"
@@ -97,7 +103,7 @@ def test_0011_on_an_existing_sqlite_database_keeps_the_rows_and_moves_past_the_o
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1  # back on for the pool's connection
         assert conn.exec_driver_sql("PRAGMA foreign_key_check").all() == []
         flavor = _insert(conn, "flavors", 10)
-        assert flavor > 9  # past the ids the servers and migrations still name
+        assert flavor > 12  # past the ids the servers' flavor copies and the migrations still name
         assert _insert(conn, "instances", 10) > 5
         assert _insert(conn, "key_pairs", 10) > 2
         assert _insert(conn, "migrations", 10) > 4
