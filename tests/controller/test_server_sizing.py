@@ -193,3 +193,17 @@ def test_resize_and_revert_after_both_flavors_went(world):
     assert instancetype["spec"]["memory"] == {"guest": "768Mi"}
     names = sorted(k[1] for k in cluster.objects("VirtualMachineInstancetype") if k[1].startswith(uuid))
     assert names == [vm["spec"]["instancetype"]["name"]]  # the old size's went with the confirm
+
+
+def test_resize_to_a_flavor_created_after_the_servers_flavor_was_deleted(world):
+    """The new flavor never takes the deleted flavor's internal id (SQLite reused the highest id), so the
+    server's frozen copy of its deleted flavor does not pass for the flavor it is resized to."""
+    client, controller, cluster = world
+    _flavor(client, "gone", 512)
+    uuid = _boot(client, "gone")
+    _run_until(controller.run_once, client, uuid, "ACTIVE")
+    assert client.delete("/v2.1/flavors/gone", headers=admin()).status_code == 202
+    _flavor(client, "after", 1024)
+    _action(client, uuid, {"resize": {"flavorRef": "after"}})
+    _run_until(controller.run_once, client, uuid, "VERIFY_RESIZE")
+    assert _memory(cluster, uuid) == "1024Mi"

@@ -8,6 +8,7 @@ Nova's 409.
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from sqlalchemy import (
     JSON,
@@ -57,6 +58,12 @@ def ExactString(length: int):
 
 metadata = MetaData(naming_convention=NAMING)
 
+# Tables whose integer ids outlive their rows: a server's frozen flavor copy and its migrations name the
+# flavor's id, the API shows the ids of key pairs and migrations and (in the instance name) of servers,
+# instance action events name their action, the outbox orders by id. PostgreSQL's and MariaDB's
+# sequences never hand out a value twice; SQLite does (max(id) + 1) unless the table is AUTOINCREMENT.
+NEVER_REUSED: dict[str, Any] = {"sqlite_autoincrement": True}
+
 
 def _timestamps() -> list[Column]:
     return [
@@ -84,6 +91,7 @@ FLAVORS = Table(
     *_timestamps(),
     UniqueConstraint("flavorid"),
     UniqueConstraint("name"),
+    **NEVER_REUSED,
 )
 
 FLAVOR_EXTRA_SPECS = Table(
@@ -124,6 +132,7 @@ OUTBOX = Table(
     Column("last_error", Text, nullable=True),
     Column("done_at", DateTime, nullable=True),
     Index("outbox_pending_idx", "done_at", "id"),
+    **NEVER_REUSED,
 )
 
 
@@ -237,6 +246,7 @@ INSTANCES = Table(
     Index("instances_host_node_deleted_idx", "host", "node", "deleted"),
     Index("instances_deleted_created_at_idx", "deleted", "created_at"),
     Index("instances_updated_at_project_id_idx", "updated_at", "project_id"),
+    **NEVER_REUSED,
 )
 
 # Key/value rows of a server: user metadata (the API's ``metadata``) and system metadata (image
@@ -302,6 +312,7 @@ INSTANCE_ACTIONS = Table(
     Index("instance_uuid_idx", "instance_uuid"),
     Index("request_id_idx", "request_id"),
     Index("instance_actions_instance_uuid_updated_at_idx", "instance_uuid", "updated_at"),
+    **NEVER_REUSED,
 )
 
 INSTANCE_ACTIONS_EVENTS = Table(
@@ -318,6 +329,7 @@ INSTANCE_ACTIONS_EVENTS = Table(
     Column("details", Text, nullable=True),
     *_soft_delete(),
     Index("instance_actions_events_action_id_idx", "action_id"),
+    **NEVER_REUSED,
 )
 
 INSTANCE_FAULTS = Table(
@@ -346,6 +358,7 @@ KEY_PAIRS = Table(
     Column("type", String(4), nullable=False, default="ssh"),
     *_timestamps(),
     UniqueConstraint("user_id", "name"),
+    **NEVER_REUSED,
 )
 
 # Quota limits: per project, per user in a project, per class ("default" feeds every project).
@@ -432,6 +445,7 @@ MIGRATIONS = Table(
     UniqueConstraint("uuid"),
     Index("migrations_instance_uuid_and_status_idx", "deleted", "instance_uuid", "status"),
     Index("migrations_updated_at_idx", "updated_at"),
+    **NEVER_REUSED,
 )
 
 # A server's console log as the controller last read it from the cluster (the API never calls the
