@@ -37,7 +37,7 @@ from openkeel_compute.emulator import Delays, Emulator
 from openkeel_compute.placement import embedded
 from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import admin, make_conf, placement_overrides, placement_section
-from tests.databases import throwaway_database
+from tests.databases import ENGINES, throwaway_database
 from tests.server_world import DEMO, IMAGE, image_service, reset_placement
 from tests.wsgi_client import Client
 
@@ -58,6 +58,7 @@ class Controller:
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - gone with the test
         self.process: subprocess.Popen | None = None
         self.kills = 0
+        self.interrupted: list[int] = []
 
     def start(self) -> None:
         self.process = subprocess.Popen(self.argv, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
@@ -125,9 +126,22 @@ def _delete(client: Client, uuid: str) -> None:
     assert got.status_code == 204, got.text
 
 
-def _kill_and_restart(controller: Controller, after: float) -> None:
-    time.sleep(after)
+def _work(cluster: Emulator) -> int:
+    """How many writes the controller has sent to the cluster (its Lease's renewals left out)."""
+    return sum(1 for _method, path, _params in list(cluster.store.writes) if "/leases" not in path)
+
+
+def _kill_and_restart(controller: Controller, cluster: Emulator, client: Client, uuids, writes: int) -> None:
+    """Kill the controller once it has sent ``writes`` more writes to the cluster (it is at work, not
+    starting) and start another; how many of ``uuids`` had a task under way then is kept."""
+    mark, deadline = _work(cluster), time.monotonic() + 30
+    while _work(cluster) < mark + writes:
+        assert controller.process.poll() is None, f"the controller exited:\n{controller.tail()}"
+        assert time.monotonic() < deadline, f"the controller did no work:\n{controller.tail()}"
+        time.sleep(0.005)
+    shown = [_server(client, uuid) for uuid in uuids]
     controller.kill()
+    controller.interrupted.append(sum(1 for s in shown if s and s["OS-EXT-STS:task_state"] is not None))
     controller.start()
 
 
@@ -154,7 +168,9 @@ def _check_cluster(cluster: Emulator, live: dict[str, str], deleted: set[str]) -
         assert left == [], f"{kind} of deleted servers: {left}"
 
 
-def _check_database(engine, live: dict[str, str], deleted: set[str]) -> None:
+def _check_database(engine, live: dict[str, str], deleted: set[str]) -> list:
+    """No pending outbox row, no working state of a deleted server, no move under way; the working
+    state left (instance, key)."""
     with db_api.reader(engine) as conn:
         outbox = conn.execute(sa.select(models.OUTBOX.c.object_id, models.OUTBOX.c.operation).where(
             models.OUTBOX.c.done_at.is_(None))).all()
@@ -168,7 +184,7 @@ def _check_database(engine, live: dict[str, str], deleted: set[str]) -> None:
     return working
 
 
-@pytest.mark.parametrize("engine_name", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("engine_name", ENGINES)
 def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placement_service):
     policies.reset()
     placement = PlacementClient.for_endpoint(placement_service, embedded.TOKEN)
@@ -200,9 +216,9 @@ def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placemen
             # 1. builds under way
             for i in range(6):
                 live[_boot(client, f"kc-{i}")] = "kc-small"
-            _kill_and_restart(controller, 0.4)
-            _settle(client, controller, dict.fromkeys(live, "ACTIVE"))
             s = list(live)
+            _kill_and_restart(controller, cluster, client, s, 3)
+            _settle(client, controller, dict.fromkeys(live, "ACTIVE"))
 
             # 2. deletes, a stop and resizes under way
             for uuid in s[:2]:
@@ -213,7 +229,7 @@ def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placemen
             for uuid in s[3:6]:
                 _action(client, uuid, {"resize": {"flavorRef": "kc-big"}})
                 live[uuid] = "kc-big"
-            _kill_and_restart(controller, 0.3)
+            _kill_and_restart(controller, cluster, client, s, 4)
             _settle(client, controller, {**dict.fromkeys(s[:2]), s[2]: "SHUTOFF",
                                          **dict.fromkeys(s[3:6], "VERIFY_RESIZE")})
 
@@ -227,30 +243,33 @@ def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placemen
             deleted.add(s[5])
             more = [_boot(client, f"kc-more-{i}") for i in range(2)]
             live.update(dict.fromkeys(more, "kc-small"))
-            _kill_and_restart(controller, 0.2)
+            s += more
+            _kill_and_restart(controller, cluster, client, s, 2)
             # killed again while the restarted one recovers
-            _kill_and_restart(controller, 0.5)
+            _kill_and_restart(controller, cluster, client, s, 6)
             _settle(client, controller, {**dict.fromkeys(deleted), **dict.fromkeys(live, "ACTIVE")})
 
             # 4. a resize reverted and one confirmed while the controller is killed twice
             _action(client, more[0], {"resize": {"flavorRef": "kc-big"}})
             _action(client, more[1], {"resize": {"flavorRef": "kc-big"}})
-            _kill_and_restart(controller, 0.15)
+            _kill_and_restart(controller, cluster, client, s, 3)
             _settle(client, controller, dict.fromkeys(more, "VERIFY_RESIZE"))
             _action(client, more[0], {"revertResize": None})
             _action(client, more[1], {"confirmResize": None})
             live[more[1]] = "kc-big"
-            _kill_and_restart(controller, 0.1)
+            _kill_and_restart(controller, cluster, client, s, 2)
             _settle(client, controller, {**dict.fromkeys(deleted), **dict.fromkeys(live, "ACTIVE")})
 
-            for uuid in live:
+            for uuid, flavor in live.items():
                 shown = _server(client, uuid)
                 assert shown["status"] in SETTLED and shown["OS-EXT-STS:task_state"] is None, shown
-                assert shown["flavor"]["original_name"] == live[uuid], shown
+                assert shown["flavor"]["original_name"] == flavor, shown
             _check_placement(placement, live)
             _check_cluster(cluster, live, deleted)
-            _check_database(engine, live, deleted)
+            # every server settled ACTIVE: no working state of a build or a move is left either
+            assert _check_database(engine, live, deleted) == []
             assert controller.kills == 6
+            assert all(controller.interrupted), controller.interrupted  # every kill cut work short
         finally:
             controller.stop()
             cluster.stop()
