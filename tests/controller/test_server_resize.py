@@ -305,3 +305,36 @@ def test_reset_state_from_verify_resize_gives_the_old_flavor_back(placed_world):
     assert _migration_statuses(client) == ["error"]
     assert _action(client, uuid, {"revertResize": None}).status_code == 409
     assert _action(client, uuid, {"confirmResize": None}).status_code == 409
+
+
+def test_a_delete_cut_short_while_closing_an_open_resize_gives_the_migrations_allocation_back(world):
+    """The controller killed between closing the migration and giving its allocation back: the delete
+    run again must still give it back (closed first, it stayed in Placement for good)."""
+    import types
+
+    from openkeel_compute.controller.steps import resize as resize_step
+
+    client, controller, _cluster, conf = world
+    _flavor(client, "small", 512)
+    _flavor(client, "large", 1024, vcpus=2)
+    uuid = _boot(client, controller)
+    assert _action(client, uuid, {"resize": {"flavorRef": "large"}}).status_code == 202
+    _until(client, controller, uuid, "VERIFY_RESIZE")
+    given_back: list[str] = []
+
+    class Killed(BaseException):
+        pass
+
+    class Cut:
+        def confirm(self, migration):
+            if not given_back:
+                given_back.append("killed")
+                raise Killed  # the process dies here
+            given_back.append(migration)
+
+    ctx = types.SimpleNamespace(engine=db_api.get_engine(conf), allocations=Cut())
+    with pytest.raises(Killed):
+        resize_step.close_on_delete(ctx, uuid)
+    resize_step.close_on_delete(ctx, uuid)  # the delete run again by the restarted controller
+    assert len(given_back) == 2 and given_back[1] != "killed", given_back
+    assert _migration_statuses(client) == ["confirmed"]

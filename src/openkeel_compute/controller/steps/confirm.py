@@ -74,12 +74,15 @@ def close_reset(ctx: Context) -> list[str]:
         with transaction(ctx.engine) as conn:
             if not resize.move_migration(conn, migration, "error", expected="finished"):
                 continue  # confirmed, reverted or closed meanwhile
+            # given back before the migration's close commits: a controller killed in between finds
+            # the migration still finished at its next pass (the give-back is idempotent)
+            try:
+                ctx.allocations.confirm(migration)
+            except PlacementError as exc:  # the migration is over: the audit gives them back later
+                LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, migration,
+                            exc.message)
         LOG.warning("server %s: in states %s/%s, not RESIZED/None: migration %s set to error, the old flavor's "
                     "resources given back", uuid, vm_state, task_state, migration)
-        try:
-            ctx.allocations.confirm(migration)
-        except PlacementError as exc:  # the migration is over: the audit gives them back later
-            LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, migration, exc.message)
         server = read_server(ctx.engine, uuid)
         if server is not None:
             namespace = ctx.namespace_of(server)

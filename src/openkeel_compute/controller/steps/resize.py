@@ -190,15 +190,19 @@ def _no_valid_host(ctx: Context, row: ServerRow, server: dict[str, Any], migrati
 
 def close_on_delete(ctx: Context, uuid: str) -> None:
     """A server deleted with a resize open: a finished one is confirmed (as Nova confirms a resize before
-    it deletes the server), one under way ends in error; the migration's allocation is given back."""
+    it deletes the server), one under way ends in error; the migration's allocation is given back.
+
+    The allocation goes before the migration is closed, in its transaction: a controller killed between
+    the two finds the migration still open when it deletes again (the give-back is idempotent); closed
+    first, the migration's allocation stayed in Placement for good."""
     with transaction(ctx.engine) as conn:
         open_ = resize.migration_of(conn, uuid, OPEN)
         if open_ is None:
             return
+        try:
+            ctx.allocations.confirm(open_["uuid"])
+        except PlacementUnavailable as exc:  # the migration is over: the audit gives them back later
+            LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, open_["uuid"],
+                        exc.message)
         done = open_["status"] in ("finished", "confirming")
         resize.move_migration(conn, open_["uuid"], "confirmed" if done else "error", expected=open_["status"])
-    try:
-        ctx.allocations.confirm(open_["uuid"])
-    except PlacementUnavailable as exc:  # the migration is over: the audit gives them back later
-        LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, open_["uuid"],
-                    exc.message)
