@@ -209,3 +209,14 @@ def test_a_resize_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, clu
     with pytest.raises(Wait, match="made again"):
         resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
     assert "VirtualMachine" in [c[1] for c in cluster.calls if c[0] == "apply"] and cluster.verbs() == []
+
+
+def test_a_resize_stops_the_running_vm_first_and_waits_without_moving_on(ctx, db, cluster):
+    uuid = boot(db)
+    cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
+    cluster.vmi_in(uuid, "Running")
+    server = _server(db, uuid, vm_state=states.ACTIVE, task_state=task_states.RESIZE_MIGRATING)
+    with pytest.raises(Wait, match="to stop"):
+        resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
+    assert cluster.verbs() == ["stop"] and row_of(db, uuid)["task_state"] == task_states.RESIZE_MIGRATING
+    assert not [c for c in cluster.calls if c[0] in ("apply", "patch")]  # nothing of the VM changed yet
