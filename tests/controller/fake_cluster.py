@@ -16,6 +16,10 @@ class FakeCluster:
         self.dvs: dict[str, list[dict[str, Any]]] = {}
         self.secrets: dict[str, list[str]] = {}
         self.nodes: set[str] = set()
+        self.sizing: dict[str, list[ObjectKey]] = {}  # server uuid -> its own instancetypes and preferences
+        self.patches: list[tuple[str, str, Any]] = []  # (kind, name, body) of each patch sent
+        self.launchers: list[dict[str, Any]] = []  # the launcher pods ``pods`` lists (by their created-by label)
+        self.logs: dict[str, bytes] = {}  # pod name -> its guest-console-log container's log
         self.calls: list[tuple[Any, ...]] = []
         self.fail: Exception | None = None  # raised by every write when set
 
@@ -63,7 +67,7 @@ class FakeCluster:
         self._write("delete_server", namespace, uuid)
 
     def sizing_of(self, namespace: str, uuid: str) -> list[ObjectKey]:
-        return []
+        return list(self.sizing.get(uuid, ()))
 
     def secrets_of(self, namespace: str, uuid: str) -> list[str]:
         return list(self.secrets.get(uuid, ()))
@@ -73,7 +77,15 @@ class FakeCluster:
 
     def patch(self, kind: str, namespace: str, name: str, body: Any, *, patch: str = "json") -> bool:
         self._write("patch", kind, name, patch)
+        self.patches.append((kind, name, body))
         return True
 
     def pods(self, namespace: str, labels: dict[str, str]) -> list[dict[str, Any]]:
-        return []
+        return [p for p in self.launchers
+                if all((p["metadata"].get("labels") or {}).get(k) == v for k, v in labels.items())]
+
+    def pod_log(self, namespace: str, name: str, container: str, tail: int | None, limit: int) -> bytes | None:
+        if self.fail is not None:
+            raise self.fail
+        self.calls.append(("pod_log", name, container, tail))
+        return self.logs.get(name)

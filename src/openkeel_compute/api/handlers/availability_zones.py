@@ -10,36 +10,15 @@ listed as not available. The detail lists each available zone's nodes as hosts r
 
 from __future__ import annotations
 
-from sqlalchemy import select
-
 from openkeel_compute.api import common
+from openkeel_compute.api.handlers.server_common import zones
 from openkeel_compute.api.schemas import keypairs_quotas as schema
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.db import models
 from openkeel_compute.policies import keypairs_quotas as rules
 
 
 def _time(value) -> str | None:
     return value.strftime("%Y-%m-%dT%H:%M:%S.%f") if value is not None else None
-
-
-def zones(conn, conf) -> tuple[dict[str, list], list[str]]:
-    """({available zone: [node rows]}, [zones with no ready node]), each sorted by name.
-
-    Until the controller published a node, the cluster is taken as one node in the default zone.
-    """
-    by_zone: dict[str, list] = {}
-    table = models.NODE_ZONES
-    rows = conn.execute(select(table).order_by(table.c.node)).all()
-    if not rows:
-        return {conf.default_availability_zone: []}, []
-    for row in rows:
-        by_zone.setdefault(row.zone or conf.default_availability_zone, []).append(row)
-    internal = conf.internal_service_availability_zone
-    available = {z: [r for r in rows if not r.cordoned] for z, rows in sorted(by_zone.items())
-                 if z != internal and any(r.available and not r.cordoned for r in rows)}
-    unavailable = [z for z in sorted(by_zone) if z != internal and z not in available]
-    return available, unavailable
 
 
 @operation(query=schema.AZ_QUERY)

@@ -18,7 +18,7 @@ os-tenant-networks) is not offered.
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import server_networks, wsgi_path_params
+from openkeel_compute.api.handlers import network_common, wsgi_path_params
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.compute import networks as pod
 from openkeel_compute.network import errors as net_errors
@@ -35,27 +35,27 @@ ADMIN_FIELDS = ("created_at", "updated_at", "deleted_at", "deleted", "injected",
 
 
 def _networks(req) -> list[dict]:
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         name = pod.network_name(common.services(req).conf)
         return [{"id": pod.network_id(name), "name": name}]
     try:
-        return server_networks.client(req).for_caller(req.context, req.environ).list_networks()
+        return network_common.client(req).for_caller(req.context, req.environ).list_networks()
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
 
 
 def _network(req, network_id: str) -> dict:
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         found = [n for n in _networks(req) if n["id"] == network_id]
         if not found:
             raise faults.NotFound("Network not found")
         return found[0]
     try:
-        return server_networks.client(req).for_caller(req.context, req.environ).show_network(network_id)
+        return network_common.client(req).for_caller(req.context, req.environ).show_network(network_id)
     except net_errors.NetworkNotFound:
         raise faults.NotFound("Network not found") from None
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
 
 
 def _view(req, network: dict) -> dict:
@@ -100,13 +100,13 @@ def tenant_networks_show(req, network_id):
 @operation(versions=VERSIONS, query=QUERY)
 def floating_ip_pools_index(req):
     common.can(req, rules.FLOATING_IP_POOLS, {})
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         return {"floating_ip_pools": []}
     try:
-        pools = server_networks.client(req).for_caller(req.context, req.environ).list_networks(
+        pools = network_common.client(req).for_caller(req.context, req.environ).list_networks(
             **{"router:external": True})
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
     return {"floating_ip_pools": [{"name": pool.get("name") or pool["id"]} for pool in pools]}
 
 
@@ -128,9 +128,9 @@ def _ports_of(calls, project_id: str, fips: list[dict]) -> dict[str, dict]:
 @operation(versions=VERSIONS, query=QUERY)
 def floating_ips_index(req):
     _can(req, rules.FLOATING_IPS % "list")
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         return {"floating_ips": []}
-    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    calls = network_common.client(req).for_caller(req.context, req.environ)
     project_id = req.context.project_id
     try:
         fips = calls.list_floating_ips(tenant_id=project_id)
@@ -140,7 +140,7 @@ def floating_ips_index(req):
         networks = {n["id"]: n for n in calls.list_networks(id=wanted)}
         ports = _ports_of(calls, project_id, fips)
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
     return {"floating_ips": [_fip_view(f, networks.get(f["floating_network_id"]), ports.get(f["id"]))
                              for f in fips]}
 
@@ -150,9 +150,9 @@ def floating_ips_index(req):
 def floating_ips_show(req, floating_ip_id):
     _can(req, rules.FLOATING_IPS % "show")
     not_found = faults.NotFound(f"Floating IP not found for ID {floating_ip_id}")
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         raise not_found
-    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    calls = network_common.client(req).for_caller(req.context, req.environ)
     try:
         fip = calls.show_floating_ip(floating_ip_id)
         if fip is None:
@@ -160,5 +160,5 @@ def floating_ips_show(req, floating_ip_id):
         network = calls.show_network(fip["floating_network_id"])
         port = _ports_of(calls, req.context.project_id, [fip]).get(fip["id"])
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
     return {"floating_ip": _fip_view(fip, network, port)}

@@ -15,8 +15,8 @@ from __future__ import annotations
 from oslo_utils import uuidutils
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import server_networks, wsgi_path_params
-from openkeel_compute.api.handlers.server_security_groups import group_view
+from openkeel_compute.api.handlers import network_common, wsgi_path_params
+from openkeel_compute.api.handlers.network_common import group_view
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.compute import networks as pod
 from openkeel_compute.network import errors as net_errors
@@ -77,16 +77,16 @@ def _last_int(req, name: str) -> int:
 def index(req):
     project_id = req.context.project_id
     common.can(req, rules.SECURITY_GROUPS % "get", {"project_id": project_id})
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         groups = [group_view(project_id, name) for name in pod.GROUPS]
     else:
-        calls = server_networks.client(req).for_caller(req.context, req.environ)
+        calls = network_common.client(req).for_caller(req.context, req.environ)
         params = {} if req.context.is_admin and "all_tenants" in req.query else {"tenant_id": project_id}
         try:
             raw = calls.list_security_groups(**params)
             names = _names(calls, raw)
         except net_errors.NetworkError as exc:
-            raise server_networks.answer(exc) from None
+            raise network_common.answer(exc) from None
         groups = [_group_view(g, names) for g in raw]
     offset = _last_int(req, "offset")
     limit = min(_last_int(req, "limit") or common.services(req).conf.api.max_limit,
@@ -101,17 +101,17 @@ def show(req, security_group_id):
     common.can(req, rules.SECURITY_GROUPS % "show", {"project_id": project_id})
     if not uuidutils.is_uuid_like(security_group_id):
         raise faults.BadRequest("Security group id should be uuid")
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         for name in pod.GROUPS:
             if pod.group_id(project_id, name) == security_group_id:
                 return {"security_group": group_view(project_id, name)}
         raise faults.NotFound(f"Security group {security_group_id} does not exist")  # Neutron's words
-    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    calls = network_common.client(req).for_caller(req.context, req.environ)
     try:
         group = calls.show_security_group(security_group_id)
         names = _names(calls, [group])
     except net_errors.SecurityGroupNotFound as exc:
         raise faults.NotFound(exc.message) from None
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
     return {"security_group": _group_view(group, names)}

@@ -1,6 +1,6 @@
 """What the server handlers share: the server a caller may see, who asks, the policy target of an
 action, the decisions and data of a server body, the image service, generated passwords, and the
-query schema of the server subresources.
+query schema of the server subresources, and the availability zones.
 
 Handler modules import these from here, never from one another.
 """
@@ -12,11 +12,14 @@ import ipaddress
 import secrets
 from typing import TYPE_CHECKING
 
+from sqlalchemy import select
+
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.compute import errors, networks
 from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.db import models
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.model import events
 from openkeel_compute.policies import servers as rules
@@ -159,3 +162,23 @@ def locked_as_invalid_state(server_id: str, action: str):
 _LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
 _STRICT = {"type": "object", "properties": {}, "additionalProperties": False}
 SUBRESOURCE_QUERY = {"2.0-2.101": _LENIENT, "2.102-": _STRICT}
+
+
+def zones(conn, conf) -> tuple[dict[str, list], list[str]]:
+    """The availability zones (os-availability-zone, and a boot's zone check):
+    ({available zone: [node rows]}, [zones with no ready node]), each sorted by name.
+
+    Until the controller published a node, the cluster is taken as one node in the default zone.
+    """
+    by_zone: dict[str, list] = {}
+    table = models.NODE_ZONES
+    rows = conn.execute(select(table).order_by(table.c.node)).all()
+    if not rows:
+        return {conf.default_availability_zone: []}, []
+    for row in rows:
+        by_zone.setdefault(row.zone or conf.default_availability_zone, []).append(row)
+    internal = conf.internal_service_availability_zone
+    available = {z: [r for r in rows if not r.cordoned] for z, rows in sorted(by_zone.items())
+                 if z != internal and any(r.available and not r.cordoned for r in rows)}
+    unavailable = [z for z in sorted(by_zone) if z != internal and z not in available]
+    return available, unavailable

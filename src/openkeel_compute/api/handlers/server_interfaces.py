@@ -11,7 +11,7 @@ controller's NIC hotplug and are still to come.
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import server_networks, wsgi_path_params
+from openkeel_compute.api.handlers import network_common, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import read_server
 from openkeel_compute.api.wsgi import operation
 from openkeel_compute.compute import network_requests
@@ -45,13 +45,13 @@ def _server(req, server_id: str, rule: str) -> tuple[dict, dict[str, str | None]
 @wsgi_path_params
 def index(req, server_id):
     row, tags = _server(req, server_id, "list")
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         return {"interfaceAttachments": []}
-    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    calls = network_common.client(req).for_caller(req.context, req.environ)
     try:
         ports = calls.list_ports(device_id=row["uuid"])
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
     return {"interfaceAttachments": [_view(port, tags) for port in ports]}
 
 
@@ -59,15 +59,15 @@ def index(req, server_id):
 @wsgi_path_params
 def show(req, server_id, port_id):
     _row, tags = _server(req, server_id, "show")
-    if not server_networks.enabled(req):
+    if not network_common.enabled(req):
         raise faults.NotFound(f"Port id {port_id} could not be found.")
-    calls = server_networks.client(req).for_caller(req.context, req.environ)
+    calls = network_common.client(req).for_caller(req.context, req.environ)
     try:
         port = calls.show_port(port_id)
     except net_errors.PortNotFound as exc:
         raise faults.NotFound(exc.message) from None
     except net_errors.NetworkError as exc:
-        raise server_networks.answer(exc) from None
+        raise network_common.answer(exc) from None
     if port.get("device_id") != server_id:
         raise faults.NotFound(f"Instance {server_id} does not have a port with id {port_id}")
     return {"interfaceAttachment": _view(port, tags)}

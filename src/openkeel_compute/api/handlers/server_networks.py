@@ -10,39 +10,9 @@ quota). Ports are created and bound later by the controller, never while the cli
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import network_common
 from openkeel_compute.api.handlers import server_boot_options as options
-from openkeel_compute.conf import neutron as neutron_conf
 from openkeel_compute.network import errors as net_errors
-
-
-def enabled(req) -> bool:
-    return neutron_conf.configured(common.services(req).conf)
-
-
-def client(req):
-    """The process's Neutron client, made on first use (keystoneauth is imported then, not at start)."""
-    services = common.services(req)
-    found = getattr(services, "network", None)
-    if found is None:
-        from openkeel_compute.network.client import NeutronClient
-
-        found = services.network = NeutronClient(services.conf)
-    return found
-
-
-def answer(exc: net_errors.NetworkError) -> faults.Fault:
-    """The API's answer to a network error, as Nova's servers API turns the exception into one."""
-    if exc.code == 400:
-        return faults.BadRequest(exc.message)
-    if exc.code == 403:
-        return faults.Forbidden(exc.message)
-    if exc.code == 409:
-        return faults.Conflict(exc.message)
-    if exc.code == 401:
-        return faults.Fault(exc.message, 401)
-    if isinstance(exc, net_errors.NeutronError) and 400 <= exc.status < 500:
-        return faults.Fault(exc.message, exc.status)
-    return faults.Fault(exc.message, 503)
 
 
 def check_multiple(networks, max_count: int) -> None:
@@ -58,7 +28,7 @@ def check_multiple(networks, max_count: int) -> None:
 
 def check(req, server: dict, networks, min_count: int, max_count: int) -> tuple[list[str], int]:
     """The security group names the server keeps and how many servers the networks leave room for."""
-    if not enabled(req):
+    if not network_common.enabled(req):
         groups = options.security_groups(server)
         options.check_networks(common.services(req).conf, networks)
         return groups, max_count
@@ -66,7 +36,7 @@ def check(req, server: dict, networks, min_count: int, max_count: int) -> tuple[
 
     names = list(dict.fromkeys(g["name"] for g in server.get("security_groups") or () if g.get("name")))
     names = names or [validate.DEFAULT_GROUP]
-    calls = client(req).for_caller(req.context, req.environ)
+    calls = network_common.client(req).for_caller(req.context, req.environ)
     project_id = req.context.project_id
     try:
         validate.security_groups(calls, project_id, names)
@@ -75,7 +45,7 @@ def check(req, server: dict, networks, min_count: int, max_count: int) -> tuple[
         allowed = validate.validate_networks(calls, project_id, networks, max_count)
         return names, validate.max_for_quota(allowed, min_count, max_count)
     except net_errors.NetworkError as exc:
-        raise answer(exc) from None
+        raise network_common.answer(exc) from None
 
 
 def requests_of(networks) -> list[dict]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers.network_common import group_view
 from openkeel_compute.api.handlers.server_common import SUBRESOURCE_QUERY, read_server
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import networks
@@ -26,14 +27,6 @@ def _action(name: str) -> dict:
 
 ADD = _action("addSecurityGroup")
 REMOVE = _action("removeSecurityGroup")
-GROUP_DESCRIPTION = "Default security group"
-
-
-def group_view(project_id: str, name: str) -> dict:
-    return {"id": networks.group_id(project_id, name), "description": GROUP_DESCRIPTION, "name": name,
-            "tenant_id": project_id, "rules": []}
-
-
 @operation(query=SUBRESOURCE_QUERY, expected=(404,))
 @wsgi_path_params
 def index(req, server_id):

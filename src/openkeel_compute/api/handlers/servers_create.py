@@ -18,13 +18,14 @@ import urllib.parse
 import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import network_common, server_networks
 from openkeel_compute.api.handlers import server_boot_options as options
-from openkeel_compute.api.handlers import server_networks
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
     fetch_image,
     generated_password,
+    zones,
 )
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
@@ -149,8 +150,6 @@ def _key_pair(conn, req, key_name: str | None) -> dict | None:
 
 def _check_zone(req, zone: str) -> None:
     """The zone must have a ready node (as the controller published them), as in Nova."""
-    from openkeel_compute.api.handlers.availability_zones import zones
-
     with common.read(req) as conn:
         available, _unavailable = zones(conn, common.services(req).conf)
     if zone not in available:
@@ -255,11 +254,11 @@ def create(req):
     system_metadata.update(destination)  # a node to run on: the controller pins the VM to it
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
-    elif server_networks.enabled(req):  # Neutron: "auto" (one port on the lone or auto-allocated
+    elif network_common.enabled(req):  # Neutron: "auto" (one port on the lone or auto-allocated
         # network) or "requested" (the rows of instance_network_requests)
         system_metadata[names.REQUESTED_NETWORKS] = "requested" if isinstance(networks, list) and networks \
             else "auto"
-    requested_rows = server_networks.requests_of(networks) if server_networks.enabled(req) else []
+    requested_rows = server_networks.requests_of(networks) if network_common.enabled(req) else []
     actor = actor_of(req)
     created = []
     with common.write(req) as conn:

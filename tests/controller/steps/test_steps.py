@@ -1,23 +1,18 @@
 """Each server step on its own, against a small fake of the cluster gateway (tests/controller/fake_cluster.py)
-and a real database: what it asks the cluster, what it writes, and how it ends (done, waiting, failed).
-The end-to-end tests (test_server_loop.py, ...) drive the same steps against the built-in cluster."""
+and a real database (the fixtures are this folder's conftest.py): what it asks the cluster, what it writes,
+and how it ends (done, waiting, failed). The end-to-end tests (test_server_loop.py, ...) drive the same steps against the built-in cluster."""
 
 from __future__ import annotations
 
-import datetime as dt
 from typing import Any
 
 import pytest
 
 from openkeel_compute.compute import console as console_rows
 from openkeel_compute.compute.instances import cas
-from openkeel_compute.controller.compose import Composer
-from openkeel_compute.controller.resize_allocations import Allocations
-from openkeel_compute.controller.settings import ServerSettings
 from openkeel_compute.controller.steps import build, console, delete, power, reboot, rebuild, resize
 from openkeel_compute.controller.steps.base import (
     DONE,
-    Context,
     Failed,
     ServerRow,
     Wait,
@@ -28,20 +23,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.model import operations as ops
 from openkeel_compute.model import states, sysmeta
 from openkeel_compute.model.states import task_states
-from tests.controller.fake_cluster import FakeCluster
 from tests.controller.helpers import OWNER, boot, row_of
-
-
-@pytest.fixture
-def cluster() -> FakeCluster:
-    return FakeCluster()
-
-
-@pytest.fixture
-def ctx(db, cluster) -> Context:
-    settings = ServerSettings()
-    return Context(db, cluster, settings, Composer(settings.options), Allocations(None),  # type: ignore[arg-type]
-                   lambda: dt.datetime(2030, 1, 1))
 
 
 def _server(db, uuid: str, **state: Any) -> dict[str, Any]:
@@ -227,3 +209,14 @@ def test_a_resize_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, clu
     with pytest.raises(Wait, match="made again"):
         resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
     assert "VirtualMachine" in [c[1] for c in cluster.calls if c[0] == "apply"] and cluster.verbs() == []
+
+
+def test_a_resize_stops_the_running_vm_first_and_waits_without_moving_on(ctx, db, cluster):
+    uuid = boot(db)
+    cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
+    cluster.vmi_in(uuid, "Running")
+    server = _server(db, uuid, vm_state=states.ACTIVE, task_state=task_states.RESIZE_MIGRATING)
+    with pytest.raises(Wait, match="to stop"):
+        resize.run(ctx, _row(uuid, ops.RESIZE, migration="m-1"), server)
+    assert cluster.verbs() == ["stop"] and row_of(db, uuid)["task_state"] == task_states.RESIZE_MIGRATING
+    assert not [c for c in cluster.calls if c[0] in ("apply", "patch")]  # nothing of the VM changed yet
