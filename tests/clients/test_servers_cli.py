@@ -119,14 +119,16 @@ def test_the_cli_drives_a_server_through_its_life(stack, cli):
 
 def test_no_network_and_the_network_flags(stack, cli):
     """No network service: --nic none boots without addresses. A named network makes the CLI look it up in
-    compute's network proxy (no network service in the catalog), which is gone from 2.36 on, as in Nova."""
+    compute's network proxy (no network service in the catalog), which lists the pod network only: an
+    unknown network is not found and nothing is booted."""
     created = cli.ok("server", "create", "--flavor", "m1.cli", "--image", local.DEFAULT_IMAGE_NAME, "--nic", "none",
                      "--wait", "-f", "json", "cli-isolated")
     assert (created["status"], created["addresses"]) == ("ACTIVE", {})
     named = cli.run("server", "create", "--flavor", "m1.cli", "--image", local.DEFAULT_IMAGE_NAME, "--nic",
                     "net-id=2d5b2b5e-27d2-4d41-9b8e-a3a8c8b0e1f4", "cli-named")
     assert named.returncode != 0
-    assert "/v2.1/os-networks, 404 Not Found" in named.stderr, named.stderr
+    assert "2d5b2b5e-27d2-4d41-9b8e-a3a8c8b0e1f4 not found (HTTP 404)" in named.stderr, named.stderr
+    assert stack.call("GET", "/v2.1/servers?name=^cli-named$")[1]["servers"] == []
     cli.ok("server", "delete", "--wait", "cli-isolated")
     assert stack.call("GET", "/v2.1/servers?name=^cli-")[1]["servers"] == []
 

@@ -142,7 +142,8 @@ def test_a_vm_deleted_behind_our_back_is_powered_off_by_the_sync(loop, db, kube)
     uuid = boot(db)
     row = until(loop, db, uuid, active)
     kube.delete(VM, uuid, namespace=row["namespace"])
-    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED)
+    # a pass may first see the VM on its way out (stopped, power SHUTDOWN); the next finds no guest at all
+    row = until(loop, db, uuid, lambda r: r["vm_state"] == states.STOPPED and r["power_state"] == 0)
     assert (row["vm_state"], row["task_state"], row["power_state"]) == (states.STOPPED, None, 0)
     for _ in range(3):
         loop.run_once()
