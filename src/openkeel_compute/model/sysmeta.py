@@ -15,6 +15,9 @@ from __future__ import annotations
 IMAGE_PREFIX = "image_"
 #: the image a rebuild replaced the server's with, as Nova records it
 BASE_IMAGE_REF = "image_base_image_ref"
+#: the image's name at boot or rebuild (at most 255 characters), which Nova's legacy notifications of a
+#: build or rebuild carry (``image_name``); not an image property, so not shown by 2.98
+IMAGE_NAME = "openkeel_image_name"
 #: the server's security group names (JSON list; "null": the server has no network)
 SECURITY_GROUPS = "security_groups"
 #: "none" when the server was created with networks "none": the controller gives its VM no interface

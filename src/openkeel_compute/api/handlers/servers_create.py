@@ -251,6 +251,7 @@ def create(req):
     }
     # what the server keeps of its image (2.98 shows it; the controller builds from it), as Nova does
     system_metadata.update(image_meta.system_metadata(image, flavor), image_base_image_ref=image_id)
+    system_metadata.update(image_meta.name_metadata(image))  # for the build's notifications
     system_metadata.update(destination)  # a node to run on: the controller pins the VM to it
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
