@@ -35,6 +35,7 @@ import pytest
 from tests._shared import shared_path
 from tests.api.oracles import SERVERS_ORACLE_VENV, free_port
 from tests.conftest import admin
+from tests.databases import ENGINES
 from tests.notifications.server_world import notifying_world
 from tests.server_world import DEMO, IMAGE, until
 
@@ -256,9 +257,11 @@ def nova_notifications() -> dict[str, dict[str, list[dict[str, Any]]]]:
         return drive(Nova(base), NOVA_IMAGE)
 
 
-@pytest.fixture
-def openkeel_notifications(tmp_path) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    with notifying_world(tmp_path, reclaim=RECLAIM) as (client, controller, messages):
+@pytest.fixture(params=ENGINES)
+def openkeel_notifications(request, tmp_path) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """OpenKeel's notifications of the same operations, on each engine: the notifications are sent after the
+    commit of what they report, which each engine's transactions must get right."""
+    with notifying_world(tmp_path, reclaim=RECLAIM, database=request.param) as (client, controller, messages):
         for flavor in (FLAVOR, LARGER):
             got = client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": flavor})
             assert got.status_code == 200, got.text
