@@ -87,3 +87,42 @@ def done_evacuations(conn, host: str) -> int:
 
 def destroy(conn, service_id: int) -> None:
     conn.execute(delete(TABLE).where(TABLE.c.id == service_id))
+
+
+# Nova's compute stats: a server counts for a host's current workload while it is being built or has
+# one of these tasks (nova/compute/stats.py).
+_IO_TASKS = ("resize_migrating", "rebuilding", "resize_prep", "image_snapshot", "image_backup", "rescuing",
+             "unshelving", "shelving")
+
+
+def usage(conn, hosts: list[str]) -> dict[str, dict[str, int]]:
+    """Per host: running_vms, vcpus_used, memory_mb_used and local_gb_used of its servers (without the
+    reserved amounts), and current_workload."""
+    result = {h: {"running_vms": 0, "vcpus": 0, "memory_mb": 0, "local_gb": 0, "current_workload": 0}
+              for h in hosts}
+    if not hosts:
+        return result
+    rows = conn.execute(select(INSTANCES.c.host, INSTANCES.c.vcpus, INSTANCES.c.memory_mb, INSTANCES.c.root_gb,
+                               INSTANCES.c.ephemeral_gb, INSTANCES.c.vm_state, INSTANCES.c.task_state)
+                        .where(INSTANCES.c.host.in_(hosts), INSTANCES.c.deleted == 0))
+    for row in rows:
+        used = result[row.host]
+        used["running_vms"] += 1
+        used["vcpus"] += row.vcpus or 0
+        used["memory_mb"] += row.memory_mb or 0
+        used["local_gb"] += (row.root_gb or 0) + (row.ephemeral_gb or 0)
+        if row.vm_state == "building" or row.task_state in _IO_TASKS:
+            used["current_workload"] += 1
+    return result
+
+
+def servers_on(conn, hosts: list[str]) -> dict[str, list[dict[str, str]]]:
+    """Per host: its servers as Nova's hypervisor views list them (instance name and uuid), oldest first."""
+    result: dict[str, list[dict[str, str]]] = {h: [] for h in hosts}
+    if not hosts:
+        return result
+    rows = conn.execute(select(INSTANCES.c.host, INSTANCES.c.id, INSTANCES.c.uuid, INSTANCES.c.vm_name)
+                        .where(INSTANCES.c.host.in_(hosts), INSTANCES.c.deleted == 0).order_by(INSTANCES.c.id))
+    for row in rows:
+        result[row.host].append({"name": row.vm_name or f"instance-{row.id:08x}", "uuid": row.uuid})
+    return result

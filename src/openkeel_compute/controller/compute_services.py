@@ -20,6 +20,7 @@ service's node gets the trait too (Nova's ComputeFilter skips a down service) wi
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 import uuid
 from typing import TYPE_CHECKING, Any
@@ -59,6 +60,26 @@ def version_number(text: str | None) -> int:
     return min(parts[0], 2000) * 1000000 + min(parts[1], 999) * 1000 + min(parts[2], 999)
 
 
+_ARCHES = {"amd64": "x86_64", "arm64": "aarch64", "ppc64le": "ppc64le", "s390x": "s390x"}
+_MODEL = "host-model-cpu.node.kubevirt.io/"
+_VENDOR = "cpu-vendor.node.kubevirt.io/"
+_FEATURE = "host-model-required-features.node.kubevirt.io/"
+
+
+def cpu_info(labels: dict[str, str], cpus: int) -> str:
+    """Nova's cpu_info (arch, model, vendor, topology, features) from the labels KubeVirt's node
+    labeller puts on the node (``host-model-cpu``, ``cpu-vendor``, ``host-model-required-features``)
+    and ``kubernetes.io/arch``; the topology is the node's CPUs as one socket."""
+    def named(prefix: str) -> list[str]:
+        return sorted(k[len(prefix):] for k, v in labels.items() if k.startswith(prefix) and v == "true")
+
+    arch = labels.get("kubernetes.io/arch")
+    info = {"arch": _ARCHES.get(arch or "", arch), "model": next(iter(named(_MODEL)), None),
+            "vendor": next(iter(named(_VENDOR)), None), "topology": {"cores": cpus, "threads": 1, "sockets": 1},
+            "features": named(_FEATURE)}
+    return json.dumps(info)
+
+
 def facts(node: dict[str, Any]) -> dict[str, Any]:
     """What a service row holds of its node."""
     meta = node.get("metadata") or {}
@@ -78,6 +99,8 @@ def facts(node: dict[str, Any]) -> dict[str, Any]:
                                                                                               2**30),
             "host_ip": address if address and len(address) <= 64 else None,
             "hypervisor_version": version_number((status.get("nodeInfo") or {}).get("kubeletVersion")),
+            "node_uuid": providers.provider_uuid(meta["name"]),
+            "cpu_info": cpu_info(meta.get("labels") or {}, amount("cpu", 1)),
             "ready": _ready(node), "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
             "reason": reason[:REASON_MAX] if reason else None}
 
@@ -90,7 +113,8 @@ def publish(engine, nodes: list[dict[str, Any]], now: dt.datetime | None = None)
     with db_api.transaction(engine) as conn:
         stored = {r.host: r for r in conn.execute(select(TABLE).where(TABLE.c.binary == BINARY))}
         for name, fact in seen.items():
-            capacity = {k: fact[k] for k in ("vcpus", "memory_mb", "local_gb", "host_ip", "hypervisor_version")}
+            capacity = {k: fact[k] for k in ("vcpus", "memory_mb", "local_gb", "host_ip", "hypervisor_version",
+                                              "node_uuid", "cpu_info")}
             row = stored.get(name)
             if row is None:
                 conn.execute(insert(TABLE).values(

@@ -434,6 +434,8 @@ COMPUTE_SERVICES = Table(
     Column("local_gb", Integer, nullable=False, default=0),
     Column("host_ip", String(64), nullable=True),
     Column("hypervisor_version", Integer, nullable=False, default=0),
+    Column("node_uuid", ExactString(36), nullable=True),
+    Column("cpu_info", Text, nullable=True),
     *_timestamps(),
     UniqueConstraint("uuid"),
     UniqueConstraint("host", "binary"),

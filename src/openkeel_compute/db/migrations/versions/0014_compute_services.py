@@ -46,6 +46,8 @@ def upgrade() -> None:
     sa.Column('local_gb', sa.Integer(), nullable=False),
     sa.Column('host_ip', sa.String(length=64), nullable=True),
     sa.Column('hypervisor_version', sa.Integer(), nullable=False),
+    sa.Column('node_uuid', exact(36), nullable=True),
+    sa.Column('cpu_info', sa.Text(), nullable=True),
     sa.Column('created_at', sa.DateTime(), nullable=False),
     sa.Column('updated_at', sa.DateTime(), nullable=True),
     sa.PrimaryKeyConstraint('id', name=op.f('pk_compute_services')),
