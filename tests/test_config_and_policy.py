@@ -145,6 +145,23 @@ CONTRACT_RULES = {
     "os_compute_api:os-server-shares:delete": "rule:project_member_or_admin",
 }
 
+# Nova 34.0.0's rules of os-services, os-hypervisors, os-hosts, os-aggregates and os-server-groups.
+OPERATOR_RULES = {
+    **{f"os_compute_api:os-services:{n}": "rule:context_is_admin" for n in ("list", "update", "delete")},
+    **{f"os_compute_api:os-hypervisors:{n}": "rule:context_is_admin"
+       for n in ("list", "list-detail", "statistics", "show", "uptime", "search", "servers")},
+    **{f"os_compute_api:os-hosts:{n}": "rule:context_is_admin"
+       for n in ("list", "show", "update", "reboot", "shutdown", "start")},
+    **{f"os_compute_api:os-aggregates:{n}": "rule:context_is_admin"
+       for n in ("set_metadata", "add_host", "create", "remove_host", "update", "index", "delete", "show")},
+    "compute:aggregates:images": "rule:context_is_admin",
+    "os_compute_api:os-server-groups:create": "rule:project_member_or_admin",
+    "os_compute_api:os-server-groups:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-server-groups:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-groups:index:all_projects": "rule:context_is_admin",
+    "os_compute_api:os-server-groups:show": "rule:project_reader_or_admin",
+}
+
 FLAVOR_RULES = {
     "os_compute_api:os-flavor-access:add_tenant_access": "rule:context_is_admin",
     "os_compute_api:os-flavor-access:remove_tenant_access": "rule:context_is_admin",
@@ -212,12 +229,13 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     text = out.read_text()
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
-    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES}
+    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES,
+                     **OPERATOR_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES}:
+    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES, **OPERATOR_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

@@ -54,7 +54,8 @@ SUBRESOURCES: dict[str, tuple[str, str | None]] = {
     "unpause": ("virtualmachineinstances", "not paused"),
 }
 _PATHS = {"VirtualMachine": "/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}",
-          "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"}
+          "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}",
+          "Node": "/api/v1/nodes/{name}"}
 _PATCH_TYPES = {"json": "application/json-patch+json", "merge": "application/merge-patch+json"}
 _MANAGED = {mapping.MANAGED_BY: FIELD_MANAGER}
 #: the kinds of a server's own instancetype and preference (labelled with the server, owned by its VM)

@@ -411,6 +411,38 @@ NODE_ZONES = Table(
 )
 
 
+# One nova-compute service per cluster node (Nova's services and compute_nodes tables in one): the
+# controller creates a row for each node it sees and keeps ``last_seen_up`` (the last time it saw the
+# node Ready: the heartbeat Nova's servicegroup reads) and the node's capacity; the API's os-services
+# writes disabled/disabled_reason/forced_down and sets ``cordon_pending``, which the controller clears
+# once the node's spec.unschedulable says the same. A row outlives its node until deleted (DELETE
+# /os-services/{id}), as a Nova service record outlives its compute host.
+COMPUTE_SERVICES = Table(
+    "compute_services",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    Column("binary", ExactString(255), nullable=False, default="nova-compute"),
+    Column("disabled", Boolean, nullable=False, default=False, server_default=false()),
+    Column("disabled_reason", String(255), nullable=True),
+    Column("forced_down", Boolean, nullable=False, default=False, server_default=false()),
+    Column("cordon_pending", Boolean, nullable=False, default=False, server_default=false()),
+    Column("last_seen_up", DateTime, nullable=True),
+    Column("vcpus", Integer, nullable=False, default=0),
+    Column("memory_mb", Integer, nullable=False, default=0),
+    Column("local_gb", Integer, nullable=False, default=0),
+    Column("host_ip", String(64), nullable=True),
+    Column("hypervisor_version", Integer, nullable=False, default=0),
+    Column("node_uuid", ExactString(36), nullable=True),
+    Column("cpu_info", Text, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("host", "binary"),
+    **NEVER_REUSED,
+)
+
+
 # Moves of a server between flavors or nodes (Nova's migrations table): one row per resize (and,
 # later, per cold or live migration), the API's os-migrations and /servers/{id}/migrations.
 # old/new_instance_type_id are the flavors' internal ids; the flavor bodies stay in
