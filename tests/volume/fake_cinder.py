@@ -27,7 +27,6 @@ class FakeCinder:
         self.attachments: dict[str, dict] = {}
         self.requests: list[dict] = []
         self.fail_with: int | None = None
-        self.project_id = "demo"
 
     # -- data --------------------------------------------------------------------------------
     def volume(self, size=1, status="available", zone="nova", bootable=False, multiattach=False,
@@ -80,7 +79,8 @@ class FakeCinder:
         parts = path.strip("/").split("/")
         if parts[:1] != ["v3"]:
             return 404, {"error": "not found"}
-        parts = parts[2:] if len(parts) > 1 and parts[1] == self.project_id else parts[1:]
+        collections = ("types", "volumes", "snapshots", "attachments")
+        parts = parts[2:] if len(parts) > 1 and parts[1] not in collections else parts[1:]  # /v3/<project>/...
         if parts == ["types"] and method == "GET":
             return 200, {"volume_types": self.types}
         if parts[:1] == ["volumes"] and len(parts) == 2:
