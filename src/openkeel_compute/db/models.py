@@ -567,3 +567,39 @@ INSTANCE_EXTERNAL_EVENTS = Table(
     Index("ix_instance_external_events_instance_uuid", "instance_uuid"),
     Index("ix_instance_external_events_handled_at", "handled_at"),
 )
+
+# The block devices of each server, as Nova's block_device_mapping table: the image's root disk
+# (source image, destination local), the volumes (existing, or made by the controller from an
+# image, a snapshot or nothing), the flavor's ephemeral and swap disks. The API writes them at boot
+# (with the reserved Cinder attachment of each existing volume) and on attach; the controller fills
+# volume_id of the volumes it creates and connection_info once Cinder exports a volume to the node.
+# uuid is the mapping's id the API shows from 2.89 (bdm_uuid).
+BLOCK_DEVICE_MAPPING = Table(
+    "block_device_mapping",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("source_type", String(255), nullable=True),
+    Column("destination_type", String(255), nullable=True),
+    Column("guest_format", String(255), nullable=True),
+    Column("device_type", String(255), nullable=True),
+    Column("disk_bus", String(255), nullable=True),
+    Column("boot_index", Integer, nullable=True),
+    Column("device_name", String(255), nullable=True),
+    Column("delete_on_termination", Boolean, nullable=False, default=False, server_default=false()),
+    Column("snapshot_id", ExactString(36), nullable=True),
+    Column("volume_id", ExactString(36), nullable=True),
+    Column("volume_size", Integer, nullable=True),
+    Column("image_id", ExactString(36), nullable=True),
+    Column("no_device", Boolean, nullable=True),
+    Column("connection_info", LongText(), nullable=True),
+    Column("tag", String(255), nullable=True),
+    Column("attachment_id", ExactString(36), nullable=True),
+    Column("volume_type", String(255), nullable=True),
+    *_soft_delete(),
+    UniqueConstraint("uuid", name="uniq_block_device_mapping0uuid"),
+    Index("block_device_mapping_instance_uuid_idx", "instance_uuid"),
+    Index("block_device_mapping_instance_uuid_volume_id_idx", "instance_uuid", "volume_id"),
+    **NEVER_REUSED,
+)

@@ -28,6 +28,12 @@ REQUESTED_HOST = "requested_host"
 REQUESTED_NODE = "requested_hypervisor_hostname"
 #: "True" for the legacy forced form, which bypasses the scheduler's checks in Nova
 FORCED_DESTINATION = "forced_destination"
+#: "True" when the server's root disk is a volume (boot from volume): no local root disk, no DISK_GB
+#: claimed for the flavor's root_gb (Nova's is_bfv); the block devices are in block_device_mapping
+BOOT_FROM_VOLUME = "openkeel_boot_from_volume"
+#: "True" when the server was booted with volumes (block_device_mapping rows with destination volume):
+#: the controller reads those rows only then
+HAS_VOLUMES = "openkeel_has_volumes"
 #: the vm_state a resize started from (Nova's old_vm_state): a revert goes back to it
 OLD_VM_STATE = "old_vm_state"
 
