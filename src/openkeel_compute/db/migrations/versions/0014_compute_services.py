@@ -25,7 +25,7 @@ def exact(length):
 MYSQL: dict[str, Any] = {"mysql_charset": "utf8mb4", "mysql_collate": "utf8mb4_bin", "mysql_engine": "InnoDB"}
 
 revision = '0014'
-down_revision = '0011'
+down_revision = '0013'
 branch_labels = None
 depends_on = None
 
