@@ -22,28 +22,14 @@ import urllib.parse
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from openkeel_compute.conf import neutron as neutron_conf
 from openkeel_compute.network import errors
+from openkeel_compute.service_session import ConfSession, caller_auth
 
 LOG = logging.getLogger(__name__)
 GROUP = neutron_conf.GROUP
-
-
-def _caller_auth(context, environ):
-    environ = environ or getattr(context, "environ", None) or {}
-    plugin = environ.get("keystone.token_auth")
-    if plugin is not None:
-        return plugin
-    token = getattr(context, "auth_token", None)
-    catalog = environ.get("HTTP_X_SERVICE_CATALOG")
-    if not token and not catalog:
-        return None
-    from openkeel_compute.caller_auth import HeaderCatalogAuth
-
-    return HeaderCatalogAuth(token, catalog)
 
 
 def neutron_message(resp) -> tuple[str, str | None]:
@@ -66,16 +52,14 @@ class NeutronClient:
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
         neutron_conf.register_neutron_opts(conf)
-        self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
-        self._admin_auth = None
+        self.keystone = ConfSession(conf, GROUP)
+        self.session = self.keystone.session
         self._service_auth = None
         self._service_loaded = False
 
     # -- credentials ---------------------------------------------------------------------------
     def _admin_plugin(self):
-        if self._admin_auth is None:
-            self._admin_auth = ks_loading.load_auth_from_conf_options(self.conf, GROUP)
-        return self._admin_auth
+        return self.keystone.credential()
 
     def _service_plugin(self):
         if not self._service_loaded:
@@ -84,12 +68,12 @@ class NeutronClient:
             service_user.register_opts(self.conf)
             group = self.conf[service_user.SERVICE_USER]
             if group.send_service_user_token and group.auth_type:
-                self._service_auth = ks_loading.load_auth_from_conf_options(self.conf, service_user.SERVICE_USER)
+                self._service_auth = ConfSession(self.conf, service_user.SERVICE_USER).credential()
             self._service_loaded = True
         return self._service_auth
 
     def for_caller(self, context, environ=None) -> Calls:
-        auth = _caller_auth(context, environ)
+        auth = caller_auth(context, environ)
         if auth is None:
             return self.admin()
         service = self._service_plugin()
@@ -110,8 +94,7 @@ class Calls:
         self.client = client
         self.auth = auth
         self.admin = admin
-        self.adapter = ks_loading.load_adapter_from_conf_options(
-            client.conf, GROUP, session=client.session, auth=auth, raise_exc=False)
+        self.adapter = client.keystone.adapter(auth)
 
     def request(self, method: str, path: str, params: dict[str, Any] | None = None, body: Any = None,
                 ok: tuple[int, ...] = (200,)):
