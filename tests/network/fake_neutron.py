@@ -30,6 +30,12 @@ class FakeNeutron:
         self.auto_allocate_ok = True
         self.requests: list[dict] = []
         self.fail_with: int | None = None
+        #: hosts with an alive L2 agent: a port bound elsewhere gets binding:vif_type binding_failed
+        self.agent_hosts: set[str] | None = None
+        #: where Neutron's nova notifier posts events (a callable taking the event list), as ML2's
+        #: notify_nova_on_port_status_changes / _data_changes would; None: no notifier
+        self.notify = None
+        self.body: dict | None = None
 
     # -- data --------------------------------------------------------------------------------
     def network(self, project_id="demo", shared=False, subnet="10.0.0.0/24", **extra) -> dict:
@@ -62,11 +68,12 @@ class FakeNeutron:
     def __call__(self, environ, start_response):
         query = urllib.parse.parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
         path = environ["PATH_INFO"]
-        self.requests.append({"method": environ["REQUEST_METHOD"], "path": path, "query": query,
+        self.body = self._read_body(environ)
+        self.requests.append({"method": environ["REQUEST_METHOD"], "path": path, "query": query, "body": self.body,
                               "token": environ.get("HTTP_X_AUTH_TOKEN"),
                               "service_token": environ.get("HTTP_X_SERVICE_TOKEN")})
         status, body = self._answer(environ["REQUEST_METHOD"], path, query)
-        data = json.dumps(body).encode()
+        data = b"" if body is None else json.dumps(body).encode()
         start_response(f"{status} X", [("Content-Type", "application/json"), ("Content-Length", str(len(data)))])
         return [data]
 
@@ -94,6 +101,63 @@ class FakeNeutron:
                 out.append(item)
         return out
 
+    def _read_body(self, environ):
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        return json.loads(environ["wsgi.input"].read(length)) if length else None
+
+    def _events(self, events):
+        if self.notify is not None and events:
+            self.notify(events)
+
+    def plug(self, port_id, status="completed"):
+        """What the node's L2 agent's update_device_up does: the port ACTIVE, network-vif-plugged sent."""
+        port = self.ports[port_id]
+        port["status"] = "ACTIVE"
+        self._events([{"name": "network-vif-plugged", "server_uuid": port["device_id"], "tag": port_id,
+                       "status": status}])
+
+    def unplug(self, port_id):
+        port = self.ports[port_id]
+        port["status"] = "DOWN"
+        self._events([{"name": "network-vif-unplugged", "server_uuid": port["device_id"], "tag": port_id,
+                       "status": "completed"}])
+
+    def _write(self, method, parts, body):
+        if parts == ["ports"] and method == "POST":
+            wanted = body["port"]
+            net = self.networks.get(wanted.get("network_id"))
+            if net is None:
+                return self._error(404, "NetworkNotFound", f"Network {wanted.get('network_id')} could not be found.")
+            fixed = None
+            if wanted.get("fixed_ips"):
+                fixed = [{"subnet_id": net["subnets"][0], "ip_address": ip["ip_address"]} for ip in wanted["fixed_ips"]]
+            extra = {k: v for k, v in wanted.items() if k not in ("network_id", "fixed_ips", "tenant_id")}
+            port = self.port(net, project_id=wanted.get("tenant_id", "demo"), fixed_ips=fixed, **extra)
+            return 201, {"port": port}
+        if parts[0] == "ports" and len(parts) == 2:
+            port = self.ports.get(parts[1])
+            if port is None:
+                return self._error(404, "PortNotFound", f"Port {parts[1]} could not be found.")
+            if method == "DELETE":
+                del self.ports[parts[1]]
+                if port.get("device_id") and port.get("device_owner", "").startswith("compute:"):
+                    self._events([{"name": "network-vif-deleted", "server_uuid": port["device_id"],
+                                   "tag": port["id"], "status": "completed"}])
+                return 204, None
+            if method == "PUT":
+                port.update(body["port"])
+                host = port.get("binding:host_id")
+                if host:
+                    ok = self.agent_hosts is None or host in self.agent_hosts
+                    port["binding:vif_type"] = "ovs" if ok else "binding_failed"
+                else:
+                    port["binding:vif_type"] = "unbound"
+                    port["status"] = "DOWN"
+                if port.get("device_owner", "").startswith("compute:"):
+                    self._events([{"name": "network-changed", "server_uuid": port["device_id"], "tag": port["id"]}])
+                return 200, {"port": port}
+        return self._error(405, "HTTPMethodNotAllowed", "not allowed")
+
     def _answer(self, method, path, query):
         if self.fail_with:
             return self._error(self.fail_with, "Failure", "Request Failed: internal server error")
@@ -102,14 +166,15 @@ class FakeNeutron:
             return 404, {"error": "not found"}
         parts = parts[1:]
         if method != "GET":
-            return self._error(405, "HTTPMethodNotAllowed", "not allowed")
+            return self._write(method, parts, self.body)
         if parts == ["networks"]:
             return 200, {"networks": self._filter(self.networks.values(), query)}
         if parts[0] == "networks" and len(parts) == 2:
             net = self.networks.get(parts[1])
             if net is None:
                 return self._error(404, "NetworkNotFound", f"Network {parts[1]} could not be found.")
-            return 200, {"network": net}
+            return 200, {"network": {"mtu": 1450, "provider:network_type": "vxlan",
+                                     "provider:segmentation_id": 7, **net}}
         if parts == ["ports"]:
             return 200, {"ports": self._filter(self.ports.values(), query)}
         if parts[0] == "ports" and len(parts) == 2:

@@ -35,10 +35,13 @@ def record(conn: Connection, events: Iterable[Mapping]) -> None:
         conn.execute(insert(_E), rows)
 
 
-def pending(conn: Connection, instance_uuid: str | None = None, limit: int = 500) -> list[dict]:
-    """Events not handled yet, oldest first (of one server, or of all)."""
+def pending(conn: Connection, instance_uuid: str | None = None, limit: int = 500,
+            names: Iterable[str] | None = None) -> list[dict]:
+    """Events not handled yet, oldest first (of one server, or of all; of the ``names`` given, or all)."""
     query = select(_E.c.id, _E.c.instance_uuid, _E.c.name, _E.c.status, _E.c.tag, _E.c.host, _E.c.created_at).where(
         _E.c.handled_at.is_(None))
+    if names is not None:
+        query = query.where(_E.c.name.in_(sorted(set(names))))
     if instance_uuid is not None:
         query = query.where(_E.c.instance_uuid == instance_uuid)
     return [dict(row._mapping) for row in conn.execute(query.order_by(_E.c.id).limit(limit))]

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from sqlalchemy import Connection, insert, select
+from sqlalchemy import Connection, insert, select, update
 
 from openkeel_compute.db.models import INSTANCE_NETWORK_REQUESTS, utcnow
 
@@ -27,3 +27,9 @@ def of(conn: Connection, instance_uuid: str) -> list[dict]:
     query = (select(*(_T.c[name] for name in FIELDS))
              .where(_T.c.instance_uuid == instance_uuid, _T.c.deleted == 0).order_by(_T.c.position))
     return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def set_port(conn: Connection, instance_uuid: str, position: int, port_id: str | None, created: bool) -> None:
+    """The port a request became (``created``: OpenKeel made it, deleted with the server)."""
+    conn.execute(update(_T).where(_T.c.instance_uuid == instance_uuid, _T.c.position == position, _T.c.deleted == 0)
+                 .values(port_id=port_id, port_created=created))

@@ -91,6 +91,14 @@ OPTS = [
                     "VirtualMachine's template asks for it again. Only when that plugin is the cluster's and "
                     "its address pool allows it; another pod that took the address meanwhile keeps the new "
                     "instance from starting."),
+    cfg.StrOpt("network_attachment_config", default="",
+               help="With [neutron]: the CNI configuration of the NetworkAttachmentDefinition the controller "
+                    "makes for each Neutron network in a server's namespace, as a JSON template whose "
+                    "placeholders ($name, $namespace, $network_id, $network_name, $network_type, "
+                    "$physical_network, $segmentation_id, $mtu, $topology) take the network's values. "
+                    "Empty: OVN-Kubernetes secondary networks (type ovn-k8s-cni-overlay, topology localnet "
+                    "for flat and VLAN provider networks, layer2 otherwise, Neutron's MTU). See "
+                    "docs/networking.md for Kube-OVN and other plugins."),
     cfg.StrOpt("storage_class",
                help="Storage class of the servers' disks (their DataVolumes); unset uses the cluster's default "
                     "storage class."),

@@ -9,20 +9,26 @@ reports it (Nova sizes such a root disk from the image).
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
-from openkeel_compute.compute import flavor_copy
+from sqlalchemy import Engine
+
+from openkeel_compute.compute import flavor_copy, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.controller.images import ImageAccess
+from openkeel_compute.db.api import reader
 from openkeel_compute.images.errors import ImageBadRequest, ImageNotAuthorized, ImageNotFound
 from openkeel_compute.kubevirt.server import ServerObjects, ServerOptions, compose
 from openkeel_compute.model import sysmeta
 
 
 class Composer:
-    def __init__(self, options: ServerOptions, images: ImageAccess | None = None) -> None:
+    def __init__(self, options: ServerOptions, images: ImageAccess | None = None, engine: Engine | None = None
+                 ) -> None:
         self.options = options
         self.images = images
+        self.engine = engine  # where a server's network info is read when its row comes without it
 
     def __call__(self, server: dict[str, Any], flavor: dict[str, Any] | None = None,
                  **kwargs: Any) -> ServerObjects:
@@ -43,7 +49,19 @@ class Composer:
             options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
             token = self.images.token()
         return compose(server, cur, image,
-                       server.get("key_data"), options, image_token=token, **kwargs)
+                       server.get("key_data"), options, image_token=token, ports=self.ports(server), **kwargs)
+
+    def ports(self, server: dict[str, Any]) -> list[dict[str, Any]] | None:
+        """The server's Neutron ports (its network info), None when it has none: the VM's interfaces."""
+        state = server.get("working_state")
+        if state is None and self.engine is not None:
+            with reader(self.engine) as conn:
+                state = working_state.of(conn, str(server["uuid"]))
+        text = (state or {}).get(sysmeta.NETWORK_INFO)
+        if not text:
+            return None
+        ports: list[dict[str, Any]] = json.loads(text)
+        return ports
 
     def token(self) -> str | None:
         """The service token the image import sends (None: no credential, or no image access)."""

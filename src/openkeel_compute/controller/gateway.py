@@ -283,6 +283,27 @@ class Gateway:
                  if self.ours(kind, name, namespace)]
         return left
 
+    # -- Neutron networks as Multus networks ------------------------------------------------------------
+
+    def attachments(self, namespace: str) -> list[dict[str, Any]]:
+        """The NetworkAttachmentDefinitions of Neutron networks in the namespace (labelled managed-by
+        openkeel)."""
+        return [o for o in self.list_of("NetworkAttachmentDefinition", namespace, _MANAGED) if _is_ours(o)]
+
+    def multus_networks(self, namespace: str) -> set[str]:
+        """The Multus network names the namespace's VirtualMachines (anyone's) and VMIs use."""
+        used: set[str] = set()
+        for kind in ("VirtualMachine", "VirtualMachineInstance"):
+            for obj in self.list_of(kind, namespace):
+                spec = obj.get("spec") or {}
+                if kind == "VirtualMachine":
+                    spec = (spec.get("template") or {}).get("spec") or {}
+                for net in spec.get("networks") or ():
+                    name = (net.get("multus") or {}).get("networkName")
+                    if name:
+                        used.add(name.split("/", 1)[1] if "/" in name else name)
+        return used
+
     def managed_servers(self) -> dict[str, set[str]]:
         """Server uuid -> the namespaces where objects labelled managed-by openkeel name it (all namespaces).
 

@@ -34,6 +34,8 @@ _GROUP, _VERSION = mapping.INSTANCETYPE_API.split("/")
 VM = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachine", "virtualmachines")
 VMI = create_namespaced_resource("kubevirt.io", "v1", "VirtualMachineInstance", "virtualmachineinstances")
 DATA_VOLUME = create_namespaced_resource("cdi.kubevirt.io", "v1beta1", "DataVolume", "datavolumes")
+NAD = create_namespaced_resource("k8s.cni.cncf.io", "v1", "NetworkAttachmentDefinition",
+                                 "network-attachment-definitions")
 #: every kind the controller reads or writes, by kind name
 RESOURCES: dict[str, Any] = {
     mapping.CLUSTER_INSTANCETYPE: create_global_resource(
@@ -48,6 +50,7 @@ RESOURCES: dict[str, Any] = {
     "VirtualMachine": VM,
     "VirtualMachineInstance": VMI,
     "DataVolume": DATA_VOLUME,
+    "NetworkAttachmentDefinition": NAD,
     "Secret": Secret,
     "ControllerRevision": ControllerRevision,
     "Node": Node,

@@ -31,7 +31,7 @@ from openkeel_compute.compute.instances import (
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.kube import ClusterError
-from openkeel_compute.controller.steps import placing
+from openkeel_compute.controller.steps import attachments, placing
 from openkeel_compute.controller.steps.base import Context
 from openkeel_compute.controller.watch import ObjectView, Snapshot
 from openkeel_compute.db import models
@@ -215,6 +215,12 @@ class Observer:
         if seen.deleted:
             self._deleted(ctx, server, namespace, writes)
             return seen
+        if ctx.network is not None and server["system_metadata"].get(sysmeta.REQUESTED_NETWORKS) in ("auto", "requested"):
+            seen = seen._replace(addresses=None)  # a server's addresses are its ports' (steps/ports.py)
+        if seen.vm_state == states.ACTIVE and server.get("vm_state") == states.BUILDING \
+                and server["system_metadata"].get(sysmeta.VIF_WAIT):
+            # its ports are not plugged yet (steps/vif_wait.py): BUILD, spawning, as Nova's guest waits paused
+            seen = seen._replace(vm_state=states.BUILDING, task_state=task_states.SPAWNING, launched=False)
         self._changed(ctx, server, seen, writes, key)
         if ctx.settings.keep_pod_address and view[0] is not None and seen.addresses:
             _keep_address(ctx, namespace, uuid, view[0], seen.addresses)
@@ -227,6 +233,8 @@ class Observer:
             # is asked to go again
             ctx.cluster.delete_server(namespace, uuid)
             return
+        if ctx.network is not None:  # the namespace's Multus networks no VM names any more
+            attachments.collect(ctx, namespace)
         if ctx.claims is not None:  # given back first: a failure leaves the server for the next pass
             try:
                 ctx.claims.release(uuid)

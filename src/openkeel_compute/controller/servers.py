@@ -24,7 +24,7 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightkube import Client
 from sqlalchemy import Engine, and_, select, update
@@ -39,7 +39,7 @@ from openkeel_compute.controller.kube import ClusterError, Retry, transient
 from openkeel_compute.controller.observe import Observer, root_device_name, utc_now
 from openkeel_compute.controller.resize_allocations import Allocations
 from openkeel_compute.controller.settings import ServerSettings
-from openkeel_compute.controller.steps import TABLE, confirm, delete
+from openkeel_compute.controller.steps import TABLE, confirm, delete, net_events
 from openkeel_compute.controller.steps.base import (
     Context,
     Done,
@@ -57,6 +57,9 @@ from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction, unavailable
 from openkeel_compute.model import operations as ops
 from openkeel_compute.placement.client import PlacementClient
+
+if TYPE_CHECKING:
+    from openkeel_compute.network.client import NeutronClient
 
 LOG = logging.getLogger(__name__)
 OUTBOX = models.OUTBOX
@@ -91,12 +94,14 @@ def _finish_rows(target: Any, ids: list[int], *, error: str | None = None, done:
 class ServerLoop:
     def __init__(self, engine: Engine, cluster: Gateway, settings: ServerSettings | None = None, *,
                  images: ImageAccess | None = None, claims: Claims | None = None,
-                 placement: PlacementClient | None = None,
+                 placement: PlacementClient | None = None, network: NeutronClient | None = None,
                  now: Callable[[], dt.datetime] = utc_now, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.cluster = cluster
         self.settings = settings or ServerSettings()
-        self.objects = Composer(self.settings.options, images)
+        self.objects = Composer(self.settings.options, images, engine)
+        #: Neutron ([neutron] set): servers' interfaces are its ports (None: the pod network)
+        self.network = network
         #: servers' resources claimed in Placement (controller.claims.Claims; None: not claimed)
         self.claims = claims
         self.placement = placement  # the Placement client of a resize's accounting, when there are no claims
@@ -121,14 +126,15 @@ class ServerLoop:
                                   same_host=self.settings.allow_resize_to_same_host,
                                   max_results=claims.max_results if claims is not None else 1000)
         return Context(self.engine, self.cluster, self.settings, self.objects, allocations, self.now, claims,
-                       self._pass)
+                       self._pass, self.network)
 
     def run_once(self) -> dict[str, str]:
         """One pass: the pending rows, then every live server observed, the periodic tasks. Returns server
         uuid -> problem."""
         problems = self.process_outbox()
-        self.observe_all(problems)
         ctx = self.context()
+        net_events.consume(ctx)  # Neutron's events about the servers' ports (with [neutron] only)
+        self.observe_all(problems)
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())
         confirm.auto_confirm(ctx, self.settings.resize_confirm_window)

@@ -51,8 +51,15 @@ def server_loop_from(conf: Any, engine: Any, cluster: Gateway | Client, *, once:
     placement = None
     if claims is None and placement_client.configured(conf):
         placement = placement_client.PlacementClient.from_conf(conf)
+    network = None
+    from openkeel_compute.conf import neutron as neutron_conf
+
+    if neutron_conf.configured(conf):  # Neutron is the network service: servers' interfaces are its ports
+        from openkeel_compute.network.client import NeutronClient
+
+        network = NeutronClient(conf)
     return ServerLoop(engine, cluster, ServerSettings.from_conf(conf, once=once), images=ImageAccess.from_conf(conf),
-                      claims=claims, placement=placement)
+                      claims=claims, placement=placement, network=network)
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,

@@ -67,6 +67,13 @@ class ServerSettings:
     #: seconds before a failed row is tried again, doubled at each failed attempt up to retry_max_delay
     retry_delay: float = 0.5
     retry_max_delay: float = 30.0
+    #: [controller] network_attachment_config: the CNI configuration template of a Neutron network's
+    #: NetworkAttachmentDefinition ("": OVN-Kubernetes secondary networks)
+    network_attachment_config: str = ""
+    #: [DEFAULT] vif_plugging_timeout: seconds a build waits for network-vif-plugged of its ports (0: no wait)
+    vif_plugging_timeout: float = 300.0
+    #: [DEFAULT] vif_plugging_is_fatal: a port never plugged within the timeout fails the build
+    vif_plugging_is_fatal: bool = True
     #: failed attempts after which an operation that can end in Nova's fault (a build, a reboot, a
     #: rebuild, a power action) gives up: bounded in time (about two minutes with the delays above)
     step_attempts: int = 10
@@ -74,6 +81,9 @@ class ServerSettings:
     @classmethod
     def from_conf(cls, conf: Any, *, once: bool = False) -> ServerSettings:
         from openkeel_compute.conf.kubevirt import mapping_options
+        from openkeel_compute.conf.neutron import register_opts as register_vif_opts
+
+        register_vif_opts(conf)
 
         c = conf.controller
         options = ServerOptions(force_config_drive=conf.force_config_drive, storage_class=c.storage_class or None,
@@ -85,4 +95,7 @@ class ServerSettings:
                    resize_confirm_window=float(conf.resize_confirm_window),
                    allow_resize_to_same_host=conf.allow_resize_to_same_host,
                    orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
-                   keep_pod_address=c.keep_pod_address or "")
+                   keep_pod_address=c.keep_pod_address or "",
+                   network_attachment_config=c.network_attachment_config or "",
+                   vif_plugging_timeout=float(conf.vif_plugging_timeout),
+                   vif_plugging_is_fatal=conf.vif_plugging_is_fatal)

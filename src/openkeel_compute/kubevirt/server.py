@@ -15,12 +15,13 @@ import hashlib
 import json
 import math
 import urllib.parse
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from email.mime.multipart import MIMEMultipart
 from email.mime.nonmultipart import MIMENonMultipart
 from typing import Any, NamedTuple
 
 from openkeel_compute.kubevirt.admission import label_value_ok
+from openkeel_compute.kubevirt.attachments import attachment_name, port_interface_name
 from openkeel_compute.kubevirt.flavor import Flavor, parse_flavor
 from openkeel_compute.kubevirt.guard import check_vm
 from openkeel_compute.kubevirt.image import preference_with_image
@@ -238,7 +239,8 @@ def _labels(server_uuid: str, project_id: str | None) -> dict[str, str]:
 
 def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image: Mapping[str, Any],
             public_key: str | None, options: ServerOptions = DEFAULT_SERVER_OPTIONS, *,
-            image_token: str | None = None, root_volume: str | None = None) -> ServerObjects:
+            image_token: str | None = None, root_volume: str | None = None,
+            ports: Sequence[Mapping[str, Any]] | None = None) -> ServerObjects:
     """The KubeVirt objects of one server.
 
     ``server``: the instance row (uuid, project_id, hostname, display_name, user_data as Nova keeps it
@@ -248,7 +250,10 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     virtual_size, min_ram, min_disk, properties). ``public_key``: the key pair's public key, or None.
     ``image_token``: when given, the Glance header Secret is composed too. ``root_volume``: the name
     of the root DataVolume when it is not the first one (a rebuild gives the server a new root disk
-    under a new name, so that the old one's claim is never adopted).
+    under a new name, so that the old one's claim is never adopted). ``ports``: the server's Neutron
+    ports (``port_id``, ``mac``, ``network_id``), each an interface with the port's MAC on the Multus
+    network of its Neutron network (kubevirt/attachments.py), in their order; the pod network is then
+    not added.
 
     Raises ImageRefused where Nova refuses the flavor and image together, and RefusedByKubeVirt if an
     object would be refused by the cluster (a bug in this module, never the user's fault).
@@ -312,8 +317,14 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     domain = tspec["domain"]
     domain["firmware"] = {"uuid": str(server["uuid"]).lower()}
     devices = domain["devices"]
-    if (server.get("system_metadata") or {}).get(REQUESTED_NETWORKS) == "none":
-        # networks "none": no interface at all (KubeVirt would otherwise add the pod network itself)
+    if ports:
+        devices["interfaces"] = [{"name": port_interface_name(str(p["port_id"])), "bridge": {},
+                                  "macAddress": str(p["mac"])} for p in ports]
+        tspec["networks"] = [{"name": port_interface_name(str(p["port_id"])),
+                              "multus": {"networkName": attachment_name(str(p["network_id"]))}} for p in ports]
+    elif (server.get("system_metadata") or {}).get(REQUESTED_NETWORKS) == "none" or ports is not None:
+        # networks "none" (or no port on Neutron): no interface at all (KubeVirt would otherwise add the
+        # pod network itself)
         devices["interfaces"] = []
         devices["autoattachPodInterface"] = False
         tspec["networks"] = []

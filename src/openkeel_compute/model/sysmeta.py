@@ -50,6 +50,9 @@ TASK_EVENT = "openkeel_task_event"
 RESIZE_STEP_EVENT = "openkeel_resize_event"
 #: the VMI a hard reboot replaces: the reboot is done only once another VMI runs
 REPLACED_VMI = "openkeel_replaced_vmi"
+#: a build waiting for Neutron's network-vif-plugged of its ports: when it gives up (ISO 8601 time,
+#: [DEFAULT] vif_plugging_timeout after the VM was started). The server stays BUILD meanwhile.
+VIF_WAIT = "openkeel_vif_wait"
 
 # -- the controller's working state of unbounded length: not system metadata -----------------------------
 # Kept in table instance_controller_state (compute/working_state.py), whose values are text of any length:
@@ -63,8 +66,12 @@ TRIED_NODES = "openkeel_tried_nodes"
 RESIZE_FROM = "openkeel_resize_from"
 #: the nodes of a resize, JSON {"source": node, "dest": node} (the claim chose the destination)
 RESIZE_NODES = "openkeel_resize_nodes"
+#: the server's Neutron ports as the controller bound them (JSON list, Nova's network info cache): each
+#: port's id, network (id, name), MAC, fixed IPs, floating IPs, whether OpenKeel created it, whether it
+#: is plugged; the VM's interfaces and the server's addresses are made from it
+NETWORK_INFO = "openkeel_network_info"
 #: the keys of the controller's working state table
-WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES})
+WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES, NETWORK_INFO})
 
 
 def requested_nodes(system_metadata: dict[str, str] | None) -> tuple[str, ...]:

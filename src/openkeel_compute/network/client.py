@@ -193,3 +193,22 @@ class Calls:
         """Neutron's dry run of the auto-allocated topology: NeutronError 409 when it cannot be made."""
         self.request("GET", f"/auto-allocated-topology/{urllib.parse.quote(project_id, safe='')}",
                      {"fields": "dry-run"})
+
+    # -- the controller's writes (the [neutron] credential, as Nova's compute binds ports) ---------------
+    def create_port(self, body: dict) -> dict:
+        """POST /ports: the port Neutron made. Neutron's refusals keep their type (OverQuota,
+        IpAddressGenerationFailure, IpAddressAlreadyAllocated, ...) for Nova's words."""
+        return self.request("POST", "/ports", body={"port": body}, ok=(201,))["port"]
+
+    def update_port(self, port_id: str, body: dict) -> dict:
+        """PUT /ports/{id}; PortNotFound when the port is gone."""
+        try:
+            return self.request("PUT", f"/ports/{urllib.parse.quote(port_id, safe='')}", body={"port": body})["port"]
+        except errors.NeutronError as exc:
+            if exc.status == 404:
+                raise errors.PortNotFound(port_id) from None
+            raise
+
+    def delete_port(self, port_id: str) -> None:
+        """DELETE /ports/{id}; a port already gone is what was wanted."""
+        self.request("DELETE", f"/ports/{urllib.parse.quote(port_id, safe='')}", ok=(204, 404))

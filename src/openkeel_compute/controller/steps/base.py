@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from openkeel_compute.controller.gateway import Gateway
     from openkeel_compute.controller.resize_allocations import Allocations
     from openkeel_compute.controller.settings import ServerSettings
+    from openkeel_compute.network.client import NeutronClient
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +116,7 @@ class Context:
     now: Callable[[], dt.datetime]
     claims: Claims | None = None  # servers' resources claimed in Placement (None: not claimed)
     pass_state: PassState = dataclasses.field(default_factory=PassState)
+    network: NeutronClient | None = None  # Neutron, with [neutron] set (None: the pod network)
 
     def namespace_of(self, server: dict[str, Any]) -> str:
         return self.settings.options.mapping.namespace_for(str(server["project_id"]))

@@ -3,7 +3,12 @@
 The project's namespace if missing, the server's Secrets, its own instancetype and preference (copies of
 its flavor's in its namespace: the VM never depends on the catalogue's objects, which may not be synced
 yet, or not be in this namespace) and its VirtualMachine by server-side apply, the instancetype and
-preference then owned by the VM, then KubeVirt's ``start``. With Placement the
+preference then owned by the VM, then KubeVirt's ``start``. With ``[neutron]`` the server's ports are
+created or bound after the claim (steps/ports.py) and each of their networks is made a Multus network
+of the namespace (steps/attachments.py) before the VM, whose interfaces are the ports; Neutron refusing
+them ends the build in Nova's "Failed to allocate the network(s), not rescheduling." and gives back
+the ports made, Neutron away is tried again until the attempts are spent. Started, the build waits for
+its ports to be plugged (steps/vif_wait.py). With Placement the
 resources are claimed first (the builds of a pass together, ``claim_together``); no node with room ends
 the build in ERROR with Nova's fault and nothing made. A build the cluster cannot be given (a zero-disk
 flavor and an image of no known size, a flavor and image Nova refuses together) ends at once in ERROR
@@ -19,12 +24,13 @@ from typing import Any
 
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import placing, vm_edits, volumes
+from openkeel_compute.controller.steps import attachments, placing, ports, vif_wait, vm_edits, volumes
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
-from openkeel_compute.model import states
+from openkeel_compute.model import states, sysmeta
+from openkeel_compute.network.errors import NeutronUnavailable
 
 LOG = logging.getLogger(__name__)
 
@@ -35,6 +41,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     refused = volumes.build_refusal(server)
     if refused:  # volumes the cluster is not given yet: ended before anything is claimed
         return give_up(ctx, row, server, refused)
+    if server["system_metadata"].get(sysmeta.VIF_WAIT):  # started: waiting for its ports to be plugged
+        return vif_wait.check(ctx, row, server, give_up)
     try:
         ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
     except ValueError as exc:  # the image has no size, the flavor and image refused together, ...
@@ -43,12 +51,24 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         fault = placing.claim(ctx, server)
         if fault is not None:  # no node has room: the build failed, nothing was made
             return Failed(fault.message + fault.details, fault)
-    objects = ctx.objects(server)
     namespace, name = ctx.namespace_of(server), server_vm_name(row.server_uuid)
     ctx.ensure_namespace(namespace, str(server["project_id"]))
+    if ports.wanted(ctx, server):  # Neutron: the ports bound to the claimed node, their networks on Multus
+        try:
+            info = ports.allocate(ctx, server)
+        except ports.AllocationFailed as exc:
+            LOG.warning("server %s: its networks cannot be allocated: %s", row.server_uuid, exc)
+            return give_up(ctx, row, server, ports.NETWORK_FAILED)
+        except NeutronUnavailable as exc:  # tried again; once the attempts are spent, Nova's fault
+            LOG.warning("server %s: Neutron: %s", row.server_uuid, exc.message)
+            return Failed(ports.NETWORK_FAILED)
+        attachments.ensure(ctx, namespace, ports.networks_of(ctx, info))
+    objects = ctx.objects(server)
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
+    if ports.wanted(ctx, server):
+        return vif_wait.begin(ctx, server, ports.info_of(server) or [])
     return DONE
 
 
@@ -62,6 +82,11 @@ def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -
         ended = tasks.end_in_fault(conn, server, fault, expected=[server.get("task_state")], vm_state=states.ERROR)
         if ended and ctx.claims is not None:
             cas.save_state(conn, uuid, host=None, node=None)
+    if ended and ports.wanted(ctx, server):  # Nova's build abort lets the network go at once
+        try:
+            ports.deallocate(ctx, uuid)
+        except Exception as exc:  # noqa: BLE001 - the server's delete lets them go then
+            LOG.warning("server %s: its build failed, its ports not let go yet: %s", uuid, exc)
     if ended and ctx.claims is not None:
         try:
             ctx.claims.release(uuid)

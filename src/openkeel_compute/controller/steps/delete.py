@@ -1,6 +1,7 @@
 """delete, soft-delete, restore, and the reclaim of soft-deleted servers.
 
-- delete: the VirtualMachine (its disks and instance go with it), its Secrets and its own instancetypes
+- delete: with ``[neutron]`` the server's ports first (those OpenKeel created deleted, the user's
+  unbound: steps/ports.py), then the VirtualMachine (its disks and instance go with it), its Secrets and its own instancetypes
   and preferences; an
   open resize ends (``resize.close_on_delete``). The observation soft-deletes the row once none of
   them is left. The table marks it ``supersedes``: the server's earlier rows are moot and done.
@@ -20,7 +21,7 @@ from openkeel_compute.compute import soft_delete, working_state
 from openkeel_compute.compute.instances import cas, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import resize
+from openkeel_compute.controller.steps import ports, resize
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -41,6 +42,8 @@ RECLAIMER = Actor("openkeel", "openkeel")
 
 
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    if ctx.network is not None:  # first: a Neutron away keeps the row (and the server) until it answers
+        ports.deallocate(ctx, row.server_uuid)
     ctx.cluster.delete_server(ctx.namespace_of(server), row.server_uuid)
     resize.close_on_delete(ctx, row.server_uuid)
     with transaction(ctx.engine) as conn:  # nothing left to carry on: a resize is closed, no build to retry
