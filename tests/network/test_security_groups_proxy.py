@@ -58,7 +58,10 @@ def test_not_found_and_bad_id(world):  # noqa: F811
     client, _neutron = world
     unknown = str(uuid.uuid4())
     resp = client.get(f"/v2.1/os-security-groups/{unknown}", headers=user("demo", version=V))
-    assert (resp.status_code, resp.json["itemNotFound"]["message"]) == (404, f"Security group {unknown} does not exist")
+    # Nova passes neutronclient's text on: Neutron's message, then the request id it answered with
+    assert (resp.status_code, resp.json["itemNotFound"]["message"]) == (
+        404, (f"Security group {unknown} does not exist\nNeutron server returns request_ids: "
+             f"['req-{_neutron.request_count:08d}-0000-4000-8000-000000000000']"))
     resp = client.get("/v2.1/os-security-groups/not-a-uuid", headers=user("demo", version=V))
     assert (resp.status_code, resp.json["badRequest"]["message"]) == (400, "Security group id should be uuid")
     assert client.get("/v2.1/os-security-groups", headers=user("demo", version="2.36")).status_code == 404
