@@ -33,8 +33,8 @@ def test_groups_and_rules(world):  # noqa: F811
     _rule(web, remote_group_id=str(uuid.uuid4()))  # a group that is gone: left out
     neutron.security_group("elsewhere", project_id="other")
     body = client.get("/v2.1/os-security-groups", headers=user("demo", version=V)).json
-    assert [g["name"] for g in body["security_groups"]] == ["web", "db"]
-    group = body["security_groups"][0]
+    assert [g["name"] for g in body["security_groups"]] == ["db", "web"]  # Nova sorts by project and name
+    group = body["security_groups"][1]
     assert {k: group[k] for k in ("id", "description", "tenant_id")} == {
         "id": web["id"], "description": "web group", "tenant_id": "demo"}
     assert group["rules"] == [
@@ -49,7 +49,7 @@ def test_groups_and_rules(world):  # noqa: F811
     shown = client.get(f"/v2.1/os-security-groups/{web['id']}", headers=user("demo", version=V)).json
     assert shown == {"security_group": group}
     paged = client.get("/v2.1/os-security-groups?limit=1&offset=1", headers=user("demo", version=V)).json
-    assert [g["name"] for g in paged["security_groups"]] == ["db"]
+    assert [g["name"] for g in paged["security_groups"]] == ["db"]  # paged in Neutron's order, then sorted
     everyone = client.get("/v2.1/os-security-groups?all_tenants=1", headers=admin(V)).json
     assert {g["name"] for g in everyone["security_groups"]} == {"web", "db", "elsewhere"}
 

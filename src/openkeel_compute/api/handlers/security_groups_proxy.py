@@ -86,7 +86,9 @@ def index(req):
     offset = _last_int(req, "offset")
     limit = min(_last_int(req, "limit") or common.services(req).conf.api.max_limit,
                 common.services(req).conf.api.max_limit)
-    return {"security_groups": groups[offset:offset + limit]}
+    # Nova pages Neutron's order, then sorts the page by project and name
+    return {"security_groups": sorted(groups[offset:offset + limit], key=lambda g: (g["tenant_id"] or "",
+                                                                                   g["name"] or ""))}
 
 
 @operation(versions=VERSIONS, query=SHOW_QUERY, expected=(400, 404))
