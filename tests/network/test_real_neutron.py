@@ -16,6 +16,9 @@ from openkeel_compute.network import client as client_mod
 from openkeel_compute.network import errors, validate
 from tests.conftest import make_conf
 
+# one xdist worker runs the whole module (pyproject's --dist loadgroup): one real Neutron is started a run
+pytestmark = pytest.mark.xdist_group("real-neutron")
+
 
 def _env(path: pathlib.Path) -> dict:
     values = {}
