@@ -26,12 +26,6 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 # Until then OpenKeel answers them with the 404 of an unknown route; an entry goes once it is routed.
 TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
-    "POST /os-floating-ips",
-    "DELETE /os-floating-ips/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
-    "POST /os-security-groups",
-    "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
-    "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
-    "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",
     "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
     # volumes (Cinder's proxies, attachments, assisted snapshots)
     "GET /os-volumes", "POST /os-volumes", "GET /os-volumes/detail", "GET /os-volumes/{id}",

@@ -46,6 +46,28 @@ def neutron_message(resp) -> tuple[str, str | None]:
     return resp.text[:300], None
 
 
+def client_text(resp, message: str) -> str:
+    """The text of the neutronclient exception Nova turns a Neutron refusal into (what Nova shows where
+    it passes ``str(e)`` on): Neutron's message, its detail on the next line, then the request id
+    Neutron answered with ("Neutron server returns request_ids: ['req-…']")."""
+    text = message
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    error = body.get("NeutronError") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("detail"):
+        text += "\n" + str(error["detail"])
+    request_id = resp.headers.get("x-openstack-request-id")
+    if request_id:
+        text += f"\nNeutron server returns request_ids: {[request_id]!r}"
+    return text
+
+
+def _q(ident: str) -> str:
+    return urllib.parse.quote(ident, safe="")
+
+
 class NeutronClient:
     """Neutron for one OpenKeel process (thread-safe: one keystoneauth session, its pool shared)."""
 
@@ -124,7 +146,7 @@ class Calls:
             raise errors.Unauthorized()
         if resp.status_code >= 500:
             raise errors.NeutronUnavailable(f"Neutron answered {resp.status_code} to {method} {path}: {message}")
-        raise errors.NeutronError(message, resp.status_code, kind)
+        raise errors.NeutronError(message, resp.status_code, kind, text=client_text(resp, message))
 
     # -- reads ---------------------------------------------------------------------------------
     def list_networks(self, **params) -> list[dict]:
@@ -168,7 +190,7 @@ class Calls:
             return self.request("GET", f"/security-groups/{urllib.parse.quote(group_id, safe='')}")["security_group"]
         except errors.NeutronError as exc:
             if exc.status == 404:
-                raise errors.SecurityGroupNotFound(exc.message) from None
+                raise errors.SecurityGroupNotFound(exc.text) from None
             raise
 
     def list_floating_ips(self, **params) -> list[dict]:
@@ -189,6 +211,42 @@ class Calls:
                 return None
             raise
 
+    def list_subnets(self, **params) -> list[dict]:
+        return self.request("GET", "/subnets", params)["subnets"]
+
+    def show_security_group_rule(self, rule_id: str) -> dict:
+        return self.request("GET", f"/security-group-rules/{_q(rule_id)}")["security_group_rule"]
+
+    # -- writes (Nova's proxies, as the caller) --------------------------------------------------
+    def create_security_group(self, name: str, description: str) -> dict:
+        body = {"security_group": {"name": name, "description": description}}
+        return self.request("POST", "/security-groups", body=body, ok=(201,))["security_group"]
+
+    def update_security_group(self, group_id: str, name: str, description: str) -> dict:
+        body = {"security_group": {"name": name, "description": description}}
+        return self.request("PUT", f"/security-groups/{_q(group_id)}", body=body)["security_group"]
+
+    def delete_security_group(self, group_id: str) -> None:
+        self.request("DELETE", f"/security-groups/{_q(group_id)}", ok=(204,))
+
+    def create_security_group_rules(self, rules: list[dict]) -> list[dict]:
+        """Neutron's bulk create, as Nova sends even one rule."""
+        body = {"security_group_rules": rules}
+        return self.request("POST", "/security-group-rules", body=body, ok=(201,))["security_group_rules"]
+
+    def delete_security_group_rule(self, rule_id: str) -> None:
+        self.request("DELETE", f"/security-group-rules/{_q(rule_id)}", ok=(204,))
+
+    def create_floating_ip(self, network_id: str) -> dict:
+        body = {"floatingip": {"floating_network_id": network_id}}
+        return self.request("POST", "/floatingips", body=body, ok=(201,))["floatingip"]
+
+    def update_floating_ip(self, fip_id: str, fields: dict) -> dict:
+        return self.request("PUT", f"/floatingips/{_q(fip_id)}", body={"floatingip": fields})["floatingip"]
+
+    def delete_floating_ip(self, fip_id: str) -> None:
+        self.request("DELETE", f"/floatingips/{_q(fip_id)}", ok=(204,))
+
     def validate_auto_allocated_topology(self, project_id: str) -> None:
         """Neutron's dry run of the auto-allocated topology: NeutronError 409 when it cannot be made."""
         self.request("GET", f"/auto-allocated-topology/{urllib.parse.quote(project_id, safe='')}",
@@ -203,7 +261,7 @@ class Calls:
     def update_port(self, port_id: str, body: dict) -> dict:
         """PUT /ports/{id}; PortNotFound when the port is gone."""
         try:
-            return self.request("PUT", f"/ports/{urllib.parse.quote(port_id, safe='')}", body={"port": body})["port"]
+            return self.request("PUT", f"/ports/{_q(port_id)}", body={"port": body})["port"]
         except errors.NeutronError as exc:
             if exc.status == 404:
                 raise errors.PortNotFound(port_id) from None
@@ -211,4 +269,4 @@ class Calls:
 
     def delete_port(self, port_id: str) -> None:
         """DELETE /ports/{id}; a port already gone is what was wanted."""
-        self.request("DELETE", f"/ports/{urllib.parse.quote(port_id, safe='')}", ok=(204, 404))
+        self.request("DELETE", f"/ports/{_q(port_id)}", ok=(204, 404))
