@@ -31,7 +31,15 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, network_requests, quotas
+from openkeel_compute.compute import (
+    boot_checks,
+    image_meta,
+    keypairs,
+    names,
+    network_requests,
+    quotas,
+    server_groups,
+)
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.compute.instances import store, updates
 from openkeel_compute.policies import servers as rules
@@ -176,6 +184,27 @@ def _target(req, server: dict | None = None) -> dict:
     return target
 
 
+def _requested_group(req, hints: dict) -> dict | None:
+    """The server group of the ``group`` scheduler hint (Nova's 400 when there is none of that id)."""
+    wanted = (hints.get("group") or [None])[0]
+    if not wanted:
+        return None
+    with common.read(req) as conn:
+        try:
+            return server_groups.get(conn, wanted)
+        except server_groups.GroupNotFound as exc:
+            raise faults.BadRequest(exc.message) from None
+
+
+def _group_members_quota(req, conn, group: dict, count: int) -> None:
+    """Nova's server_group_members quota: the caller's live members of the group plus the new ones."""
+    conf = common.services(req).conf
+    limit = quotas.user_quotas(conn, conf, req.context.project_id, req.context.user_id)["server_group_members"]
+    if quotas.UNLIMITED < limit["limit"] < server_groups.user_members(conn, group["id"], req.context.user_id) + count \
+            and conf.quota.driver != "nova.quota.NoopQuotaDriver":
+        raise faults.Forbidden("Quota exceeded, too many servers in group")
+
+
 @operation(body=schema.CREATE_BODY, success=202, expected=(400, 403, 409))
 def create(req):
     server = dict(req.body["server"])
@@ -232,6 +261,7 @@ def create(req):
         _check_destination(req, destination.get(names.REQUESTED_HOST), destination.get(names.REQUESTED_NODE))
 
     hints = options.scheduler_hints(req.body)
+    group = _requested_group(req, hints)
     system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
     admin_pass = server.get("adminPass") or generated_password()
     display_name = server["name"]
@@ -263,6 +293,8 @@ def create(req):
     created = []
     with common.write(req) as conn:
         max_count = _instances_quota(req, conn, flavor, min_count, max_count)
+        if group is not None:
+            _group_members_quota(req, conn, group, max_count)
         for index in range(max_count):
             server_uuid = str(uuidlib.uuid4())
             hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
@@ -273,6 +305,8 @@ def create(req):
                                system_metadata=system_metadata,
                                launch_index=index, hostname=hostname, **columns)
             network_requests.record(conn, row["uuid"], requested_rows)
+            if group is not None:
+                server_groups.add_member(conn, group["id"], row["uuid"])
             updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
             created.append(row)
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"

@@ -1,4 +1,5 @@
-"""Compute services: one nova-compute service per cluster node (os-services, os-hypervisors, os-hosts).
+"""Compute services: one nova-compute service per cluster node (os-services, os-hypervisors, os-hosts);
+server groups and their members (os-server-groups).
 
 The controller creates a row per node and keeps its heartbeat (``last_seen_up``) and capacity; the API
 writes disabled / disabled_reason / forced_down, and ``cordon_pending`` until the controller has cordoned
@@ -56,7 +57,39 @@ def upgrade() -> None:
     sqlite_autoincrement=True,
     **MYSQL,
     )
+    op.create_table('server_groups',
+    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
+    sa.Column('uuid', exact(36), nullable=False),
+    sa.Column('name', sa.String(length=255), nullable=True),
+    sa.Column('project_id', exact(255), nullable=False),
+    sa.Column('user_id', exact(255), nullable=False),
+    sa.Column('policy', sa.String(length=255), nullable=False),
+    sa.Column('rules', sa.Text(), nullable=True),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_server_groups')),
+    sa.UniqueConstraint('uuid', name='uniq_server_groups0uuid'),
+    sqlite_autoincrement=True,
+    **MYSQL,
+    )
+    op.create_index('server_groups_project_id_idx', 'server_groups', ['project_id'])
+    op.create_table('server_group_members',
+    sa.Column('id', sa.Integer(), autoincrement=True, nullable=False),
+    sa.Column('group_id', sa.Integer(), nullable=False),
+    sa.Column('instance_uuid', exact(36), nullable=False),
+    sa.Column('created_at', sa.DateTime(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(), nullable=True),
+    sa.ForeignKeyConstraint(['group_id'], ['server_groups.id'], ondelete='CASCADE',
+                            name=op.f('fk_server_group_members_group_id_server_groups')),
+    sa.PrimaryKeyConstraint('id', name=op.f('pk_server_group_members')),
+    sa.UniqueConstraint('group_id', 'instance_uuid', name='uniq_server_group_members0group_id_instance_uuid'),
+    sqlite_autoincrement=True,
+    **MYSQL,
+    )
+    op.create_index('server_group_members_instance_uuid_idx', 'server_group_members', ['instance_uuid'])
 
 
 def downgrade() -> None:
+    op.drop_table('server_group_members')
+    op.drop_table('server_groups')
     op.drop_table('compute_services')
