@@ -477,6 +477,45 @@ SERVER_GROUP_MEMBERS = Table(
 )
 
 
+# Host aggregates (Nova's API-database aggregates, aggregate_hosts, aggregate_metadata): deleted for good
+# as Nova's are. The controller mirrors each into a Placement aggregate of the same uuid on its hosts'
+# providers, and gives a host of an aggregate with availability_zone metadata that zone (its node's label).
+AGGREGATES = Table(
+    "aggregates",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("name", ExactString(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("name"),
+    **NEVER_REUSED,
+)
+
+AGGREGATE_HOSTS = Table(
+    "aggregate_hosts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("aggregate_id", Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("host", "aggregate_id"),
+    **NEVER_REUSED,
+)
+
+AGGREGATE_METADATA = Table(
+    "aggregate_metadata",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("aggregate_id", Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    Column("key", ExactString(255), nullable=False),
+    Column("value", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("aggregate_id", "key"),
+    **NEVER_REUSED,
+)
+
+
 # Moves of a server between flavors or nodes (Nova's migrations table): one row per resize (and,
 # later, per cold or live migration), the API's os-migrations and /servers/{id}/migrations.
 # old/new_instance_type_id are the flavors' internal ids; the flavor bodies stay in
