@@ -43,11 +43,7 @@ TO_COME = {
     "GET /os-console-auth-tokens/{id}",
     # hosts, hypervisors, services, aggregates, server groups, diagnostics and topology
     "GET /os-hosts", "GET /os-hosts/{id}", "PUT /os-hosts/{id}", "GET /os-hosts/{id}/reboot",
-    "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup", "GET /os-aggregates", "POST /os-aggregates",
-    "GET /os-aggregates/{id}", "PUT /os-aggregates/{id}", "DELETE /os-aggregates/{id}",
-    "POST /os-aggregates/{id}/action add_host", "POST /os-aggregates/{id}/action remove_host",
-    "POST /os-aggregates/{id}/action set_metadata", "POST /os-aggregates/{id}/images", "GET /os-server-groups",
-    "POST /os-server-groups", "GET /os-server-groups/{id}", "DELETE /os-server-groups/{id}",
+    "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup",
     "GET /servers/{server_id}/diagnostics", "GET /servers/{server_id}/topology",
 }
 

@@ -7,6 +7,7 @@ before routing (api/deploy.py). Each handler states its own contract (api/wsgi.p
 from __future__ import annotations
 
 from openkeel_compute.api.handlers import (
+    aggregates,
     availability_zones,
     baremetal_nodes,
     extensions,
@@ -27,6 +28,7 @@ from openkeel_compute.api.handlers import (
     server_actions_unsupported,
     server_admin_actions,
     server_external_events,
+    server_groups,
     server_instance_actions,
     server_interfaces,
     server_ips,
@@ -119,6 +121,15 @@ ROUTES = {
     "/os-instance_usage_audit_log": {"GET": instance_usage_audit_log.index},
     "/os-server-external-events": {"POST": server_external_events.create},
     "/os-services": {"GET": services.index},
+    "/os-aggregates": {"GET": aggregates.index, "POST": aggregates.create},
+    "/os-aggregates/{aggregate_id}": {"GET": aggregates.show, "PUT": aggregates.update,
+                                      "DELETE": aggregates.delete},
+    "/os-aggregates/{aggregate_id}/action": {"POST": {"add_host": aggregates.add_host,
+                                                      "remove_host": aggregates.remove_host,
+                                                      "set_metadata": aggregates.set_metadata}},
+    "/os-aggregates/{aggregate_id}/images": {"POST": aggregates.images},
+    "/os-server-groups": {"GET": server_groups.index, "POST": server_groups.create},
+    "/os-server-groups/{group_id}": {"GET": server_groups.show, "DELETE": server_groups.delete},
     "/os-hypervisors": {"GET": hypervisors.index},
     "/os-hypervisors/detail": {"GET": hypervisors.detail},
     "/os-hypervisors/statistics": {"GET": hypervisors.statistics},

@@ -126,3 +126,8 @@ def servers_on(conn, hosts: list[str]) -> dict[str, list[dict[str, str]]]:
     for row in rows:
         result[row.host].append({"name": row.vm_name or f"instance-{row.id:08x}", "uuid": row.uuid})
     return result
+
+
+def hosts(conn) -> set[str]:
+    """The nodes that have a compute service."""
+    return set(conn.execute(select(TABLE.c.host)).scalars())

@@ -27,7 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import false, insert, select, update
 
-from openkeel_compute.controller import providers
+from openkeel_compute.compute import aggregates
+from openkeel_compute.controller import nodes, providers
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 
@@ -39,6 +40,8 @@ TABLE = models.COMPUTE_SERVICES
 BINARY = "nova-compute"
 REASON_ANNOTATION = "openkeel.io/disabled-reason"
 REASON_MAX = 255
+ZONE_LABEL = "topology.kubernetes.io/zone"
+ZONE_FROM = "openkeel.io/zone-from-aggregate"
 
 
 def _ready(node: dict[str, Any]) -> bool:
@@ -105,10 +108,10 @@ def facts(node: dict[str, Any]) -> dict[str, Any]:
             "reason": reason[:REASON_MAX] if reason else None}
 
 
-def publish(engine, nodes: list[dict[str, Any]], now: dt.datetime | None = None) -> int:
+def publish(engine, nodes_: list[dict[str, Any]], now: dt.datetime | None = None) -> int:
     """Make compute_services follow the nodes (see the module's text); returns the rows written."""
     now = now or models.utcnow()
-    seen = {(n.get("metadata") or {})["name"]: facts(n) for n in nodes}
+    seen = {(n.get("metadata") or {})["name"]: facts(n) for n in nodes_}
     written = 0
     with db_api.transaction(engine) as conn:
         stored = {r.host: r for r in conn.execute(select(TABLE).where(TABLE.c.binary == BINARY))}
@@ -165,9 +168,47 @@ def forced_down(engine) -> set[str]:
                    .scalars())
 
 
-def heartbeat(engine, cluster: Gateway) -> list[str]:
-    """One heartbeat: the API's cordons written to the nodes, then the nodes read and published; returns
-    the nodes cordoned or uncordoned (their providers are due for an update)."""
-    changed = apply_cordons(engine, cluster)
-    publish(engine, cluster.nodes())
+def apply_zones(engine, cluster: Gateway, nodes: list[dict[str, Any]]) -> list[str]:
+    """Give each node of a host in an aggregate with an availability zone that zone as its
+    ``topology.kubernetes.io/zone`` label (``ZONE_FROM`` names the aggregate); a node whose label came
+    from an aggregate it left loses it (the default zone again). Returns the nodes relabelled."""
+    with db_api.reader(engine) as conn:
+        _members, zones = aggregates.of_hosts(conn)
+    changed = []
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        name, labels, notes = meta["name"], meta.get("labels") or {}, meta.get("annotations") or {}
+        if name in zones:
+            zone, source = zones[name]
+            if labels.get(ZONE_LABEL) == zone and notes.get(ZONE_FROM) == source:
+                continue
+            body: dict[str, Any] = {"metadata": {"labels": {ZONE_LABEL: zone}, "annotations": {ZONE_FROM: source}}}
+        elif ZONE_FROM in notes:
+            body = {"metadata": {"labels": {ZONE_LABEL: None}, "annotations": {ZONE_FROM: None}}}
+        else:
+            continue
+        cluster.patch("Node", "", name, body, patch="merge")
+        LOG.info("node %s: availability zone %s", name, zones[name][0] if name in zones else "(default)")
+        changed.append(name)
     return changed
+
+
+def placement_view(engine) -> tuple[set[str], dict[str, set[str]]]:
+    """What the providers take from the database: the forced-down nodes and each node's aggregates."""
+    with db_api.reader(engine) as conn:
+        members, _zones = aggregates.of_hosts(conn)
+    return forced_down(engine), members
+
+
+def heartbeat(engine, cluster: Gateway) -> list[str]:
+    """One heartbeat: the API's cordons and the aggregates' zones written to the nodes, then the nodes
+    read and published (compute services and zones); returns the nodes changed (their providers are
+    due for an update)."""
+    changed = apply_cordons(engine, cluster)
+    seen = cluster.nodes()
+    relabelled = apply_zones(engine, cluster, seen)
+    if relabelled:
+        seen = cluster.nodes()
+    publish(engine, seen)
+    nodes.publish(engine, nodes.observed(seen))
+    return changed + relabelled

@@ -108,19 +108,20 @@ def _node_publisher(engine, cluster: Gateway, stop: threading.Event, interval: f
 def _heartbeat(engine, cluster: Gateway, stop: threading.Event, interval: float, is_leader,
                publish_providers) -> threading.Thread:
     """The compute services' heartbeat every ``interval`` seconds while leading (controller/compute_services.py);
-    the providers are updated at once when a node was cordoned or uncordoned or a service forced down or up."""
+    the providers are updated at once when a node was cordoned, uncordoned or moved to another zone, a service
+    forced down or up, or a host added to or removed from an aggregate."""
 
     def loop() -> None:
-        down = None
+        seen = None
         while not stop.wait(max(interval, 1.0)):
             if not is_leader():
                 continue
             try:
                 changed = compute_services.heartbeat(engine, cluster)
-                now_down = compute_services.forced_down(engine)
-                if changed or (down is not None and now_down != down):
+                now = compute_services.placement_view(engine)
+                if changed or (seen is not None and now != seen):
                     publish_providers(audit_too=False)
-                down = now_down
+                seen = now
             except Exception as exc:  # noqa: BLE001 - the database or the cluster away: next time
                 LOG.warning("compute services not published: %s",
                             str(exc).splitlines()[0][:300] if str(exc) else exc)
@@ -236,8 +237,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         def publish_providers(audit_too: bool = True):
             # the audit repairs allocations: the leader's business only, never before the Lease is held
             # (the node publisher calls this only while leading; it checks again right before)
-            down = compute_services.forced_down(engine)
-            if providers.sync_from_conf(placement, cluster, conf, down) is not None and audit_too and is_leader():
+            down, member_of = compute_services.placement_view(engine)
+            if providers.sync_from_conf(placement, cluster, conf, down, member_of) is not None and audit_too and is_leader():
                 try:
                     audit.audit(engine, placement)
                 except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller

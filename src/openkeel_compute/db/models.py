@@ -443,6 +443,79 @@ COMPUTE_SERVICES = Table(
 )
 
 
+# Server groups (Nova's API-database instance_groups, its policy and members): one policy per group
+# (affinity, anti-affinity, soft-affinity, soft-anti-affinity) and its rules (2.64's
+# max_server_per_host) as JSON; a member row per server booted with the group's scheduler hint. Groups
+# are deleted for good, as Nova's are; a member whose server is deleted stays until the group goes and
+# is not shown.
+SERVER_GROUPS = Table(
+    "server_groups",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("project_id", ExactString(255), nullable=False),
+    Column("user_id", ExactString(255), nullable=False),
+    Column("policy", String(255), nullable=False),
+    Column("rules", Text, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    Index("server_groups_project_id_idx", "project_id"),
+    **NEVER_REUSED,
+)
+
+SERVER_GROUP_MEMBERS = Table(
+    "server_group_members",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("group_id", Integer, ForeignKey("server_groups.id", ondelete="CASCADE"), nullable=False),
+    Column("instance_uuid", ExactString(36), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("group_id", "instance_uuid"),
+    Index("server_group_members_instance_uuid_idx", "instance_uuid"),
+    **NEVER_REUSED,
+)
+
+
+# Host aggregates (Nova's API-database aggregates, aggregate_hosts, aggregate_metadata): deleted for good
+# as Nova's are. The controller mirrors each into a Placement aggregate of the same uuid on its hosts'
+# providers, and gives a host of an aggregate with availability_zone metadata that zone (its node's label).
+AGGREGATES = Table(
+    "aggregates",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("name", ExactString(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("name"),
+    **NEVER_REUSED,
+)
+
+AGGREGATE_HOSTS = Table(
+    "aggregate_hosts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("aggregate_id", Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("host", "aggregate_id"),
+    **NEVER_REUSED,
+)
+
+AGGREGATE_METADATA = Table(
+    "aggregate_metadata",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("aggregate_id", Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    Column("key", ExactString(255), nullable=False),
+    Column("value", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("aggregate_id", "key"),
+    **NEVER_REUSED,
+)
+
+
 # Moves of a server between flavors or nodes (Nova's migrations table): one row per resize (and,
 # later, per cold or live migration), the API's os-migrations and /servers/{id}/migrations.
 # old/new_instance_type_id are the flavors' internal ids; the flavor bodies stay in

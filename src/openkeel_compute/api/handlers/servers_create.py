@@ -40,6 +40,7 @@ from openkeel_compute.compute import (
     names,
     network_requests,
     quotas,
+    server_groups,
 )
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.compute.instances import store, updates
@@ -165,6 +166,27 @@ def _target(req, server: dict | None = None) -> dict:
     return target
 
 
+def _requested_group(req, hints: dict) -> dict | None:
+    """The server group of the ``group`` scheduler hint (Nova's 400 when there is none of that id)."""
+    wanted = (hints.get("group") or [None])[0]
+    if not wanted:
+        return None
+    with common.read(req) as conn:
+        try:
+            return server_groups.get(conn, wanted)
+        except server_groups.GroupNotFound as exc:
+            raise faults.BadRequest(exc.message) from None
+
+
+def _group_members_quota(req, conn, group: dict, count: int) -> None:
+    """Nova's server_group_members quota: the caller's live members of the group plus the new ones."""
+    conf = common.services(req).conf
+    limit = quotas.user_quotas(conn, conf, req.context.project_id, req.context.user_id)["server_group_members"]
+    if quotas.UNLIMITED < limit["limit"] < server_groups.user_members(conn, group["id"], req.context.user_id) + count \
+            and conf.quota.driver != "nova.quota.NoopQuotaDriver":
+        raise faults.Forbidden("Quota exceeded, too many servers in group")
+
+
 @operation(body=schema.CREATE_BODY, success=202, expected=(400, 403, 409))
 def create(req):
     server = dict(req.body["server"])
@@ -227,6 +249,7 @@ def create(req):
         _check_destination(req, destination.get(names.REQUESTED_HOST), destination.get(names.REQUESTED_NODE))
 
     hints = options.scheduler_hints(req.body)
+    group = _requested_group(req, hints)
     system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
     admin_pass = server.get("adminPass") or generated_password()
     display_name = server["name"]
@@ -265,6 +288,8 @@ def create(req):
     try:
         with common.write(req) as conn:
             max_count = _instances_quota(req, conn, flavor, min_count, max_count)
+            if group is not None:
+                _group_members_quota(req, conn, group, max_count)
             if bdms:
                 volumes = server_volumes.existing_volumes(req, bdms)
                 volume_zone = server_volumes.check(req, bdms, flavor=flavor, image_id=image_id,
@@ -273,7 +298,8 @@ def create(req):
                     columns.update(availability_zone=volume_zone, pinned_availability_zone=volume_zone)
             _write_servers(req, conn, created, reserved, server=server, flavor=flavor, extra_specs=extra_specs,
                            display_name=display_name, max_count=max_count, system_metadata=system_metadata,
-                           columns=columns, actor=actor, requested_rows=requested_rows, bdms=bdms)
+                           columns=columns, actor=actor, requested_rows=requested_rows, bdms=bdms,
+                           group=group)
     except BaseException:
         server_volumes.release(req, reserved)
         raise
@@ -293,9 +319,9 @@ def create(req):
 
 def _write_servers(req, conn, created: list, reserved: list[str], *, server: dict, flavor: dict, extra_specs: dict,
                    display_name: str, max_count: int, system_metadata: dict, columns: dict, actor, requested_rows,
-                   bdms: list) -> None:
+                   bdms: list, group: dict | None) -> None:
     """One row per server, with its network requests, its block devices (each existing volume reserved
-    for it first: ``reserved`` collects the attachments) and its outbox row."""
+    for it first: ``reserved`` collects the attachments), its server group membership and its outbox row."""
     for index in range(max_count):
         server_uuid = str(uuidlib.uuid4())
         hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
@@ -309,5 +335,7 @@ def _write_servers(req, conn, created: list, reserved: list[str], *, server: dic
         network_requests.record(conn, row["uuid"], requested_rows)
         block_device_rows.record(conn, row["uuid"], [dict(bdm, volume_size=block_devices.volume_size(flavor, bdm))
                                                      for bdm in server_bdms])
+        if group is not None:
+            server_groups.add_member(conn, group["id"], row["uuid"])
         updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
         created.append(row)

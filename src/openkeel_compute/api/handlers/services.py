@@ -18,6 +18,7 @@ from oslo_utils import strutils, uuidutils
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.wsgi import Response, operation
+from openkeel_compute.compute import aggregates
 from openkeel_compute.compute import compute_services as services_db
 from openkeel_compute.policies import operator as rules
 
@@ -182,5 +183,6 @@ def delete(req, service_id):
             if services_db.migrations_on(conn, row.host):
                 raise faults.Conflict("Unable to delete compute service that has in-progress migrations. "
                                       "Complete the migrations or delete the instances first.")
+            aggregates.remove_host_everywhere(conn, row.host)  # as Nova's delete takes it out of them
         services_db.destroy(conn, row.id)
     return Response(None)
