@@ -535,3 +535,26 @@ INSTANCE_EXTERNAL_EVENTS = Table(
     Index("ix_instance_external_events_instance_uuid", "instance_uuid"),
     Index("ix_instance_external_events_handled_at", "handled_at"),
 )
+
+# Remote console authorisations (Nova's console_auth_tokens): the API stores one per console URL it
+# hands out, with the SHA-256 of the token (the token itself is only in the URL), the node and port the
+# console is on and when it expires; the console proxy validates a token against its row. Removed with
+# the server.
+CONSOLE_AUTH_TOKENS = Table(
+    "console_auth_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(255), nullable=False),
+    Column("console_type", String(255), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    Column("port", Integer, nullable=True),
+    Column("tls_port", Integer, nullable=True),
+    Column("internal_access_path", String(255), nullable=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("access_url_base", Text, nullable=True),
+    Column("expires", Integer, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("token_hash"),
+    Index("console_auth_tokens_instance_uuid_idx", "instance_uuid"),
+    Index("console_auth_tokens_host_expires_idx", "host", "expires"),
+)
