@@ -40,6 +40,12 @@ SERIAL_OPTS = [
                 help="Port the console proxy listens on for serial consoles (the same port as "
                      "[vnc] novncproxy_port serves both). As Nova's option."),
 ]
+CONSOLE = cfg.OptGroup("console", title="Console proxy", help="What the console proxy accepts from browsers.")
+CONSOLE_OPTS = [
+    cfg.ListOpt("allowed_origins", default=[],
+                help="Host names a browser's Origin header may name beside the proxy's own host (the Host "
+                     "header it was reached at); any other origin is refused. As Nova's option."),
+]
 CONSOLEAUTH_OPTS = [
     cfg.IntOpt("token_ttl", default=600, min=0,
                help="Seconds a console URL's token stays valid; it may be used any number of times until then "
@@ -48,11 +54,12 @@ CONSOLEAUTH_OPTS = [
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:
-    for group, opts in ((VNC, VNC_OPTS), (SERIAL, SERIAL_OPTS), (CONSOLEAUTH, CONSOLEAUTH_OPTS)):
+    for group, opts in ((VNC, VNC_OPTS), (SERIAL, SERIAL_OPTS), (CONSOLE, CONSOLE_OPTS),
+                        (CONSOLEAUTH, CONSOLEAUTH_OPTS)):
         own_group = own(group)
         conf.register_group(own_group)
         conf.register_opts(opts, group=own_group)
 
 
 def list_opts():
-    return [(VNC, VNC_OPTS), (SERIAL, SERIAL_OPTS), (CONSOLEAUTH, CONSOLEAUTH_OPTS)]
+    return [(VNC, VNC_OPTS), (SERIAL, SERIAL_OPTS), (CONSOLE, CONSOLE_OPTS), (CONSOLEAUTH, CONSOLEAUTH_OPTS)]
