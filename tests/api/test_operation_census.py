@@ -43,7 +43,7 @@ TO_COME = {
     # moves (evacuation, live migrations in progress)
     "POST /servers/{id}/action evacuate", "DELETE /servers/{server_id}/migrations/{id}",
     "POST /servers/{server_id}/migrations/{id}/action force_complete",
-    # hosts, hypervisors, services, aggregates, server groups, diagnostics and topology
+    # hosts, hypervisors, services, aggregates, server groups
     "GET /os-hosts", "GET /os-hosts/{id}", "PUT /os-hosts/{id}", "GET /os-hosts/{id}/reboot",
     "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup", "GET /os-hypervisors", "GET /os-hypervisors/detail",
     "GET /os-hypervisors/statistics", "GET /os-hypervisors/{id}", "GET /os-hypervisors/{id}/search",
@@ -53,7 +53,6 @@ TO_COME = {
     "POST /os-aggregates/{id}/action add_host", "POST /os-aggregates/{id}/action remove_host",
     "POST /os-aggregates/{id}/action set_metadata", "POST /os-aggregates/{id}/images", "GET /os-server-groups",
     "POST /os-server-groups", "GET /os-server-groups/{id}", "DELETE /os-server-groups/{id}",
-    "GET /servers/{server_id}/diagnostics", "GET /servers/{server_id}/topology",
 }
 
 
