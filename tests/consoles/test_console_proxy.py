@@ -133,3 +133,12 @@ def test_forged_expired_foreign_origin_and_deleted_tokens_are_refused(stack):
         assert time.monotonic() < deadline
         time.sleep(0.2)
     assert closed_with(websocket_of(stack, url)) == (1008, INVALID)
+
+
+def test_a_server_not_running_closes_the_console_as_websockify_does(stack):
+    server_id = boot(stack, "stopped")
+    url = console_url(stack, server_id)
+    status, _ = stack.call("POST", f"/v2.1/servers/{server_id}/action", {"os-stop": None}, token="demo:demo")
+    assert status == 202
+    stack.wait_status(server_id, "SHUTOFF", timeout=60, token="demo:demo")
+    assert closed_with(websocket_of(stack, url)) == (1011, "Failed to connect to downstream server")
