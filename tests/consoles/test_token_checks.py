@@ -50,6 +50,9 @@ def test_tokens_at_the_proxy(engine_name, tmp_path):
             assert proxy.check(engine, token, HOST) == {"namespace": "openkeel-demo", "vm_name": "srv-a",
                                                          "instance_uuid": SERVER, "subresource": "vnc"}
         assert proxy.check(engine, serial, HOST)["subresource"] == "console"
+        # Nova's serial console takes any type: a serial console still, whatever its URL looks like
+        odd = _authorise(engine, settings, ("serial", "novnc"))
+        assert proxy.check(engine, odd, HOST)["subresource"] == "console"
         assert proxy.check(engine, token, {**HOST, "Origin": "https://console.example"})["vm_name"] == "srv-a"
         assert proxy.check(engine, token, {**HOST, "Origin": "http://portal.example"},
                            allowed_origins=("portal.example",))["vm_name"] == "srv-a"

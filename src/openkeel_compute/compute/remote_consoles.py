@@ -111,7 +111,9 @@ def authorize(conn: Connection, row: dict, protocol: str, console_type: str, set
     token = str(uuidlib.uuid4())
     expires = int(now if now is not None else time.time()) + settings.ttl
     namespace, vm_name = row.get("namespace"), row.get("vm_name")
-    path = subresource_path(namespace, vm_name, console_type) if namespace and vm_name else None
+    # the subresource follows the protocol (Nova's serial console keeps whatever type was asked)
+    path = subresource_path(namespace, vm_name, "serial" if protocol == "serial" else "novnc") \
+        if namespace and vm_name else None
     conn.execute(insert(CONSOLE_AUTH_TOKENS).values(
         token_hash=token_hash(token), console_type=console_type, host=row["node"] or row["host"], port=port,
         internal_access_path=path, instance_uuid=row["uuid"], access_url_base=base, expires=expires,

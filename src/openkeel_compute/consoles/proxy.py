@@ -54,8 +54,11 @@ def check(engine, token: str | None, headers, *, allowed_origins: tuple[str, ...
     if row is None or (row.node or row.host) != found.host or not row.namespace or not row.vm_name:
         # Nova's compute refuses the port (the server moved, or never reached the node): the same token error
         raise Refused(INVALID_TOKEN)
+    subresource = remote_consoles.SUBRESOURCE.get(found.console_type, "vnc")
+    if found.internal_access_path:  # the protocol's own subresource, named when the console was authorised
+        subresource = found.internal_access_path.rsplit("/", 1)[1]
     return {"namespace": row.namespace, "vm_name": row.vm_name, "instance_uuid": found.instance_uuid,
-            "subresource": remote_consoles.SUBRESOURCE.get(found.console_type, "vnc")}
+            "subresource": subresource}
 
 
 def _check_origin(headers, allowed_origins: tuple[str, ...]) -> None:
