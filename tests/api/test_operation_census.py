@@ -37,14 +37,9 @@ TO_COME = {
     # moves (evacuation, live migrations in progress)
     "POST /servers/{id}/action evacuate", "DELETE /servers/{server_id}/migrations/{id}",
     "POST /servers/{server_id}/migrations/{id}/action force_complete",
-    # consoles
-    "POST /servers/{id}/action os-getSPICEConsole", "POST /servers/{id}/action os-getSerialConsole",
-    "POST /servers/{id}/action os-getVNCConsole", "POST /servers/{server_id}/remote-consoles",
-    "GET /os-console-auth-tokens/{id}",
-    # hosts, hypervisors, services, aggregates, server groups, diagnostics and topology
+    # hosts, hypervisors, services, aggregates, server groups
     "GET /os-hosts", "GET /os-hosts/{id}", "PUT /os-hosts/{id}", "GET /os-hosts/{id}/reboot",
     "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup",
-    "GET /servers/{server_id}/diagnostics", "GET /servers/{server_id}/topology",
 }
 
 

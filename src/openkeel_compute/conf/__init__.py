@@ -24,6 +24,7 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.conf.quota",
     "openkeel_compute.conf.scheduling",
     "openkeel_compute.conf.usage",
+    "openkeel_compute.conf.consoles",
 )
 
 DEFAULT_OPTS = [

@@ -676,3 +676,26 @@ BLOCK_DEVICE_MAPPING = Table(
     Index("block_device_mapping_instance_uuid_volume_id_idx", "instance_uuid", "volume_id"),
     **NEVER_REUSED,
 )
+
+# Remote console authorisations (Nova's console_auth_tokens): the API stores one per console URL it
+# hands out, with the SHA-256 of the token (the token itself is only in the URL), the node and port the
+# console is on and when it expires; the console proxy validates a token against its row. Removed with
+# the server.
+CONSOLE_AUTH_TOKENS = Table(
+    "console_auth_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(255), nullable=False),
+    Column("console_type", String(255), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    Column("port", Integer, nullable=True),
+    Column("tls_port", Integer, nullable=True),
+    Column("internal_access_path", String(255), nullable=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("access_url_base", Text, nullable=True),
+    Column("expires", Integer, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("token_hash"),
+    Index("console_auth_tokens_instance_uuid_idx", "instance_uuid"),
+    Index("console_auth_tokens_host_expires_idx", "host", "expires"),
+)

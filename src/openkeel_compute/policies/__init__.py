@@ -16,6 +16,7 @@ from oslo_policy import policy
 
 from openkeel_compute.policies import (
     base,
+    consoles,
     contract,
     extension_checks,
     flavors,
@@ -46,7 +47,7 @@ def list_rules():
     return list(itertools.chain(base.list_rules(), flavors.list_rules(), servers.list_rules(),
                                 server_actions.list_rules(), keypairs_quotas.list_rules(),
                                 server_subresources.list_rules(), contract.list_rules(),
-                                operator.list_rules()))
+                                operator.list_rules(), consoles.list_rules()))
 
 
 # oslo.policy 6 removed [oslo_policy] enforce_scope: scope is always enforced. Deployments and
