@@ -58,3 +58,42 @@ def test_a_boot_with_volumes_is_refused_by_the_build_at_once(world, cinder):
     assert (server["status"], server["fault"]["code"]) == ("ERROR", 500)
     assert server["fault"]["message"].startswith(f"Build of instance {uuid} aborted: volumes cannot be attached")
     assert not [k for k in cluster.objects("VirtualMachine") if k[1].endswith(uuid)]
+
+
+def test_delete_gives_the_reservation_back_and_deletes_volumes_marked_so(world, cinder):
+    client, controller, _cluster = world
+    keep, drop = cinder.volume(bootable=True), cinder.volume()
+    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
+        "name": "bfv", "flavorRef": "small", "networks": "none", "block_device_mapping_v2": [
+            {"source_type": "volume", "destination_type": "volume", "uuid": keep["id"], "boot_index": 0},
+            {"source_type": "volume", "destination_type": "volume", "uuid": drop["id"],
+             "delete_on_termination": True}]}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    _until_settled(client, controller, uuid)
+    assert len(cinder.attachments) == 2
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code == 204
+    deadline = time.monotonic() + 30
+    while client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code != 404 and time.monotonic() < deadline:
+        controller.run_once()
+        time.sleep(0.05)
+    assert cinder.attachments == {}
+    assert cinder.volumes[keep["id"]]["status"] == "available" and drop["id"] not in cinder.volumes
+    deletes = [r for r in cinder.requests if r["method"] == "DELETE"]
+    assert deletes and all(r["token"] == "cinder-admin" for r in deletes)  # as Nova's compute: [cinder]'s
+
+
+def test_a_volume_backed_root_claims_no_disk_gb():
+    """Nova's is_bfv: the flavor's root_gb is not claimed when the root disk is a volume; ephemeral and swap are."""
+    from openkeel_compute.compute import flavor_copy
+    from openkeel_compute.controller.claims import Claims
+    from openkeel_compute.model import sysmeta
+
+    row = {"id": 1, "name": "f", "memory_mb": 512, "vcpus": 1, "root_gb": 10, "ephemeral_gb": 2, "flavorid": "f",
+           "swap": 1024, "rxtx_factor": 1.0, "vcpu_weight": 0, "disabled": False, "is_public": True}
+    flavor = flavor_copy.dumps(flavor_copy.primitive(row, {}))
+    claims = Claims(None)  # type: ignore[arg-type]
+    image_backed = claims.request_of({"flavor": flavor, "system_metadata": {}})
+    volume_backed = claims.request_of({"flavor": flavor, "system_metadata": {sysmeta.BOOT_FROM_VOLUME: "True"}})
+    assert image_backed.unsuffixed.resources["DISK_GB"] == 13
+    assert volume_backed.unsuffixed.resources["DISK_GB"] == 3

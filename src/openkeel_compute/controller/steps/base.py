@@ -115,6 +115,7 @@ class Context:
     now: Callable[[], dt.datetime]
     claims: Claims | None = None  # servers' resources claimed in Placement (None: not claimed)
     pass_state: PassState = dataclasses.field(default_factory=PassState)
+    volumes: Any = None  # Cinder's client (volume/client.py) when [cinder] is set, else None
 
     def namespace_of(self, server: dict[str, Any]) -> str:
         return self.settings.options.mapping.namespace_for(str(server["project_id"]))
