@@ -159,3 +159,29 @@ def test_a_volume_backed_root_claims_no_disk_gb():
     volume_backed = claims.request_of({"flavor": flavor, "system_metadata": {sysmeta.BOOT_FROM_VOLUME: "True"}})
     assert image_backed.unsuffixed.resources["DISK_GB"] == 13
     assert volume_backed.unsuffixed.resources["DISK_GB"] == 3
+
+
+def test_an_image_boot_with_mappings_leaves_no_row_behind(world, cinder):
+    """The image's root mapping and the flavor's disks are kept at boot and soft-deleted with the server."""
+    import sqlalchemy as sa
+
+    from openkeel_compute.db import models
+    from tests.server_world import IMAGE
+
+    client, controller, _cluster = world
+    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
+        "name": "img", "imageRef": IMAGE, "flavorRef": "small", "networks": "none", "block_device_mapping_v2": [
+            {"source_type": "image", "destination_type": "local", "uuid": IMAGE, "boot_index": 0}]}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    assert _until_settled(client, controller, uuid)["status"] == "ACTIVE"
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code == 204
+    deadline = time.monotonic() + 30
+    while client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code != 404 and time.monotonic() < deadline:
+        controller.run_once()
+        time.sleep(0.05)
+    table = models.BLOCK_DEVICE_MAPPING
+    with db_api.reader(controller.engine) as conn:
+        live = conn.execute(sa.select(sa.func.count()).select_from(table).where(
+            table.c.instance_uuid == uuid, table.c.deleted == 0)).scalar()
+    assert live == 0

@@ -113,7 +113,7 @@ def complete(ctx: Any, server: dict[str, Any]) -> None:
 
 def on_delete(ctx: Any, server_uuid: str, server: dict[str, Any]) -> None:
     """The server's volumes given back and deleted as Nova's compute does on delete."""
-    if (server.get("system_metadata") or {}).get(sysmeta.HAS_VOLUMES) != "True":
+    if (server.get("system_metadata") or {}).get(sysmeta.HAS_BLOCK_DEVICES) != "True":
         return
     with reader(ctx.engine) as conn:
         rows = block_device_rows.of(conn, server_uuid)
