@@ -16,6 +16,8 @@ from tests.conftest import ROOT, admin, make_conf, user
 
 # Nova 34.0.0's defaults of the server rules registered so far.
 SERVER_RULES = {
+    "os_compute_api:os-volumes-attachments:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes-attachments:show": "rule:project_reader_or_admin",
     "os_compute_api:os-attach-interfaces:list": "rule:project_reader_or_admin",
     "os_compute_api:os-security-groups:get": "rule:project_reader_or_admin",
     "os_compute_api:os-security-groups:show": "rule:project_reader_or_admin",

@@ -31,8 +31,8 @@ TO_COME = {
     "GET /os-volumes", "POST /os-volumes", "GET /os-volumes/detail", "GET /os-volumes/{id}",
     "DELETE /os-volumes/{id}", "GET /os-snapshots", "POST /os-snapshots", "GET /os-snapshots/detail",
     "GET /os-snapshots/{id}", "DELETE /os-snapshots/{id}", "POST /os-assisted-volume-snapshots",
-    "DELETE /os-assisted-volume-snapshots/{id}", "GET /servers/{server_id}/os-volume_attachments",
-    "POST /servers/{server_id}/os-volume_attachments", "GET /servers/{server_id}/os-volume_attachments/{id}",
+    "DELETE /os-assisted-volume-snapshots/{id}",
+    "POST /servers/{server_id}/os-volume_attachments",
     "PUT /servers/{server_id}/os-volume_attachments/{id}", "DELETE /servers/{server_id}/os-volume_attachments/{id}",
     # moves (evacuation, live migrations in progress)
     "POST /servers/{id}/action evacuate", "DELETE /servers/{server_id}/migrations/{id}",

@@ -82,7 +82,7 @@ def test_the_keys_kept_in_system_metadata_are_bounded():
     ``openkeel_`` key is either one of those (event ids, a VMI's uid) or the working state's."""
     bounded = {sysmeta.TASK_EVENT, sysmeta.RESIZE_STEP_EVENT, sysmeta.REPLACED_VMI,
                sysmeta.IMAGE_NAME,  # cut to 255 bytes (compute/image_meta.name_metadata)
-               sysmeta.BOOT_FROM_VOLUME, sysmeta.HAS_VOLUMES,  # "True"
+               sysmeta.BOOT_FROM_VOLUME, sysmeta.HAS_VOLUMES, sysmeta.HAS_BLOCK_DEVICES,  # "True"
                sysmeta.VIF_WAIT}  # an ISO 8601 time
     keys = {v for k, v in vars(sysmeta).items() if k.isupper() and isinstance(v, str) and v.startswith("openkeel_")}
     assert keys == bounded | set(sysmeta.WORKING_STATE)

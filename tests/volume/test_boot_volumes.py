@@ -332,3 +332,15 @@ def test_without_cinder_volumes_are_refused(tmp_path, cinder, database_url):
         assert resp.status_code == 202, resp.json  # the image's own root disk needs no Cinder
     db_api.dispose_all()
     policies.reset()
+
+
+def test_os_volumes_boot_boots_from_a_volume_as_servers_does(world):
+    """/os-volumes_boot is Nova's servers controller under another name (up to 2.102)."""
+    client, engine, cinder = world
+    volume = cinder.volume(bootable=True)
+    resp = client.post("/v2.1/os-volumes_boot", headers=user(PROJECT, name="demo", version="2.100"),
+                       json_body={"server": {"name": "v1", "flavorRef": "1", "networks": "none",
+                                             **_volume_boot(volume["id"])}})
+    assert resp.status_code == 202, resp.json
+    (row,) = [r for r in _bdm_rows(engine) if r["instance_uuid"] == resp.json["server"]["id"]]
+    assert (row["volume_id"], row["boot_index"]) == (volume["id"], 0)

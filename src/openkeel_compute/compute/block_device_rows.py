@@ -52,3 +52,9 @@ def delete_all(conn: Connection, instance_uuid: str) -> None:
     """Soft-delete the server's rows (``deleted`` takes each row's id, as Nova's soft delete)."""
     conn.execute(update(_T).where(_T.c.instance_uuid == instance_uuid, _T.c.deleted == 0)
                  .values(deleted=_T.c.id, deleted_at=utcnow()))
+
+
+def save_connection(conn: Connection, bdm_uuid: str, connection_info: Mapping[str, Any] | None) -> None:
+    """What Cinder answered once the attachment had the node's connector (None: forgotten)."""
+    conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(
+        connection_info=json.dumps(connection_info) if connection_info is not None else None, updated_at=utcnow()))

@@ -20,6 +20,7 @@ from openkeel_compute.controller.images import ImageAccess
 from openkeel_compute.db.api import reader
 from openkeel_compute.images.errors import ImageBadRequest, ImageNotAuthorized, ImageNotFound
 from openkeel_compute.kubevirt.server import ServerObjects, ServerOptions, compose
+from openkeel_compute.kubevirt.volumes import with_volumes
 from openkeel_compute.model import sysmeta
 
 
@@ -48,8 +49,15 @@ class Composer:
         if self.images is not None:
             options = dataclasses.replace(options, image_endpoint=self.images.endpoint())
             token = self.images.token()
-        return compose(server, cur, image,
-                       server.get("key_data"), options, image_token=token, ports=self.ports(server), **kwargs)
+        volumes = [b for b in server.get("block_devices") or () if b.get("destination_type") == "volume"
+                   and b.get("volume_id") and b.get("connection_info")]
+        if any(b.get("boot_index") == 0 for b in volumes):  # boot from volume: no image to size a disk from
+            image.setdefault("min_disk", 1)
+        made = compose(server, cur, image, server.get("key_data"), options, image_token=token,
+                       ports=self.ports(server), **kwargs)
+        if volumes:  # the server's Cinder volumes as disks on their claims (kubevirt/volumes.py)
+            made = made._replace(vm=with_volumes(made.vm, volumes))
+        return made
 
     def ports(self, server: dict[str, Any]) -> list[dict[str, Any]] | None:
         """The server's Neutron ports (its network info), None when it has none: the VM's interfaces."""

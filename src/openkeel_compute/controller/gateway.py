@@ -270,15 +270,21 @@ class Gateway:
         name = server_vm_name(uuid)
         if self.ours("VirtualMachine", name, namespace) is not None:
             self.delete(ObjectKey("VirtualMachine", namespace, name))
-        for kind in (*SERVER_SIZING_KINDS, "Secret"):
+        for kind in (*SERVER_SIZING_KINDS, "Secret", "PersistentVolumeClaim"):
             for obj in self.list_of(kind, namespace, server_labels(uuid)):
                 self.delete(ObjectKey(kind, namespace, obj["metadata"]["name"]))
+        # the static volumes of its Cinder attachments (Retain: the data stays Cinder's)
+        for obj in self.list_of("PersistentVolume", None, server_labels(uuid)):
+            self.delete(ObjectKey("PersistentVolume", None, obj["metadata"]["name"]))
 
     def leftovers(self, namespace: str, uuid: str) -> list[str]:
         """What of the server is still in the cluster (kind/name)."""
         name = server_vm_name(uuid)
-        left = [f"{kind}/{o['metadata']['name']}" for kind in ("DataVolume", "Secret", *SERVER_SIZING_KINDS)
+        left = [f"{kind}/{o['metadata']['name']}"
+                for kind in ("DataVolume", "Secret", "PersistentVolumeClaim", *SERVER_SIZING_KINDS)
                 for o in self.list_of(kind, namespace, server_labels(uuid))]
+        left += [f"PersistentVolume/{o['metadata']['name']}"
+                 for o in self.list_of("PersistentVolume", None, server_labels(uuid))]
         left += [f"{kind}/{name}" for kind in ("VirtualMachine", "VirtualMachineInstance")
                  if self.ours(kind, name, namespace)]
         return left

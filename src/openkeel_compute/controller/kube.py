@@ -20,7 +20,7 @@ from lightkube import ApiError, Client, KubeConfig
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.apps_v1 import ControllerRevision
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import Namespace, Node, Pod, Secret
+from lightkube.resources.core_v1 import Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod, Secret
 
 from openkeel_compute import __version__
 from openkeel_compute.controller.desired import NAMESPACE, ObjectKey
@@ -52,6 +52,8 @@ RESOURCES: dict[str, Any] = {
     "DataVolume": DATA_VOLUME,
     "NetworkAttachmentDefinition": NAD,
     "Secret": Secret,
+    "PersistentVolume": PersistentVolume,
+    "PersistentVolumeClaim": PersistentVolumeClaim,
     "ControllerRevision": ControllerRevision,
     "Node": Node,
     "Pod": Pod,

@@ -95,6 +95,7 @@ class ServerLoop:
     def __init__(self, engine: Engine, cluster: Gateway, settings: ServerSettings | None = None, *,
                  images: ImageAccess | None = None, claims: Claims | None = None,
                  placement: PlacementClient | None = None, network: NeutronClient | None = None,
+                 volumes: Any = None,
                  now: Callable[[], dt.datetime] = utc_now, clock: Callable[[], float] = time.monotonic) -> None:
         self.engine = engine
         self.cluster = cluster
@@ -105,6 +106,7 @@ class ServerLoop:
         #: servers' resources claimed in Placement (controller.claims.Claims; None: not claimed)
         self.claims = claims
         self.placement = placement  # the Placement client of a resize's accounting, when there are no claims
+        self.volumes = volumes  # Cinder's client when [cinder] is set (volume/client.py)
         self.now = now
         self.clock = clock
         self.observer = Observer(clock)
@@ -126,7 +128,7 @@ class ServerLoop:
                                   same_host=self.settings.allow_resize_to_same_host,
                                   max_results=claims.max_results if claims is not None else 1000)
         return Context(self.engine, self.cluster, self.settings, self.objects, allocations, self.now, claims,
-                       self._pass, self.network)
+                       self._pass, self.network, self.volumes)
 
     def run_once(self) -> dict[str, str]:
         """One pass: the pending rows, then every live server observed, the periodic tasks. Returns server

@@ -11,6 +11,7 @@ from typing import Any
 from lightkube import Client
 
 from openkeel_compute import signals
+from openkeel_compute.conf import cinder as cinder_conf
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
 from openkeel_compute.controller import audit, compute_services, nodes, providers, usage_audit
@@ -58,8 +59,13 @@ def server_loop_from(conf: Any, engine: Any, cluster: Gateway | Client, *, once:
         from openkeel_compute.network.client import NeutronClient
 
         network = NeutronClient(conf)
+    volumes = None
+    if cinder_conf.configured(conf):  # Cinder: servers' volumes are its attachments
+        from openkeel_compute.volume.client import CinderClient
+
+        volumes = CinderClient(conf)
     return ServerLoop(engine, cluster, ServerSettings.from_conf(conf, once=once), images=ImageAccess.from_conf(conf),
-                      claims=claims, placement=placement, network=network)
+                      claims=claims, placement=placement, network=network, volumes=volumes)
 
 
 def build_backend(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,

@@ -34,6 +34,8 @@ BOOT_FROM_VOLUME = "openkeel_boot_from_volume"
 #: "True" when the server was booted with volumes (block_device_mapping rows with destination volume):
 #: the controller reads those rows only then
 HAS_VOLUMES = "openkeel_has_volumes"
+#: "True" when the server has block_device_mapping rows at all: its delete soft-deletes them
+HAS_BLOCK_DEVICES = "openkeel_block_devices"
 #: the vm_state a resize started from (Nova's old_vm_state): a revert goes back to it
 OLD_VM_STATE = "old_vm_state"
 

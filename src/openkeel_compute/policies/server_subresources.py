@@ -11,6 +11,7 @@ SECURITY_GROUPS = "os_compute_api:os-security-groups:%s"
 MIGRATIONS = "os_compute_api:os-migrations:%s"
 SERVER_MIGRATIONS = "os_compute_api:servers:migrations:%s"
 INTERFACES = "os_compute_api:os-attach-interfaces:%s"
+VOLUME_ATTACHMENTS = "os_compute_api:os-volumes-attachments:%s"
 
 _REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
            "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
@@ -61,6 +62,10 @@ rules = [
           "GET", "/servers/{server_id}/os-interface", _OLD_INTERFACES),
     _rule(INTERFACES % "show", base.PROJECT_READER_OR_ADMIN, "Show details of a port interface attached to a server",
           "GET", "/servers/{server_id}/os-interface/{port_id}", _OLD_INTERFACES),
+    _rule(VOLUME_ATTACHMENTS % "index", base.PROJECT_READER_OR_ADMIN, "List volume attachments for an instance",
+          "GET", "/servers/{server_id}/os-volume_attachments"),
+    _rule(VOLUME_ATTACHMENTS % "show", base.PROJECT_READER_OR_ADMIN, "Show details of a volume attachment",
+          "GET", "/servers/{server_id}/os-volume_attachments/{volume_id}"),
     _rule(IPS % "show", base.PROJECT_READER_OR_ADMIN, "Show the addresses a server has on one network",
           "GET", "/servers/{server_id}/ips/{network_label}"),
     _rule(IPS % "index", base.PROJECT_READER_OR_ADMIN, "List the addresses of a server",

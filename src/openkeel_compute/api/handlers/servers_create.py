@@ -275,6 +275,8 @@ def create(req):
         system_metadata[sysmeta.BOOT_FROM_VOLUME] = "True"
     if any(bdm.get("destination_type") == "volume" for bdm in bdms):
         system_metadata[sysmeta.HAS_VOLUMES] = "True"
+    if bdms:
+        system_metadata[sysmeta.HAS_BLOCK_DEVICES] = "True"
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
     elif network_common.enabled(req):  # Neutron: "auto" (one port on the lone or auto-allocated

@@ -29,10 +29,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Engine
 
-from openkeel_compute.compute import errors, working_state
+from openkeel_compute.compute import block_device_rows, errors, working_state
 from openkeel_compute.compute.instances import store
 from openkeel_compute.db.api import reader
 from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model import sysmeta
 
 if TYPE_CHECKING:
     from openkeel_compute.controller.claims import Claims
@@ -117,6 +118,7 @@ class Context:
     claims: Claims | None = None  # servers' resources claimed in Placement (None: not claimed)
     pass_state: PassState = dataclasses.field(default_factory=PassState)
     network: NeutronClient | None = None  # Neutron, with [neutron] set (None: the pod network)
+    volumes: Any = None  # Cinder's client (volume/client.py) when [cinder] is set, else None
 
     def namespace_of(self, server: dict[str, Any]) -> str:
         return self.settings.options.mapping.namespace_for(str(server["project_id"]))
@@ -142,6 +144,8 @@ def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
         row["metadata"] = store.metadata_of(conn, uuid)
         row["system_metadata"] = store.metadata_of(conn, uuid, system=True)
         row["working_state"] = working_state.of(conn, uuid)
+        if row["system_metadata"].get(sysmeta.HAS_VOLUMES) == "True":  # its Cinder volumes (issue 30)
+            row["block_devices"] = block_device_rows.of(conn, uuid)
     return row
 
 

@@ -38,8 +38,8 @@ LOG = logging.getLogger(__name__)
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if server["vm_state"] != states.BUILDING:
         return DONE  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
-    refused = volumes.build_refusal(server)
-    if refused:  # volumes the cluster is not given yet: ended before anything is claimed
+    refused = volumes.build_refusal(ctx, server)
+    if refused:  # volumes the cluster cannot be given: ended before anything is claimed
         return give_up(ctx, row, server, refused)
     if server["system_metadata"].get(sysmeta.VIF_WAIT):  # started: waiting for its ports to be plugged
         return vif_wait.check(ctx, row, server, give_up)
@@ -51,6 +51,9 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         fault = placing.claim(ctx, server)
         if fault is not None:  # no node has room: the build failed, nothing was made
             return Failed(fault.message + fault.details, fault)
+    refused = volumes.prepare(ctx, server)  # the Cinder volumes exported to the node, their claims made
+    if refused:
+        return give_up(ctx, row, server, refused)
     namespace, name = ctx.namespace_of(server), server_vm_name(row.server_uuid)
     ctx.ensure_namespace(namespace, str(server["project_id"]))
     if ports.wanted(ctx, server):  # Neutron: the ports bound to the claimed node, their networks on Multus
@@ -67,6 +70,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
+    volumes.complete(ctx, server)
     if ports.wanted(ctx, server):
         return vif_wait.begin(ctx, server, ports.info_of(server) or [])
     return DONE

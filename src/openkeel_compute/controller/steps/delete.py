@@ -21,7 +21,7 @@ from openkeel_compute.compute import soft_delete, working_state
 from openkeel_compute.compute.instances import cas, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import ports, resize
+from openkeel_compute.controller.steps import ports, resize, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -46,6 +46,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         ports.deallocate(ctx, row.server_uuid)
     ctx.cluster.delete_server(ctx.namespace_of(server), row.server_uuid)
     resize.close_on_delete(ctx, row.server_uuid)
+    volumes.on_delete(ctx, row.server_uuid, server)
     with transaction(ctx.engine) as conn:  # nothing left to carry on: a resize is closed, no build to retry
         working_state.forget(conn, row.server_uuid)
     return DONE

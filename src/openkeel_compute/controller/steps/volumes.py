@@ -1,23 +1,138 @@
-"""The volumes of a server on the cluster (issue 30): what a build does with the block devices the API
-kept (block_device_mapping, with the Cinder attachment reserved for each existing volume).
+"""The volumes of a server on the cluster (issue 30.3): Cinder's attachment flow with the server as the
+instance and its node as the connector's host, each attachment's ``connection_info`` turned into a
+static PersistentVolume and its claim (kubevirt/volumes.py), the VM given a disk on each claim (the
+boot volume as its root disk, no image import: controller/compose.py), then the attachments completed
+(the volumes ``in-use``).
 
-Until the volumes are carried out on KubeVirt (a static PersistentVolume and claim per attachment),
-a build with volumes ends at once in ERROR with Nova's "Build of instance <uuid> aborted: <reason>"
-before anything is claimed or made; its reservations are given back when the server is deleted.
+- ``build_refusal``: what a build cannot be given, before anything is claimed: volumes the boot would
+  make (from an image, a snapshot or nothing: not carried out yet), or no Cinder client ([cinder]
+  unset in the controller's configuration);
+- ``prepare`` (after the claim, before the VM): each attachment updated with the connector (its
+  ``connection_info`` kept in block_device_mapping), then its PersistentVolume and claim applied; a
+  Cinder failure or a volume type KubeVirt cannot use ends the build with Nova's "Failure prepping block
+  device." or the type's refusal;
+- ``complete`` (once the VM is applied): ``os-complete`` for each attachment;
+- ``on_delete`` (a server's delete, once its VM is gone): what Nova's compute does with its volumes:
+  each Cinder attachment deleted (the volume back to ``available``), each volume marked
+  ``delete_on_termination`` deleted, the mappings soft-deleted. Cinder's failures are logged and the
+  delete goes on, as Nova's does. The claims and PersistentVolumes go with the server's objects
+  (gateway.delete_server).
 """
 
 from __future__ import annotations
 
+import json
+import logging
 from typing import Any
 
+from openkeel_compute.compute import block_device_rows
+from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.model import sysmeta
 
-NOT_YET = ("volumes cannot be attached on this cluster yet: boot from an image, without "
-           "block_device_mapping volumes")
+LOG = logging.getLogger(__name__)
+
+MADE_AT_BOOT = ("volumes made by the boot (source image, snapshot or blank with destination volume) are not "
+                "carried out on this cluster yet: create the volume in Cinder and boot from it")
+NO_CINDER = "the controller has no Cinder client: set [cinder] in its configuration"
+PREPPING = "Failure prepping block device."
 
 
-def build_refusal(server: dict[str, Any]) -> str | None:
+def _volumes(server: dict[str, Any]) -> list[dict[str, Any]]:
+    return [b for b in server.get("block_devices") or () if b.get("destination_type") == "volume"]
+
+
+def build_refusal(ctx: Any, server: dict[str, Any]) -> str | None:
     """Why the server cannot be built with its block devices, or None."""
-    if (server.get("system_metadata") or {}).get(sysmeta.HAS_VOLUMES) == "True":
-        return NOT_YET
+    volumes = _volumes(server)
+    if not volumes:
+        return None
+    if any(not b.get("volume_id") for b in volumes):
+        return MADE_AT_BOOT
+    if ctx.volumes is None:
+        return NO_CINDER
     return None
+
+
+def connector(server: dict[str, Any]) -> dict[str, Any]:
+    """The connector Cinder exports the volumes to: the server's node (Nova's compute host)."""
+    return {"host": server.get("node") or server.get("host") or "", "platform": "x86_64", "os_type": "linux",
+            "multipath": False, "do_local_attach": False}
+
+
+def prepare(ctx: Any, server: dict[str, Any]) -> str | None:
+    """The attachments given the node's connector and their storage applied; the reason the build
+    fails, or None. ``server["block_devices"]`` gets each ``connection_info``."""
+    from openkeel_compute.controller.gateway import server_labels
+    from openkeel_compute.kubevirt import volumes as kube_volumes
+    from openkeel_compute.volume import errors as volume_errors
+
+    volumes = _volumes(server)
+    if not volumes:
+        return None
+    calls = ctx.volumes.admin()
+    namespace = ctx.namespace_of(server)
+    labels = server_labels(str(server["uuid"]))
+    for bdm in volumes:
+        info = bdm.get("connection_info")
+        if isinstance(info, str):
+            info = json.loads(info)
+        if not info:
+            try:
+                attachment = calls.attachment_update(bdm["attachment_id"], connector(server),
+                                                     mountpoint=bdm.get("device_name"))
+            except volume_errors.VolumeError as exc:
+                LOG.warning("server %s: volume %s not exported to its node: %s", server["uuid"], bdm["volume_id"],
+                            exc.message)
+                return PREPPING
+            info = attachment.get("connection_info") or {}
+            with transaction(ctx.engine) as conn:
+                block_device_rows.save_connection(conn, bdm["uuid"], info)
+        bdm["connection_info"] = info
+        try:
+            pv, pvc = kube_volumes.storage_objects(namespace, labels, str(bdm["volume_id"]),
+                                                   str(bdm["attachment_id"]), int(bdm.get("volume_size") or 1), info)
+        except kube_volumes.VolumeRefused as exc:
+            return str(exc)
+        ctx.ensure_namespace(namespace, str(server["project_id"]))
+        ctx.cluster.apply(pv)
+        ctx.cluster.apply(pvc)
+    return None
+
+
+def complete(ctx: Any, server: dict[str, Any]) -> None:
+    """Each attachment completed: Cinder shows the volume ``in-use`` by the server."""
+    from openkeel_compute.volume import errors as volume_errors
+
+    for bdm in _volumes(server):
+        try:
+            ctx.volumes.admin().attachment_complete(bdm["attachment_id"])
+        except volume_errors.VolumeError as exc:
+            LOG.warning("server %s: attachment of volume %s not completed: %s", server["uuid"], bdm["volume_id"],
+                        exc.message)
+
+
+def on_delete(ctx: Any, server_uuid: str, server: dict[str, Any]) -> None:
+    """The server's volumes given back and deleted as Nova's compute does on delete."""
+    if (server.get("system_metadata") or {}).get(sysmeta.HAS_BLOCK_DEVICES) != "True":
+        return
+    with reader(ctx.engine) as conn:
+        rows = block_device_rows.of(conn, server_uuid)
+    if ctx.volumes is not None:
+        from openkeel_compute.volume import errors as volume_errors
+
+        calls = ctx.volumes.admin()
+        for row in rows:
+            try:
+                if row["attachment_id"]:
+                    calls.attachment_delete(row["attachment_id"])
+                if row["volume_id"] and row["delete_on_termination"] and row["destination_type"] == "volume":
+                    calls.delete_volume(row["volume_id"])
+            except volume_errors.VolumeNotFound:
+                pass  # deleted behind our back: nothing to give back
+            except volume_errors.VolumeError as exc:
+                LOG.warning("server %s: volume %s not given back to Cinder on delete: %s", server_uuid,
+                            row["volume_id"], exc.message)
+    elif rows:
+        LOG.warning("server %s: its volumes are not given back: [cinder] is not configured", server_uuid)
+    with transaction(ctx.engine) as conn:
+        block_device_rows.delete_all(conn, server_uuid)
