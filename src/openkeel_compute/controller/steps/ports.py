@@ -236,3 +236,21 @@ def bind_to_node(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]
         vif["host"] = port.get(BINDING_HOST)
         changed = True
     return changed
+
+
+def follow(ctx: Context, server: dict[str, Any], node: str | None) -> None:
+    """The server's ports bound to ``node`` (a resize finished or reverted there, a start moved it), as
+    Nova's ``migrate_instance_finish`` updates the bindings. Neutron away raises (the step is tried
+    again before it writes anything); a binding Neutron fails is logged, the server stays where it runs."""
+    if not node or not wanted(ctx, server):
+        return
+    info = info_of(server)
+    if not info:
+        return
+    try:
+        changed = bind_to_node(ctx, {**server, "node": node}, info)
+    except AllocationFailed as exc:
+        LOG.warning("server %s: its ports on node %s: %s", server["uuid"], node, exc)
+        return
+    if changed:
+        save(ctx, server, info)
