@@ -1,7 +1,8 @@
 """scripts/serve's command line, and the ports it opens.
 
 Every option scripts/serve accepts is here, and ``--help`` shows them all: its own (the ports of the
-image service, the embedded Placement, the built-in cluster and the controller's metrics), the API's
+image service, the embedded Placement, the built-in cluster, the console proxy and the controller's
+metrics), the API's
 (``openkeel-compute serve``: --host, --port, --workers, --server) and --config-file, which the schema
 sync, the API and the controller all read. ``ports(conf, args)`` lists the ports a start will take,
 each with the option that moves it.
@@ -20,6 +21,7 @@ from openkeel_compute.cmd.common import ArgumentParser, OperatorError, port_numb
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DEFAULTS = ROOT / "etc" / "openkeel-compute-serve.conf"
 IMAGE_PORT = 9292  # Glance's
+CONSOLE_PORT = 6080  # nova-novncproxy's
 
 
 def port_or_any(text: str) -> int:
@@ -73,6 +75,9 @@ def parser() -> argparse.ArgumentParser:
     ports.add_argument("--emulator-port", type=port_or_any, metavar="PORT",
                        help="the built-in KubeVirt cluster's API server, for kubectl (default: [controller] "
                             "emulator_port; 0: any free port; not started with a [controller] kubeconfig)")
+    ports.add_argument("--console-port", type=port_or_any, default=CONSOLE_PORT, metavar="PORT",
+                       help=f"the console proxy (openkeel-compute console-proxy: noVNC's page and the VNC and "
+                            f"serial console websockets; default: {CONSOLE_PORT}; 0: any free port)")
     ports.add_argument("--metrics-port", type=port_or_any, metavar="PORT",
                        help="the controller's Prometheus endpoint (default: [controller] metrics_port: none in "
                             "the embedded defaults; 0: none)")

@@ -92,10 +92,20 @@ SERVER_RULES = {
     "os_compute_api:ips:index": "rule:project_reader_or_admin",
     "os_compute_api:ips:show": "rule:project_reader_or_admin",
     "os_compute_api:os-server-password:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-remote-consoles": "rule:project_member_or_admin",
+    "os_compute_api:os-console-auth-tokens": "rule:context_is_admin",
+    "os_compute_api:os-server-diagnostics": "rule:context_is_admin",
+    "compute:server:topology:index": "rule:project_reader_or_admin",
+    "compute:server:topology:host:index": "rule:context_is_admin",
     "os_compute_api:os-server-password:clear": "rule:project_member_or_admin",
     "os_compute_api:os-security-groups:list": "rule:project_reader_or_admin",
     "os_compute_api:os-security-groups:add": "rule:project_member_or_admin",
     "os_compute_api:os-security-groups:remove": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:create": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:update": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:rule:create": "rule:project_member_or_admin",
+    "os_compute_api:os-security-groups:rule:delete": "rule:project_member_or_admin",
     "os_compute_api:os-migrations:index": "rule:project_manager_or_admin",
     "os_compute_api:os-migrations:index:all_projects": "rule:context_is_admin",
     "os_compute_api:os-migrations:index:host": "rule:context_is_admin",
@@ -129,6 +139,12 @@ CONTRACT_RULES = {
     "os_compute_api:os-floating-ip-pools": "@",
     "os_compute_api:os-floating-ips:list": "rule:project_reader_or_admin",
     "os_compute_api:os-floating-ips:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-floating-ips:create": "rule:project_member_or_admin",
+    "os_compute_api:os-floating-ips:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-floating-ips:add": "rule:project_member_or_admin",
+    "os_compute_api:os-floating-ips:remove": "rule:project_member_or_admin",
+    "os_compute_api:os-multinic:add": "rule:project_member_or_admin",
+    "os_compute_api:os-multinic:remove": "rule:project_member_or_admin",
     "os_compute_api:os-networks:show": "rule:project_reader_or_admin",
     "os_compute_api:os-tenant-networks:list": "rule:project_reader_or_admin",
     "os_compute_api:os-tenant-networks:show": "rule:project_reader_or_admin",
@@ -143,6 +159,23 @@ CONTRACT_RULES = {
     "os_compute_api:os-server-shares:create": "rule:project_member_or_admin",
     "os_compute_api:os-server-shares:show": "rule:project_reader_or_admin",
     "os_compute_api:os-server-shares:delete": "rule:project_member_or_admin",
+}
+
+# Nova 34.0.0's rules of os-services, os-hypervisors, os-hosts, os-aggregates and os-server-groups.
+OPERATOR_RULES = {
+    **{f"os_compute_api:os-services:{n}": "rule:context_is_admin" for n in ("list", "update", "delete")},
+    **{f"os_compute_api:os-hypervisors:{n}": "rule:context_is_admin"
+       for n in ("list", "list-detail", "statistics", "show", "uptime", "search", "servers")},
+    **{f"os_compute_api:os-hosts:{n}": "rule:context_is_admin"
+       for n in ("list", "show", "update", "reboot", "shutdown", "start")},
+    **{f"os_compute_api:os-aggregates:{n}": "rule:context_is_admin"
+       for n in ("set_metadata", "add_host", "create", "remove_host", "update", "index", "delete", "show")},
+    "compute:aggregates:images": "rule:context_is_admin",
+    "os_compute_api:os-server-groups:create": "rule:project_member_or_admin",
+    "os_compute_api:os-server-groups:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-server-groups:index": "rule:project_reader_or_admin",
+    "os_compute_api:os-server-groups:index:all_projects": "rule:context_is_admin",
+    "os_compute_api:os-server-groups:show": "rule:project_reader_or_admin",
 }
 
 FLAVOR_RULES = {
@@ -212,12 +245,13 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     text = out.read_text()
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
-    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES}
+    assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES,
+                     **OPERATOR_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES}:
+    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES, **OPERATOR_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

@@ -26,12 +26,6 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 # Until then OpenKeel answers them with the 404 of an unknown route; an entry goes once it is routed.
 TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
-    "POST /os-floating-ips",
-    "DELETE /os-floating-ips/{id}", "POST /os-security-group-rules", "DELETE /os-security-group-rules/{id}",
-    "POST /os-security-groups",
-    "PUT /os-security-groups/{id}", "DELETE /os-security-groups/{id}",
-    "POST /servers/{id}/action addFixedIp", "POST /servers/{id}/action removeFixedIp",
-    "POST /servers/{id}/action addFloatingIp", "POST /servers/{id}/action removeFloatingIp",
     "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
     # volumes (Cinder's proxies, attachments, assisted snapshots)
     "GET /os-volumes", "POST /os-volumes", "GET /os-volumes/detail", "GET /os-volumes/{id}",
@@ -43,21 +37,9 @@ TO_COME = {
     # moves (evacuation, live migrations in progress)
     "POST /servers/{id}/action evacuate", "DELETE /servers/{server_id}/migrations/{id}",
     "POST /servers/{server_id}/migrations/{id}/action force_complete",
-    # consoles
-    "POST /servers/{id}/action os-getSPICEConsole", "POST /servers/{id}/action os-getSerialConsole",
-    "POST /servers/{id}/action os-getVNCConsole", "POST /servers/{server_id}/remote-consoles",
-    "GET /os-console-auth-tokens/{id}",
-    # hosts, hypervisors, services, aggregates, server groups, diagnostics and topology
+    # hosts, hypervisors, services, aggregates, server groups
     "GET /os-hosts", "GET /os-hosts/{id}", "PUT /os-hosts/{id}", "GET /os-hosts/{id}/reboot",
-    "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup", "GET /os-hypervisors", "GET /os-hypervisors/detail",
-    "GET /os-hypervisors/statistics", "GET /os-hypervisors/{id}", "GET /os-hypervisors/{id}/search",
-    "GET /os-hypervisors/{id}/servers", "GET /os-hypervisors/{id}/uptime", "GET /os-services",
-    "PUT /os-services/{id}", "DELETE /os-services/{id}", "GET /os-aggregates", "POST /os-aggregates",
-    "GET /os-aggregates/{id}", "PUT /os-aggregates/{id}", "DELETE /os-aggregates/{id}",
-    "POST /os-aggregates/{id}/action add_host", "POST /os-aggregates/{id}/action remove_host",
-    "POST /os-aggregates/{id}/action set_metadata", "POST /os-aggregates/{id}/images", "GET /os-server-groups",
-    "POST /os-server-groups", "GET /os-server-groups/{id}", "DELETE /os-server-groups/{id}",
-    "GET /servers/{server_id}/diagnostics", "GET /servers/{server_id}/topology",
+    "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup",
 }
 
 

@@ -180,7 +180,7 @@ def test_a_server_that_was_never_scheduled(action, reboot_type, message):
 # --- the remaining actions' writes, on SQLite, PostgreSQL and MariaDB ----------------------------------
 
 OWNER = Actor("demo", "demo", request_id="req-remaining")
-IMAGE = {"id": "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111", "status": "active", "disk_format": "qcow2",
+IMAGE = {"id": "0b7c7f25-5a3e-4d0e-9a7e-2a8a54f4a111", "name": "cirros-alt", "status": "active", "disk_format": "qcow2",
          "container_format": "bare", "min_ram": 0, "min_disk": 0, "properties": {"hw_disk_bus": "virtio"}}
 
 
@@ -228,7 +228,7 @@ def test_rebuild_replaces_fields_metadata_and_image_system_metadata(engine):
     assert meta == {"new": "2"} and action == "rebuild"
     assert system == {"image_hw_disk_bus": "virtio", "image_min_ram": "0", "image_min_disk": "1",
                       "image_disk_format": "qcow2", "image_container_format": "bare",
-                      "image_base_image_ref": IMAGE["id"]}
+                      "image_base_image_ref": IMAGE["id"], "openkeel_image_name": "cirros-alt"}
     assert _outbox(engine, row["uuid"]) == ["rebuild"]
     # a second rebuild while the first runs is Nova's 409, and writes nothing
     with pytest.raises(errors.Conflict) as caught, db_api.transaction(engine) as conn:

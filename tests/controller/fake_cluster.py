@@ -17,6 +17,7 @@ class FakeCluster:
         self.secrets: dict[str, list[str]] = {}
         self.nodes: set[str] = set()
         self.sizing: dict[str, list[ObjectKey]] = {}  # server uuid -> its own instancetypes and preferences
+        self.revisions: dict[str, list[str]] = {}  # instancetype or preference name -> its ControllerRevisions
         self.patches: list[tuple[str, str, Any]] = []  # (kind, name, body) of each patch sent
         self.launchers: list[dict[str, Any]] = []  # the launcher pods ``pods`` lists (by their created-by label)
         self.logs: dict[str, bytes] = {}  # pod name -> its guest-console-log container's log
@@ -68,6 +69,9 @@ class FakeCluster:
 
     def sizing_of(self, namespace: str, uuid: str) -> list[ObjectKey]:
         return list(self.sizing.get(uuid, ()))
+
+    def revisions_of(self, namespace: str, object_name: str) -> list[ObjectKey]:
+        return [ObjectKey("ControllerRevision", namespace, name) for name in self.revisions.get(object_name, ())]
 
     def secrets_of(self, namespace: str, uuid: str) -> list[str]:
         return list(self.secrets.get(uuid, ()))

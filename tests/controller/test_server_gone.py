@@ -210,3 +210,24 @@ def test_with_keep_pod_address_the_address_outlives_stop_reboot_and_rebuild(worl
         _until(client, controller, uuid, status)
         if status == "ACTIVE":
             assert _addresses(client, uuid) == first == _vmi_addresses(cluster, uuid)[:1], body
+
+
+def test_a_revert_of_a_resized_server_whose_vm_is_gone_makes_it_again_at_the_old_size(world):
+    """Not a wait for ever: the revert makes the VM again from the server's record on the old flavor."""
+    client, controller, cluster = world
+    got = client.post("/v2.1/flavors", headers=admin(), json_body={
+        "flavor": {"name": "m1.large", "ram": 1024, "vcpus": 2, "disk": 2, "id": "large"}})
+    assert got.status_code == 200, got.text
+    uuid = _boot(client, controller)
+    _action(client, uuid, {"resize": {"flavorRef": "large"}})
+    _until(client, controller, uuid, "VERIFY_RESIZE")
+    _remove_vm(cluster, uuid)
+    _action(client, uuid, {"revertResize": None})
+    server = _until(client, controller, uuid, "ACTIVE")
+    assert "fault" not in server and server["flavor"].get("original_name", server["flavor"].get("id")) in ("m1.small", "small")
+    vm = _vm(cluster, uuid)
+    it = cluster.get("VirtualMachineInstancetype", vm["spec"]["instancetype"]["name"], vm["metadata"]["namespace"])
+    assert it["spec"]["memory"]["guest"] == "512Mi"
+    assert _running(cluster, uuid)
+    migrations = client.get("/v2.1/os-migrations", headers=admin("2.96")).json["migrations"]
+    assert [m["status"] for m in migrations] == ["reverted"]

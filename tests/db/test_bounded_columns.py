@@ -80,7 +80,10 @@ def test_the_controllers_working_state_holds_long_values(engine):
 def test_the_keys_kept_in_system_metadata_are_bounded():
     """The controller's keys left in system metadata hold values bounded by construction: every
     ``openkeel_`` key is either one of those (event ids, a VMI's uid) or the working state's."""
-    bounded = {sysmeta.TASK_EVENT, sysmeta.RESIZE_STEP_EVENT, sysmeta.REPLACED_VMI}
+    bounded = {sysmeta.TASK_EVENT, sysmeta.RESIZE_STEP_EVENT, sysmeta.REPLACED_VMI,
+               sysmeta.IMAGE_NAME,  # cut to 255 bytes (compute/image_meta.name_metadata)
+               sysmeta.BOOT_FROM_VOLUME, sysmeta.HAS_VOLUMES,  # "True"
+               sysmeta.VIF_WAIT}  # an ISO 8601 time
     keys = {v for k, v in vars(sysmeta).items() if k.isupper() and isinstance(v, str) and v.startswith("openkeel_")}
     assert keys == bounded | set(sysmeta.WORKING_STATE)
     assert not bounded & sysmeta.WORKING_STATE

@@ -1,10 +1,11 @@
-"""Nova's network checks against a real Neutron 29 (neutron-up.sh): set OPENKEEL_TEST_NEUTRON_DIR to the
-recipe's OKC_SERVICES_DIR (harness/keystone.env and networks.env in it). The caller is Keystone's demo
-user with a real token; the [neutron] credential is the nova service user, as a deployment sets it."""
+"""Nova's network checks and proxies against a real Neutron 29 (../shared's neutron-up.sh): the one
+OPENKEEL_TEST_NEUTRON_DIR names (the recipe's OKC_SERVICES_DIR, with harness/keystone.env and
+networks.env), else one started once for the session (tests/network/shared_neutron.py; skipped with the
+reason when it cannot be). The caller is Keystone's demo user with a real token; the [neutron]
+credential is the nova service user, as a deployment sets it."""
 
 from __future__ import annotations
 
-import os
 import pathlib
 import types
 import uuid
@@ -15,9 +16,8 @@ from openkeel_compute.network import client as client_mod
 from openkeel_compute.network import errors, validate
 from tests.conftest import make_conf
 
-DIR = os.environ.get("OPENKEEL_TEST_NEUTRON_DIR")
-pytestmark = pytest.mark.skipif(not DIR, reason="no real Neutron: set OPENKEEL_TEST_NEUTRON_DIR to a neutron-up.sh "
-                                "services dir (harness/keystone.env, networks.env)")
+# one xdist worker runs the whole module (pyproject's --dist loadgroup): one real Neutron is started a run
+pytestmark = pytest.mark.xdist_group("real-neutron")
 
 
 def _env(path: pathlib.Path) -> dict:
@@ -31,8 +31,8 @@ def _env(path: pathlib.Path) -> dict:
 
 
 @pytest.fixture(scope="module")
-def real(tmp_path_factory):
-    base = pathlib.Path(DIR)
+def real(tmp_path_factory, real_neutron_dir):
+    base = pathlib.Path(real_neutron_dir)
     ks, nets = _env(base / "harness" / "keystone.env"), _env(base / "networks.env")
     conf = make_conf(tmp_path_factory.mktemp("real-neutron"), neutron={
         "auth_type": "password", "auth_url": ks["KEYSTONE_URL"], "username": ks["SERVICE_USERNAME"],
@@ -50,7 +50,7 @@ def real(tmp_path_factory):
                                     environ={"keystone.token_auth": auth})
     client = client_mod.NeutronClient(conf)
     return types.SimpleNamespace(conf=conf, caller=client.for_caller(context), admin=client.admin(),
-                                 project=project, private=nets["PRIVATE_NETWORK_ID"], created=[])
+                                 project=project, private=nets["PRIVATE_NETWORK_ID"], created=[], nets=nets)
 
 
 def _make(real, kind: str, body: dict) -> dict:
@@ -144,15 +144,18 @@ def test_security_group_in_novas_shape(real):
     assert (view["name"], view["tenant_id"]) == ("okc-shape", real.project)
     assert [(r["ip_protocol"], r["from_port"], r["to_port"], r["ip_range"]) for r in view["rules"]] == [
         ("tcp", 22, 22, {"cidr": "10.0.0.0/8"})]  # Neutron's default egress rules are left out, as Nova does
+    unknown = str(uuid.uuid4())
     with pytest.raises(errors.SecurityGroupNotFound) as caught:
-        real.caller.show_security_group(str(uuid.uuid4()))
-    assert caught.value.message.endswith("does not exist")
+        real.caller.show_security_group(unknown)
+    # Nova's 404 shows neutronclient's text: Neutron's message, then the request id it answered with
+    assert caught.value.message.startswith(f"Security group {unknown} does not exist\n"
+                                           "Neutron server returns request_ids: ['req-")
 
 
 def test_floating_ip_in_novas_shape(real):
     from openkeel_compute.api.handlers import networks_proxy as proxy
 
-    nets = _env(pathlib.Path(DIR) / "networks.env")
+    nets = real.nets
     fip = _make(real, "floatingip", {"floating_network_id": nets["PUBLIC_NETWORK_ID"], "project_id": real.project})
     listed = real.caller.list_floating_ips(tenant_id=real.project)
     assert [f["id"] for f in listed] == [fip["id"]]
@@ -162,3 +165,51 @@ def test_floating_ip_in_novas_shape(real):
     assert view == {"fixed_ip": None, "id": fip["id"], "instance_id": None, "ip": fip["floating_ip_address"],
                     "pool": nets["PUBLIC_NETWORK_NAME"]}
     assert real.caller.show_floating_ip(str(uuid.uuid4())) is None
+
+
+def test_security_group_writes_as_nova_sends_them(real):
+    from openkeel_compute.api.handlers import network_common
+    from openkeel_compute.api.handlers import security_groups_proxy as proxy
+
+    group = real.caller.create_security_group("okc-writes", "made as Nova makes it")
+    real.created.append(("security_group", group["id"]))
+    assert network_common.neutron_group_view(group, {})["rules"] == []  # only Neutron's egress rules
+    renamed = real.caller.update_security_group(group["id"], "okc-writes-2", "")
+    assert (renamed["name"], renamed["description"]) == ("okc-writes-2", "")
+    rule = proxy.new_ingress_rule("tcp", 22, "22", cidr=proxy.parse_cidr("10.0.0.0/8"))
+    made = real.caller.create_security_group_rules([proxy._neutron_rule(rule, group["id"])])[0]
+    assert network_common.rule_view(made, {}) == {
+        "id": made["id"], "parent_group_id": group["id"], "ip_protocol": "tcp", "from_port": 22, "to_port": 22,
+        "group": {}, "ip_range": {"cidr": "10.0.0.0/8"}}
+    icmp = proxy.new_ingress_rule("icmp", -1, -1, group_id=group["id"])
+    made = real.caller.create_security_group_rules([proxy._neutron_rule(icmp, group["id"])])[0]
+    assert (made["port_range_min"], made["port_range_max"], made["remote_group_id"]) == (None, None, group["id"])
+    real.caller.delete_security_group_rule(made["id"])
+    with pytest.raises(errors.NeutronError) as caught:
+        real.caller.delete_security_group_rule(made["id"])
+    assert caught.value.status == 404
+    # what Nova shows where it passes neutronclient's str(e) on: the message, then the request id
+    assert caught.value.text.startswith(f"Security group rule {made['id']} does not exist\n"
+                                        "Neutron server returns request_ids: ['req-")
+    default = next(g for g in real.caller.list_security_groups(tenant_id=real.project) if g["name"] == "default")
+    with pytest.raises(errors.NeutronError) as caught:
+        real.caller.delete_security_group(default["id"])
+    assert caught.value.status == 409  # Nova's 400 (Invalid) with this text
+
+
+def test_floating_ip_allocate_associate_release(real):
+    from openkeel_compute.api.handlers import network_common
+
+    port = _make(real, "port", {"network_id": real.private, "project_id": real.project, "device_id": "okc-srv",
+                                "device_owner": "compute:nova"})
+    fip = real.caller.create_floating_ip(real.nets["PUBLIC_NETWORK_ID"])
+    real.created.append(("floatingip", fip["id"]))
+    assert network_common.fip_by_address(real.caller, fip["floating_ip_address"])["id"] == fip["id"]
+    address = port["fixed_ips"][0]["ip_address"]
+    real.caller.update_floating_ip(fip["id"], {"port_id": port["id"], "fixed_ip_address": address})
+    found = network_common.fip_by_address(real.caller, fip["floating_ip_address"])
+    assert network_common.fip_device(real.caller, found) == "okc-srv"
+    real.caller.update_floating_ip(fip["id"], {"port_id": None})
+    assert network_common.fip_device(real.caller, real.caller.show_floating_ip(fip["id"])) is None
+    real.caller.delete_floating_ip(fip["id"])
+    assert real.caller.show_floating_ip(fip["id"]) is None

@@ -33,8 +33,8 @@ def test_groups_and_rules(world):  # noqa: F811
     _rule(web, remote_group_id=str(uuid.uuid4()))  # a group that is gone: left out
     neutron.security_group("elsewhere", project_id="other")
     body = client.get("/v2.1/os-security-groups", headers=user("demo", version=V)).json
-    assert [g["name"] for g in body["security_groups"]] == ["web", "db"]
-    group = body["security_groups"][0]
+    assert [g["name"] for g in body["security_groups"]] == ["db", "web"]  # Nova sorts by project and name
+    group = body["security_groups"][1]
     assert {k: group[k] for k in ("id", "description", "tenant_id")} == {
         "id": web["id"], "description": "web group", "tenant_id": "demo"}
     assert group["rules"] == [
@@ -49,7 +49,7 @@ def test_groups_and_rules(world):  # noqa: F811
     shown = client.get(f"/v2.1/os-security-groups/{web['id']}", headers=user("demo", version=V)).json
     assert shown == {"security_group": group}
     paged = client.get("/v2.1/os-security-groups?limit=1&offset=1", headers=user("demo", version=V)).json
-    assert [g["name"] for g in paged["security_groups"]] == ["db"]
+    assert [g["name"] for g in paged["security_groups"]] == ["db"]  # paged in Neutron's order, then sorted
     everyone = client.get("/v2.1/os-security-groups?all_tenants=1", headers=admin(V)).json
     assert {g["name"] for g in everyone["security_groups"]} == {"web", "db", "elsewhere"}
 
@@ -58,7 +58,10 @@ def test_not_found_and_bad_id(world):  # noqa: F811
     client, _neutron = world
     unknown = str(uuid.uuid4())
     resp = client.get(f"/v2.1/os-security-groups/{unknown}", headers=user("demo", version=V))
-    assert (resp.status_code, resp.json["itemNotFound"]["message"]) == (404, f"Security group {unknown} does not exist")
+    # Nova passes neutronclient's text on: Neutron's message, then the request id it answered with
+    assert (resp.status_code, resp.json["itemNotFound"]["message"]) == (
+        404, (f"Security group {unknown} does not exist\nNeutron server returns request_ids: "
+             f"['req-{_neutron.request_count:08d}-0000-4000-8000-000000000000']"))
     resp = client.get("/v2.1/os-security-groups/not-a-uuid", headers=user("demo", version=V))
     assert (resp.status_code, resp.json["badRequest"]["message"]) == (400, "Security group id should be uuid")
     assert client.get("/v2.1/os-security-groups", headers=user("demo", version="2.36")).status_code == 404

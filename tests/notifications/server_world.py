@@ -16,14 +16,24 @@ from openkeel_compute.db import migration
 from openkeel_compute.images import glance
 from openkeel_compute.notifications import sender, server_events
 from tests.conftest import make_conf
+from tests.databases import throwaway_database
 from tests.server_world import image_service, server_world
 
 
 @contextlib.contextmanager
 def notifying_world(tmp_path, notification_format: str = "both", state_change: str | None = "vm_and_task_state",
-                    reclaim: int = 0) -> Iterator[tuple[Any, Any, Any]]:
+                    reclaim: int = 0, database: str = "sqlite") -> Iterator[tuple[Any, Any, Any]]:
     """(client, controller, messages): the API and the controller of one cloud, both notifying (``reclaim``:
-    [DEFAULT] reclaim_instance_interval, deleted servers kept that long)."""
+    [DEFAULT] reclaim_instance_interval, deleted servers kept that long), on a new database of engine
+    ``database`` (tests/databases.py)."""
+    with throwaway_database(database, tmp_path) as url, \
+            _notifying_world(tmp_path, notification_format, state_change, reclaim, url) as world:
+        yield world
+
+
+@contextlib.contextmanager
+def _notifying_world(tmp_path, notification_format: str, state_change: str | None, reclaim: int,
+                     database_url: str) -> Iterator[tuple[Any, Any, Any]]:
     policies.reset()
     notifications = {"notification_format": notification_format}
     if state_change:
@@ -31,7 +41,7 @@ def notifying_world(tmp_path, notification_format: str = "both", state_change: s
     conf = make_conf(tmp_path, DEFAULT={"host": "fake-mini", "reclaim_instance_interval": str(reclaim)},
                      notifications=notifications,
                      oslo_messaging_notifications={"driver": "test", "transport_url": "fake:/"},
-                     controller={"poll_interval": "0.05", "workers": "2"})
+                     controller={"poll_interval": "0.05", "workers": "2"}, database={"connection": database_url})
     engine = db_api.get_engine(conf)
     migration.sync(engine)
     in_memory_driver.reset()
@@ -43,6 +53,7 @@ def notifying_world(tmp_path, notification_format: str = "both", state_change: s
     server_events.install(None)
     sender.close_all(0)
     in_memory_driver.reset()
+    db_api.dispose_all()
 
 
 class Messages:

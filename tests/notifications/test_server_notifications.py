@@ -10,6 +10,7 @@ from openkeel_compute.compute.instances import cas, instance_actions
 from openkeel_compute.db import api as db_api
 from openkeel_compute.notifications import server_events
 from tests.conftest import admin
+from tests.databases import ENGINES
 from tests.notifications.server_world import notifying_world
 from tests.server_world import DEMO, IMAGE, until
 
@@ -53,8 +54,10 @@ def _stop_updates(messages) -> list[dict]:
             and m["payload"]["nova_object.data"]["state"] in ("active", "stopped")]
 
 
-def test_vm_state_reports_state_changes_only(tmp_path) -> None:
-    with notifying_world(tmp_path, notification_format="versioned", state_change="vm_state") as (
+@pytest.mark.parametrize("database", ENGINES)
+def test_vm_state_reports_state_changes_only(tmp_path, database) -> None:
+    with notifying_world(tmp_path, notification_format="versioned", state_change="vm_state",
+                         database=database) as (
             client, controller, messages):
         _boot_and_stop(client, controller)
         updates = _stop_updates(messages)
@@ -64,8 +67,9 @@ def test_vm_state_reports_state_changes_only(tmp_path) -> None:
             "new_task_state": None} in updates
 
 
-def test_a_write_rolled_back_notifies_nothing(tmp_path) -> None:
-    with notifying_world(tmp_path, notification_format="both") as (client, controller, messages):
+@pytest.mark.parametrize("database", ENGINES)
+def test_a_write_rolled_back_notifies_nothing(tmp_path, database) -> None:
+    with notifying_world(tmp_path, notification_format="both", database=database) as (client, controller, messages):
         uuid = _boot_and_stop(client, controller)
         messages.clear()
         engine = server_events.installed().engine
@@ -78,13 +82,15 @@ def test_a_write_rolled_back_notifies_nothing(tmp_path) -> None:
         assert sorted(m["event_type"] for m in messages.all()) == ["compute.instance.update", "instance.update"]
 
 
-def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path) -> None:
+@pytest.mark.parametrize("database", ENGINES)
+def test_a_step_ending_in_a_fault_sends_its_error_with_the_fault(tmp_path, database) -> None:
     """A build whose compute step ends in error: instance.create.error (priority ERROR, the fault as an
     ExceptionPayload 1.1) and compute.instance.create.error (message and code), as Nova's compute sends them;
     a power-off has no error notification in Nova and sends none."""
     from openkeel_compute.model import events
 
-    with notifying_world(tmp_path, notification_format="both", state_change=None) as (client, _controller, messages):
+    with notifying_world(tmp_path, notification_format="both", state_change=None, database=database) as (
+            client, _controller, messages):
         assert client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": FLAVOR}).status_code == 200
         got = client.post("/v2.1/servers", headers=DEMO, json_body={"server": {
             "name": "web-1", "imageRef": IMAGE, "flavorRef": "1", "networks": "none"}})

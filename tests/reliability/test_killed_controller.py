@@ -17,6 +17,7 @@ way) and started again. Then:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -171,6 +172,32 @@ def _check_cluster(cluster: Emulator, live: dict[str, str], deleted: set[str]) -
         assert left == [], f"{kind} of deleted servers: {left}"
 
 
+def _check_sizing(cluster: Emulator) -> None:
+    """Of what sizes the VMs, only what they use now is left: every ControllerRevision is one a VM's status
+    names (none of an old size after a confirm, a revert or a reset), and every server's own instancetype
+    and preference (``<uuid>-<digest>``) is the one its VM names."""
+    vms = list(cluster.objects("VirtualMachine").values())
+    used_revisions, named = set(), set()
+    for vm in vms:
+        namespace = vm["metadata"]["namespace"]
+        for field, ref in (("instancetype", "instancetypeRef"), ("preference", "preferenceRef")):
+            revision = ((vm.get("status") or {}).get(ref) or {}).get("controllerRevisionRef") or {}
+            if revision.get("name"):
+                used_revisions.add((namespace, revision["name"]))
+            matcher = (vm["spec"].get(field) or {})
+            if matcher.get("name"):
+                named.add((namespace, matcher["name"]))
+    # (KubeVirt's own revisions of a VM's start, revision-start-vm-<uid>-<n>, are its business)
+    revisions = {key for key in cluster.objects("ControllerRevision") if not key[1].startswith("revision-start-vm-")}
+    assert revisions - used_revisions == set(), ("ControllerRevisions no VM uses", {
+        vm["metadata"]["name"]: (vm["spec"].get("instancetype"), (vm.get("status") or {}).get("instancetypeRef"))
+        for vm in vms if any(key[1].startswith(vm["metadata"]["name"]) for key in revisions - used_revisions)})
+    for kind in ("VirtualMachineInstancetype", "VirtualMachinePreference"):
+        own = {key for key in cluster.objects(kind) if any(key[1].startswith(vm["metadata"]["name"] + "-")
+                                                             for vm in vms)}
+        assert own - named == set(), f"{kind} copies no VM names"
+
+
 def _check_database(engine, live: dict[str, str], deleted: set[str]) -> list:
     """No pending outbox row, no working state of a deleted server, no move under way; the working
     state left (instance, key)."""
@@ -183,16 +210,20 @@ def _check_database(engine, live: dict[str, str], deleted: set[str]) -> list:
     assert outbox == []
     assert [w for w in working if w.instance_uuid in deleted] == []
     # no move under way: each resize ended confirmed or reverted (or waits for the user, VERIFY_RESIZE: finished)
-    assert {m.status for m in moves} <= {"confirmed", "reverted", "finished"}, moves
+    # (an administrator's os-resetState out of VERIFY_RESIZE ends it in error, as Nova's periodic check does)
+    assert {m.status for m in moves} <= {"confirmed", "reverted", "finished", "error"}, moves
     return working
 
 
-@pytest.mark.parametrize("engine_name", ENGINES)
-def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placement_service):
+@contextlib.contextmanager
+def _world(engine_name, tmp_path, placement_service, *, nodes: int = 1):
+    """The API app in this process, the controller as a process of its own, the built-in cluster with
+    ``nodes`` nodes (one: a resize stays on it; more: it moves), the shared embedded Placement emptied
+    first, the test flavors. Yields (client, controller, cluster, placement, engine)."""
     policies.reset()
     placement = PlacementClient.for_endpoint(placement_service, embedded.TOKEN)
     reset_placement(placement)  # the embedded Placement is shared by the run's tests: start from empty
-    cluster = Emulator(delays=Delays.fast(), tick=0.01).start()
+    cluster = Emulator(delays=Delays.fast(), tick=0.01, nodes=nodes).start()
     with throwaway_database(engine_name, tmp_path) as url, image_service(tmp_path) as glance_url:
         conf = make_conf(tmp_path, database={"connection": url}, glance={"api_servers": glance_url},
                          placement=placement_overrides(placement_service))
@@ -201,8 +232,8 @@ def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placemen
         kubeconfig = tmp_path / "kubeconfig"
         kubeconfig.write_text(yaml.safe_dump(cluster.kubeconfig()))
         extra = tmp_path / "controller.conf"
-        # one node: a resize stays on it; the Lease is short, so that a restarted controller leads soon
-        extra.write_text("[DEFAULT]\nallow_resize_to_same_host = true\n"
+        # the Lease is short, so that a restarted controller leads soon
+        extra.write_text(f"[DEFAULT]\nallow_resize_to_same_host = {'true' if nodes == 1 else 'false'}\n"
                          "[controller]\nidentity = killed-controller\nlease_duration = 2\n"
                          "lease_renew_interval = 0.2\nmetrics_port = 0\npoll_interval = 0.05\nworkers = 2\n"
                          f"[glance]\napi_servers = {glance_url}\n" + placement_section(placement_service))
@@ -213,68 +244,124 @@ def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placemen
                 _post(client, "/v2.1/flavors", {"flavor": {"name": flavorid, "ram": ram, "vcpus": vcpus,
                                                            "disk": disk, "id": flavorid}}, headers=admin())
             controller.start()
-            live: dict[str, str] = {}
-            deleted: set[str] = set()
-
-            # 1. builds under way
-            for i in range(6):
-                live[_boot(client, f"kc-{i}")] = "kc-small"
-            s = list(live)
-            _kill_and_restart(controller, cluster, client, s, 3)
-            _settle(client, controller, dict.fromkeys(live, "ACTIVE"))
-
-            # 2. deletes, a stop and resizes under way
-            for uuid in s[:2]:
-                _delete(client, uuid)
-                live.pop(uuid)
-                deleted.add(uuid)
-            _action(client, s[2], {"os-stop": None})
-            for uuid in s[3:6]:
-                _action(client, uuid, {"resize": {"flavorRef": "kc-big"}})
-                live[uuid] = "kc-big"
-            _kill_and_restart(controller, cluster, client, s, 4)
-            _settle(client, controller, {**dict.fromkeys(s[:2]), s[2]: "SHUTOFF",
-                                         **dict.fromkeys(s[3:6], "VERIFY_RESIZE")})
-
-            # 3. a confirm, a revert, a start, a delete and more builds under way
-            _action(client, s[3], {"confirmResize": None})
-            _action(client, s[4], {"revertResize": None})
-            live[s[4]] = "kc-small"
-            _action(client, s[2], {"os-start": None})
-            _delete(client, s[5])
-            live.pop(s[5])
-            deleted.add(s[5])
-            more = [_boot(client, f"kc-more-{i}") for i in range(2)]
-            live.update(dict.fromkeys(more, "kc-small"))
-            s += more
-            _kill_and_restart(controller, cluster, client, s, 2)
-            # killed again while the restarted one recovers
-            _kill_and_restart(controller, cluster, client, s, 6)
-            _settle(client, controller, {**dict.fromkeys(deleted), **dict.fromkeys(live, "ACTIVE")})
-
-            # 4. a resize reverted and one confirmed while the controller is killed twice
-            _action(client, more[0], {"resize": {"flavorRef": "kc-big"}})
-            _action(client, more[1], {"resize": {"flavorRef": "kc-big"}})
-            _kill_and_restart(controller, cluster, client, s, 3)
-            _settle(client, controller, dict.fromkeys(more, "VERIFY_RESIZE"))
-            _action(client, more[0], {"revertResize": None})
-            _action(client, more[1], {"confirmResize": None})
-            live[more[1]] = "kc-big"
-            _kill_and_restart(controller, cluster, client, s, 2)
-            _settle(client, controller, {**dict.fromkeys(deleted), **dict.fromkeys(live, "ACTIVE")})
-
-            for uuid, flavor in live.items():
-                shown = _server(client, uuid)
-                assert shown["status"] in SETTLED and shown["OS-EXT-STS:task_state"] is None, shown
-                assert shown["flavor"]["original_name"] == flavor, shown
-            _check_placement(placement, live, engine)
-            _check_cluster(cluster, live, deleted)
-            # every server settled ACTIVE: no working state of a build or a move is left either
-            assert _check_database(engine, live, deleted) == []
-            assert controller.kills == 6
-            assert all(controller.interrupted), controller.interrupted  # every kill cut work short
+            yield client, controller, cluster, placement, engine
         finally:
             controller.stop()
             cluster.stop()
             db_api.dispose_all()
             policies.reset()
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_nothing_leaks_after_a_killed_controller(engine_name, tmp_path, placement_service):
+    with _world(engine_name, tmp_path, placement_service) as (client, controller, cluster, placement, engine):
+        live: dict[str, str] = {}
+        deleted: set[str] = set()
+
+        # 1. builds under way
+        for i in range(6):
+            live[_boot(client, f"kc-{i}")] = "kc-small"
+        s = list(live)
+        _kill_and_restart(controller, cluster, client, s, 3)
+        _settle(client, controller, dict.fromkeys(live, "ACTIVE"))
+
+        # 2. deletes, a stop and resizes under way
+        for uuid in s[:2]:
+            _delete(client, uuid)
+            live.pop(uuid)
+            deleted.add(uuid)
+        _action(client, s[2], {"os-stop": None})
+        for uuid in s[3:6]:
+            _action(client, uuid, {"resize": {"flavorRef": "kc-big"}})
+            live[uuid] = "kc-big"
+        _kill_and_restart(controller, cluster, client, s, 4)
+        _settle(client, controller, {**dict.fromkeys(s[:2]), s[2]: "SHUTOFF",
+                                     **dict.fromkeys(s[3:6], "VERIFY_RESIZE")})
+
+        # 3. a confirm, a revert, a start, a delete and more builds under way
+        _action(client, s[3], {"confirmResize": None})
+        _action(client, s[4], {"revertResize": None})
+        live[s[4]] = "kc-small"
+        _action(client, s[2], {"os-start": None})
+        _delete(client, s[5])
+        live.pop(s[5])
+        deleted.add(s[5])
+        more = [_boot(client, f"kc-more-{i}") for i in range(2)]
+        live.update(dict.fromkeys(more, "kc-small"))
+        s += more
+        _kill_and_restart(controller, cluster, client, s, 2)
+        # killed again while the restarted one recovers
+        _kill_and_restart(controller, cluster, client, s, 6)
+        _settle(client, controller, {**dict.fromkeys(deleted), **dict.fromkeys(live, "ACTIVE")})
+
+        # 4. a resize reverted and one confirmed while the controller is killed twice
+        _action(client, more[0], {"resize": {"flavorRef": "kc-big"}})
+        _action(client, more[1], {"resize": {"flavorRef": "kc-big"}})
+        _kill_and_restart(controller, cluster, client, s, 3)
+        _settle(client, controller, dict.fromkeys(more, "VERIFY_RESIZE"))
+        _action(client, more[0], {"revertResize": None})
+        _action(client, more[1], {"confirmResize": None})
+        live[more[1]] = "kc-big"
+        _kill_and_restart(controller, cluster, client, s, 2)
+        _settle(client, controller, {**dict.fromkeys(deleted), **dict.fromkeys(live, "ACTIVE")})
+
+        for uuid, flavor in live.items():
+            shown = _server(client, uuid)
+            assert shown["status"] in SETTLED and shown["OS-EXT-STS:task_state"] is None, shown
+            assert shown["flavor"]["original_name"] == flavor, shown
+        _check_placement(placement, live, engine)
+        _check_cluster(cluster, live, deleted)
+        _check_sizing(cluster)
+        # every server settled ACTIVE: no working state of a build or a move is left either
+        assert _check_database(engine, live, deleted) == []
+        assert controller.kills == 6
+        assert all(controller.interrupted), controller.interrupted  # every kill cut work short
+
+
+@pytest.mark.parametrize("engine_name", ENGINES)
+def test_nothing_leaks_after_a_controller_killed_mid_reset_rebuild_reboot_and_move(engine_name, tmp_path,
+                                                                                    placement_service):
+    """On two nodes (a resize moves the server): a rebuild, a hard reboot and resizes under way; then an
+    administrator's os-resetState out of VERIFY_RESIZE (the controller's sweep gives the old flavor back
+    and drops its revisions and copies) and a revert of a move under way; the controller killed in each."""
+    with _world(engine_name, tmp_path, placement_service, nodes=2) as (client, controller, cluster, placement,
+                                                                       engine):
+        live = {_boot(client, f"kr-{i}"): "kc-small" for i in range(4)}
+        s = list(live)
+        _settle(client, controller, dict.fromkeys(live, "ACTIVE"))
+
+        # 1. a rebuild, a hard reboot and two resizes (each to the other node) under way
+        _action(client, s[0], {"rebuild": {"imageRef": IMAGE}})
+        _action(client, s[1], {"reboot": {"type": "HARD"}})
+        for uuid in s[2:4]:
+            _action(client, uuid, {"resize": {"flavorRef": "kc-big"}})
+            live[uuid] = "kc-big"
+        _kill_and_restart(controller, cluster, client, s, 3)
+        _settle(client, controller, {s[0]: "ACTIVE", s[1]: "ACTIVE", s[2]: "VERIFY_RESIZE", s[3]: "VERIFY_RESIZE"})
+
+        # 2. one resize reset by an administrator (the sweep closes it), the other reverted: both under way
+        _post(client, f"/v2.1/servers/{s[2]}/action", {"os-resetState": {"state": "active"}}, headers=admin())
+        _action(client, s[3], {"revertResize": None})
+        live[s[3]] = "kc-small"
+        _kill_and_restart(controller, cluster, client, s, 2)
+        _kill_and_restart(controller, cluster, client, s, 3)  # and again while the new one recovers
+        _settle(client, controller, dict.fromkeys(live, "ACTIVE"))
+
+        for uuid, flavor in live.items():
+            assert _server(client, uuid)["flavor"]["original_name"] == flavor
+        # the sweep's and the revert's work are done: wait for the reset resize's migration to be closed
+        deadline = time.monotonic() + 30
+        while True:
+            with db_api.reader(engine) as conn:
+                statuses = dict(conn.execute(sa.select(models.MIGRATIONS.c.instance_uuid,
+                                                       models.MIGRATIONS.c.status)).all())
+            if statuses == {s[2]: "error", s[3]: "reverted"} or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert statuses == {s[2]: "error", s[3]: "reverted"}
+        _check_placement(placement, live, engine)
+        _check_cluster(cluster, live, set())
+        _check_sizing(cluster)
+        assert _check_database(engine, live, set()) == []
+        # the first two kills cut work short (the third may find it done: it tests the recovery)
+        assert all(controller.interrupted[:2]), controller.interrupted

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.databases import free_port
+from tests.databases import ENGINES, free_port
 from tests.reliability import fuzz, policy_matrix, races
 from tests.reliability import world as w
 
@@ -92,11 +92,13 @@ def test_a_database_restart_under_server_writes_loses_nothing(engine):
     assert report.errors_after_recovery == 0 and report.recovery_seconds is not None
 
 
-def test_a_killed_api_leaves_every_acknowledged_boot_whole_and_nothing_half_written():
+@pytest.mark.parametrize("engine", ENGINES)
+def test_a_killed_api_leaves_every_acknowledged_boot_whole_and_nothing_half_written(engine):
     """SIGKILL to ``openkeel-compute serve`` (the supervisor and its two workers at once) under boots
-    over HTTP, on PostgreSQL: every boot it acknowledged (202) is there, and every server in the
+    over HTTP, on each engine: every boot it acknowledged (202) is there, and every server in the
     database has what one boot writes in its one transaction (the "create" action and the
-    controller's outbox row), so nothing half-written is left for the controller."""
+    controller's outbox row, from which the controller makes its Placement claim: a server is there
+    with its claim to come, or not at all), and no row of any table names a server that is not there."""
     import json
     import os
     import signal
@@ -110,7 +112,7 @@ def test_a_killed_api_leaves_every_acknowledged_boot_whole_and_nothing_half_writ
 
     acknowledged: list[str] = []
     lock, stop = threading.Lock(), threading.Event()
-    with w.world_on("postgresql") as world:
+    with w.world_on(engine) as world:
         w.unlimited_quota(world)
         with w.served(world, free_port(), workers=2) as server:
             def boots(writer: int) -> None:
@@ -144,6 +146,19 @@ def test_a_killed_api_leaves_every_acknowledged_boot_whole_and_nothing_half_writ
                 INSTANCE_ACTIONS.c.action == "create"))}
             asked = {r[0] for r in conn.execute(sa.select(OUTBOX.c.object_id).where(
                 OUTBOX.c.kind == "server", OUTBOX.c.operation == "create"))}
-    print(f"killed api: acknowledged={len(acknowledged)} stored={len(stored)}")
+            known = {r[0] for r in conn.execute(sa.select(INSTANCES.c.uuid))}
+            meta = sa.MetaData()
+            meta.reflect(conn)
+            strays = {}
+            for table in meta.sorted_tables:
+                if "instance_uuid" in table.c:
+                    left = {r[0] for r in conn.execute(sa.select(table.c.instance_uuid))} - known - {None}
+                    if left:
+                        strays[table.name] = sorted(left)
+            left = {r[0] for r in conn.execute(sa.select(OUTBOX.c.object_id).where(OUTBOX.c.kind == "server"))}
+            if left - known:
+                strays["outbox"] = sorted(left - known)
+    print(f"killed api ({engine}): acknowledged={len(acknowledged)} stored={len(stored)}")
     assert acknowledged and set(acknowledged) <= stored
     assert stored <= created and stored <= asked
+    assert strays == {}

@@ -45,7 +45,7 @@ class Stack:
         self.log_path = home / "serve.log"
         self.proc: subprocess.Popen | None = None
         self.url = f"http://127.0.0.1:{self.port}"
-        self.args = ["--port", str(self.port), "--image-port", "0", *args]
+        self.args = ["--port", str(self.port), "--image-port", "0", "--console-port", "0", *args]
 
     def start(self) -> Stack:
         with self.log_path.open("wb") as log:

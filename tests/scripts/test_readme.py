@@ -123,6 +123,7 @@ def test_readme_commands_work_as_written(served):
     assert "web-1" in output_of("server list") and "ACTIVE" in output_of("server list")
     assert "pod-network=10.244." in output_of("server show web-1")
     assert "SHUTOFF" in output_of("server show web-2 -c status")
+    assert "/vnc_auto.html?path=%3Ftoken%3D" in output_of("console url show")
     console = output_of("console log show")
     assert re.fullmatch(r"web-1 login: ", console.rstrip("\n").split("\n")[-1]), console  # renamed, same hostname
     assert "emulated-node-1" in output_of("resource provider list")

@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import json
 import subprocess
+import urllib.error
 import urllib.request
 
 import pytest
 import yaml
 
+from openkeel_compute.consoles import novnc
 from tests.processes import tree
 from tests.scripts.checkout import free_port, make_checkout
 from tests.scripts.stack import Stack
 
-OPTIONS = ("--port", "--image-port", "--placement-port", "--emulator-port", "--metrics-port")
+OPTIONS = ("--port", "--image-port", "--placement-port", "--emulator-port", "--console-port", "--metrics-port")
 
 
 def _answers(url: str) -> int:
@@ -63,6 +65,12 @@ def test_every_port_is_the_one_given_and_said_once(every_port_given):
     kubeconfig = yaml.safe_load((stack.checkout / "var/emulator.kubeconfig").read_text())
     assert kubeconfig["clusters"][0]["cluster"]["server"] == f"http://127.0.0.1:{ports['--emulator-port']}"
     assert _answers(f"http://127.0.0.1:{ports['--emulator-port']}/api/v1/nodes") == 200
+    try:  # the console proxy serves noVNC's page, or says noVNC is absent
+        got = _answers(f"http://127.0.0.1:{ports['--console-port']}/vnc_lite.html")
+    except urllib.error.HTTPError as exc:
+        got = exc.code
+    assert got == (200 if novnc.find(None) else 404)
+    assert "vnc_auto.html" in (stack.checkout / "var/serve-consoles.conf").read_text()
     with urllib.request.urlopen(f"http://127.0.0.1:{ports['--metrics-port']}/metrics", timeout=10) as resp:
         assert b"# TYPE" in resp.read()
     # the clients find the image service where it is, through the noauth2 token's catalog
@@ -80,7 +88,7 @@ def test_a_busy_port_stops_the_start_in_one_line(every_port_given, tmp_path, opt
     checkout = make_checkout(tmp_path / "other")
     (checkout / "var").mkdir()
     (checkout / "var/clouds.yaml").write_text("# a previous start's\n")
-    args = {"--port": str(free_port()), "--image-port": "0", option: str(ports[option])}
+    args = {"--port": str(free_port()), "--image-port": "0", "--console-port": "0", option: str(ports[option])}
     done = _serve(checkout, *(x for item in args.items() for x in item))
     line = _one_error_line(done)
     assert line.startswith(f"error: port {ports[option]} on 127.0.0.1 is already in use: "), line
@@ -94,7 +102,7 @@ def test_a_second_start_on_the_same_state_path_changes_nothing(every_port_given)
     clouds = (stack.checkout / "var/clouds.yaml").read_bytes()
     running = set(tree(stack.proc.pid))
     # Every port of its own: only the state path is shared.
-    done = _serve(stack.checkout, "--port", str(free_port()), "--image-port", "0")
+    done = _serve(stack.checkout, "--port", str(free_port()), "--image-port", "0", "--console-port", "0")
     line = _one_error_line(done)
     assert line.startswith("error: another scripts/serve is running on the state path var (process "
                            f"{stack.proc.pid})"), line

@@ -41,7 +41,8 @@ def test_scripts_serve_syncs_the_database_and_passes_arguments_through(tmp_path)
     conf = tmp_path / "mine.conf"
     conf.write_text(f"[DEFAULT]\nstate_path = {tmp_path}/state\n")
     # its image service on a free port, not Glance's 9292
-    with running([str(ROOT / "scripts/serve"), "--port", str(port), "--image-port", "0", "--config-file", str(conf)],
+    with running([str(ROOT / "scripts/serve"), "--port", str(port), "--image-port", "0", "--console-port", "0",
+                  "--config-file", str(conf)],
                  port):
         assert root_document(port) == expected_root_document(port)
         flavors = urllib.request.Request(f"http://127.0.0.1:{port}/v2.1/flavors",

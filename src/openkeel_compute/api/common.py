@@ -31,6 +31,7 @@ class Services:
     verify_project: Callable[[object, str, dict], None] | None = None  # (context, project id, WSGI environ)
     images: Any = None  # the image service's client, made on first use (POST /servers)
     network: Any = None  # Neutron's client when [neutron] is set, made on first use
+    volume: Any = None  # Cinder's client when [cinder] is set, made on first use
     pages: PageCache = dataclasses.field(default_factory=PageCache)  # rendered lists (api/page_cache.py)
     # Server lists apart: their pages are larger and must not push the flavor lists out.
     server_pages: PageCache = dataclasses.field(default_factory=lambda: PageCache(SERVER_PAGES_MAX_BYTES))

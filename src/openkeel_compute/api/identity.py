@@ -24,7 +24,6 @@ from __future__ import annotations
 import logging
 
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import plugin as ks_plugin
 from keystoneauth1 import session as ks_session
 from oslo_config import cfg
@@ -32,6 +31,7 @@ from oslo_config import cfg
 from openkeel_compute.api import faults
 from openkeel_compute.caller_auth import HeaderCatalogAuth, access_from_header
 from openkeel_compute.conf.keystone import DEFAULT_VALID_INTERFACES, GROUP, list_opts, register_opts
+from openkeel_compute.service_session import ConfSession
 
 LOG = logging.getLogger(__name__)
 
@@ -43,7 +43,8 @@ class ProjectVerifier:
     def __init__(self, conf: cfg.ConfigOpts):
         self.conf = conf
         register_opts(conf)
-        self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
+        self.keystone = ConfSession(conf, GROUP)
+        self.session = self.keystone.session
 
     @staticmethod
     def auth_for(context, environ) -> ks_plugin.BaseAuthPlugin:
@@ -54,9 +55,8 @@ class ProjectVerifier:
 
     def __call__(self, context, project_id: str, environ=None) -> None:
         environ = environ or getattr(context, "environ", None) or {}
-        adapter = ks_loading.load_adapter_from_conf_options(
-            self.conf, GROUP, session=self.session, auth=self.auth_for(context, environ),
-            min_version=(3, 0), max_version=(3, "latest"), raise_exc=False)
+        adapter = self.keystone.adapter(self.auth_for(context, environ), min_version=(3, 0),
+                                        max_version=(3, "latest"))
         try:
             resp = adapter.get(f"/projects/{project_id}")
         except ks_exc.EndpointNotFound:
@@ -80,4 +80,4 @@ class ProjectVerifier:
 
 
 def make_session(conf) -> ks_session.Session:  # pragma: no cover - convenience for tools
-    return ks_loading.load_session_from_conf_options(conf, GROUP)
+    return ConfSession(conf, GROUP).session

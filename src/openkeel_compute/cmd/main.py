@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "openkeel_compute.cmd.flavor",
     "openkeel_compute.cmd.extra_specs",
     "openkeel_compute.cmd.controller",
+    "openkeel_compute.cmd.console_proxy",
     "openkeel_compute.cmd.status",
     "openkeel_compute.cmd.placement",
 )
@@ -35,6 +36,7 @@ MODULES_BY_COMMAND = {
     "flavor": ("openkeel_compute.cmd.flavor", "openkeel_compute.cmd.controller"),
     "extra-specs": ("openkeel_compute.cmd.extra_specs",),
     "controller": ("openkeel_compute.cmd.controller",),
+    "console-proxy": ("openkeel_compute.cmd.console_proxy",),
     "status": ("openkeel_compute.cmd.status",),
     "placement": ("openkeel_compute.cmd.placement",),
 }

@@ -40,6 +40,11 @@ def system_metadata(image: dict, flavor: dict | None = None) -> dict[str, str]:
     return meta
 
 
+def name_metadata(image: dict) -> dict[str, str]:
+    """The image's name as the server keeps it for notifications (``sysmeta.IMAGE_NAME``)."""
+    return {sysmeta.IMAGE_NAME: truncate_utf8(str(image.get("name") or ""))}
+
+
 def image_from_system_metadata(system_meta: dict[str, str]) -> dict:
     """The inverse: the inheritable fields at top level, everything else under ``properties``."""
     image: dict = {}

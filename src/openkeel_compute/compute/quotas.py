@@ -18,6 +18,7 @@ from sqlalchemy import and_, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 
 from openkeel_compute import errors
+from openkeel_compute.compute import server_groups
 from openkeel_compute.db import models
 
 # Nova's resources, in Nova's order (the order of quota_set bodies).
@@ -136,7 +137,7 @@ def counts(conn, conf, project_id: str, user_id: str | None = None) -> dict[str,
         row = conn.execute(select(func.coalesce(func.sum(INSTANCES.c.vcpus), 0),
                                   func.coalesce(func.sum(INSTANCES.c.memory_mb), 0)).where(held)).one()
         used.update(cores=int(row[0]), ram=int(row[1]))
-    used.update(server_groups=0, server_group_members=0, key_pairs=0)
+    used.update(server_groups=server_groups.count(conn, project_id, user_id), server_group_members=0, key_pairs=0)
     return used
 
 

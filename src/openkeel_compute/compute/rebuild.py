@@ -69,6 +69,7 @@ def begin_rebuild(conn: Connection, row: dict, actor: Actor, *, image: dict, fla
         instance_metadata.set_metadata(conn, uuid, metadata)
     system = image_meta.system_metadata(image, flavor)
     system[BASE_IMAGE_REF] = image["id"]
+    system.update(image_meta.name_metadata(image))
     _replace_image_metadata(conn, uuid, system)
     updates.outbox(conn, uuid, operations.REBUILD, actor, task_state=pre.next_task_state, image_ref=image["id"],
                    old_vm_state=checked["vm_state"])

@@ -20,9 +20,11 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.conf.notifications",
     "openkeel_compute.conf.controller",
     "openkeel_compute.conf.neutron",
+    "openkeel_compute.conf.cinder",
     "openkeel_compute.conf.quota",
     "openkeel_compute.conf.scheduling",
     "openkeel_compute.conf.usage",
+    "openkeel_compute.conf.consoles",
 )
 
 DEFAULT_OPTS = [

@@ -51,11 +51,22 @@ AZ_OPTS = [
 ]
 
 
+SERVICE_OPTS = [
+    cfg.IntOpt("report_interval", default=10, min=1,
+               help="Seconds between two heartbeats of the nodes' compute services: the controller looks at "
+               "the nodes and records, for each Ready one, that it was seen up (os-services' updated_at)."),
+    cfg.IntOpt("service_down_time", default=60, min=1,
+               help="A compute service whose last heartbeat is older than this many seconds is down (its node "
+               "not Ready, or the controller not running); keep it above report_interval."),
+]
+
+
 def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_group(groups.own(quota_group))
     conf.register_opts(QUOTA_OPTS, group=quota_group)
     conf.register_opts(AZ_OPTS)
+    conf.register_opts(SERVICE_OPTS)
 
 
 def list_opts():
-    return [(quota_group, QUOTA_OPTS), ("DEFAULT", AZ_OPTS)]
+    return [(quota_group, QUOTA_OPTS), ("DEFAULT", AZ_OPTS + SERVICE_OPTS)]

@@ -33,6 +33,7 @@ from openkeel_compute.compute import flavor_copy
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.controller.providers import provider_uuid, zone_aggregate
 from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model import sysmeta
 from openkeel_compute.model.sysmeta import requested_nodes
 from openkeel_compute.placement import errors
 from openkeel_compute.placement.client import Candidate, PlacementClient
@@ -82,6 +83,8 @@ class Claims:
         flavor = flavor_copy.FlavorCopy.loads(server["flavor"]).cur
         image = image_from_system_metadata({k: v for k, v in (server.get("system_metadata") or {}).items()
                                             if k.startswith("image_")})
+        if (server.get("system_metadata") or {}).get(sysmeta.BOOT_FROM_VOLUME) == "True":
+            flavor = dict(flavor, root_gb=0)  # the root disk is a volume: no local disk for it (Nova's is_bfv)
         return resource_request(flavor, image.get("properties"))
 
     def query_of(self, server: Mapping[str, Any]) -> list[tuple[str, str]]:

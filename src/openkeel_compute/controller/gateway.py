@@ -54,11 +54,14 @@ SUBRESOURCES: dict[str, tuple[str, str | None]] = {
     "unpause": ("virtualmachineinstances", "not paused"),
 }
 _PATHS = {"VirtualMachine": "/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachines/{name}",
-          "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}"}
+          "PersistentVolumeClaim": "/api/v1/namespaces/{ns}/persistentvolumeclaims/{name}",
+          "Node": "/api/v1/nodes/{name}"}
 _PATCH_TYPES = {"json": "application/json-patch+json", "merge": "application/merge-patch+json"}
 _MANAGED = {mapping.MANAGED_BY: FIELD_MANAGER}
 #: the kinds of a server's own instancetype and preference (labelled with the server, owned by its VM)
 SERVER_SIZING_KINDS = (mapping.INSTANCETYPE, mapping.PREFERENCE)
+#: KubeVirt's label on a ControllerRevision: the instancetype or preference it is a copy of
+REVISION_OF = "instancetype.kubevirt.io/object-name"
 
 
 def server_labels(uuid: str) -> dict[str, str]:
@@ -253,6 +256,12 @@ class Gateway:
         """The server's own instancetypes and preferences."""
         return [ObjectKey(kind, namespace, o["metadata"]["name"]) for kind in SERVER_SIZING_KINDS
                 for o in self.list_of(kind, namespace, server_labels(uuid))]
+
+    def revisions_of(self, namespace: str, object_name: str) -> list[ObjectKey]:
+        """The ControllerRevisions KubeVirt made of the instancetype or preference ``object_name`` (its
+        ``instancetype.kubevirt.io/object-name`` label)."""
+        return [ObjectKey("ControllerRevision", namespace, o["metadata"]["name"])
+                for o in self.list_of("ControllerRevision", namespace, {REVISION_OF: object_name})]
 
     def delete_server(self, namespace: str, uuid: str) -> None:
         """The VM (its DataVolumes and VMI go with it), its Secrets and its own instancetypes and

@@ -15,10 +15,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from openkeel_compute.conf.service_user import SERVICE_USER, SERVICE_USER_GROUP, list_opts, register_opts
+from openkeel_compute.service_session import ConfSession
 
 LOG = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ class ImageAccess:
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> ImageAccess:
         register_opts(conf)
-        auth = ks_loading.load_auth_from_conf_options(conf, SERVICE_USER)  # None without auth_type
-        session = ks_loading.load_session_from_conf_options(conf, SERVICE_USER, auth=auth) if auth else None
+        keystone = ConfSession(conf, SERVICE_USER, authenticated=True)
+        auth = keystone.credential()  # None without auth_type
+        session = keystone.session if auth else None
         if auth is None:
             LOG.info("[service_user] has no auth_type: images are imported without a token")
         return cls(conf, auth=auth, session=session)

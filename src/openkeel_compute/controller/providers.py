@@ -32,7 +32,7 @@ import logging
 import math
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -128,8 +128,10 @@ def _record(total: int, reserved: int, ratio: float) -> dict[str, Any]:
 
 
 def desired(node: Mapping[str, Any], ratios: Ratios, labels: Labels,
-            current: Mapping[str, Mapping[str, Any]] | None = None) -> Desired:
-    """What the node's provider should hold (``current``: its inventories now, for the kept ratios)."""
+            current: Mapping[str, Mapping[str, Any]] | None = None, forced_down: bool = False,
+            host_aggregates: Collection[str] = ()) -> Desired:
+    """What the node's provider should hold (``current``: its inventories now, for the kept ratios;
+    ``forced_down``: its compute service is forced down, which the scheduler skips as a down service)."""
     meta = node.get("metadata") or {}
     name = meta["name"]
     node_labels = meta.get("labels") or {}
@@ -168,7 +170,8 @@ def desired(node: Mapping[str, Any], ratios: Ratios, labels: Labels,
                 LOG.warning("node %s: label %s does not name a trait (A-Z, 0-9 and _ only): ignored", name, key)
         elif key.startswith(labels.aggregate_prefix):
             aggregates.add(label_aggregate(key[len(labels.aggregate_prefix):], value))
-    if not _available(node):
+    aggregates |= set(host_aggregates)  # the host aggregates it is in (os-aggregates), as Nova mirrors them
+    if forced_down or not _available(node):
         traits.add(DISABLED_TRAIT)
     return Desired(provider_uuid(name), name, inventories, traits, aggregates)
 
@@ -192,7 +195,8 @@ def _same_inventories(have: Mapping[str, Mapping[str, Any]], want: Mapping[str, 
 
 
 def _converge(placement: PlacementClient, node: Mapping[str, Any], ratios: Ratios, labels: Labels,
-              report: Report) -> None:
+              report: Report, down: Collection[str] = (),
+              member_of: Mapping[str, Collection[str]] | None = None) -> None:
     name = (node.get("metadata") or {})["name"]
     rp = provider_uuid(name)
     created = None
@@ -206,7 +210,7 @@ def _converge(placement: PlacementClient, node: Mapping[str, Any], ratios: Ratio
     # A provider just created has no inventory, traits or aggregates: nothing to read back (a cluster's
     # first start creates one per node, and the servers wait for them).
     generation, inventories = (created["generation"], {}) if created else placement.inventories(rp)
-    want = desired(node, ratios, labels, inventories)
+    want = desired(node, ratios, labels, inventories, name in down, (member_of or {}).get(name, ()))
     changed = False
     if not _same_inventories(inventories, want.inventories):
         try:
@@ -246,19 +250,21 @@ def _retire(placement: PlacementClient, provider: Mapping[str, Any], report: Rep
 
 
 def sync(placement: PlacementClient, nodes: Iterable[Mapping[str, Any]], ratios: Ratios = Ratios(),
-         labels: Labels = Labels()) -> Report:
+         labels: Labels = Labels(), down: Collection[str] = (),
+         member_of: Mapping[str, Collection[str]] | None = None) -> Report:
     """Make the providers what the nodes are: create, update, and delete those of nodes that left (kept,
-    disabled, while allocations remain). A generation conflict (someone else wrote meanwhile) is tried once
+    disabled, while allocations remain); ``down``: the nodes whose compute service is forced down;
+    ``member_of``: the uuids of the host aggregates each node is in. A generation conflict (someone else wrote meanwhile) is tried once
     more; other errors propagate."""
     report = Report()
     nodes = list(nodes)
     for node in nodes:
         try:
-            _converge(placement, node, ratios, labels, report)
+            _converge(placement, node, ratios, labels, report, down, member_of)
         except errors.PlacementConflict as exc:
             if not exc.concurrent_update:
                 raise
-            _converge(placement, node, ratios, labels, report)
+            _converge(placement, node, ratios, labels, report, down, member_of)
     present = {provider_uuid(n["metadata"]["name"]) for n in nodes}
     for provider in placement.providers(required=MARKER_TRAIT):
         if provider["uuid"] not in present:
@@ -269,11 +275,12 @@ def sync(placement: PlacementClient, nodes: Iterable[Mapping[str, Any]], ratios:
     return report
 
 
-def sync_from_conf(placement: PlacementClient, cluster: Any, conf: Any) -> Report | None:
-    """One pass over the cluster's nodes (``cluster``: the gateway) with the site's options; errors are
-    logged, None returned."""
+def sync_from_conf(placement: PlacementClient, cluster: Any, conf: Any, down: Collection[str] = (),
+                   member_of: Mapping[str, Collection[str]] | None = None) -> Report | None:
+    """One pass over the cluster's nodes (``cluster``: the gateway) with the site's options (``down``: the
+    nodes whose compute service is forced down); errors are logged, None returned."""
     try:
-        return sync(placement, cluster.nodes(), Ratios.from_conf(conf), labels_from_conf(conf))
+        return sync(placement, cluster.nodes(), Ratios.from_conf(conf), labels_from_conf(conf), down, member_of)
     except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
         LOG.warning("resource providers not updated: %s", exc)
         return None

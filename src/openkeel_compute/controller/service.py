@@ -13,7 +13,7 @@ from lightkube import Client
 from openkeel_compute import signals
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import audit, nodes, providers, usage_audit
+from openkeel_compute.controller import audit, compute_services, nodes, providers, usage_audit
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
@@ -101,6 +101,32 @@ def _node_publisher(engine, cluster: Gateway, stop: threading.Event, interval: f
                     LOG.warning("nodes not published: %s", str(exc).splitlines()[0][:300] if str(exc) else exc)
 
     thread = threading.Thread(target=loop, name="node-zones", daemon=True)
+    thread.start()
+    return thread
+
+
+def _heartbeat(engine, cluster: Gateway, stop: threading.Event, interval: float, is_leader,
+               publish_providers) -> threading.Thread:
+    """The compute services' heartbeat every ``interval`` seconds while leading (controller/compute_services.py);
+    the providers are updated at once when a node was cordoned, uncordoned or moved to another zone, a service
+    forced down or up, or a host added to or removed from an aggregate."""
+
+    def loop() -> None:
+        seen = None
+        while not stop.wait(max(interval, 1.0)):
+            if not is_leader():
+                continue
+            try:
+                changed = compute_services.heartbeat(engine, cluster)
+                now = compute_services.placement_view(engine)
+                if changed or (seen is not None and now != seen):
+                    publish_providers(audit_too=False)
+                seen = now
+            except Exception as exc:  # noqa: BLE001 - the database or the cluster away: next time
+                LOG.warning("compute services not published: %s",
+                            str(exc).splitlines()[0][:300] if str(exc) else exc)
+
+    thread = threading.Thread(target=loop, name="service-heartbeat", daemon=True)
     thread.start()
     return thread
 
@@ -211,12 +237,17 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         def publish_providers(audit_too: bool = True):
             # the audit repairs allocations: the leader's business only, never before the Lease is held
             # (the node publisher calls this only while leading; it checks again right before)
-            if providers.sync_from_conf(placement, cluster, conf) is not None and audit_too and is_leader():
+            down, member_of = compute_services.placement_view(engine)
+            if providers.sync_from_conf(placement, cluster, conf, down, member_of) is not None and audit_too and is_leader():
                 try:
                     audit.audit(engine, placement)
                 except Exception as exc:  # noqa: BLE001 - a failed pass must not stop the controller
                     LOG.warning("allocations not audited: %s", exc)
 
+        if once:
+            compute_services.heartbeat(engine, cluster)
+        elif not _when_database_answers(lambda: compute_services.heartbeat(engine, cluster), stop):
+            return 0
         publish_providers(audit_too=False)  # the nodes' providers before the first claim; no audit yet
     controller = Controller(engine, backend, mapping_options(conf), Settings.from_conf(conf), metrics,
                             is_leader=is_leader, servers=servers,
@@ -242,6 +273,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         if cluster is not None:
             _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval), is_leader,
                             _with_usage_audit(conf, engine, notifier, publish_providers))
+            _heartbeat(engine, cluster, stop, float(conf.report_interval), is_leader, publish_providers)
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)

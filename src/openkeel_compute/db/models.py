@@ -411,6 +411,111 @@ NODE_ZONES = Table(
 )
 
 
+# One nova-compute service per cluster node (Nova's services and compute_nodes tables in one): the
+# controller creates a row for each node it sees and keeps ``last_seen_up`` (the last time it saw the
+# node Ready: the heartbeat Nova's servicegroup reads) and the node's capacity; the API's os-services
+# writes disabled/disabled_reason/forced_down and sets ``cordon_pending``, which the controller clears
+# once the node's spec.unschedulable says the same. A row outlives its node until deleted (DELETE
+# /os-services/{id}), as a Nova service record outlives its compute host.
+COMPUTE_SERVICES = Table(
+    "compute_services",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    Column("binary", ExactString(255), nullable=False, default="nova-compute"),
+    Column("disabled", Boolean, nullable=False, default=False, server_default=false()),
+    Column("disabled_reason", String(255), nullable=True),
+    Column("forced_down", Boolean, nullable=False, default=False, server_default=false()),
+    Column("cordon_pending", Boolean, nullable=False, default=False, server_default=false()),
+    Column("last_seen_up", DateTime, nullable=True),
+    Column("vcpus", Integer, nullable=False, default=0),
+    Column("memory_mb", Integer, nullable=False, default=0),
+    Column("local_gb", Integer, nullable=False, default=0),
+    Column("host_ip", String(64), nullable=True),
+    Column("hypervisor_version", Integer, nullable=False, default=0),
+    Column("node_uuid", ExactString(36), nullable=True),
+    Column("cpu_info", Text, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("host", "binary"),
+    **NEVER_REUSED,
+)
+
+
+# Server groups (Nova's API-database instance_groups, its policy and members): one policy per group
+# (affinity, anti-affinity, soft-affinity, soft-anti-affinity) and its rules (2.64's
+# max_server_per_host) as JSON; a member row per server booted with the group's scheduler hint. Groups
+# are deleted for good, as Nova's are; a member whose server is deleted stays until the group goes and
+# is not shown.
+SERVER_GROUPS = Table(
+    "server_groups",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("name", String(255), nullable=True),
+    Column("project_id", ExactString(255), nullable=False),
+    Column("user_id", ExactString(255), nullable=False),
+    Column("policy", String(255), nullable=False),
+    Column("rules", Text, nullable=True),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    Index("server_groups_project_id_idx", "project_id"),
+    **NEVER_REUSED,
+)
+
+SERVER_GROUP_MEMBERS = Table(
+    "server_group_members",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("group_id", Integer, ForeignKey("server_groups.id", ondelete="CASCADE"), nullable=False),
+    Column("instance_uuid", ExactString(36), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("group_id", "instance_uuid"),
+    Index("server_group_members_instance_uuid_idx", "instance_uuid"),
+    **NEVER_REUSED,
+)
+
+
+# Host aggregates (Nova's API-database aggregates, aggregate_hosts, aggregate_metadata): deleted for good
+# as Nova's are. The controller mirrors each into a Placement aggregate of the same uuid on its hosts'
+# providers, and gives a host of an aggregate with availability_zone metadata that zone (its node's label).
+AGGREGATES = Table(
+    "aggregates",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("name", ExactString(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("uuid"),
+    UniqueConstraint("name"),
+    **NEVER_REUSED,
+)
+
+AGGREGATE_HOSTS = Table(
+    "aggregate_hosts",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("aggregate_id", Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("host", "aggregate_id"),
+    **NEVER_REUSED,
+)
+
+AGGREGATE_METADATA = Table(
+    "aggregate_metadata",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("aggregate_id", Integer, ForeignKey("aggregates.id", ondelete="CASCADE"), nullable=False),
+    Column("key", ExactString(255), nullable=False),
+    Column("value", String(255), nullable=False),
+    *_timestamps(),
+    UniqueConstraint("aggregate_id", "key"),
+    **NEVER_REUSED,
+)
+
+
 # Moves of a server between flavors or nodes (Nova's migrations table): one row per resize (and,
 # later, per cold or live migration), the API's os-migrations and /servers/{id}/migrations.
 # old/new_instance_type_id are the flavors' internal ids; the flavor bodies stay in
@@ -534,4 +639,63 @@ INSTANCE_EXTERNAL_EVENTS = Table(
     Column("handled_at", DateTime, nullable=True),
     Index("ix_instance_external_events_instance_uuid", "instance_uuid"),
     Index("ix_instance_external_events_handled_at", "handled_at"),
+)
+
+# The block devices of each server, as Nova's block_device_mapping table: the image's root disk
+# (source image, destination local), the volumes (existing, or made by the controller from an
+# image, a snapshot or nothing), the flavor's ephemeral and swap disks. The API writes them at boot
+# (with the reserved Cinder attachment of each existing volume) and on attach; the controller fills
+# volume_id of the volumes it creates and connection_info once Cinder exports a volume to the node.
+# uuid is the mapping's id the API shows from 2.89 (bdm_uuid).
+BLOCK_DEVICE_MAPPING = Table(
+    "block_device_mapping",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("uuid", ExactString(36), nullable=False),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("source_type", String(255), nullable=True),
+    Column("destination_type", String(255), nullable=True),
+    Column("guest_format", String(255), nullable=True),
+    Column("device_type", String(255), nullable=True),
+    Column("disk_bus", String(255), nullable=True),
+    Column("boot_index", Integer, nullable=True),
+    Column("device_name", String(255), nullable=True),
+    Column("delete_on_termination", Boolean, nullable=False, default=False, server_default=false()),
+    Column("snapshot_id", ExactString(36), nullable=True),
+    Column("volume_id", ExactString(36), nullable=True),
+    Column("volume_size", Integer, nullable=True),
+    Column("image_id", ExactString(36), nullable=True),
+    Column("no_device", Boolean, nullable=True),
+    Column("connection_info", LongText(), nullable=True),
+    Column("tag", String(255), nullable=True),
+    Column("attachment_id", ExactString(36), nullable=True),
+    Column("volume_type", String(255), nullable=True),
+    *_soft_delete(),
+    UniqueConstraint("uuid", name="uniq_block_device_mapping0uuid"),
+    Index("block_device_mapping_instance_uuid_idx", "instance_uuid"),
+    Index("block_device_mapping_instance_uuid_volume_id_idx", "instance_uuid", "volume_id"),
+    **NEVER_REUSED,
+)
+
+# Remote console authorisations (Nova's console_auth_tokens): the API stores one per console URL it
+# hands out, with the SHA-256 of the token (the token itself is only in the URL), the node and port the
+# console is on and when it expires; the console proxy validates a token against its row. Removed with
+# the server.
+CONSOLE_AUTH_TOKENS = Table(
+    "console_auth_tokens",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("token_hash", String(255), nullable=False),
+    Column("console_type", String(255), nullable=False),
+    Column("host", ExactString(255), nullable=False),
+    Column("port", Integer, nullable=True),
+    Column("tls_port", Integer, nullable=True),
+    Column("internal_access_path", String(255), nullable=True),
+    Column("instance_uuid", ExactString(36), ForeignKey("instances.uuid"), nullable=False),
+    Column("access_url_base", Text, nullable=True),
+    Column("expires", Integer, nullable=False),
+    *_timestamps(),
+    UniqueConstraint("token_hash"),
+    Index("console_auth_tokens_instance_uuid_idx", "instance_uuid"),
+    Index("console_auth_tokens_host_expires_idx", "host", "expires"),
 )

@@ -27,7 +27,7 @@ from typing import Any, Self
 import orjson
 import yaml
 
-from openkeel_compute.emulator import guest, subresources
+from openkeel_compute.emulator import consoles, guest, subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
@@ -85,6 +85,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _serve(self) -> None:
         url = urllib.parse.urlsplit(self.path)
         params = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
+        if self.command == "GET" and (self.headers.get("Upgrade") or "").lower() == "websocket":
+            self._audit(url.path, params, 101)
+            self.close_connection = True
+            try:
+                self.emulator.console(self, url.path)
+            except ApiError as exc:
+                self._send(exc.code, exc.status(), exc.headers)
+            return
         if self.command == "GET" and params.get("watch") in ("true", "1"):
             self._audit(url.path, params, 200)
             try:
@@ -558,6 +566,29 @@ class Emulator:
                         self.lifecycle.launchers.rebooted(vmi)
             self.store.writes.append(("PUT", f"/apis/{SUBRESOURCES_GROUP}/v1/{'/'.join(rest)}", params))
         return 202, b"", {}
+
+    def console(self, handler: _Handler, path: str) -> None:
+        """A websocket to a VMI's VNC display or serial console (consoles.py)."""
+        prefix = f"/apis/{SUBRESOURCES_GROUP}/v1/"
+        rest = path[len(prefix):].split("/") if path.startswith(prefix) else []
+        if len(rest) != 5 or rest[0] != "namespaces" or rest[2] != "virtualmachineinstances" \
+                or rest[4] not in consoles.CONSOLE_VERBS:
+            raise ApiError(404, "the server could not find the requested resource", reason="NotFound")
+        ns, name, verb = rest[1], rest[3], rest[4]
+        self._api_fault("GET", "virtualmachineinstances", ns, name)
+        with self.store.lock:
+            vmi = self.store.lookup("VirtualMachineInstance", name, ns)
+            consoles.check_running(vmi, ns, name)
+
+        def lines() -> list[str]:
+            with self.store.lock:
+                current = self.store.lookup("VirtualMachineInstance", name, ns)
+                pod = self.lifecycle.launchers.pod_of(current) if current is not None else None
+                if pod is None:
+                    return []
+                return list(self.lifecycle.launchers.consoles.get(pod["metadata"]["uid"], []))
+
+        consoles.serve(handler.connection, handler.headers, verb, lines, self._stopped)
 
     def _faults_endpoint(self, method: str, body: Any) -> tuple[int, Any, dict[str, str]]:
         if method == "GET":

@@ -33,6 +33,7 @@ from oslo_config import cfg
 
 from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
 from openkeel_compute.images import errors
+from openkeel_compute.service_session import ConfSession, caller_auth
 
 LOG = logging.getLogger(__name__)
 GROUP = "glance"
@@ -107,17 +108,7 @@ def image_from_glance(raw: Mapping[str, Any]) -> dict[str, Any]:
 
 def auth_for(context, environ: Mapping[str, Any] | None) -> ks_plugin.BaseAuthPlugin | None:
     """The caller's credentials as a keystoneauth plugin (None: no token at all, e.g. noauth2 without one)."""
-    environ = environ or getattr(context, "environ", None) or {}
-    plugin = environ.get("keystone.token_auth")
-    if plugin is not None:
-        return plugin
-    token = getattr(context, "auth_token", None)
-    catalog = environ.get("HTTP_X_SERVICE_CATALOG")
-    if not token and not catalog:
-        return None
-    from openkeel_compute.caller_auth import HeaderCatalogAuth
-
-    return HeaderCatalogAuth(token, catalog)
+    return caller_auth(context, environ)
 
 
 class GlanceClient:
@@ -128,7 +119,8 @@ class GlanceClient:
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
         register_opts(conf)
-        self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
+        self._keystone = ConfSession(conf, GROUP)
+        self.session = self._keystone.session
 
     # -- endpoints -------------------------------------------------------------------------------
     def _servers(self, auth) -> Iterator[str]:
@@ -153,11 +145,7 @@ class GlanceClient:
         return itertools.cycle([re.sub(r"/v\d+(\.\d+)?/?$", "/", endpoint)])
 
     def _adapter(self, auth, endpoint: str | None):
-        adapter = ks_loading.load_adapter_from_conf_options(
-            self.conf, GROUP, session=self.session, auth=auth, raise_exc=False)
-        if endpoint is not None:
-            adapter.endpoint_override = endpoint
-        return adapter
+        return self._keystone.adapter(auth, endpoint_override=endpoint)
 
     def endpoint(self, context, environ=None) -> str:
         """The image service's root URL for this caller (no trailing slash)."""

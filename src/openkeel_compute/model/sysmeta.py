@@ -15,6 +15,9 @@ from __future__ import annotations
 IMAGE_PREFIX = "image_"
 #: the image a rebuild replaced the server's with, as Nova records it
 BASE_IMAGE_REF = "image_base_image_ref"
+#: the image's name at boot or rebuild (at most 255 characters), which Nova's legacy notifications of a
+#: build or rebuild carry (``image_name``); not an image property, so not shown by 2.98
+IMAGE_NAME = "openkeel_image_name"
 #: the server's security group names (JSON list; "null": the server has no network)
 SECURITY_GROUPS = "security_groups"
 #: "none" when the server was created with networks "none": the controller gives its VM no interface
@@ -25,6 +28,12 @@ REQUESTED_HOST = "requested_host"
 REQUESTED_NODE = "requested_hypervisor_hostname"
 #: "True" for the legacy forced form, which bypasses the scheduler's checks in Nova
 FORCED_DESTINATION = "forced_destination"
+#: "True" when the server's root disk is a volume (boot from volume): no local root disk, no DISK_GB
+#: claimed for the flavor's root_gb (Nova's is_bfv); the block devices are in block_device_mapping
+BOOT_FROM_VOLUME = "openkeel_boot_from_volume"
+#: "True" when the server was booted with volumes (block_device_mapping rows with destination volume):
+#: the controller reads those rows only then
+HAS_VOLUMES = "openkeel_has_volumes"
 #: the vm_state a resize started from (Nova's old_vm_state): a revert goes back to it
 OLD_VM_STATE = "old_vm_state"
 

@@ -22,28 +22,14 @@ import urllib.parse
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from openkeel_compute.conf import neutron as neutron_conf
 from openkeel_compute.network import errors
+from openkeel_compute.service_session import ConfSession, caller_auth
 
 LOG = logging.getLogger(__name__)
 GROUP = neutron_conf.GROUP
-
-
-def _caller_auth(context, environ):
-    environ = environ or getattr(context, "environ", None) or {}
-    plugin = environ.get("keystone.token_auth")
-    if plugin is not None:
-        return plugin
-    token = getattr(context, "auth_token", None)
-    catalog = environ.get("HTTP_X_SERVICE_CATALOG")
-    if not token and not catalog:
-        return None
-    from openkeel_compute.caller_auth import HeaderCatalogAuth
-
-    return HeaderCatalogAuth(token, catalog)
 
 
 def neutron_message(resp) -> tuple[str, str | None]:
@@ -60,22 +46,42 @@ def neutron_message(resp) -> tuple[str, str | None]:
     return resp.text[:300], None
 
 
+def client_text(resp, message: str) -> str:
+    """The text of the neutronclient exception Nova turns a Neutron refusal into (what Nova shows where
+    it passes ``str(e)`` on): Neutron's message, its detail on the next line, then the request id
+    Neutron answered with ("Neutron server returns request_ids: ['req-…']")."""
+    text = message
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    error = body.get("NeutronError") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("detail"):
+        text += "\n" + str(error["detail"])
+    request_id = resp.headers.get("x-openstack-request-id")
+    if request_id:
+        text += f"\nNeutron server returns request_ids: {[request_id]!r}"
+    return text
+
+
+def _q(ident: str) -> str:
+    return urllib.parse.quote(ident, safe="")
+
+
 class NeutronClient:
     """Neutron for one OpenKeel process (thread-safe: one keystoneauth session, its pool shared)."""
 
     def __init__(self, conf: cfg.ConfigOpts) -> None:
         self.conf = conf
         neutron_conf.register_neutron_opts(conf)
-        self.session = ks_loading.load_session_from_conf_options(conf, GROUP)
-        self._admin_auth = None
+        self.keystone = ConfSession(conf, GROUP)
+        self.session = self.keystone.session
         self._service_auth = None
         self._service_loaded = False
 
     # -- credentials ---------------------------------------------------------------------------
     def _admin_plugin(self):
-        if self._admin_auth is None:
-            self._admin_auth = ks_loading.load_auth_from_conf_options(self.conf, GROUP)
-        return self._admin_auth
+        return self.keystone.credential()
 
     def _service_plugin(self):
         if not self._service_loaded:
@@ -84,12 +90,12 @@ class NeutronClient:
             service_user.register_opts(self.conf)
             group = self.conf[service_user.SERVICE_USER]
             if group.send_service_user_token and group.auth_type:
-                self._service_auth = ks_loading.load_auth_from_conf_options(self.conf, service_user.SERVICE_USER)
+                self._service_auth = ConfSession(self.conf, service_user.SERVICE_USER).credential()
             self._service_loaded = True
         return self._service_auth
 
     def for_caller(self, context, environ=None) -> Calls:
-        auth = _caller_auth(context, environ)
+        auth = caller_auth(context, environ)
         if auth is None:
             return self.admin()
         service = self._service_plugin()
@@ -110,8 +116,7 @@ class Calls:
         self.client = client
         self.auth = auth
         self.admin = admin
-        self.adapter = ks_loading.load_adapter_from_conf_options(
-            client.conf, GROUP, session=client.session, auth=auth, raise_exc=False)
+        self.adapter = client.keystone.adapter(auth)
 
     def request(self, method: str, path: str, params: dict[str, Any] | None = None, body: Any = None,
                 ok: tuple[int, ...] = (200,)):
@@ -141,7 +146,7 @@ class Calls:
             raise errors.Unauthorized()
         if resp.status_code >= 500:
             raise errors.NeutronUnavailable(f"Neutron answered {resp.status_code} to {method} {path}: {message}")
-        raise errors.NeutronError(message, resp.status_code, kind)
+        raise errors.NeutronError(message, resp.status_code, kind, text=client_text(resp, message))
 
     # -- reads ---------------------------------------------------------------------------------
     def list_networks(self, **params) -> list[dict]:
@@ -185,7 +190,7 @@ class Calls:
             return self.request("GET", f"/security-groups/{urllib.parse.quote(group_id, safe='')}")["security_group"]
         except errors.NeutronError as exc:
             if exc.status == 404:
-                raise errors.SecurityGroupNotFound(exc.message) from None
+                raise errors.SecurityGroupNotFound(exc.text) from None
             raise
 
     def list_floating_ips(self, **params) -> list[dict]:
@@ -206,6 +211,42 @@ class Calls:
                 return None
             raise
 
+    def list_subnets(self, **params) -> list[dict]:
+        return self.request("GET", "/subnets", params)["subnets"]
+
+    def show_security_group_rule(self, rule_id: str) -> dict:
+        return self.request("GET", f"/security-group-rules/{_q(rule_id)}")["security_group_rule"]
+
+    # -- writes (Nova's proxies, as the caller) --------------------------------------------------
+    def create_security_group(self, name: str, description: str) -> dict:
+        body = {"security_group": {"name": name, "description": description}}
+        return self.request("POST", "/security-groups", body=body, ok=(201,))["security_group"]
+
+    def update_security_group(self, group_id: str, name: str, description: str) -> dict:
+        body = {"security_group": {"name": name, "description": description}}
+        return self.request("PUT", f"/security-groups/{_q(group_id)}", body=body)["security_group"]
+
+    def delete_security_group(self, group_id: str) -> None:
+        self.request("DELETE", f"/security-groups/{_q(group_id)}", ok=(204,))
+
+    def create_security_group_rules(self, rules: list[dict]) -> list[dict]:
+        """Neutron's bulk create, as Nova sends even one rule."""
+        body = {"security_group_rules": rules}
+        return self.request("POST", "/security-group-rules", body=body, ok=(201,))["security_group_rules"]
+
+    def delete_security_group_rule(self, rule_id: str) -> None:
+        self.request("DELETE", f"/security-group-rules/{_q(rule_id)}", ok=(204,))
+
+    def create_floating_ip(self, network_id: str) -> dict:
+        body = {"floatingip": {"floating_network_id": network_id}}
+        return self.request("POST", "/floatingips", body=body, ok=(201,))["floatingip"]
+
+    def update_floating_ip(self, fip_id: str, fields: dict) -> dict:
+        return self.request("PUT", f"/floatingips/{_q(fip_id)}", body={"floatingip": fields})["floatingip"]
+
+    def delete_floating_ip(self, fip_id: str) -> None:
+        self.request("DELETE", f"/floatingips/{_q(fip_id)}", ok=(204,))
+
     def validate_auto_allocated_topology(self, project_id: str) -> None:
         """Neutron's dry run of the auto-allocated topology: NeutronError 409 when it cannot be made."""
         self.request("GET", f"/auto-allocated-topology/{urllib.parse.quote(project_id, safe='')}",
@@ -220,7 +261,7 @@ class Calls:
     def update_port(self, port_id: str, body: dict) -> dict:
         """PUT /ports/{id}; PortNotFound when the port is gone."""
         try:
-            return self.request("PUT", f"/ports/{urllib.parse.quote(port_id, safe='')}", body={"port": body})["port"]
+            return self.request("PUT", f"/ports/{_q(port_id)}", body={"port": body})["port"]
         except errors.NeutronError as exc:
             if exc.status == 404:
                 raise errors.PortNotFound(port_id) from None
@@ -228,4 +269,4 @@ class Calls:
 
     def delete_port(self, port_id: str) -> None:
         """DELETE /ports/{id}; a port already gone is what was wanted."""
-        self.request("DELETE", f"/ports/{urllib.parse.quote(port_id, safe='')}", ok=(204, 404))
+        self.request("DELETE", f"/ports/{_q(port_id)}", ok=(204, 404))

@@ -26,10 +26,13 @@ class NeutronUnavailable(NetworkError):
 class NeutronError(NetworkError):
     """Neutron refused a call in a way Nova does not translate (its answer is passed on)."""
 
-    def __init__(self, message: str, status: int, neutron_type: str | None = None) -> None:
+    def __init__(self, message: str, status: int, neutron_type: str | None = None, text: str | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.neutron_type = neutron_type
+        # what neutronclient's exception says (message, detail, request id): Nova shows it where it
+        # passes ``str(e)`` on
+        self.text = text or message
 
 
 class Unauthorized(NetworkError):

@@ -10,12 +10,15 @@ the boot keeps; a refusal raises network.errors.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from openkeel_compute.network import errors
 from openkeel_compute.network.client import Calls
 
 DEFAULT_GROUP = "default"
+# neutronclient's UUID_PATTERN: only what looks like an id is looked up as one
+UUID_LIKE = re.compile("^" + "-".join(f"[0-9A-Fa-f]{{{n}}}" for n in (8, 4, 4, 4, 12)))
 AUTO_ALLOCATE_EXTENSION = "auto-allocated-topology"
 
 
@@ -119,9 +122,16 @@ def security_group_id(neutron: Calls, project_id: str, name: str) -> str:
     """The id of the group named (or with that id) the project may use: ``default`` is kept as is."""
     if name == DEFAULT_GROUP:
         return name
-    by_id = neutron.list_security_groups(id=name, fields="id")
-    if by_id:
-        return by_id[0]["id"]
+    return find_security_group(neutron, project_id, name)
+
+
+def find_security_group(neutron: Calls, project_id: str, name: str) -> str:
+    """neutronclient's ``find_resourceid_by_name_or_id`` for a security group, as Nova calls it: by id
+    when ``name`` looks like a UUID, else by name within the project (NoUniqueMatch when shared)."""
+    if UUID_LIKE.match(name):
+        by_id = neutron.list_security_groups(id=name, fields="id")
+        if by_id:
+            return by_id[0]["id"]
     by_name = neutron.list_security_groups(name=name, tenant_id=project_id, fields="id")
     if len(by_name) > 1:
         raise errors.NoUniqueMatch(f"Multiple security_group matches found for name '{name}', use an ID to be "

@@ -41,6 +41,7 @@ from openkeel_compute.db.models import (
     KEY_PAIRS,
 )
 from openkeel_compute.model import events as ev
+from openkeel_compute.model import sysmeta
 from openkeel_compute.notifications import server_payload as sp
 from openkeel_compute.notifications.base import VersionedNotifier, legacy_notifications_enabled
 from openkeel_compute.notifications.sender import BackgroundSender
@@ -212,7 +213,7 @@ class ServerNotifier(VersionedNotifier):
     def _legacy_extra(view: sp.ServerView, action: str, phase: str | None) -> dict[str, Any]:
         extra: dict[str, Any] = dict(LEGACY_EXTRA.get(f"{action}.{phase}", {}))
         if (action, phase) in (("create", "start"), ("rebuild", "start"), ("rebuild", "end")):
-            extra["image_name"] = view.system_metadata.get("image_name") or ""
+            extra["image_name"] = view.system_metadata.get(sysmeta.IMAGE_NAME) or ""
         if action == "resize_prep" and phase == "end" and view.new_flavor:
             extra["new_instance_type"] = str(view.new_flavor.get("name"))
             extra["new_instance_type_id"] = view.new_flavor.get("id")

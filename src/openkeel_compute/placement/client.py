@@ -44,6 +44,7 @@ from oslo_config import cfg
 
 from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
 from openkeel_compute.placement import errors
+from openkeel_compute.service_session import ConfSession
 
 LOG = logging.getLogger(__name__)
 GROUP = "placement"
@@ -154,11 +155,8 @@ class PlacementClient:
             raise errors.PlacementNotConfigured(
                 "[placement] is not configured: set auth_type and its credentials (e.g. auth_type = password, "
                 "auth_url, username, password, project_name, user_domain_name, project_domain_name)")
-        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-        session = ks_loading.load_session_from_conf_options(conf, GROUP, auth=auth)
-        adapter = ks_loading.load_adapter_from_conf_options(conf, GROUP, session=session, auth=auth,
-                                                            raise_exc=False)
-        return cls(adapter)
+        keystone = ConfSession(conf, GROUP, authenticated=True)
+        return cls(keystone.adapter(keystone.credential()))
 
     @classmethod
     def for_endpoint(cls, url: str, token: str, timeout: float | None = 30.0) -> PlacementClient:

@@ -16,10 +16,12 @@ from oslo_policy import policy
 
 from openkeel_compute.policies import (
     base,
+    consoles,
     contract,
     extension_checks,
     flavors,
     keypairs_quotas,
+    operator,
     server_actions,
     server_subresources,
     servers,
@@ -44,7 +46,8 @@ def list_rules():
     """Every default rule (the ``oslo.policy.policies`` entry point)."""
     return list(itertools.chain(base.list_rules(), flavors.list_rules(), servers.list_rules(),
                                 server_actions.list_rules(), keypairs_quotas.list_rules(),
-                                server_subresources.list_rules(), contract.list_rules()))
+                                server_subresources.list_rules(), contract.list_rules(),
+                                operator.list_rules(), consoles.list_rules()))
 
 
 # oslo.policy 6 removed [oslo_policy] enforce_scope: scope is always enforced. Deployments and

@@ -16,6 +16,7 @@ NETWORKS = "os_compute_api:os-networks:%s"
 TENANT_NETWORKS = "os_compute_api:os-tenant-networks:%s"
 FLOATING_IP_POOLS = "os_compute_api:os-floating-ip-pools"
 FLOATING_IPS = "os_compute_api:os-floating-ips:%s"
+MULTINIC = "os_compute_api:os-multinic:%s"
 
 _REASON = ("Nova API policies introduced new default roles with scope_type capabilities; "
            "the old defaults are ignored when [oslo_policy] enforce_new_defaults is true.")
@@ -28,6 +29,8 @@ _OLD_NETWORKS = policy.DeprecatedRule("os_compute_api:os-networks:view", base.RU
                                       deprecated_reason=_REASON, deprecated_since="22.0.0")
 _OLD_FLOATING_IPS = policy.DeprecatedRule("os_compute_api:os-floating-ips", base.RULE_ADMIN_OR_OWNER,
                                           deprecated_reason=_REASON, deprecated_since="22.0.0")
+_OLD_MULTINIC = policy.DeprecatedRule("os_compute_api:os-multinic", base.RULE_ADMIN_OR_OWNER,
+                                      deprecated_reason=_REASON, deprecated_since="22.0.0")
 _OLD_TENANT_NETWORKS = policy.DeprecatedRule("os_compute_api:os-tenant-networks", base.RULE_ADMIN_OR_OWNER,
                                              deprecated_reason=_REASON, deprecated_since="22.0.0")
 
@@ -43,6 +46,20 @@ rules = [
           [("GET", "/os-floating-ips")], _OLD_FLOATING_IPS),
     _rule(FLOATING_IPS % "show", base.PROJECT_READER_OR_ADMIN, "Show floating IPs. This API is deprecated.",
           [("GET", "/os-floating-ips/{floating_ip_id}")], _OLD_FLOATING_IPS),
+    _rule(FLOATING_IPS % "create", base.PROJECT_MEMBER_OR_ADMIN, "Create floating IPs. This API is deprecated.",
+          [("POST", "/os-floating-ips")], _OLD_FLOATING_IPS),
+    _rule(FLOATING_IPS % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Delete floating IPs. This API is deprecated.",
+          [("DELETE", "/os-floating-ips/{floating_ip_id}")], _OLD_FLOATING_IPS),
+    _rule(FLOATING_IPS % "add", base.PROJECT_MEMBER_OR_ADMIN, "Associate floating IPs to server.  This API is "
+          "deprecated.", [("POST", "/servers/{server_id}/action (addFloatingIp)")], _OLD_FLOATING_IPS),
+    _rule(FLOATING_IPS % "remove", base.PROJECT_MEMBER_OR_ADMIN, "Disassociate floating IPs to server.  This API "
+          "is deprecated.", [("POST", "/servers/{server_id}/action (removeFloatingIp)")], _OLD_FLOATING_IPS),
+    _rule(MULTINIC % "add", base.PROJECT_MEMBER_OR_ADMIN, "Add a fixed IP address to a server.\n\nThis API is "
+          "proxy calls to the Network service. This is\ndeprecated.",
+          [("POST", "/servers/{server_id}/action (addFixedIp)")], _OLD_MULTINIC),
+    _rule(MULTINIC % "remove", base.PROJECT_MEMBER_OR_ADMIN, "Remove a fixed IP address from a server.\n\nThis "
+          "API is proxy calls to the Network service. This is\ndeprecated.",
+          [("POST", "/servers/{server_id}/action (removeFixedIp)")], _OLD_MULTINIC),
     _rule(FLOATING_IP_POOLS, base.RULE_ANY, "List floating IP pools. This API is deprecated.",
           [("GET", "/os-floating-ip-pools")]),
     _rule(NETWORKS % "list", base.PROJECT_READER_OR_ADMIN,

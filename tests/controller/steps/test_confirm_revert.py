@@ -14,7 +14,7 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import resize as resize_rows
 from openkeel_compute.compute import working_state
 from openkeel_compute.compute.instances import cas, store
-from openkeel_compute.controller.steps import confirm, revert
+from openkeel_compute.controller.steps import TABLE, confirm, revert, vm_edits
 from openkeel_compute.controller.steps.base import DONE, ServerRow, Wait, read_server
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
@@ -123,10 +123,52 @@ def test_a_revert_whose_task_was_taken_over_is_done_without_asking_the_cluster(c
     assert cluster.calls == []
 
 
-def test_a_revert_waits_for_a_vm(ctx, db, cluster):
+def test_a_revert_of_a_server_whose_vm_is_gone_makes_it_again_at_the_old_size(ctx, db, cluster):
+    """Not a wait for ever (issue 27): the VM made again from the server's record on the old flavor, whose
+    matchers the revert then waits for (the old revisions went with the old VM); it ends once it runs."""
     uuid, migration = _reverting(db)
-    with pytest.raises(Wait, match="no VirtualMachine"):
-        revert.run(ctx, _row(uuid, ops.REVERT_RESIZE, migration), _server(db, uuid))
+    server = _server(db, uuid)
+    copy = store.flavors_of(server)
+    old, new = (vm_edits.wanted_matchers(ctx, server, flavor)["instancetype"] for flavor in (copy.old, copy.new))
+    assert old["name"] != new["name"]
+    with pytest.raises(Wait, match="made again"):
+        revert.run(ctx, _row(uuid, ops.REVERT_RESIZE, migration), server)
+    applied = [c[1:] for c in cluster.calls if c[0] == "apply"]
+    assert ("VirtualMachine", server_vm_name(uuid)) in applied and ("VirtualMachineInstancetype", old["name"]) in applied
+    assert ("VirtualMachineInstancetype", new["name"]) not in applied
+    with db_api.reader(db) as conn:
+        before = json.loads(working_state.get(conn, uuid, sysmeta.RESIZE_FROM))
+    assert before["instancetype"] == {"matcher": old, "revision": None}
+    # KubeVirt takes the made-again VM on: it runs on the old instancetype, and the revert ends
+    cluster.vms[uuid] = _vm(uuid, old["name"], "rev-made-again")
+    cluster.vmi_in(uuid, "Running")
+    assert revert.run(ctx, _row(uuid, ops.REVERT_RESIZE, migration), _server(db, uuid)) is DONE
+    row = row_of(db, uuid)
+    assert (row["vm_state"], row["task_state"], row["memory_mb"]) == (states.ACTIVE, None, 512)
+    assert _migration_status(db, migration) == "reverted"
+
+
+@pytest.mark.parametrize("operation", [ops.REVERT_RESIZE, ops.CONFIRM_RESIZE])
+def test_a_revert_or_confirm_whose_attempts_are_spent_ends_in_error(ctx, db, cluster, operation):
+    """As Nova's compute ends a revert or confirm that raised: ERROR with the fault, no task, the migration
+    in error, and the resize's working state gone (not retried for ever)."""
+    uuid, migration = _reverting(db) if operation == ops.REVERT_RESIZE else _verify_resize(db)
+    if operation == ops.CONFIRM_RESIZE:
+        with db_api.transaction(db) as conn:
+            resize_rows.confirm(conn, store.get(conn, uuid), OWNER)
+    give_up = TABLE[operation].give_up
+    assert give_up is not None
+    outcome = give_up(ctx, _row(uuid, operation, migration), _server(db, uuid), "KubeVirt refused: boom")
+    assert outcome.final
+    row = row_of(db, uuid)
+    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
+    assert _migration_status(db, migration) == "error"
+    server = _server(db, uuid)
+    with db_api.reader(db) as conn:
+        assert working_state.get(conn, uuid, sysmeta.RESIZE_FROM) is None
+        faults = conn.execute(select(models.INSTANCE_FAULTS.c.message)
+                              .where(models.INSTANCE_FAULTS.c.instance_uuid == uuid)).scalars().all()
+    assert faults == ["KubeVirt refused: boom"] and server["vm_state"] == states.ERROR
 
 
 def test_a_revert_stops_the_vm_before_patching_the_old_matchers_back(ctx, db, cluster):

@@ -166,3 +166,76 @@ def test_a_build_no_other_node_can_take_stays_where_it_is(ctx, db, cluster):
     assert row_of(db, uuid)["node"] == "node-1" and cluster.calls == []
     with db_api.reader(db) as conn:
         assert working_state.get(conn, uuid, sysmeta.TRIED_NODES) is None
+
+
+# -- server groups ------------------------------------------------------------------------------------
+
+class GroupClaims(FakeClaims):
+    def __init__(self, node: str | None = "node-1", moves: list[str | None] | None = None) -> None:
+        super().__init__(node, moves)
+        self.released: list[str] = []
+
+    def release(self, uuid: str) -> bool:
+        self.released.append(uuid)
+        return True
+
+
+def _group(db, policy: str, *members: tuple[str, str | None], rules: dict | None = None) -> list[str]:
+    """A group with ``members`` (server uuid, node) plus a new member, whose uuid is returned last."""
+    from openkeel_compute.compute import server_groups
+
+    with db_api.transaction(db) as conn:
+        group = server_groups.create(conn, name="g", project_id="p", user_id="u", policy=policy, rules=rules)
+    uuids = []
+    for node in [m[1] for m in members] + [None]:
+        uuid = boot(db)
+        if node:
+            _server(db, uuid, host=node, node=node)
+        with db_api.transaction(db) as conn:
+            server_groups.add_member(conn, group["id"], uuid)
+        uuids.append(uuid)
+    return uuids
+
+
+def test_an_anti_affinity_member_claimed_beside_another_moves_to_a_free_node(ctx, db):
+    *_, uuid = _group(db, "anti-affinity", ("x", "node-1"))
+    claims = GroupClaims("node-1", moves=["node-2"])
+    server = _server(db, uuid, task_state=task_states.SCHEDULING)
+    assert placing.claim(dataclasses.replace(ctx, claims=claims), server) is None
+    assert row_of(db, uuid)["node"] == "node-2" and claims.excluded == [{"node-1"}]
+
+
+def test_max_server_per_host_lets_two_share_a_node(ctx, db):
+    *_, uuid = _group(db, "anti-affinity", ("x", "node-1"), rules={"max_server_per_host": 2})
+    claims = GroupClaims("node-1")
+    assert placing.claim(dataclasses.replace(ctx, claims=claims), _server(db, uuid)) is None
+    assert row_of(db, uuid)["node"] == "node-1" and claims.excluded == []
+
+
+def test_a_hard_policy_no_node_satisfies_gives_the_claim_back_and_fails_the_build(ctx, db):
+    *_, uuid = _group(db, "anti-affinity", ("x", "node-1"))
+    claims = GroupClaims("node-1", moves=[None])
+    fault = placing.claim(dataclasses.replace(ctx, claims=claims), _server(db, uuid, task_state=task_states.SCHEDULING))
+    assert fault is not None and fault.message == "No valid host was found. "
+    assert claims.released == [uuid] and row_of(db, uuid)["vm_state"] == states.ERROR
+
+
+def test_a_soft_policy_keeps_the_node_when_no_other_satisfies_it(ctx, db):
+    *_, uuid = _group(db, "soft-anti-affinity", ("x", "node-1"))
+    claims = GroupClaims("node-1", moves=[None])
+    assert placing.claim(dataclasses.replace(ctx, claims=claims), _server(db, uuid)) is None
+    assert row_of(db, uuid)["node"] == "node-1" and claims.released == []
+
+
+def test_an_affinity_member_follows_the_others(ctx, db):
+    from openkeel_compute.db import models
+
+    with db_api.transaction(db) as conn:
+        for node in ("node-1", "node-2", "node-3"):
+            conn.execute(models.COMPUTE_SERVICES.insert().values(
+                uuid=node + "-uuid", host=node, binary="nova-compute", vcpus=0, memory_mb=0, local_gb=0,
+                hypervisor_version=0, created_at=models.utcnow()))
+    *_, uuid = _group(db, "affinity", ("x", "node-2"))
+    claims = GroupClaims("node-1", moves=["node-2"])
+    assert placing.claim(dataclasses.replace(ctx, claims=claims), _server(db, uuid)) is None
+    assert row_of(db, uuid)["node"] == "node-2" and claims.excluded == [{"node-1", "node-3"}]

@@ -7,7 +7,9 @@ the caller cannot see is 404 "Network not found".
 
 A floating IP shows its address, its pool (its network's name, or id), its fixed IP and the server its
 port belongs to (``instance_id``); one Neutron does not show is 404 "Floating IP not found for ID …".
-Allocating, releasing, associating and disassociating floating IPs are still to come.
+``POST /os-floating-ips`` allocates one from the pool named (an external network's name or id), else
+from ``[neutron] default_floating_pool``, with the caller's token; ``DELETE`` releases it (associated
+or not), as Nova's proxy does.
 The floating IP pools are the external networks (``router:external``), by name (or id when unnamed).
 
 Without [neutron] the one network is the cluster's pod network (and there is no floating IP pool) (compute/networks.py), under its
@@ -17,9 +19,12 @@ os-tenant-networks) is not offered.
 
 from __future__ import annotations
 
+from oslo_utils import uuidutils
+
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import network_common, wsgi_path_params
-from openkeel_compute.api.wsgi import operation
+from openkeel_compute.api.handlers.server_common import read_server
+from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import networks as pod
 from openkeel_compute.network import errors as net_errors
 from openkeel_compute.policies import contract as rules
@@ -110,19 +115,9 @@ def floating_ip_pools_index(req):
     return {"floating_ip_pools": [{"name": pool.get("name") or pool["id"]} for pool in pools]}
 
 
-def _fip_view(fip: dict, network: dict | None, port: dict | None) -> dict:
-    network = network or {"id": fip.get("floating_network_id"), "name": None}
-    return {"fixed_ip": fip.get("fixed_ip_address"), "id": fip["id"],
-            "instance_id": port.get("device_id") if port else None, "ip": fip.get("floating_ip_address"),
-            "pool": network.get("name") or network.get("id")}
-
-
-def _ports_of(calls, project_id: str, fips: list[dict]) -> dict[str, dict]:
-    """Each floating IP's port: Neutron's port_details (fip-port-details), else the project's ports."""
-    if all("port_details" in fip for fip in fips):
-        return {fip["id"]: fip["port_details"] for fip in fips if fip.get("port_details")}
-    ports = {p["id"]: p for p in calls.list_ports(tenant_id=project_id)}
-    return {fip["id"]: ports[fip["port_id"]] for fip in fips if fip.get("port_id") in ports}
+_fip_view = network_common.fip_view
+_ports_of = network_common.ports_of_fips
+CREATE_BODY = {"2.0-2.35": {"type": ["object", "null"], "properties": {"pool": {"type": ["string", "null"]}}}}
 
 
 @operation(versions=VERSIONS, query=QUERY)
@@ -162,3 +157,87 @@ def floating_ips_show(req, floating_ip_id):
     except net_errors.NetworkError as exc:
         raise network_common.answer(exc) from None
     return {"floating_ip": _fip_view(fip, network, port)}
+
+
+def _pool_id(calls, name_or_id: str) -> str:
+    """The external network a pool names (Nova's ``_get_floating_ip_pool_id_by_name_or_id``)."""
+    search = {"router:external": True, "fields": "id"}
+    search["id" if uuidutils.is_uuid_like(name_or_id) else "name"] = name_or_id
+    nets = calls.list_networks(**search)
+    if not nets:
+        raise faults.NotFound("Floating IP pool not found.")
+    if len(nets) > 1:
+        # Nova raises a bare NovaException here (its 500); OpenKeel answers the 400 it means
+        raise faults.BadRequest(f"Multiple floating IP pools matches found for name '{name_or_id}'")
+    return nets[0]["id"]
+
+
+def _shown_by_address(calls, project_id: str, address: str) -> dict:
+    fip = network_common.fip_by_address(calls, address)
+    try:
+        network = calls.show_network(fip["floating_network_id"])
+    except net_errors.NetworkNotFound as exc:
+        raise faults.NotFound(exc.message) from None
+    return _fip_view(fip, network, _ports_of(calls, project_id, [fip]).get(fip["id"]))
+
+
+@operation(versions=VERSIONS, body=CREATE_BODY, expected=(400, 403, 404))
+def floating_ips_create(req):
+    _can(req, rules.FLOATING_IPS % "create")
+    asked = (req.body or {}).get("pool")
+    if not network_common.enabled(req):
+        raise faults.NotFound("Floating IP pool not found.")  # the pod network has no external network
+    calls = network_common.client(req).for_caller(req.context, req.environ)
+    pool = asked or common.services(req).conf.neutron.default_floating_pool
+    try:
+        network_id = _pool_id(calls, pool)
+        made = calls.create_floating_ip(network_id)
+    except net_errors.NeutronError as exc:
+        if exc.neutron_type in ("IpAddressGenerationFailure", "ExternalIpAddressExhausted"):
+            raise faults.NotFound(f"No more floating IPs in pool {asked}." if asked
+                                  else "No more floating IPs available.") from None
+        if exc.neutron_type == "OverQuota":
+            raise faults.Forbidden(f"IP allocation over quota in pool {asked}." if asked
+                                   else "IP allocation over quota.") from None
+        if exc.status == 400:
+            raise faults.BadRequest(exc.text) from None
+        raise network_common.answer(exc) from None
+    except net_errors.NetworkError as exc:
+        raise network_common.answer(exc) from None
+    try:
+        return {"floating_ip": _shown_by_address(calls, req.context.project_id, made["floating_ip_address"])}
+    except net_errors.NetworkError as exc:
+        raise network_common.answer(exc) from None
+
+
+@operation(versions=VERSIONS, success=202, expected=(400, 403, 404, 409))
+@wsgi_path_params
+def floating_ips_delete(req, floating_ip_id):
+    _can(req, rules.FLOATING_IPS % "delete")
+    not_found = faults.NotFound(f"Floating IP not found for ID {floating_ip_id}")
+    if not network_common.enabled(req):
+        raise not_found
+    calls = network_common.client(req).for_caller(req.context, req.environ)
+    try:
+        fip = calls.show_floating_ip(floating_ip_id)
+        if fip is None:
+            raise not_found
+        try:
+            calls.show_network(fip["floating_network_id"])
+        except net_errors.NetworkNotFound:
+            raise not_found from None
+        address = fip["floating_ip_address"]
+        device = network_common.fip_device(calls, network_common.fip_by_address(calls, address))
+        if device:  # Nova loads the server the address is associated with: 404 when the caller cannot see it
+            with common.read(req) as conn:
+                read_server(conn, req, device)
+        released = network_common.fip_by_address(calls, address)
+        try:
+            calls.delete_floating_ip(released["id"])
+        except net_errors.NeutronError as exc:
+            if exc.status == 404:
+                raise faults.NotFound(f"Floating IP not found for address {address}.") from None
+            raise
+    except net_errors.NetworkError as exc:
+        raise network_common.answer(exc) from None
+    return Response(None)

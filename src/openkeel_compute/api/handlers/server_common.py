@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.views import servers as view
-from openkeel_compute.compute import errors, networks
+from openkeel_compute.compute import errors, networks, server_groups
 from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import models
@@ -75,6 +75,8 @@ def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
         data.fault = instance_faults.latest_faults(conn, [uuid]).get(uuid)
     if host_status and req.version >= (2, 16) and row["host"]:
         data.host_status = networks.host_states(conn, [row["host"]]).get(row["host"])
+    if req.version >= (2, 71):
+        data.server_groups = server_groups.groups_of(conn, uuid)
     return data
 
 

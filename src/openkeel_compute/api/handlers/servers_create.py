@@ -18,7 +18,7 @@ import urllib.parse
 import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import network_common, server_networks
+from openkeel_compute.api.handlers import network_common, server_networks, server_volumes
 from openkeel_compute.api.handlers import server_boot_options as options
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
@@ -31,9 +31,20 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import boot_checks, image_meta, keypairs, names, network_requests, quotas
+from openkeel_compute.compute import (
+    block_device_rows,
+    block_devices,
+    boot_checks,
+    image_meta,
+    keypairs,
+    names,
+    network_requests,
+    quotas,
+    server_groups,
+)
 from openkeel_compute.compute import networks as networks_state
 from openkeel_compute.compute.instances import store, updates
+from openkeel_compute.model import sysmeta
 from openkeel_compute.policies import servers as rules
 
 LOG = logging.getLogger(__name__)
@@ -117,27 +128,6 @@ def _destination(req, server: dict, forced_host: str | None, forced_node: str | 
     return {}
 
 
-def _image_ref(server: dict) -> str:
-    """The image to boot: imageRef, or the image a block device mapping boots from (boot index 0)."""
-    image_id = server.get("imageRef") or ""
-    for bdm in server.get("block_device_mapping_v2") or []:
-        if bdm.get("source_type") == "image" and bdm.get("destination_type") == "local" \
-                and not (image_id and str(bdm.get("boot_index")) == "0"):
-            # as in Nova: an image on the local disk only as the copy of imageRef at boot index 0
-            raise faults.BadRequest("Block Device Mapping is Invalid: Mapping image to local is not supported.")
-        if bdm.get("source_type") == "image" and str(bdm.get("boot_index", "")) == "0":
-            if bdm.get("destination_type", "local") != "local":
-                raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
-                                        "their local disk; volumes are not available.")
-            image_id = image_id or bdm.get("uuid", "")
-        elif bdm.get("source_type") in ("volume", "snapshot") or bdm.get("destination_type") == "volume":
-            raise faults.BadRequest("Block Device Mapping is Invalid: OpenKeel servers boot from an image on "
-                                    "their local disk; volumes are not available.")
-    if not image_id:
-        raise faults.BadRequest("Missing imageRef attribute")
-    return image_id
-
-
 def _key_pair(conn, req, key_name: str | None) -> dict | None:
     """The caller's key pair named ``key_name`` (its public key goes to the guest)."""
     if key_name is None:
@@ -176,12 +166,31 @@ def _target(req, server: dict | None = None) -> dict:
     return target
 
 
+def _requested_group(req, hints: dict) -> dict | None:
+    """The server group of the ``group`` scheduler hint (Nova's 400 when there is none of that id)."""
+    wanted = (hints.get("group") or [None])[0]
+    if not wanted:
+        return None
+    with common.read(req) as conn:
+        try:
+            return server_groups.get(conn, wanted)
+        except server_groups.GroupNotFound as exc:
+            raise faults.BadRequest(exc.message) from None
+
+
+def _group_members_quota(req, conn, group: dict, count: int) -> None:
+    """Nova's server_group_members quota: the caller's live members of the group plus the new ones."""
+    conf = common.services(req).conf
+    limit = quotas.user_quotas(conn, conf, req.context.project_id, req.context.user_id)["server_group_members"]
+    if quotas.UNLIMITED < limit["limit"] < server_groups.user_members(conn, group["id"], req.context.user_id) + count \
+            and conf.quota.driver != "nova.quota.NoopQuotaDriver":
+        raise faults.Forbidden("Quota exceeded, too many servers in group")
+
+
 @operation(body=schema.CREATE_BODY, success=202, expected=(400, 403, 409))
 def create(req):
     server = dict(req.body["server"])
     common.can(req, rules.SERVERS % "create", _target(req, server))
-    if server.get("block_device_mapping_v2"):
-        common.can(req, rules.SERVERS % "create:attach_volume", _target(req))
     networks = server.get("networks")
     if networks == "auto" or (isinstance(networks, list) and networks):
         # 'none' (and no networks before 2.37) allocates nothing; 'auto' asks for a network
@@ -202,8 +211,10 @@ def create(req):
         zone = _forced_host_zone(req, zone, forced_host)
     destination = {key: value for key, value in _destination(req, server, forced_host, forced_node).items()
                    if value}
+    bdms, legacy_bdm = server_volumes.parse(req, server, _target(req))
+    image_id = server_volumes.image_ref(server, bdms)
     options.check_network_form(networks)
-    image_id = _image_ref(server)
+    server_volumes.require_cinder(req, bdms, legacy_bdm)
     # a flavor's link is as good as its id (its last path segment), as in Nova
     flavor_ref = urllib.parse.urlsplit(str(server["flavorRef"])).path.split("/")[-1]
     with common.read(req) as conn:
@@ -215,7 +226,7 @@ def create(req):
     server_networks.check_multiple(networks, max_count)
     if zone and not forced:
         _check_zone(req, zone)
-    image = fetch_image(req, image_id)
+    image = fetch_image(req, image_id) if image_id else server_volumes.boot_image(req, bdms, legacy_bdm)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:
         boot_checks.check_flavor_enabled(flavor_with_specs)
@@ -223,15 +234,22 @@ def create(req):
         with common.read(req) as conn:
             key_pair = _key_pair(conn, req, server.get("key_name"))
             _limit_checks(conn, req, server)
-        boot_checks.check_image(
-            flavor_with_specs, image,
-            zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req), fatal=False))
+        if bdms or legacy_bdm:
+            bdms = server_volumes.prepare(bdms, legacy_bdm, image_id, flavor, min_count, max_count)
+        if image:  # none for a boot from a blank volume: nothing to check the flavor against
+            boot_checks.check_image(
+                flavor_with_specs, image,
+                zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, _target(req),
+                                                     fatal=False),
+                volume_backed=server_volumes.volume_backed(bdms),
+                root_volume_gb=server_volumes.root_volume_gb(bdms) if not image_id else None)
     except boot_checks.BootRefused as exc:
         raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
     if destination and not forced:
         _check_destination(req, destination.get(names.REQUESTED_HOST), destination.get(names.REQUESTED_NODE))
 
     hints = options.scheduler_hints(req.body)
+    group = _requested_group(req, hints)
     system_metadata = {networks_state.GROUPS_KEY: networks_state.groups_value(None if networks == "none" else groups)}
     admin_pass = server.get("adminPass") or generated_password()
     display_name = server["name"]
@@ -251,7 +269,12 @@ def create(req):
     }
     # what the server keeps of its image (2.98 shows it; the controller builds from it), as Nova does
     system_metadata.update(image_meta.system_metadata(image, flavor), image_base_image_ref=image_id)
+    system_metadata.update(image_meta.name_metadata(image))  # for the build's notifications
     system_metadata.update(destination)  # a node to run on: the controller pins the VM to it
+    if server_volumes.volume_backed(bdms):  # no local root disk: none claimed, none made
+        system_metadata[sysmeta.BOOT_FROM_VOLUME] = "True"
+    if any(bdm.get("destination_type") == "volume" for bdm in bdms):
+        system_metadata[sysmeta.HAS_VOLUMES] = "True"
     if networks == "none":  # the controller gives the VM no interface
         system_metadata[names.REQUESTED_NETWORKS] = "none"
     elif network_common.enabled(req):  # Neutron: "auto" (one port on the lone or auto-allocated
@@ -261,20 +284,25 @@ def create(req):
     requested_rows = server_networks.requests_of(networks) if network_common.enabled(req) else []
     actor = actor_of(req)
     created = []
-    with common.write(req) as conn:
-        max_count = _instances_quota(req, conn, flavor, min_count, max_count)
-        for index in range(max_count):
-            server_uuid = str(uuidlib.uuid4())
-            hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
-                                                                    index=index)
-            row = store.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
-                               display_name=names.display_name_for(display_name, count=max_count, index=index),
-                               metadata=server.get("metadata"), tags=server.get("tags"),
-                               system_metadata=system_metadata,
-                               launch_index=index, hostname=hostname, **columns)
-            network_requests.record(conn, row["uuid"], requested_rows)
-            updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
-            created.append(row)
+    reserved: list[str] = []  # the volume attachments made for the boot: released if it fails after them
+    try:
+        with common.write(req) as conn:
+            max_count = _instances_quota(req, conn, flavor, min_count, max_count)
+            if group is not None:
+                _group_members_quota(req, conn, group, max_count)
+            if bdms:
+                volumes = server_volumes.existing_volumes(req, bdms)
+                volume_zone = server_volumes.check(req, bdms, flavor=flavor, image_id=image_id,
+                                                   zone=zone, volumes=volumes)
+                if volume_zone:  # the server goes where its volumes are, as Nova schedules it
+                    columns.update(availability_zone=volume_zone, pinned_availability_zone=volume_zone)
+            _write_servers(req, conn, created, reserved, server=server, flavor=flavor, extra_specs=extra_specs,
+                           display_name=display_name, max_count=max_count, system_metadata=system_metadata,
+                           columns=columns, actor=actor, requested_rows=requested_rows, bdms=bdms,
+                           group=group)
+    except BaseException:
+        server_volumes.release(req, reserved)
+        raise
     if server.get("return_reservation_id", False):  # as in Nova: any non-empty value, even "false"
         return Response({"reservation_id": reservation_id})
     first = created[0]
@@ -287,3 +315,27 @@ def create(req):
         "adminPass": admin_pass,
     }}
     return Response(body, headers={"Location": links.links("servers", first["uuid"])[0]["href"]})
+
+
+def _write_servers(req, conn, created: list, reserved: list[str], *, server: dict, flavor: dict, extra_specs: dict,
+                   display_name: str, max_count: int, system_metadata: dict, columns: dict, actor, requested_rows,
+                   bdms: list, group: dict | None) -> None:
+    """One row per server, with its network requests, its block devices (each existing volume reserved
+    for it first: ``reserved`` collects the attachments), its server group membership and its outbox row."""
+    for index in range(max_count):
+        server_uuid = str(uuidlib.uuid4())
+        hostname = server.get("hostname") or names.hostname_for(display_name, server_uuid, count=max_count,
+                                                                index=index)
+        server_bdms = server_volumes.reserve(req, bdms, server_uuid, reserved) if bdms else []
+        row = store.create(conn, actor=actor, flavor=flavor, extra_specs=extra_specs, uuid=server_uuid,
+                           display_name=names.display_name_for(display_name, count=max_count, index=index),
+                           metadata=server.get("metadata"), tags=server.get("tags"),
+                           system_metadata=system_metadata,
+                           launch_index=index, hostname=hostname, **columns)
+        network_requests.record(conn, row["uuid"], requested_rows)
+        block_device_rows.record(conn, row["uuid"], [dict(bdm, volume_size=block_devices.volume_size(flavor, bdm))
+                                                     for bdm in server_bdms])
+        if group is not None:
+            server_groups.add_member(conn, group["id"], row["uuid"])
+        updates.outbox(conn, row["uuid"], "create", actor, task_state=row["task_state"])
+        created.append(row)

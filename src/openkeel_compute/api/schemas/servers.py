@@ -141,19 +141,32 @@ _NETWORKS_V237 = {"oneOf": [{"type": "array", "items": _NETWORK_V237},
 _NETWORK_V242 = {**_NETWORK_V237, "properties": {**_NETWORK_V237["properties"], "tag": _TAG}}
 _NETWORKS_V242 = {"oneOf": [{"type": "array", "items": _NETWORK_V242},
                             {"type": "string", "enum": ["none", "auto"]}]}
-_BDM = {"type": "array", "items": {"type": "object", "properties": {
-    "uuid": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._-]*$"},
-    "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
-    "destination_type": {"type": "string", "enum": ["local", "volume"]},
-    "boot_index": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$"},
+# The legacy block_device_mapping and block_device_mapping_v2 (whose items take the legacy fields
+# too), as Nova's schemas: a device tag at 2.32 only and from 2.42, a volume type from 2.67.
+_LEGACY_BDM_ITEM: dict[str, Any] = {"type": "object", "properties": {
+    "virtual_name": {"type": "string", "maxLength": 255},
+    "volume_id": _UUID, "snapshot_id": _UUID,
     "volume_size": {"type": ["integer", "string"], "pattern": "^[0-9]+$", "minimum": 1, "maximum": 2147483647},
-    "delete_on_termination": _BOOLEAN,
-    "device_name": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._-r/]*$"},
+    "device_name": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._/-]*$"},
+    "delete_on_termination": _BOOLEAN, "no_device": {},
+    "connection_info": {"type": "string", "maxLength": 16777215}},
+    "additionalProperties": False}
+_BDM_ITEM: dict[str, Any] = {**_LEGACY_BDM_ITEM, "properties": {
+    **_LEGACY_BDM_ITEM["properties"],
+    "source_type": {"type": "string", "enum": ["volume", "image", "snapshot", "blank"]},
+    "uuid": {"type": "string", "minLength": 1, "maxLength": 255, "pattern": "^[a-zA-Z0-9._-]*$"},
+    "image_id": _UUID,
+    "destination_type": {"type": "string", "enum": ["local", "volume"]},
+    "guest_format": {"type": "string", "maxLength": 255},
     "device_type": {"type": "string", "maxLength": 255}, "disk_bus": {"type": "string", "maxLength": 255},
-    "guest_format": {"type": "string", "maxLength": 255}, "no_device": {},
-    "volume_type": {"type": ["string", "null"], "minLength": 0, "maxLength": 255},
-    "tag": {"type": "string", "minLength": 1, "maxLength": 60, "pattern": "^[^,/]*$"}},
-    "additionalProperties": False}}
+    "boot_index": {"type": ["integer", "string", "null"], "pattern": "^-?[0-9]+$"}}}
+_BDM_ITEM_TAGGED: dict[str, Any] = {**_BDM_ITEM, "properties": {**_BDM_ITEM["properties"], "tag": _TAG}}
+_BDM_ITEM_V267: dict[str, Any] = {**_BDM_ITEM_TAGGED, "properties": {
+    **_BDM_ITEM_TAGGED["properties"], "volume_type": {"type": ["string", "null"], "minLength": 0, "maxLength": 255}}}
+_LEGACY_BDM = {"type": "array", "items": _LEGACY_BDM_ITEM}
+_BDM = {"type": "array", "items": _BDM_ITEM}
+_BDM_TAGGED = {"type": "array", "items": _BDM_ITEM_TAGGED}
+_BDM_V267 = {"type": "array", "items": _BDM_ITEM_V267}
 _PERSONALITY = {"type": "array", "items": {"type": "object", "properties": {
     "path": {"type": "string"}, "contents": {"type": "string", "format": "base64"}},
     "additionalProperties": False}}
@@ -163,7 +176,7 @@ _create_properties = {
     "accessIPv4": {"type": "string", "format": "ipv4"}, "accessIPv6": {"type": "string", "format": "ipv6"},
     "personality": _PERSONALITY, "availability_zone": {"type": "string", "format": "name", "minLength": 1,
                                                        "maxLength": 255},
-    "block_device_mapping_v2": _BDM, "config_drive": _BOOLEAN,
+    "block_device_mapping": _LEGACY_BDM, "block_device_mapping_v2": _BDM, "config_drive": _BOOLEAN,
     "key_name": {"type": "string", "format": "name", "minLength": 1, "maxLength": 255},
     "min_count": _POSITIVE, "max_count": _POSITIVE, "return_reservation_id": _BOOLEAN,
     "security_groups": {"type": "array", "items": {"type": "object", "properties": {
@@ -213,14 +226,16 @@ def _with(base: dict, **changes) -> dict:
 
 _c21 = _create_properties
 _c219 = _with(_c21, description=_description())
-_c232 = _with(_c219, networks=_NETWORKS_V232)
+_c232 = _with(_c219, networks=_NETWORKS_V232, block_device_mapping_v2=_BDM_TAGGED)
+_c233 = _with(_c219, networks=_NETWORKS_V232)  # the device tag of 2.32 only (Nova's create_v233)
 _c237 = _with(_c219, networks=_NETWORKS_V237)
-_c242 = _with(_c219, networks=_NETWORKS_V242)
+_c242 = _with(_c219, networks=_NETWORKS_V242, block_device_mapping_v2=_BDM_TAGGED)
 _c252 = _with(_c242, tags={"type": "array", "items": _TAG, "maxItems": 50})
 _c257 = _with(_c252, personality=None, user_data={"type": "string", "format": "base64", "maxLength": 65535})
 # 2.74: a requested destination, as Nova's fqdn parameter type (underscores allowed)
 _FQDN = {"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255}
-_c274 = _with(_c257, host=_FQDN, hypervisor_hostname=_FQDN)
+_c267 = _with(_c257, block_device_mapping_v2=_BDM_V267)
+_c274 = _with(_c267, host=_FQDN, hypervisor_hostname=_FQDN)
 _c290 = _with(_c274, hostname={"type": "string", "pattern": "^[a-zA-Z0-9]+[a-zA-Z0-9-]*[a-zA-Z0-9]+$",
                                 "minLength": 2, "maxLength": 63})
 _c294 = _with(_c290, hostname={"type": "string", "pattern": "^[a-zA-Z0-9-._]*$", "minLength": 1, "maxLength": 255})
@@ -229,11 +244,13 @@ CREATE_BODY = {
     "2.0": _create(_with(_c21, name=_NAME_V20)),
     "2.1-2.18": _create(_c21),
     "2.19-2.31": _create(_c219),
-    "2.32-2.36": _create(_c232),
+    "2.32": _create(_c232),
+    "2.33-2.36": _create(_c233),
     "2.37-2.41": _create(_c237, networks_required=True),
     "2.42-2.51": _create(_c242, networks_required=True),
     "2.52-2.56": _create(_c252, networks_required=True),
-    "2.57-2.73": _create(_c257, networks_required=True),
+    "2.57-2.66": _create(_c257, networks_required=True),
+    "2.67-2.73": _create(_c267, networks_required=True),
     "2.74-2.89": _create(_c274, networks_required=True),
     "2.90-2.93": _create(_c290, networks_required=True),
     "2.94-": _create(_c294, networks_required=True),

@@ -60,6 +60,7 @@ class ServerData:
     fault: dict | None = None
     security_groups: list[str] = dataclasses.field(default_factory=list)  # names, [] hides the key
     host_status: str | None = None  # its host's state as its node shows it (None: from the row alone)
+    server_groups: list[str] = dataclasses.field(default_factory=list)  # uuids of its groups (2.71)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -203,7 +204,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     if version >= (2, 63):
         body["trusted_image_certificates"] = _json(row["trusted_certs"], None)
     if shown.server_groups and not in_list:
-        body["server_groups"] = []
+        body["server_groups"] = list(data.server_groups)
     if version >= (2, 73):
         body["locked_reason"] = row["locked_reason"]
     if version >= (2, 90) and not shown.extended_attributes:
@@ -234,7 +235,7 @@ def _update_tail(version, body: dict, data: ServerData, shown: Shown) -> dict:
     if version >= (2, 63):
         body["trusted_image_certificates"] = _json(row["trusted_certs"], None)
     if shown.server_groups:
-        body["server_groups"] = []
+        body["server_groups"] = list(data.server_groups)
     if version >= (2, 73):
         body["locked_reason"] = row["locked_reason"]
     return body

@@ -8,7 +8,7 @@ from __future__ import annotations
 from sqlalchemy import func, update
 from sqlalchemy.engine import Connection
 
-from openkeel_compute.compute import console
+from openkeel_compute.compute import console, remote_consoles
 from openkeel_compute.compute.instances.base import I
 from openkeel_compute.db.models import (
     INSTANCE_FAULTS,
@@ -25,7 +25,7 @@ from openkeel_compute.notifications import server_events
 def soft_delete(conn: Connection, instance_uuid: str) -> bool:
     """Mark a server deleted as Nova does: ``deleted`` = its id, ``deleted_at`` and
     ``terminated_at`` now, vm_state deleted, task_state none, power_state NOSTATE. Its metadata,
-    system metadata and faults are soft-deleted with it, its tags and console log removed; its instance
+    system metadata and faults are soft-deleted with it, its tags, console log and console authorisations removed; its instance
     actions and events stay (os-instance-actions lists them for deleted servers). Returns False when
     there was nothing left to delete."""
     now = utcnow()
@@ -42,4 +42,5 @@ def soft_delete(conn: Connection, instance_uuid: str) -> bool:
                      .values(deleted=table.c.id, deleted_at=now, updated_at=now))
     conn.execute(TAGS.delete().where(TAGS.c.resource_id == instance_uuid))
     console.forget(conn, instance_uuid)
+    remote_consoles.forget(conn, instance_uuid)
     return True

@@ -59,8 +59,8 @@ TABLE: dict[str, Operation] = {
     ops.SOFT_DELETE: Operation(delete.soft),
     ops.RESTORE: Operation(delete.restore),
     ops.RESIZE: Operation(resize.run),
-    ops.CONFIRM_RESIZE: Operation(confirm.run),
-    ops.REVERT_RESIZE: Operation(revert.run),
+    ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
+    ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
 }
 

@@ -24,7 +24,7 @@ from typing import Any
 
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import attachments, placing, ports, vif_wait, vm_edits
+from openkeel_compute.controller.steps import attachments, placing, ports, vif_wait, vm_edits, volumes
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -38,6 +38,9 @@ LOG = logging.getLogger(__name__)
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if server["vm_state"] != states.BUILDING:
         return DONE  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
+    refused = volumes.build_refusal(server)
+    if refused:  # volumes the cluster is not given yet: ended before anything is claimed
+        return give_up(ctx, row, server, refused)
     if server["system_metadata"].get(sysmeta.VIF_WAIT):  # started: waiting for its ports to be plugged
         return vif_wait.check(ctx, row, server, give_up)
     try:

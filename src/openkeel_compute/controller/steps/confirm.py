@@ -71,6 +71,17 @@ def close_reset(ctx: Context) -> list[str]:
                    INSTANCES.c.vm_state != states.RESIZED))]
     done = []
     for migration, uuid, vm_state, task_state in found:
+        # The cluster first, while the migration is still ``finished``: a controller killed after any
+        # step finds it again at its next pass and does the rest (each step is idempotent); closed first,
+        # the old flavor's revisions, copies and working state would be left behind for good.
+        server = read_server(ctx.engine, uuid)
+        if server is not None:
+            namespace = ctx.namespace_of(server)
+            try:
+                _drop_old_revisions(ctx, uuid, namespace, ctx.cluster.look(namespace, uuid)[0])
+            except Exception as exc:  # noqa: BLE001 - the cluster away: tried again at the next pass
+                LOG.warning("server %s: the old flavor's revisions not deleted yet: %s", uuid, exc)
+                continue
         with transaction(ctx.engine) as conn:
             if not resize.move_migration(conn, migration, "error", expected="finished"):
                 continue  # confirmed, reverted or closed meanwhile
@@ -81,18 +92,10 @@ def close_reset(ctx: Context) -> list[str]:
             except PlacementError as exc:  # the migration is over: the audit gives them back later
                 LOG.warning("server %s: migration %s's allocations not given back yet: %s", uuid, migration,
                             exc.message)
-        LOG.warning("server %s: in states %s/%s, not RESIZED/None: migration %s set to error, the old flavor's "
-                    "resources given back", uuid, vm_state, task_state, migration)
-        server = read_server(ctx.engine, uuid)
-        if server is not None:
-            namespace = ctx.namespace_of(server)
-            try:
-                _drop_old_revisions(ctx, uuid, namespace, ctx.cluster.look(namespace, uuid)[0])
-            except Exception as exc:  # noqa: BLE001 - the cluster away: the revisions stay, unused
-                LOG.warning("server %s: the old flavor's revisions not deleted: %s", uuid, exc)
-        with transaction(ctx.engine) as conn:
             working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
             working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
+        LOG.warning("server %s: in states %s/%s, not RESIZED/None: migration %s set to error, the old flavor's "
+                    "resources given back", uuid, vm_state, task_state, migration)
         done.append(uuid)
     return done
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from openkeel_compute.compute import working_state
+from openkeel_compute.compute import compute_services, server_groups, working_state
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
@@ -30,6 +30,7 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
     assert ctx.claims is not None
     try:
         node, _alternates = ctx.claims.claim(server)
+        node = _as_group_allows(ctx, server, node)
     except NoValidHost as exc:
         with transaction(ctx.engine) as conn:
             tasks.end_in_fault(conn, server, exc.fault, expected=[server.get("task_state")], vm_state=states.ERROR)
@@ -39,6 +40,33 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
             cas.save_state(conn, server["uuid"], host=node, node=node)
     server["host"] = server["node"] = node
     return None
+
+
+def _as_group_allows(ctx: Context, server: dict[str, Any], node: str) -> str:
+    """The node the server's group lets it run on (compute/server_groups.py), as Nova's late check on the
+    chosen host: ``node`` when it satisfies the policy, else the claim moves to a node that does. A hard
+    policy no node satisfies gives back the claim and is "No valid host"; a soft one keeps ``node``."""
+    with reader(ctx.engine) as conn:
+        rule = server_groups.placement_rule(conn, server["uuid"])
+        every = compute_services.hosts(conn) if rule is not None and not rule[0].endswith("anti-affinity") else set()
+    if rule is None:
+        return node
+    policy, members, per_host = rule
+    if server_groups.allowed(policy, members, per_host, node):
+        return node
+    assert ctx.claims is not None
+    if policy.endswith("anti-affinity"):
+        exclude = {n for n, count in members.items() if count >= per_host} | {node}
+    else:
+        exclude = every - set(members) | {node}
+    moved = ctx.claims.move(server, exclude)
+    if moved is not None:
+        LOG.info("server %s: node %s breaks its group's %s policy, placed on %s", server["uuid"], node, policy, moved)
+        return moved
+    if policy not in server_groups.HARD:
+        return node
+    ctx.claims.release(server["uuid"])
+    raise NoValidHost(f"No node satisfies the {policy} policy of the server's group")
 
 
 def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None:

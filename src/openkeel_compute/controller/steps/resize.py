@@ -126,7 +126,10 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
     image = image_from_system_metadata({k: v for k, v in (server.get("system_metadata") or {}).items()
                                         if k.startswith(sysmeta.IMAGE_PREFIX)})
     try:
-        provider = ctx.allocations.resize(uuid, migration, copy.new or copy.cur,
+        new_flavor = copy.new or copy.cur
+        if (server.get("system_metadata") or {}).get(sysmeta.BOOT_FROM_VOLUME) == "True":
+            new_flavor = dict(new_flavor, root_gb=0)  # the root disk is a volume: not claimed (Nova's is_bfv)
+        provider = ctx.allocations.resize(uuid, migration, new_flavor,
                                           image_properties=image.get("properties"),
                                           zone=server.get("availability_zone"))
     except NoValidHost as exc:

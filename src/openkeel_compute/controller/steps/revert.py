@@ -7,15 +7,18 @@ the server's own instancetype and preference of the new flavor deleted."""
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.instances import cas, store
+from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import ports, vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
     Context,
+    Failed,
     Outcome,
     ServerRow,
     Wait,
@@ -23,9 +26,11 @@ from openkeel_compute.controller.steps.base import (
 )
 from openkeel_compute.controller.steps.resize import end_event, start_event
 from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model.states import task_states
 
+LOG = logging.getLogger(__name__)
 _BACK = "waiting for KubeVirt to take the old instancetype back"
 
 
@@ -42,14 +47,15 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             start_event(conn, row, events.REVERT_RESIZE, done=True, host=server.get("host"))
             start_event(conn, row, events.FINISH_REVERT_RESIZE, host=server.get("host"))
     vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
-    if vm is None:
-        raise Wait("the server has no VirtualMachine")
     nodes = vm_edits.resize_nodes(server)
     source, dest = nodes.get("source"), nodes.get("dest")
     moved = bool(source and source != dest)
     # The resize moved the server and its old node was deleted since: it reverts where it runs, as a
     # resize allowed to stay on its node would have (pinned to the gone node it would never run again).
     home = dest if moved and not ctx.cluster.node_exists(str(source)) else source
+    if vm is None:
+        _make_again_at_the_old_size(ctx, server, namespace, home if moved else None)
+        raise Wait("the server's VirtualMachine was made again from its record at its old size")
     old_it = (before.get("instancetype") or {}).get("matcher")
     if old_it and ((vm.get("spec") or {}).get("instancetype") or {}).get("name") != old_it.get("name"):
         _put_back(ctx, server, namespace, vm, vmi, before, home if moved else None)
@@ -78,6 +84,42 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             end_event(conn, uuid, host=node or server.get("host"))
     vm_edits.drop_unused_sizing(ctx, namespace, uuid, vm)  # the new size's own objects
     return DONE
+
+
+def _make_again_at_the_old_size(ctx: Context, server: dict[str, Any], namespace: str, home: str | None) -> None:
+    """The VM gone from the cluster (removed behind our back): made again from the server's record on the
+    old flavor (its own instancetype and preference of that size, its Secrets, a root disk imported again
+    from its image), as a hard reboot makes it again on the current one; pinned to ``home`` when the
+    resize moved it. Its matchers become the ones the revert waits for (the old revisions went with the
+    old VM)."""
+    uuid = server["uuid"]
+    copy = store.flavors_of(server)
+    LOG.warning("server %s: its virtual machine is gone from the cluster: made again from the server's record "
+                "at its old size to revert the resize", uuid)
+    ctx.ensure_namespace(namespace, str(server["project_id"]))
+    made = vm_edits.apply_server(ctx, ctx.objects(server, flavor=copy.old or copy.cur), None)
+    if home is not None:
+        vm_edits.pin(ctx, namespace, uuid, made, home)
+    spec = made.get("spec") or {}
+    before = {field: {"matcher": spec.get(field), "revision": None} for field in vm_edits.MATCHERS}
+    with transaction(ctx.engine) as conn:
+        working_state.put(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
+
+
+def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -> Failed:
+    """A revert (or confirm) whose attempts are spent ends as Nova's compute ends one that raised
+    (errors_out_migration, _error_out_instance_on_exception): the server in ERROR with the fault, no task,
+    the migration in ``error``. The allocations stay as they are (what holds which is not known), given
+    back when the server is deleted, as in Nova."""
+    fault = Fault(500, reason, reason)
+    with transaction(ctx.engine) as conn:
+        if tasks.end_in_fault(conn, server, fault, expected=[server.get("task_state")], vm_state=states.ERROR,
+                              host=server.get("host")):
+            resize.move_migration(conn, row.payload["migration"], "error")
+            end_event(conn, server["uuid"], result="Error", host=server.get("host"), message=reason)
+            working_state.put(conn, server["uuid"], sysmeta.RESIZE_FROM, None)
+            working_state.put(conn, server["uuid"], sysmeta.RESIZE_NODES, None)
+    return Failed(reason, fault)
 
 
 def _put_back(ctx: Context, server: dict[str, Any], namespace: str, vm: dict[str, Any], vmi: dict[str, Any] | None,

@@ -45,11 +45,19 @@ def new_matchers(ctx: Context, server: dict[str, Any], flavor: dict[str, Any],
 
 def drop_unused_sizing(ctx: Context, namespace: str, uuid: str, vm: dict[str, Any]) -> None:
     """Delete the server's own instancetypes and preferences its VM no longer names (a resize's old size
-    once confirmed, its new one once reverted): only the current ones stay beside the VM."""
+    once confirmed, its new one once reverted), with the ControllerRevisions KubeVirt made of them: only
+    the current ones stay beside the VM."""
     spec = vm.get("spec") or {}
     named = {(str((spec.get(f) or {}).get("kind")), str((spec.get(f) or {}).get("name"))) for f in MATCHERS}
+    used = {(status_ref(vm, f).get("controllerRevisionRef") or {}).get("name") for f in MATCHERS}
+    used |= {(spec.get(f) or {}).get("revisionName") for f in MATCHERS}
     for key in ctx.cluster.sizing_of(namespace, uuid):
         if (key.kind, key.name) not in named:
+            # KubeVirt's revisions of it first: deleted after it, a controller killed in between would
+            # leave them for good (nothing names the copy any more)
+            for revision in ctx.cluster.revisions_of(namespace, key.name):
+                if revision.name not in used:
+                    ctx.cluster.delete(revision)
             ctx.cluster.delete(key)
 
 

@@ -1,0 +1,54 @@
+"""The block devices of each server (block_device_mapping, as Nova's table): written by the API at
+boot and attach, read by os-volume_attachments and the controller, soft-deleted with the server."""
+
+from __future__ import annotations
+
+import json
+import uuid as uuidlib
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, insert, select, update
+
+from openkeel_compute.db.models import BLOCK_DEVICE_MAPPING, utcnow
+
+_T = BLOCK_DEVICE_MAPPING
+FIELDS = ("uuid", "source_type", "destination_type", "guest_format", "device_type", "disk_bus", "boot_index",
+          "device_name", "delete_on_termination", "snapshot_id", "volume_id", "volume_size", "image_id",
+          "no_device", "connection_info", "tag", "attachment_id", "volume_type")
+
+
+def _row(instance_uuid: str, bdm: Mapping[str, Any], now) -> dict[str, Any]:
+    row: dict[str, Any] = {name: bdm.get(name) for name in FIELDS}
+    row.update(uuid=bdm.get("uuid") or str(uuidlib.uuid4()), instance_uuid=instance_uuid,
+               delete_on_termination=bool(bdm.get("delete_on_termination")), created_at=now, deleted=0)
+    if isinstance(row["connection_info"], dict):
+        row["connection_info"] = json.dumps(row["connection_info"])
+    return row
+
+
+def record(conn: Connection, instance_uuid: str, bdms: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The rows written (each with its new uuid)."""
+    now = utcnow()
+    rows = [_row(instance_uuid, bdm, now) for bdm in bdms]
+    if rows:
+        conn.execute(insert(_T), rows)
+    return rows
+
+
+def of(conn: Connection, instance_uuid: str) -> list[dict[str, Any]]:
+    """The server's live block devices, in the order written."""
+    query = select(_T.c.id, _T.c.instance_uuid, _T.c.created_at, *(_T.c[name] for name in FIELDS)).where(
+        _T.c.instance_uuid == instance_uuid, _T.c.deleted == 0).order_by(_T.c.id)
+    return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def volumes_of(conn: Connection, instance_uuid: str) -> list[dict[str, Any]]:
+    """The server's volumes (destination volume with a volume id), as os-volume_attachments lists them."""
+    return [row for row in of(conn, instance_uuid) if row["destination_type"] == "volume" and row["volume_id"]]
+
+
+def delete_all(conn: Connection, instance_uuid: str) -> None:
+    """Soft-delete the server's rows (``deleted`` takes each row's id, as Nova's soft delete)."""
+    conn.execute(update(_T).where(_T.c.instance_uuid == instance_uuid, _T.c.deleted == 0)
+                 .values(deleted=_T.c.id, deleted_at=utcnow()))

@@ -1,0 +1,165 @@
+"""An in-memory Cinder v3 for tests: volumes, snapshots, volume types and the attachments API
+(3.44: create reserved or with a connector, update with the connector, os-complete, delete), with
+Cinder's status changes (available → reserved → attaching → in-use → available), its error bodies
+(``{"badRequest": {"message", "code"}}``, ``itemNotFound``) and the NFS backend's connection_info
+as measured on Cinder 29.0.0. Every request is recorded (method, path, tokens, microversion header)
+so that tests can check who called and how.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+from wsgiref.simple_server import WSGIRequestHandler, make_server
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+class FakeCinder:
+    def __init__(self) -> None:
+        self.volumes: dict[str, dict] = {}
+        self.snapshots: dict[str, dict] = {}
+        self.types = [{"id": str(uuid.uuid4()), "name": "okc-nfs"}, {"id": str(uuid.uuid4()), "name": "okc-fake"}]
+        self.attachments: dict[str, dict] = {}
+        self.requests: list[dict] = []
+        self.fail_with: int | None = None
+
+    # -- data --------------------------------------------------------------------------------
+    def volume(self, size=1, status="available", zone="nova", bootable=False, multiattach=False,
+               image_metadata=None, **extra) -> dict:
+        vol = {"id": str(uuid.uuid4()), "name": extra.pop("name", "vol"), "size": size, "status": status,
+               "availability_zone": zone, "bootable": "true" if bootable else "false", "multiattach": multiattach,
+               "attachments": [], "volume_type": "okc-nfs", "created_at": "2026-12-05T00:00:00.000000",
+               "description": None, "shared_targets": False, "encrypted": False, **extra}
+        if image_metadata is not None:
+            vol["volume_image_metadata"] = image_metadata
+        self.volumes[vol["id"]] = vol
+        return vol
+
+    def snapshot(self, volume: dict, size=None, status="available") -> dict:
+        snap = {"id": str(uuid.uuid4()), "volume_id": volume["id"], "size": size or volume["size"], "status": status,
+                "name": "snap"}
+        self.snapshots[snap["id"]] = snap
+        return snap
+
+    def connection_info(self, volume_id: str) -> dict:
+        return {"driver_volume_type": "nfs", "data": {
+            "export": "127.0.0.1:/srv/okc-nfs", "name": f"volume-{volume_id}", "format": "raw", "options": None,
+            "access_mode": "rw", "mount_point_base": "/var/lib/cinder/mnt"}}
+
+    # -- HTTP --------------------------------------------------------------------------------
+    def __call__(self, environ, start_response):
+        path = environ["PATH_INFO"]
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        raw = environ["wsgi.input"].read(length) if length else b""
+        body = json.loads(raw) if raw else None
+        self.requests.append({"method": environ["REQUEST_METHOD"], "path": path, "body": body,
+                              "query": environ.get("QUERY_STRING", ""),
+                              "token": environ.get("HTTP_X_AUTH_TOKEN"),
+                              "service_token": environ.get("HTTP_X_SERVICE_TOKEN"),
+                              "version": environ.get("HTTP_OPENSTACK_API_VERSION")})
+        status, answer = self._answer(environ["REQUEST_METHOD"], path, body)
+        data = json.dumps(answer).encode() if answer is not None else b""
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data))),
+                   ("x-openstack-request-id", "req-fake")]
+        start_response(f"{status} X", headers)
+        return [data]
+
+    @staticmethod
+    def _error(status, kind, message):
+        return status, {kind: {"message": message, "code": status}}
+
+    def _answer(self, method, path, body):
+        if self.fail_with:
+            return self._error(self.fail_with, "computeFault", "The server has either erred or is incapable.")
+        parts = path.strip("/").split("/")
+        if parts[:1] != ["v3"]:
+            return 404, {"error": "not found"}
+        collections = ("types", "volumes", "snapshots", "attachments")
+        parts = parts[2:] if len(parts) > 1 and parts[1] not in collections else parts[1:]  # /v3/<project>/...
+        if parts == ["types"] and method == "GET":
+            return 200, {"volume_types": self.types}
+        if parts[:1] == ["volumes"] and len(parts) == 2:
+            vol = self.volumes.get(parts[1])
+            if vol is None:
+                return self._error(404, "itemNotFound", f"Volume {parts[1]} could not be found.")
+            if method == "GET":
+                return 200, {"volume": vol}
+            if method == "DELETE":
+                if vol["status"] not in ("available", "error"):
+                    return self._error(400, "badRequest", "Invalid volume: Volume status must be available or "
+                                                          "error or error_restoring or error_extending or "
+                                                          "error_managing and must not be migrating, attached, "
+                                                          "belong to a group, have snapshots, awaiting a transfer, "
+                                                          "or be disassociated from snapshots after volume "
+                                                          "transfer.")
+                del self.volumes[parts[1]]
+                return 202, None
+        if parts == ["volumes"] and method == "POST":
+            spec = body["volume"]
+            vol = self.volume(size=spec["size"], zone=spec.get("availability_zone") or "nova",
+                              bootable=bool(spec.get("imageRef")), name=spec.get("name") or "")
+            vol.update(volume_type=spec.get("volume_type") or "okc-nfs")
+            return 202, {"volume": vol}
+        if parts[:1] == ["snapshots"] and len(parts) == 2 and method == "GET":
+            snap = self.snapshots.get(parts[1])
+            if snap is None:
+                return self._error(404, "itemNotFound", f"Snapshot {parts[1]} could not be found.")
+            return 200, {"snapshot": snap}
+        if parts == ["attachments"] and method == "POST":
+            return self._attachment_create(body["attachment"])
+        if parts[:1] == ["attachments"] and len(parts) >= 2:
+            att = self.attachments.get(parts[1])
+            if att is None:
+                return self._error(404, "itemNotFound", f"Volume attachment {parts[1]} could not be found.")
+            if method == "GET" and len(parts) == 2:
+                return 200, {"attachment": att}
+            if method == "PUT" and len(parts) == 2:
+                att.update(connector=body["attachment"]["connector"], status="attaching",
+                           connection_info=self.connection_info(att["volume_id"]))
+                self.volumes[att["volume_id"]]["status"] = "attaching"
+                return 200, {"attachment": att}
+            if method == "POST" and parts[2:] == ["action"] and "os-complete" in (body or {}):
+                att["status"] = "attached"
+                vol = self.volumes[att["volume_id"]]
+                vol["status"] = "in-use"
+                vol["attachments"] = [{"server_id": att["instance"], "attachment_id": att["id"],
+                                       "volume_id": vol["id"], "device": att["connector"].get("mountpoint")}]
+                return 204, None
+            if method == "DELETE" and len(parts) == 2:
+                del self.attachments[parts[1]]
+                vol = self.volumes.get(att["volume_id"])
+                if vol is not None and not any(a["volume_id"] == vol["id"] for a in self.attachments.values()):
+                    vol.update(status="available", attachments=[])
+                return 200, {"attachments": []}
+        return 404, {"error": "not found"}
+
+    def _attachment_create(self, spec):
+        vol = self.volumes.get(spec["volume_uuid"])
+        if vol is None:
+            return self._error(404, "itemNotFound", f"Volume {spec['volume_uuid']} could not be found.")
+        if vol["status"] not in ("available", "downloading") and not (vol["multiattach"] and vol["status"] == "in-use"):
+            return self._error(400, "badRequest", f"Invalid volume: Volume {vol['id']} status must be available or "
+                                                  f"downloading to reserve, but the current status is "
+                                                  f"{vol['status']}.")
+        att = {"id": str(uuid.uuid4()), "volume_id": vol["id"], "instance": spec["instance_uuid"],
+               "status": "reserved", "attach_mode": "rw", "connector": None, "connection_info": {},
+               "attached_at": None, "detached_at": None}
+        self.attachments[att["id"]] = att
+        vol["status"] = "reserved"
+        if spec.get("connector"):
+            att.update(connector=spec["connector"], status="attaching",
+                       connection_info=self.connection_info(vol["id"]))
+            vol["status"] = "attaching"
+        return 200, {"attachment": att}
+
+    # -- serving -----------------------------------------------------------------------------
+    def serve(self):
+        server = make_server("127.0.0.1", 0, self, handler_class=_Quiet)
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        return server, f"http://127.0.0.1:{server.server_port}"
