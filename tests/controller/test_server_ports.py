@@ -9,6 +9,7 @@ Neutron's nova notifier sends them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import urllib.request
 
@@ -16,6 +17,7 @@ import pytest
 
 from openkeel_compute.api.deploy import deploy
 from openkeel_compute.compute import network_requests
+from openkeel_compute.compute.instances import instance_faults
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
@@ -50,8 +52,10 @@ def _conf(tmp_path, url, neutron, **default):
 
 @pytest.fixture(params=ENGINES)
 def conf(request, tmp_path, neutron):
+    marker = request.node.get_closest_marker("vif")
+    options = marker.kwargs if marker else {"vif_plugging_timeout": "30"}
     with throwaway_database(request.param, tmp_path) as url:
-        conf = _conf(tmp_path, url, neutron, vif_plugging_timeout="30")
+        conf = _conf(tmp_path, url, neutron, **options)
         migration.sync(db_api.get_engine(conf))
         yield conf
         db_api.dispose_all()
@@ -157,30 +161,76 @@ def test_build_binds_ports_and_gives_the_vm_their_macs(world, apiserver, neutron
     assert apiserver.get(NAD, f"neutron-{net['id']}", namespace) is None
 
 
-def test_a_plug_that_never_comes_fails_the_build_as_nova(tmp_path, apiserver, neutron):
-    with throwaway_database(ENGINES[0], tmp_path) as url:
-        conf = _conf(tmp_path, url, neutron, vif_plugging_timeout="1")
-        migration.sync(db_api.get_engine(conf))
-        engine = db_api.get_engine(conf)
-        client = make_client(apiserver.kubeconfig())
-        from tests.controller.helpers import controller_for
+def _fault(engine, uuid):
+    with db_api.reader(engine) as conn:
+        return instance_faults.latest_faults(conn, [uuid])[uuid]["message"]
 
-        ctl = controller_for(conf, apiserver)
-        loop = Both(ctl, server_loop_from(conf, engine, client))
-        try:
-            net = neutron.network(project_id="project-1")
-            uuid = _boot(engine, [{"network_id": net["id"]}])
-            row = until(loop, engine, uuid, lambda r: r["vm_state"] == states.ERROR)
-            assert row["vm_state"] == states.ERROR
-            from openkeel_compute.compute.instances import instance_faults
 
-            with db_api.reader(engine) as conn:
-                fault = instance_faults.latest_faults(conn, [uuid])[uuid]
-            assert fault["message"] == (f"Build of instance {uuid} aborted: Failed to allocate the network(s), "
-                                        "not rescheduling.")
-            assert neutron.ports == {}  # the port made for it given back at once, as Nova's build abort
-        finally:
-            loop.servers.close()
-            ctl.backend.close()
-            client.close()
-            db_api.dispose_all()
+ABORTED = "Build of instance {} aborted: Failed to allocate the network(s), not rescheduling."
+
+
+@pytest.mark.vif(vif_plugging_timeout="1")
+def test_a_plug_that_never_comes_fails_the_build_as_nova(world, neutron):
+    loop, engine, _api = world
+    net = neutron.network(project_id="project-1")
+    uuid = _boot(engine, [{"network_id": net["id"]}])
+    row = until(loop, engine, uuid, lambda r: r["vm_state"] == states.ERROR)
+    assert row["vm_state"] == states.ERROR
+    assert _fault(engine, uuid) == ABORTED.format(uuid)
+    assert neutron.ports == {}  # the port made for it given back at once, as Nova's build abort
+
+
+@pytest.mark.vif(vif_plugging_timeout="1", vif_plugging_is_fatal="false")
+def test_a_plug_that_never_comes_is_not_fatal_when_told(world, neutron):
+    loop, engine, _api = world
+    net = neutron.network(project_id="project-1")
+    uuid = _boot(engine, [{"network_id": net["id"]}])
+    assert active(until(loop, engine, uuid, active))
+
+
+def test_a_port_neutron_cannot_bind_fails_the_build_and_leaks_nothing(world, apiserver, neutron):
+    loop, engine, _api = world
+    neutron.agent_hosts = set()  # no L2 agent anywhere: every binding fails
+    net = neutron.network(project_id="project-1")
+    theirs = neutron.port(net, project_id="project-1")
+    uuid = _boot(engine, [{"network_id": net["id"]}, {"network_id": net["id"], "port_id": theirs["id"]}])
+    row = until(loop, engine, uuid, lambda r: r["vm_state"] == states.ERROR)
+    assert _fault(engine, uuid) == ABORTED.format(uuid)
+    assert list(neutron.ports) == [theirs["id"]]  # ours deleted, the user's unbound and kept
+    assert (theirs["device_id"], theirs["device_owner"], theirs["binding:host_id"]) == ("", "", None)
+    assert row["vm_state"] == states.ERROR
+
+
+def test_a_user_port_gone_before_the_build_fails_it(world, neutron):
+    loop, engine, _api = world
+    net = neutron.network(project_id="project-1")
+    theirs = neutron.port(net, project_id="project-1")
+    uuid = _boot(engine, [{"network_id": net["id"]}, {"network_id": net["id"], "port_id": theirs["id"]}])
+    del neutron.ports[theirs["id"]]  # deleted behind OpenKeel's back after the API's checks
+    until(loop, engine, uuid, lambda r: r["vm_state"] == states.ERROR)
+    assert _fault(engine, uuid) == ABORTED.format(uuid)
+    assert neutron.ports == {}  # the port OpenKeel made first is given back
+
+
+def test_neutron_down_during_a_boot_ends_it_as_nova_once_its_attempts_are_spent(conf, apiserver, ctl, neutron):
+    from openkeel_compute.controller.images import ImageAccess
+    from openkeel_compute.controller.servers import ServerLoop
+    from openkeel_compute.controller.settings import ServerSettings
+    from openkeel_compute.network.client import NeutronClient
+    from tests.controller.helpers import backend_for
+
+    engine = db_api.get_engine(conf)
+    settings = dataclasses.replace(ServerSettings.from_conf(conf), step_attempts=2, retry_delay=0.01)
+    servers = ServerLoop(engine, backend_for(apiserver), settings, images=ImageAccess.from_conf(conf),
+                         network=NeutronClient(conf))
+    try:
+        net = neutron.network(project_id="project-1")
+        uuid = _boot(engine, [{"network_id": net["id"]}])
+        neutron.fail_with = 503
+        row = until(Both(ctl, servers), engine, uuid, lambda r: r["vm_state"] == states.ERROR)
+        assert row["vm_state"] == states.ERROR
+        assert _fault(engine, uuid) == ABORTED.format(uuid)
+        assert row["namespace"] is None and neutron.ports == {}  # no VM made, no port
+    finally:
+        servers.close()
+        servers.cluster.close()

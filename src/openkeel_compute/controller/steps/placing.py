@@ -14,7 +14,7 @@ from openkeel_compute.compute import compute_services, server_groups, working_st
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
-from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps import ports, vm_edits
 from openkeel_compute.controller.steps.base import Context
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -88,6 +88,7 @@ def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None
     LOG.info("server %s: its node %s is gone, starting it on %s", server["uuid"], node, moved)
     # the VM is pinned before the row names the new node: a failure in between leaves the row on the
     # gone node, and the next attempt moves again (to the node the claim now holds, or another)
+    ports.follow(ctx, server, moved)
     vm_edits.apply_server(ctx, ctx.objects({**server, "host": moved, "node": moved}),
                           ctx.cluster.look(ctx.namespace_of(server), server["uuid"])[0])
     with transaction(ctx.engine) as conn:

@@ -217,7 +217,7 @@ def deallocate(ctx: Context, uuid: str) -> None:
 def bind_to_node(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]]) -> bool:
     """Bind the ports to the server's node where they are bound elsewhere or nowhere (the node known
     only once the VM is scheduled, or the server moved); True when some port changed. A port gone
-    meanwhile is left to the events (network-vif-deleted)."""
+    meanwhile is left to the events (network-vif-deleted); a binding Neutron fails raises AllocationFailed."""
     node = server.get("node") or server.get("host")
     if ctx.network is None or not node:
         return False
@@ -230,6 +230,27 @@ def bind_to_node(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]
             port = calls.update_port(vif["port_id"], {BINDING_HOST: node})
         except net_errors.PortNotFound:
             continue
+        if port.get("binding:vif_type") == BINDING_FAILED:
+            raise AllocationFailed(f"Binding failed for port {vif['port_id']}, please check neutron logs for more "
+                                   "information.")
         vif["host"] = port.get(BINDING_HOST)
         changed = True
     return changed
+
+
+def follow(ctx: Context, server: dict[str, Any], node: str | None) -> None:
+    """The server's ports bound to ``node`` (a resize finished or reverted there, a start moved it), as
+    Nova's ``migrate_instance_finish`` updates the bindings. Neutron away raises (the step is tried
+    again before it writes anything); a binding Neutron fails is logged, the server stays where it runs."""
+    if not node or not wanted(ctx, server):
+        return
+    info = info_of(server)
+    if not info:
+        return
+    try:
+        changed = bind_to_node(ctx, {**server, "node": node}, info)
+    except AllocationFailed as exc:
+        LOG.warning("server %s: its ports on node %s: %s", server["uuid"], node, exc)
+        return
+    if changed:
+        save(ctx, server, info)

@@ -30,7 +30,7 @@ from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, store
 from openkeel_compute.controller.claims import NoValidHost
-from openkeel_compute.controller.steps import placing, vm_edits
+from openkeel_compute.controller.steps import placing, ports, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Wait, vmi_phase
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -169,6 +169,7 @@ def _finish(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str, 
         raise Wait("waiting for the server's virtual machine to run")
     node = ((vmi or {}).get("status") or {}).get("nodeName") if running else vm_edits.resize_nodes(server).get("dest")
     power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
+    ports.follow(ctx, server, node)  # Neutron's bindings on the node the server now runs on
     with transaction(ctx.engine) as conn:
         if resize.finish(conn, uuid, row.payload["migration"], power_state=power, host=node):
             end_event(conn, uuid, host=node or server.get("host"))

@@ -13,7 +13,7 @@ from typing import Any
 from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.instances import cas, store
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps import ports, vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -73,6 +73,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         vm_edits.stop(ctx, namespace, uuid, vmi)
     node = ((vmi or {}).get("status") or {}).get("nodeName") if running else home
     power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
+    ports.follow(ctx, server, node)  # Neutron's bindings back on the node the server runs on
     ctx.allocations.revert(uuid, row.payload["migration"], in_place=home != source)
     with transaction(ctx.engine) as conn:
         if resize.reverted(conn, uuid, row.payload["migration"], power_state=power):

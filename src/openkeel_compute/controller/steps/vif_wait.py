@@ -50,7 +50,13 @@ def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) ->
     """One look at the wait; ``give_up``: the build's (Nova's fault, what was made let go)."""
     uuid = server["uuid"]
     info = ports.info_of(server) or []
-    changed = ports.bind_to_node(ctx, server, info)
+    try:
+        changed = ports.bind_to_node(ctx, server, info)
+    except ports.AllocationFailed as exc:  # no agent on the node can bind it: Nova's build abort
+        LOG.warning("server %s: %s", uuid, exc)
+        _end(ctx, uuid)
+        failure: Failed = give_up(ctx, row, server, ports.NETWORK_FAILED)
+        return failure
     with reader(ctx.engine) as conn:
         events = [e for e in external_events.pending(conn, uuid) if e["name"] == PLUGGED]
     by_port = {vif["port_id"]: vif for vif in info}
