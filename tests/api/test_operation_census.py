@@ -47,9 +47,7 @@ TO_COME = {
     "POST /servers/{id}/action os-getSPICEConsole", "POST /servers/{id}/action os-getSerialConsole",
     "POST /servers/{id}/action os-getVNCConsole", "POST /servers/{server_id}/remote-consoles",
     "GET /os-console-auth-tokens/{id}",
-    # hosts, hypervisors, services, aggregates, server groups, diagnostics and topology
-    "GET /os-hosts", "GET /os-hosts/{id}", "PUT /os-hosts/{id}", "GET /os-hosts/{id}/reboot",
-    "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup",
+    # diagnostics and topology
     "GET /servers/{server_id}/diagnostics", "GET /servers/{server_id}/topology",
 }
 
