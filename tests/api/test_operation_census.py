@@ -37,9 +37,6 @@ TO_COME = {
     # moves (evacuation, live migrations in progress)
     "POST /servers/{id}/action evacuate", "DELETE /servers/{server_id}/migrations/{id}",
     "POST /servers/{server_id}/migrations/{id}/action force_complete",
-    # hosts, hypervisors, services, aggregates, server groups
-    "GET /os-hosts", "GET /os-hosts/{id}", "PUT /os-hosts/{id}", "GET /os-hosts/{id}/reboot",
-    "GET /os-hosts/{id}/shutdown", "GET /os-hosts/{id}/startup",
 }
 
 
