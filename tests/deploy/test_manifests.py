@@ -4,13 +4,18 @@ rights for the API, Secrets referenced rather than written, and a configuration 
 
 from __future__ import annotations
 
+import configparser
 import copy
 import functools
+import re
+import textwrap
+import urllib.parse
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.deploy.conftest import NAMESPACE, find
+from tests.deploy.conftest import NAMESPACE, ROOT, find
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate is not installed (pip install -e '.[test]')")
@@ -151,8 +156,6 @@ def test_console_proxy_probes_budget_service_and_spread(rendered):
 def test_the_console_urls_point_at_the_console_proxy(rendered, render, vnc, serial):
     """The API hands out the overlay's public console URLs (site.conf); the proxy serves noVNC and the serial
     consoles on the one port its Service exposes."""
-    import configparser
-
     data = find(rendered[render], "ConfigMap", "openkeel-compute-config")["data"]
     site = configparser.ConfigParser(interpolation=None)
     site.read_string(data["site.conf"])
@@ -280,3 +283,27 @@ def test_service_monitor_scrapes_the_metrics_service(rendered):
     assert monitor["metadata"]["namespace"] == NAMESPACE
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_documented_console_ingress_is_valid_and_reaches_the_console_proxy(rendered, version):
+    """docs/deploy.md's Ingress for the console proxy: valid in strict mode, its backend the rendered Service's
+    port, its host the one of the production overlay's console URLs."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    block = re.search(r"```yaml\n(\s*apiVersion: networking\.k8s\.io/v1\n\s*kind: Ingress\n.*?)```", text, re.DOTALL)
+    assert block, "docs/deploy.md shows no Ingress for the console proxy"
+    ingress = yaml.safe_load(textwrap.dedent(block.group(1)))
+    ingress["metadata"]["namespace"] = NAMESPACE
+    validate(ingress, version)
+    objects = rendered["production"]
+    service = find(objects, "Service", "openkeel-compute-console-proxy")
+    ((rule,),) = [ingress["spec"]["rules"]]
+    ((path,),) = [rule["http"]["paths"]]
+    backend = path["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
+    site = configparser.ConfigParser(interpolation=None)
+    site.read_string(find(objects, "ConfigMap", "openkeel-compute-config")["data"]["site.conf"])
+    hosts = {urllib.parse.urlsplit(site["vnc"]["novncproxy_base_url"]).hostname,
+             urllib.parse.urlsplit(site["serial_console"]["base_url"]).hostname}
+    assert hosts == {rule["host"]} and ingress["spec"]["tls"][0]["hosts"] == [rule["host"]]
