@@ -4,6 +4,7 @@
     python tools/rbac_calls.py --check      # the same, and fail if the record changed
     python tools/rbac_calls.py --from LOG   # only aggregate an audit log written earlier
     python tools/rbac_calls.py --keep-log LOG   # record, and keep the audit log in LOG
+    python tools/rbac_calls.py --component console-proxy   # the console proxy's calls (a minute)
 
 It takes long (25 to 35 minutes on two cores under heavy load): the last tests it runs start
 whole scripts/serve stacks, and pytest prints nothing while they run. A test that fails is run once
@@ -18,6 +19,10 @@ namespace in the path), ``own`` (the controller's own namespace: the Lease's, ``
 tests) or ``project`` (any other namespace: the projects' namespaces). The distinct calls go to
 tests/deploy/controller-calls.json, which tests/deploy/test_rbac.py checks against the rendered
 ClusterRole and Role.
+
+``--component console-proxy`` does the same for the console proxy (its client's User-Agent,
+consoles/upstream.py): it runs the console proxy's tests (a scripts/serve stack) and writes
+tests/deploy/console-proxy-calls.json, checked against the proxy's ClusterRole.
 """
 
 from __future__ import annotations
@@ -46,6 +51,12 @@ TESTS = [
     "tests/scripts/test_serve_stack.py",
 ]
 CONTROLLER_AGENT = "openkeel-compute-controller/"
+# What each component's record is made of: (its client's User-Agent prefix, its record, its tests).
+COMPONENTS = {
+    "controller": (CONTROLLER_AGENT, RECORD, TESTS),
+    "console-proxy": ("openkeel-compute-console-proxy/", ROOT / "tests" / "deploy" / "console-proxy-calls.json",
+                      ["tests/consoles/test_console_proxy.py"]),
+}
 OWN_NAMESPACE = "default"  # [controller] lease_namespace in the tests
 
 
@@ -55,14 +66,14 @@ def scope(namespace: str | None) -> str:
     return "own" if namespace == OWN_NAMESPACE else "project"
 
 
-def aggregate(lines) -> list[dict[str, str | None]]:
-    """The distinct calls of the controller's client, sorted."""
+def aggregate(lines, agent: str = CONTROLLER_AGENT) -> list[dict[str, str | None]]:
+    """The distinct calls of one client (by default the controller's), sorted."""
     calls = set()
     for line in lines:
         if not line.strip():
             continue
         entry = json.loads(line)
-        if not entry.get("userAgent", "").startswith(CONTROLLER_AGENT):
+        if not entry.get("userAgent", "").startswith(agent):
             continue
         calls.add((entry["verb"], entry["apiGroup"], entry["resource"], entry["subresource"] or "",
                    scope(entry["namespace"])))
@@ -118,17 +129,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from", dest="source", help="aggregate this audit log instead of running the tests")
     parser.add_argument("--keep-log", help="keep the audit log of the run in this file")
     parser.add_argument("-n", dest="workers", default="2", help="pytest-xdist workers (default 2; 0: none)")
-    parser.add_argument("tests", nargs="*", default=TESTS, help="test paths (default: the controller's)")
+    parser.add_argument("--component", choices=sorted(COMPONENTS), default="controller",
+                        help="whose calls to record (default: the controller's)")
+    parser.add_argument("tests", nargs="*", help="test paths (default: the component's)")
     args = parser.parse_args(argv)
+    agent, record_path, default_tests = COMPONENTS[args.component]
+    tests = args.tests or default_tests
     started = time.monotonic()
     if args.source:
         with open(args.source) as lines:
-            calls = aggregate(lines)
+            calls = aggregate(lines, agent)
     else:
         with tempfile.TemporaryDirectory() as tmp:
             log = pathlib.Path(args.keep_log).resolve() if args.keep_log else pathlib.Path(tmp) / "audit.jsonl"
             log.unlink(missing_ok=True)
-            code = record(log, args.tests, args.workers)
+            code = record(log, tests, args.workers)
             took = f"{time.monotonic() - started:.0f} s"
             if code != 0:
                 print(f"rbac_calls: the tests failed (exit {code}, after {took}); the record is left as it was",
@@ -137,20 +152,21 @@ def main(argv: list[str] | None = None) -> int:
             calls = []
             if log.exists():
                 with log.open() as lines:
-                    calls = aggregate(lines)
+                    calls = aggregate(lines, agent)
             print(f"rbac_calls: the tests passed in {took}", file=sys.stderr)
     if not calls:
-        print("rbac_calls: no request of the controller was logged", file=sys.stderr)
+        print(f"rbac_calls: no request of the {args.component} was logged", file=sys.stderr)
         return 1
     text = json.dumps(calls, indent=1) + "\n"
     if args.check:
-        if RECORD.read_text() != text:
-            print(f"rbac_calls: {RECORD.relative_to(ROOT)} is out of date: run tools/rbac_calls.py",
+        if record_path.read_text() != text:
+            print(f"rbac_calls: {record_path.relative_to(ROOT)} is out of date: run tools/rbac_calls.py "
+                  f"--component {args.component}",
                   file=sys.stderr)
             return 1
         return 0
-    RECORD.write_text(text)
-    print(f"rbac_calls: {len(calls)} distinct calls written to {RECORD.relative_to(ROOT)}")
+    record_path.write_text(text)
+    print(f"rbac_calls: {len(calls)} distinct calls written to {record_path.relative_to(ROOT)}")
     return 0
 
 

@@ -41,7 +41,22 @@ def test_final_stage_runs_openkeel_as_a_user_without_build_tools():
     for tool in ("gcc", "build-essential", "-dev", "python3-venv", "python3-pip", "pip install"):
         assert tool not in runs, tool
     copies = [i for i in final if i.upper().startswith("COPY ")]
-    assert copies == ["COPY --from=build /opt/openkeel-compute /opt/openkeel-compute"]
+    assert copies == ["COPY --from=build /opt/openkeel-compute /opt/openkeel-compute",
+                      "COPY --from=build /novnc/usr/share/novnc /usr/share/novnc",
+                      "COPY --from=build /novnc/usr/share/doc/novnc /usr/share/doc/novnc"]
+
+
+def test_novnc_is_where_the_console_proxy_looks_and_comes_without_its_dependencies():
+    from openkeel_compute.consoles import novnc
+
+    build, final = _stages()
+    runs = " ".join(i for i in build if i.upper().startswith("RUN "))
+    # Debian's package unpacked, not installed: its Depends (nodejs, websockify, numpy) stay out.
+    assert "apt-get download novnc" in runs and "dpkg-deb -x novnc_" in runs
+    assert re.search(r"install -y --no-install-recommends python3 python3-venv +&&", runs)
+    target = next(i for i in final if "/novnc/usr/share/novnc" in i).split()[-1]
+    assert target == novnc.SEARCHED[0]
+    assert any(i.startswith("EXPOSE") and "6080" in i.split() for i in final)
 
 
 def test_build_stage_installs_from_wheels_only():

@@ -4,13 +4,18 @@ rights for the API, Secrets referenced rather than written, and a configuration 
 
 from __future__ import annotations
 
+import configparser
 import copy
 import functools
+import re
+import textwrap
+import urllib.parse
 from typing import Any
 
 import pytest
+import yaml
 
-from tests.deploy.conftest import NAMESPACE, find
+from tests.deploy.conftest import NAMESPACE, ROOT, find
 
 kubernetes_validate = pytest.importorskip(
     "kubernetes_validate", reason="kubernetes-validate is not installed (pip install -e '.[test]')")
@@ -91,10 +96,11 @@ def _pod(objects, kind: str, name: str) -> dict[str, Any]:
     return find(objects, kind, name)["spec"]["template"]["spec"]
 
 
-@pytest.mark.parametrize(("render", "api", "controller"), [("production", 3, 2), ("dev", 1, 1)])
-def test_replicas(rendered, render, api, controller):
+@pytest.mark.parametrize(("render", "api", "controller", "proxy"), [("production", 3, 2, 2), ("dev", 1, 1, 1)])
+def test_replicas(rendered, render, api, controller, proxy):
     assert find(rendered[render], "Deployment", "openkeel-compute-api")["spec"]["replicas"] == api
     assert find(rendered[render], "Deployment", "openkeel-compute-controller")["spec"]["replicas"] == controller
+    assert find(rendered[render], "Deployment", "openkeel-compute-console-proxy")["spec"]["replicas"] == proxy
 
 
 def test_api_probes_resources_budget_and_spread(rendered):
@@ -119,6 +125,51 @@ def test_api_probes_resources_budget_and_spread(rendered):
     assert api["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
 
 
+def test_console_proxy_probes_budget_service_and_spread(rendered):
+    objects = rendered["production"]
+    proxy = find(objects, "Deployment", "openkeel-compute-console-proxy")
+    pod = proxy["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][0] == "console-proxy"
+    assert container["args"][-1] == "/etc/openkeel-compute/console-proxy.conf"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"console": 6080}
+    assert container["readinessProbe"]["httpGet"]["port"] == "console"
+    assert container["livenessProbe"]["tcpSocket"] == {"port": "console"}
+    labels = proxy["spec"]["selector"]["matchLabels"]
+    assert labels["app.kubernetes.io/component"] == "console-proxy"
+    assert [c["labelSelector"]["matchLabels"] for c in pod["topologySpreadConstraints"]] == [labels]
+    budget = find(objects, "PodDisruptionBudget", "openkeel-compute-console-proxy")
+    assert budget["spec"]["selector"]["matchLabels"] == labels and budget["spec"]["maxUnavailable"] == 1
+    service = find(objects, "Service", "openkeel-compute-console-proxy")
+    assert service["spec"]["selector"] == labels
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(6080, "console")]
+    assert proxy["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    # Only the database's Secret: the proxy needs no Keystone password.
+    env = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
+    assert env == {"OS_DATABASE__CONNECTION"}
+
+
+@pytest.mark.parametrize(("render", "vnc", "serial"), [
+    ("production", "https://console.example.com/vnc_auto.html", "wss://console.example.com/"),
+    ("dev", "http://127.0.0.1:6080/vnc_auto.html", "ws://127.0.0.1:6080/"),
+])
+def test_the_console_urls_point_at_the_console_proxy(rendered, render, vnc, serial):
+    """The API hands out the overlay's public console URLs (site.conf); the proxy serves noVNC and the serial
+    consoles on the one port its Service exposes."""
+    data = find(rendered[render], "ConfigMap", "openkeel-compute-config")["data"]
+    site = configparser.ConfigParser(interpolation=None)
+    site.read_string(data["site.conf"])
+    assert site["vnc"]["novncproxy_base_url"] == vnc
+    assert site["serial_console"]["base_url"] == serial
+    own = configparser.ConfigParser(interpolation=None)
+    own.read_string(data["console-proxy.conf"])
+    assert own["vnc"]["novncproxy_port"] == own["serial_console"]["serialproxy_port"] == "6080"
+    assert own["controller"]["kubeconfig"] == "/etc/openkeel-compute/in-cluster.kubeconfig"
+    if render == "dev":  # what `kubectl port-forward svc/openkeel-compute-console-proxy 6080` listens on
+        service = find(rendered[render], "Service", "openkeel-compute-console-proxy")
+        assert {p["port"] for p in service["spec"]["ports"]} == {6080}
+
+
 @pytest.mark.parametrize("render", ["production", "dev"])
 def test_every_pod_is_restricted(rendered, render):
     """The "restricted" Pod Security Standard, which the namespace enforces."""
@@ -139,7 +190,7 @@ def test_every_pod_is_restricted(rendered, render):
 
 
 @pytest.mark.parametrize("render", ["production", "dev"])
-def test_only_the_controller_holds_a_kubernetes_token(rendered, render):
+def test_only_the_controller_and_the_console_proxy_hold_a_kubernetes_token(rendered, render):
     objects = rendered[render]
     accounts = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ServiceAccount"}
     for obj in objects:
@@ -147,8 +198,8 @@ def test_only_the_controller_holds_a_kubernetes_token(rendered, render):
             continue
         pod = obj["spec"]["template"]["spec"]
         name = obj["metadata"]["name"]
-        if name == "openkeel-compute-controller":
-            assert pod["serviceAccountName"] == "openkeel-compute-controller"
+        if name in ("openkeel-compute-controller", "openkeel-compute-console-proxy"):
+            assert pod["serviceAccountName"] == name  # each its own account (test_rbac.py checks their rights)
             continue
         assert pod["automountServiceAccountToken"] is False, name
         account = pod.get("serviceAccountName")
@@ -232,3 +283,27 @@ def test_service_monitor_scrapes_the_metrics_service(rendered):
     assert monitor["metadata"]["namespace"] == NAMESPACE
     assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
     assert [e["port"] for e in monitor["spec"]["endpoints"]] == [p["name"] for p in service["spec"]["ports"]]
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_documented_console_ingress_is_valid_and_reaches_the_console_proxy(rendered, version):
+    """docs/deploy.md's Ingress for the console proxy: valid in strict mode, its backend the rendered Service's
+    port, its host the one of the production overlay's console URLs."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    block = re.search(r"```yaml\n(\s*apiVersion: networking\.k8s\.io/v1\n\s*kind: Ingress\n.*?)```", text, re.DOTALL)
+    assert block, "docs/deploy.md shows no Ingress for the console proxy"
+    ingress = yaml.safe_load(textwrap.dedent(block.group(1)))
+    ingress["metadata"]["namespace"] = NAMESPACE
+    validate(ingress, version)
+    objects = rendered["production"]
+    service = find(objects, "Service", "openkeel-compute-console-proxy")
+    ((rule,),) = [ingress["spec"]["rules"]]
+    ((path,),) = [rule["http"]["paths"]]
+    backend = path["backend"]["service"]
+    assert backend["name"] == service["metadata"]["name"]
+    assert backend["port"]["name"] in {p["name"] for p in service["spec"]["ports"]}
+    site = configparser.ConfigParser(interpolation=None)
+    site.read_string(find(objects, "ConfigMap", "openkeel-compute-config")["data"]["site.conf"])
+    hosts = {urllib.parse.urlsplit(site["vnc"]["novncproxy_base_url"]).hostname,
+             urllib.parse.urlsplit(site["serial_console"]["base_url"]).hostname}
+    assert hosts == {rule["host"]} and ingress["spec"]["tls"][0]["hosts"] == [rule["host"]]

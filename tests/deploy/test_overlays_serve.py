@@ -1,4 +1,4 @@
-"""Each overlay's API and controller start from its configuration as rendered, and serve.
+"""Each overlay's API, controller and console proxy start from its configuration as rendered, and serve.
 
 `kubectl kustomize` renders the overlay, and each pod's container runs here as its pod would
 (tests/deploy/pods.py: the ConfigMap's files, the arguments and the environment exactly as
@@ -7,7 +7,9 @@ database Secret names a SQLite file, the in-cluster kubeconfig's API server is t
 cluster, Keystone's address is a stand-in's (tests/deploy/keystone.py) whose catalog names a local
 Placement (Placement's own service, embedded), and the ports are free ones (a pod has a network of
 its own). The API must answer `/`, a user's token, and refuse a request without one; the controller
-must hold its Lease and publish the cluster's node as a resource provider.
+must hold its Lease and publish the cluster's node as a resource provider; the console proxy must serve
+noVNC's page (when noVNC is installed here, as the image has it) and check a console's token against the
+database of the Secret (an unknown one is refused with Nova's message).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import configparser
 import contextlib
 import json
 import socket
+import struct
 import subprocess
 import time
 import urllib.error
@@ -23,7 +26,9 @@ import urllib.parse
 import urllib.request
 
 import pytest
+import websocket
 
+from openkeel_compute.consoles import novnc
 from openkeel_compute.emulator import Emulator
 from openkeel_compute.placement import embedded
 from tests.deploy.conftest import NAMESPACE, find
@@ -79,6 +84,14 @@ def _probe(probe: dict, ports: dict[str, int]) -> bool:
         return True
 
 
+def _page(url: str) -> tuple[int, bytes] | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
 def _keystone_base(pod: Pod) -> str | None:
     """Scheme and host of the Keystone the overlay's site.conf names (None: it names none)."""
     site = configparser.ConfigParser(interpolation=None)
@@ -90,7 +103,7 @@ def _keystone_base(pod: Pod) -> str | None:
 
 
 @pytest.mark.parametrize("overlay", ["production", "dev"])
-def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overlay, tmp_path):
+def test_the_api_the_controller_and_the_console_proxy_start_as_rendered_and_serve(rendered, overlay, tmp_path):
     objects = rendered[overlay]
     generated = rendered_secrets(objects)
     password = generated.get(("openkeel-compute-keystone", "password"), OPERATOR_PASSWORD)
@@ -100,9 +113,10 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
     controller = Pod(objects, "Deployment", "openkeel-compute-controller", tmp_path / "controller", secrets)
     sync = Pod(objects, "Job", "openkeel-compute-db-sync", tmp_path / "db-sync", secrets)
     wait = Pod(objects, "Deployment", "openkeel-compute-api", tmp_path / "wait", secrets, container="wait-for-schema")
+    proxy = Pod(objects, "Deployment", "openkeel-compute-console-proxy", tmp_path / "console-proxy", secrets)
     keystone_base = _keystone_base(api)
     procs: dict[str, subprocess.Popen] = {}
-    log_paths = {name: tmp_path / f"{name}.log" for name in ("api", "controller")}
+    log_paths = {name: tmp_path / f"{name}.log" for name in ("api", "controller", "console-proxy")}
 
     def logs() -> str:
         return "\n".join(f"--- {name}\n{path.read_text(errors='replace')[-6000:]}"
@@ -115,11 +129,12 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
             keystone.add_service("placement", placement.url)
             for pod in (api, controller, sync, wait) if keystone_base else ():
                 pod.edit(CONFIG, "site.conf", keystone_base, keystone.url)
-            controller.edit(CONFIG, "in-cluster.kubeconfig", IN_CLUSTER, cluster.url)
+            for pod in (controller, proxy):
+                pod.edit(CONFIG, "in-cluster.kubeconfig", IN_CLUSTER, cluster.url)
             _apply(cluster.url, find(objects, "Namespace", NAMESPACE))  # kubectl apply -k makes it first
 
             # A pod has a network of its own; here each named port is a free one.
-            ports = {"compute-api": free_port(), "metrics": free_port()}
+            ports = {"compute-api": free_port(), "metrics": free_port(), "console": free_port()}
 
             def start(name: str, pod: Pod, **extra: str) -> None:
                 with log_paths[name].open("wb") as log:
@@ -135,8 +150,12 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
                 if job is sync:
                     start("controller", controller, OS_CONTROLLER__METRICS_PORT=str(ports["metrics"]))
             start("api", api, OS_WSGI__PORT=str(ports["compute-api"]))
+            # The proxy's one port serves noVNC and the serial consoles (console-proxy.conf): both moved together.
+            start("console-proxy", proxy, OS_VNC__NOVNCPROXY_PORT=str(ports["console"]),
+                  OS_SERIAL_CONSOLE__SERIALPROXY_PORT=str(ports["console"]))
 
             assert (api.port("compute-api"), controller.port("metrics")) == (8774, 9465)  # what the probes reach
+            assert proxy.port("console") == 6080
             url = f"http://127.0.0.1:{ports['compute-api']}"
             _until("answering /", lambda: _get(url + "/")[0] == 200, procs, logs)
             user = keystone.issue("a-user", "a-project", ["member", "reader"])
@@ -155,8 +174,22 @@ def test_the_api_and_the_controller_start_as_rendered_and_serve(rendered, overla
             assert {"VCPU", "MEMORY_MB", "DISK_GB"} <= set(inventories), inventories
             # Both logged in as the service user with the Secret's password (the stand-in checks it).
             assert ("openkeel-compute", "service") in keystone.logins
+            # The console proxy: noVNC's page, and a websocket whose token the database does not know.
+            console = f"127.0.0.1:{ports['console']}"
+            web = novnc.find(None)
+            page = _until("serving the console page", lambda: _page(f"http://{console}/vnc_auto.html"), procs, logs)
+            if web is not None:
+                assert page[0] == 200 and b"noVNC" in page[1], (page, logs())
+            else:  # this machine has no noVNC (the image has): the page says so, serial consoles still work
+                assert page[0] == 404 and b"install noVNC" in page[1], (page, logs())
+            refused = websocket.create_connection(f"ws://{console}/?token=0c7f5f0e-0000-4000-8000-000000000000",
+                                                  timeout=10, subprotocols=["binary"])
+            frame = refused.recv_frame()
+            assert frame.opcode == websocket.ABNF.OPCODE_CLOSE, frame
+            assert (struct.unpack(">H", frame.data[:2])[0], frame.data[2:].decode()) == (
+                1008, "The token '***' is invalid or has expired"), logs()
             # The probes as rendered pass: a pod failing them would never be ready, or be restarted.
-            for pod in (api, controller):
+            for pod in (api, controller, *((proxy,) if web is not None else ())):
                 for kind in ("readinessProbe", "livenessProbe"):
                     if kind in pod.container:
                         assert _probe(pod.container[kind], ports), (pod.container["name"], kind, logs())

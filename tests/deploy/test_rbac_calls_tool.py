@@ -61,3 +61,15 @@ def test_a_report_that_names_no_module_of_the_tree_gives_nothing_to_retry(tmp_pa
                       '<failure/></testcase></testsuite></testsuites>')
     assert rbac_calls.failed_tests(report) is None
     assert rbac_calls.failed_tests(tmp_path / "absent.xml") is None
+
+
+def test_the_console_proxys_calls_are_told_apart_by_its_user_agent():
+    from openkeel_compute.consoles import upstream
+
+    vnc = _line("get", "virtualmachineinstances", "project-a", agent=upstream.USER_AGENT,
+                group="subresources.kubevirt.io", sub="vnc")
+    controller = _line("list", "nodes", None)
+    assert rbac_calls.aggregate([vnc, controller], rbac_calls.COMPONENTS["console-proxy"][0]) == [
+        {"verb": "get", "apiGroup": "subresources.kubevirt.io", "resource": "virtualmachineinstances",
+         "subresource": "vnc", "scope": "project"}]
+    assert rbac_calls.aggregate([vnc]) == []  # not the controller's

@@ -14,7 +14,12 @@ from urllib import parse
 import websocket
 from lightkube import KubeConfig
 
+from openkeel_compute import __version__
+
 SUBPROTOCOL = "plain.kubevirt.io"
+# How the proxy's requests are told apart in the API server's audit log (tools/rbac_calls.py records them
+# as the evidence for the proxy's RBAC, as the controller's own client does with its User-Agent).
+USER_AGENT = f"openkeel-compute-console-proxy/{__version__}"
 
 
 def kubeconfig_path(conf) -> str:
@@ -34,7 +39,7 @@ class Cluster:
         if single is None:
             raise ValueError(f"{path} names no context to use")
         cluster, user = single.cluster, single.user
-        headers = []
+        headers = [f"User-Agent: {USER_AGENT}"]
         context = None
         if cluster.server.startswith("https"):
             context = ssl.create_default_context()
