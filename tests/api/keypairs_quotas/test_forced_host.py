@@ -20,6 +20,10 @@ from tests.kubevirt.objects import IMAGE as KV_IMAGE
 from tests.kubevirt.objects import SERVER
 from tests.kubevirt.objects import flavor_copy as _copy
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 ADMIN, MEMBER = "admin:admin", "demo:demo"
 
 
