@@ -125,3 +125,25 @@ def test_lock_and_unlock_events_are_the_apis_on_its_host(client, engine, conf):
         assert event["hostId"]
         (event,) = client.get(f"{BASE}/{request_id}", headers=demo).json["instanceAction"]["events"]
         assert "host" not in event and event["hostId"]
+
+
+def test_actions_of_the_same_instant_are_ordered_by_id_newest_first_on_every_engine(client, engine):
+    """Ties in created_at (whole seconds on MariaDB; any engine when two requests share a timestamp) are
+    ordered as Nova orders them, by id, newest first, and the pages after a marker follow that order."""
+    A = models.INSTANCE_ACTIONS
+    at = dt.datetime(2026, 12, 1, 10, 0, 0)
+    with db_api.transaction(engine) as conn:
+        for n in range(4):
+            conn.execute(sa.insert(A), {"action": "reboot", "instance_uuid": oracle.SERVER_A,
+                                        "request_id": f"req-tie-{n}", "user_id": "demo", "project_id": "demo",
+                                        "start_time": at, "created_at": at, "updated_at": at, "deleted": 0})
+    demo = {"X-Auth-Token": "demo:demo", "OpenStack-API-Version": "compute 2.58"}
+    listed = [a["request_id"] for a in client.get(BASE, headers=demo).json["instanceActions"]][:4]
+    assert listed == ["req-tie-3", "req-tie-2", "req-tie-1", "req-tie-0"]
+    paged = []
+    marker = ""
+    for _ in range(4):
+        page = client.get(f"{BASE}?limit=1{marker}", headers=demo).json["instanceActions"]
+        paged += [a["request_id"] for a in page]
+        marker = f"&marker={page[-1]['request_id']}"
+    assert paged == listed
