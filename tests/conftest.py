@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 
@@ -75,7 +76,56 @@ def pytest_configure(config):
     from tests import bounded_columns
 
     bounded_columns.install()
+    config.addinivalue_line("markers", "engines(*names): the database engines a db_engine test runs on")
+    config.addinivalue_line("markers", "engines_subset: every case on SQLite, each function's first on the others")
     config.addinivalue_line("markers", f"{_shared.MARKER}(path): a case whose values come from ../shared/<path>")
+
+
+def pytest_generate_tests(metafunc):
+    # A test that asks for ``db_engine`` runs once per engine (tests/databases.py), or on those its
+    # ``engines`` mark names.
+    if "db_engine" in metafunc.fixturenames:
+        from tests.databases import ENGINES
+
+        marker = metafunc.definition.get_closest_marker("engines")
+        metafunc.parametrize("db_engine", list(marker.args) if marker else ENGINES, indirect=True)
+
+
+def pytest_collection_modifyitems(config, items):
+    # A module marked ``engines_subset`` (a heavy matrix) runs every case on SQLite and, on PostgreSQL
+    # and MariaDB, the first case of each test function: every function on every engine, the full matrix
+    # once.
+    seen, keep, drop = set(), [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        engine = callspec.params.get("db_engine") if callspec is not None else None
+        if engine in (None, "sqlite") or item.get_closest_marker("engines_subset") is None:
+            keep.append(item)
+            continue
+        key = (item.nodeid.split("[", 1)[0], engine)
+        (drop if key in seen else keep).append(item)
+        seen.add(key)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
+@pytest.fixture
+def db_engine(request):
+    """The database engine a test runs on: sqlite, postgresql or mariadb."""
+    return request.param
+
+
+@contextlib.contextmanager
+def conf_on(engine: str, tmp_path, **overrides):
+    """make_conf's configuration on a migrated database of ``engine`` (tests/databases.migrated_database)."""
+    from tests.databases import migrated_database
+
+    policies.reset()
+    with migrated_database(engine, tmp_path) as url:
+        database = dict(overrides.pop("database", {}), connection=url)
+        yield make_conf(tmp_path, database=database, **overrides)
+    policies.reset()
 
 
 def pytest_runtest_setup(item):

@@ -277,6 +277,7 @@ def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterat
 
     The world's objects are the server's (one database); ``world.restock()`` restocks both.
     """
+    import os
     import subprocess
     import sys
     import urllib.request
@@ -289,7 +290,9 @@ def served(world: World, port: int, workers: int = 2, extra: str = "") -> Iterat
     command = [sys.executable, "-m", "openkeel_compute.cmd.main", "serve", "--config-file", str(conf),
                "--host", "127.0.0.1", "--port", str(port), "--workers", str(workers)]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # the tree under test (pytest's path), not whichever copy the environment installed
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+        proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     try:
         deadline = time.monotonic() + 120
         while True:

@@ -20,6 +20,10 @@ from tests.kubevirt.objects import IMAGE as KV_IMAGE
 from tests.kubevirt.objects import SERVER
 from tests.kubevirt.objects import flavor_copy as _copy
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 ADMIN, MEMBER = "admin:admin", "demo:demo"
 
 
@@ -149,25 +153,23 @@ def test_a_host_and_node_that_differ_leave_the_vm_nowhere_to_run():
     assert names.requested_nodes({}) == () and not names.destination_forced(metadata)
 
 
-def test_end_to_end_a_forced_server_runs_on_its_node_and_an_unknown_node_is_no_valid_host(tmp_path):
+def test_end_to_end_a_forced_server_runs_on_its_node_and_an_unknown_node_is_no_valid_host(tmp_path, db_engine):
     """API → controller → built-in cluster: the node named is where the server runs; a node the cluster
     does not have leaves the VM Unschedulable and the server in ERROR, as Nova's "No valid host"."""
     import time
 
-    from openkeel_compute import policies
     from openkeel_compute.controller.servers import make_loop
     from openkeel_compute.db import migration
     from openkeel_compute.emulator.server import node
     from openkeel_compute.images import glance
-    from tests.conftest import admin, make_conf
+    from tests.conftest import admin, conf_on
     from tests.server_world import IMAGE as WORLD_IMAGE
     from tests.server_world import image_service, server_world
 
-    policies.reset()
-    conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "unschedulable_grace": "0"})
-    migration.sync(db_api.get_engine(conf))
     headers = admin("2.96")
-    with image_service(tmp_path) as url:
+    with conf_on(db_engine, tmp_path, controller={"poll_interval": "0.05", "unschedulable_grace": "0"}) as conf, \
+            image_service(tmp_path) as url:
+        migration.sync(db_api.get_engine(conf))
         glance.register_opts(conf)
         conf.set_override("api_servers", [url], group="glance")
         with server_world(conf, lambda kube: make_loop(kube, db_api.get_engine(conf))) as (client, controller,

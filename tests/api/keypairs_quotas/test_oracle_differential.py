@@ -204,17 +204,31 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def oracle_url():
+def _oracles():
+    """The oracles of the module, one per database engine (started when first asked for): the exchanges
+    create key pairs and set quotas, so each engine's run needs an oracle as fresh as the first's."""
     script = shared_path("nova-oracle/run-servers-oracle.sh")
-    if os.environ.get("OPENKEEL_SERVERS_ORACLE_URL"):  # an oracle already running (fresh)
-        yield os.environ["OPENKEEL_SERVERS_ORACLE_URL"]
-        return
-    port = _free_port()
-    subprocess.run([str(script), "start", str(port)], check=True, capture_output=True, timeout=600)
+    started: dict[str, int] = {}
+
+    def url(engine: str) -> str:
+        if os.environ.get("OPENKEEL_SERVERS_ORACLE_URL"):  # an oracle already running (fresh)
+            return os.environ["OPENKEEL_SERVERS_ORACLE_URL"]
+        if engine not in started:
+            port = _free_port()
+            subprocess.run([str(script), "start", str(port)], check=True, capture_output=True, timeout=600)
+            started[engine] = port
+        return f"http://127.0.0.1:{started[engine]}"
+
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield url
     finally:
-        subprocess.run([str(script), "stop", str(port)], check=False, capture_output=True, timeout=120)
+        for port in started.values():
+            subprocess.run([str(script), "stop", str(port)], check=False, capture_output=True, timeout=120)
+
+
+@pytest.fixture
+def oracle_url(_oracles, db_engine):
+    return _oracles(db_engine)
 
 
 def _oracle(base, method, path, token, version, body):

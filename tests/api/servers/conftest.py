@@ -8,6 +8,7 @@ import pytest
 from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.db import api as db_api
 from tests.api.servers.helpers import local_image_service
+from tests.conftest import conf_on
 
 
 @pytest.fixture
@@ -32,3 +33,11 @@ def flavors(engine):
         catalog.create(conn, name="priv.hidden", memory_mb=512, vcpus=1, root_gb=1, flavorid="priv-hidden",
                        is_public=False)
     return small
+
+
+@pytest.fixture
+def conf(db_engine, tmp_path):
+    """The API's configuration on each engine: these tests write server state, and PostgreSQL and MariaDB
+    enforce what SQLite does not (lengths, types, orders of ties)."""
+    with conf_on(db_engine, tmp_path) as conf:
+        yield conf

@@ -10,21 +10,24 @@ import datetime as dt
 
 import pytest
 
-from openkeel_compute import policies
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.images import glance
-from tests.conftest import admin, make_conf
+from tests.conftest import admin, conf_on
 from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world, until
 
 RECLAIM = 60.0
 
 
 @pytest.fixture
-def world(tmp_path):
-    policies.reset()
-    conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"})
+def world(tmp_path, db_engine):
+    """The API, the controller and the built-in cluster, on each engine."""
+    with conf_on(db_engine, tmp_path, controller={"poll_interval": "0.05", "workers": "4"}) as conf:
+        yield from _world(conf, tmp_path)
+
+
+def _world(conf, tmp_path):
     engine = db_api.get_engine(conf)
     migration.sync(engine)
     clock = [dt.datetime(2026, 12, 1, 12, 0, 0)]

@@ -26,6 +26,10 @@ from tests.api.servers.helpers import (
 )
 from tests.conftest import admin
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 UNKNOWN = "00000000-0000-0000-0000-000000000000"
 
 

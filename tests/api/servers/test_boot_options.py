@@ -16,6 +16,10 @@ from openkeel_compute.db import models
 from tests.api.servers.helpers import local_image_service, row_counts
 from tests.conftest import user
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 UNKNOWN = "11111111-2222-3333-4444-555555555555"
 POD = networks.network_id(networks.POD_NETWORK)

@@ -15,6 +15,10 @@ from tests.api.servers.helpers import IMAGE, QUEUED, boot_server, local_image_se
 from tests.conftest import make_conf, user
 from tests.databases import ENGINES, throwaway_database
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 MISSING = "11111111-1111-1111-1111-111111111111"
 
 

@@ -12,6 +12,10 @@ from tests.api.servers import oracle_state as oracle
 from tests.api.servers.helpers import IMAGE, boot_server, local_image_service, row_counts, server_body
 from tests.conftest import admin
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 
 @pytest.mark.parametrize(("fields", "message"), [
     # an image on the local disk only as the copy of imageRef, at boot index 0

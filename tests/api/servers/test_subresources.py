@@ -12,6 +12,10 @@ from openkeel_compute.db import api as db_api
 from tests.api.servers import oracle_state as oracle
 from tests.conftest import admin, user
 
+# A heavy matrix: every case on SQLite; on PostgreSQL and MariaDB each test function's first case
+# (tests/conftest.py, engines_subset).
+pytestmark = pytest.mark.engines_subset
+
 S = oracle.SERVER_A
 DEMO = user("demo", name="demo")
 OTHER = user("other", name="other")
