@@ -8,6 +8,7 @@ import http.server
 import json
 import threading
 import types
+from typing import ClassVar
 
 import pytest
 from keystoneauth1 import loading as ks_loading
@@ -23,9 +24,9 @@ from openkeel_compute.service_session import ConfSession, caller_auth
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
-    seen: list[tuple[str, str | None]] = []
+    seen: ClassVar[list[tuple[str, str | None]]] = []
 
-    def do_GET(self):  # noqa: N802 - http.server's name
+    def do_GET(self):
         type(self).seen.append((self.path, self.headers.get("X-Auth-Token")))
         body = json.dumps({"path": self.path}).encode()
         self.send_response(404 if self.path.endswith("/missing") else 200)
