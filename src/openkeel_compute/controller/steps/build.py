@@ -20,7 +20,7 @@ from typing import Any
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import placing, vm_edits
-from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
+from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_servers
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
@@ -33,14 +33,16 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if server["vm_state"] != states.BUILDING:
         return DONE  # the build ended meanwhile (ERROR after instance_build_timeout): no VM for it now
     try:
-        ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
+        objects = ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
     except ValueError as exc:  # the image has no size, the flavor and image refused together, ...
         return give_up(ctx, row, server, str(exc))
     if ctx.claims is not None:
+        where = (server.get("host"), server.get("node"))
         fault = placing.claim(ctx, server)
         if fault is not None:  # no node has room: the build failed, nothing was made
             return Failed(fault.message + fault.details, fault)
-    objects = ctx.objects(server)
+        if (server.get("host"), server.get("node")) != where:
+            objects = ctx.objects(server)  # pinned to the node claimed (the pass's claims usually chose it)
     namespace, name = ctx.namespace_of(server), server_vm_name(row.server_uuid)
     ctx.ensure_namespace(namespace, str(server["project_id"]))
     vm_edits.apply_server(ctx, objects, None)
@@ -73,8 +75,8 @@ def claim_together(ctx: Context, rows: list[ServerRow]) -> None:
     create rows that are their server's first of the pass (a create behind another row may not run now)."""
     if ctx.claims is None or len(rows) < 2:
         return
-    servers = [s for s in (read_server(ctx.engine, row.server_uuid) for row in rows)
-               if s is not None and s["vm_state"] == states.BUILDING]
+    servers = [s for s in read_servers(ctx.engine, [row.server_uuid for row in rows]).values()
+               if s["vm_state"] == states.BUILDING]
     made = ctx.claims.claim_many(servers)
     if made:
         with transaction(ctx.engine) as conn:
