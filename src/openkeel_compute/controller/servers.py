@@ -166,10 +166,9 @@ class ServerLoop:
         rows = self._without_moot([r for r in rows if _ordered(r)])
         if rows:
             with transaction(self.engine) as conn:
-                for row in rows:
-                    event = TABLE[row.operation].event if row.operation in TABLE else None
-                    if event is not None:
-                        tasks.start(conn, row.id, row.server_uuid, row.request_id, event)
+                events = {row.id: TABLE[row.operation].event if row.operation in TABLE else None for row in rows}
+                tasks.start_all(conn, [(row.id, row.server_uuid, row.request_id, event) for row in rows
+                                       if (event := events[row.id]) is not None])
             self._prepare(ctx, rows)
         # each server's first row of the pass finds its server read with the others' (after the claims were
         # written); a later row of the same server reads it again, as an earlier step may have changed it

@@ -77,3 +77,29 @@ def test_a_deleted_build_is_still_asked_for(ctx, db, cluster):
         cas.save_state(conn, deleting, task_state=task_states.DELETING)
     Observer(lambda: 0.0).observe_all(ctx, lambda: Snapshot({}, {}, {}, cached=True), {}, set())
     assert counting.reads and set(counting.reads) == {f"look {deleting}"}  # its objects may be there
+
+
+def test_the_events_of_a_pass_are_started_with_one_read_for_all_its_rows(db):
+    """tasks.start_all: what every row reads first is read once for the pass; a server's second row in the
+    same pass still sees the event its first row started (a delete ends it as "Error"), a row started by
+    an earlier attempt starts nothing again, and a server never created starts nothing."""
+    from openkeel_compute.compute.instances import instance_actions, instance_sysmeta
+    from openkeel_compute.controller import tasks
+    from openkeel_compute.model import events
+    from tests.controller.helpers import OWNER
+
+    first, second = boot(db), boot(db)
+    with db_api.transaction(db) as conn:
+        tasks.start_all(conn, [(7, first, OWNER.request_id, events.BUILD), (8, second, OWNER.request_id, events.BUILD),
+                               (9, first, OWNER.request_id, events.TERMINATE), (10, "never-made", "req-x", events.BUILD)])
+    with db_api.transaction(db) as conn:
+        tasks.start_all(conn, [(8, second, OWNER.request_id, events.BUILD)])  # tried again: nothing new
+    with db_api.reader(db) as conn:
+        built = instance_actions.get_action(conn, first, OWNER.request_id)["events"]
+        assert sorted((e["event"], e["result"]) for e in built) == [
+            (events.BUILD, "Error"), (events.TERMINATE, None)]
+        terminate = next(e for e in built if e["event"] == events.TERMINATE)
+        assert instance_sysmeta.system_metadata_item(conn, first, sysmeta.TASK_EVENT) == f"9:{terminate['id']}"
+        assert [e["event"] for e in instance_actions.get_action(conn, second, OWNER.request_id)["events"]] == [
+            events.BUILD]
+        assert instance_sysmeta.system_metadata_item(conn, second, sysmeta.TASK_EVENT).startswith("8:")
