@@ -66,3 +66,21 @@ def test_a_patch_of_an_object_that_is_not_there_says_so(apiserver, gateway):
     add_namespaces(apiserver, "p1")
     assert gateway.patch("PersistentVolumeClaim", "p1", "absent", {"spec": {}}, patch="merge") is False
     assert gateway.pod_log("p1", "absent", "guest-console-log", None, 1024) is None
+
+
+def test_an_apply_answers_the_object_as_the_cluster_has_it_and_errors_as_lightkube_raises_them(apiserver, gateway):
+    add_namespaces(apiserver, "p1")
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "p1"},
+              "data": {"k": "dg=="}}
+    apiserver.inject(Fault(503, method="PATCH", plural="secrets", times=1))
+    made = gateway.applied(secret)
+    assert made["kind"] == "Secret" and made["metadata"]["uid"] and made["data"] == {"k": "dg=="}
+    assert gateway.retries == ["HTTP 503"]
+    assert gateway.get("Secret", "s", "p1")["metadata"]["uid"] == made["metadata"]["uid"]
+    apiserver.inject(Fault(403, method="PATCH", plural="secrets", message="no writes here"))
+    with pytest.raises(ApiError) as refused:  # the API server's Status, as lightkube's patch raised it
+        gateway.apply(secret)
+    assert refused.value.status.code == 403 and "no writes here" in str(refused.value)
+    with pytest.raises(ApiError) as strict:  # strict field validation, as every write of the controller
+        gateway.apply({**secret, "metadata": {**secret["metadata"], "name": "t"}, "unknownField": 1})
+    assert strict.value.status.code in (400, 422)

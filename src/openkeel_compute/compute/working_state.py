@@ -41,6 +41,16 @@ def of(conn: Connection, instance_uuid: str) -> dict[str, str]:
     return dict(conn.execute(select(T.c.key, T.c.value).where(T.c.instance_uuid == instance_uuid)).all())
 
 
+def by_instance(conn: Connection, instance_uuids: list[str]) -> dict[str, dict[str, str]]:
+    """Every item of several servers in one statement (servers without any are not in it)."""
+    found: dict[str, dict[str, str]] = {}
+    if instance_uuids:
+        for uuid, key, value in conn.execute(select(T.c.instance_uuid, T.c.key, T.c.value)
+                                             .where(T.c.instance_uuid.in_(instance_uuids))):
+            found.setdefault(uuid, {})[key] = value
+    return found
+
+
 def forget(conn: Connection, instance_uuid: str) -> None:
     """Remove the server's working state (its delete completed)."""
     conn.execute(delete(T).where(T.c.instance_uuid == instance_uuid))

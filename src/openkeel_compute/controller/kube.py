@@ -17,6 +17,8 @@ from typing import Any, TypeVar
 
 import httpx2
 from lightkube import ApiError, Client, KubeConfig
+from lightkube.core.generic_client import transform_exception
+from lightkube.core.resource import NamespacedResource, api_info
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
 from lightkube.resources.apps_v1 import ControllerRevision
 from lightkube.resources.coordination_v1 import Lease
@@ -165,6 +167,37 @@ def make_client(kubeconfig: str | dict[str, Any], timeout: float = 10.0) -> Clie
     # Names the controller in the cluster's audit log (and in the emulator's, tools/rbac_calls.py).
     http.headers["User-Agent"] = USER_AGENT
     return client
+
+
+def _collection_path(kind: str) -> tuple[str, bool]:
+    """The path of a kind's objects ("{ns}" in place of the namespace of a namespaced kind), and whether
+    it is namespaced."""
+    res = RESOURCES[kind]
+    info = api_info(res)
+    group, version = info.resource.group, info.resource.version
+    base = f"/api/{version}" if not group else f"/apis/{group}/{version}"
+    namespaced = issubclass(res, NamespacedResource)
+    return (f"{base}/namespaces/{{ns}}/{info.plural}" if namespaced else f"{base}/{info.plural}"), namespaced
+
+
+_COLLECTIONS = {kind: _collection_path(kind) for kind in RESOURCES}
+
+
+def object_path(kind: str, namespace: str | None, name: str) -> str:
+    """The API server's path of one object, as lightkube builds it (a namespaced kind with no namespace:
+    "default", lightkube's default)."""
+    path, namespaced = _COLLECTIONS[kind]
+    return f"{path.format(ns=namespace or 'default') if namespaced else path}/{name}"
+
+
+def raise_for_status(response: httpx2.Response) -> httpx2.Response:
+    """The response when it is not an error; else the error as lightkube raises it (an ApiError with the
+    API server's Status when the answer is JSON)."""
+    try:
+        response.raise_for_status()
+    except httpx2.HTTPStatusError as exc:
+        raise transform_exception(exc) from exc
+    return response
 
 
 def as_dict(obj: Any, kind: str | None = None) -> dict[str, Any]:

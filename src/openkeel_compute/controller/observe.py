@@ -76,6 +76,16 @@ def build_moves_on(server: dict[str, Any], seen: Observation) -> bool:
     return now is not None and later is not None and later > now
 
 
+def _made(server: dict[str, Any]) -> bool:
+    """Whether the server's VM may be in the cluster while the watches do not show it yet: not for a build
+    whose objects the controller has not recorded making (no ``vm_name``: its create row has not run, or
+    ran in this pass or the one before, which ``placed`` covers). Such a build is observed as the cache
+    shows it (no VM: still scheduling, or timed out), with no read of the cluster: a thousand builds
+    waiting for their rows would otherwise list the whole cluster on every pass."""
+    return bool(server.get("vm_name")) or server.get("vm_state") != states.BUILDING \
+        or server.get("task_state") == task_states.DELETING
+
+
 def quiet_key(server: dict[str, Any], namespace: str, snapshot: Snapshot) -> tuple[Any, ...] | None:
     """Everything a settled server's observation depends on: its row's state, task, update time and
     system metadata, and the resource versions of its VM, VMI and DataVolumes. None when the observation
@@ -190,7 +200,7 @@ class Observer:
         uuid, namespace = server["uuid"], ctx.namespace_of(server)
         view = (snapshot or ctx.cluster).look(namespace, uuid)
         cached = snapshot is not None and snapshot.cached
-        if view[0] is None and cached:
+        if view[0] is None and cached and _made(server):
             view = self._look_fresh(ctx, namespace, uuid)  # a watch may lag our own create: ask
         server["vmi_uid"] = server["system_metadata"].get(sysmeta.REPLACED_VMI)
         vm, _vmi, dvs = view

@@ -50,6 +50,7 @@ from openkeel_compute.controller.steps.base import (
     Wait,
     Waiting,
     read_server,
+    read_servers,
 )
 from openkeel_compute.controller.steps.power import verb_for
 from openkeel_compute.controller.watch import Snapshot, WatchedObjects
@@ -173,11 +174,13 @@ class ServerLoop:
         rows = self._without_moot([r for r in rows if _ordered(r)])
         if rows:
             with transaction(self.engine) as conn:
-                for row in rows:
-                    event = TABLE[row.operation].event if row.operation in TABLE else None
-                    if event is not None:
-                        tasks.start(conn, row.id, row.server_uuid, row.request_id, event)
+                events = {row.id: TABLE[row.operation].event if row.operation in TABLE else None for row in rows}
+                tasks.start_all(conn, [(row.id, row.server_uuid, row.request_id, event) for row in rows
+                                       if (event := events[row.id]) is not None])
             self._prepare(ctx, rows)
+        # each server's first row of the pass finds its server read with the others' (after the claims were
+        # written); a later row of the same server reads it again, as an earlier step may have changed it
+        first_reads = read_servers(self.engine, [row.server_uuid for row in rows])
         held: dict[str, str | None] = {}  # server uuid -> why its later rows wait (None) or fail (the error)
         for row in rows:
             if row.server_uuid in held:
@@ -187,7 +190,7 @@ class ServerLoop:
             if self._not_before.get(row.id, 0.0) > self.clock():
                 held[row.server_uuid] = None
                 continue
-            server = read_server(self.engine, row.server_uuid)
+            server = first_reads.pop(row.server_uuid, None) or read_server(self.engine, row.server_uuid)
             result = _DONE if server is None else self._execute(ctx, row, server, problems)  # gone: moot
             if result == _DONE:
                 done.append(row.id)

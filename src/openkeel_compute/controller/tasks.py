@@ -11,26 +11,43 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, select
 
-from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, instance_sysmeta, store
+from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, instance_sysmeta
+from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import sysmeta
 
 
 def start(conn: Connection, row_id: int, uuid: str, request_id: str, event: str) -> None:
     """Start ``event`` in the instance action of request ``request_id``, once per outbox row."""
-    if not request_id or not store.ever_existed(conn, uuid):
+    start_all(conn, [(row_id, uuid, request_id, event)])
+
+
+def start_all(conn: Connection, rows: list[tuple[int, str, str, str]]) -> None:
+    """``start`` for each (row id, server uuid, request id, event) in turn, with what every row reads first
+    (whether its server ever existed, the server's running task event) read for all of them at once."""
+    uuids = list(dict.fromkeys(uuid for _row_id, uuid, request_id, _event in rows if request_id))
+    if not uuids:
         return
-    current = instance_sysmeta.system_metadata_item(conn, uuid, sysmeta.TASK_EVENT)
-    if current and current.split(":", 1)[0] == str(row_id):
-        return  # started by an earlier attempt at this row
-    if current:  # a delete overrides the task that ran: its event ends, unfinished
-        instance_actions.finish_event(conn, int(current.split(":", 1)[1]), "Error")
-    action_id = instance_actions.action_for_request(conn, uuid, request_id)
-    if action_id is not None:
-        event_id = instance_actions.start_event(conn, action_id, event)
-        instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, f"{row_id}:{event_id}")
+    existed = {r[0] for r in conn.execute(select(INSTANCES.c.uuid).where(INSTANCES.c.uuid.in_(uuids)))}
+    table = INSTANCE_SYSTEM_METADATA
+    current_of: dict[str, str | None] = dict.fromkeys(existed)
+    current_of.update(conn.execute(select(table.c.instance_uuid, table.c.value).where(
+        table.c.instance_uuid.in_(list(existed)), table.c.key == sysmeta.TASK_EVENT, table.c.deleted == 0)).all())
+    for row_id, uuid, request_id, event in rows:
+        if not request_id or uuid not in existed:
+            continue
+        current = current_of[uuid]
+        if current and current.split(":", 1)[0] == str(row_id):
+            continue  # started by an earlier attempt at this row
+        if current:  # a delete overrides the task that ran: its event ends, unfinished
+            instance_actions.finish_event(conn, int(current.split(":", 1)[1]), "Error")
+        action_id = instance_actions.action_for_request(conn, uuid, request_id)
+        if action_id is not None:
+            event_id = instance_actions.start_event(conn, action_id, event)
+            current_of[uuid] = f"{row_id}:{event_id}"
+            instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, current_of[uuid])
 
 
 def keep(conn: Connection, row_id: int, uuid: str, event_id: int) -> None:

@@ -24,14 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select
 
 from openkeel_compute.compute import block_device_rows, errors, working_state
-from openkeel_compute.compute.instances import store
+from openkeel_compute.compute.instances import paging, store
+from openkeel_compute.compute.instances.base import row_dicts
 from openkeel_compute.db.api import reader
+from openkeel_compute.db.models import INSTANCES
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import sysmeta
 
@@ -130,6 +132,8 @@ class Context:
             self.pass_state.namespaces.add(namespace)
 
 
+_READ_CHUNK = 500  # servers one statement reads
+
 Step = Callable[[Context, ServerRow, dict[str, Any]], Outcome]
 
 
@@ -147,6 +151,31 @@ def read_server(engine: Engine, uuid: str) -> dict[str, Any] | None:
         if row["system_metadata"].get(sysmeta.HAS_VOLUMES) == "True":  # its Cinder volumes (issue 30)
             row["block_devices"] = block_device_rows.of(conn, uuid)
     return row
+
+
+def read_servers(engine: Engine, uuids: Collection[str]) -> dict[str, dict[str, Any]]:
+    """Several live servers, each as ``read_server`` reads one, in four statements per ``_READ_CHUNK``
+    servers (a pass's rows are read together, not four statements a row); a server gone is not in it."""
+    found: dict[str, dict[str, Any]] = {}
+    wanted = list(dict.fromkeys(uuids))
+    with reader(engine) as conn:
+        for start in range(0, len(wanted), _READ_CHUNK):
+            chunk = wanted[start:start + _READ_CHUNK]
+            rows = {row["uuid"]: row for row in row_dicts(conn.execute(
+                select(INSTANCES).where(INSTANCES.c.uuid.in_(chunk), INSTANCES.c.deleted == 0)))}
+            metadata = paging.metadata_by_instance(conn, list(rows))
+            system = paging.metadata_by_instance(conn, list(rows), system=True)
+            working = working_state.by_instance(conn, list(rows))
+            for uuid in chunk:
+                if uuid in rows:
+                    row = rows[uuid]
+                    row["metadata"] = metadata.get(uuid, {})
+                    row["system_metadata"] = system.get(uuid, {})
+                    row["working_state"] = working.get(uuid, {})
+                    if row["system_metadata"].get(sysmeta.HAS_VOLUMES) == "True":  # its Cinder volumes
+                        row["block_devices"] = block_device_rows.of(conn, uuid)
+                    found[uuid] = row
+    return found
 
 
 def vmi_phase(vmi: dict[str, Any] | None) -> str | None:

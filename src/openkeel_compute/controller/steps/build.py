@@ -25,7 +25,7 @@ from typing import Any
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.steps import attachments, placing, ports, vif_wait, vm_edits, volumes
-from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_server
+from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_servers
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
@@ -44,13 +44,16 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if server["system_metadata"].get(sysmeta.VIF_WAIT):  # started: waiting for its ports to be plugged
         return vif_wait.check(ctx, row, server, give_up)
     try:
-        ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
+        objects = ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
     except ValueError as exc:  # the image has no size, the flavor and image refused together, ...
         return give_up(ctx, row, server, str(exc))
     if ctx.claims is not None:
+        where = (server.get("host"), server.get("node"))
         fault = placing.claim(ctx, server)
         if fault is not None:  # no node has room: the build failed, nothing was made
             return Failed(fault.message + fault.details, fault)
+        if (server.get("host"), server.get("node")) != where:
+            objects = ctx.objects(server)  # pinned to the node claimed (the pass's claims usually chose it)
     refused = volumes.prepare(ctx, server)  # the Cinder volumes exported to the node, their claims made
     if refused:
         return give_up(ctx, row, server, refused)
@@ -66,7 +69,8 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             LOG.warning("server %s: Neutron: %s", row.server_uuid, exc.message)
             return Failed(ports.NETWORK_FAILED)
         attachments.ensure(ctx, namespace, ports.networks_of(ctx, info))
-    objects = ctx.objects(server)
+    if ports.wanted(ctx, server) or server.get("block_devices"):
+        objects = ctx.objects(server)  # with the ports' interfaces and the volumes' claims made just now
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
@@ -105,8 +109,8 @@ def claim_together(ctx: Context, rows: list[ServerRow]) -> None:
     create rows that are their server's first of the pass (a create behind another row may not run now)."""
     if ctx.claims is None or len(rows) < 2:
         return
-    servers = [s for s in (read_server(ctx.engine, row.server_uuid) for row in rows)
-               if s is not None and s["vm_state"] == states.BUILDING]
+    servers = [s for s in read_servers(ctx.engine, [row.server_uuid for row in rows]).values()
+               if s["vm_state"] == states.BUILDING]
     made = ctx.claims.claim_many(servers)
     if made:
         with transaction(ctx.engine) as conn:
