@@ -32,6 +32,7 @@ from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
 from openkeel_compute.conf import cinder as cinder_conf
+from openkeel_compute.service_session import caller_auth as _caller_auth
 from openkeel_compute.volume import errors
 
 LOG = logging.getLogger(__name__)
@@ -39,20 +40,6 @@ GROUP = cinder_conf.GROUP
 ATTACHMENTS = "3.44"
 VOLUME_READ = "3.48"
 BASE = "3.0"
-
-
-def _caller_auth(context, environ):
-    environ = environ or getattr(context, "environ", None) or {}
-    plugin = environ.get("keystone.token_auth")
-    if plugin is not None:
-        return plugin
-    token = getattr(context, "auth_token", None)
-    catalog = environ.get("HTTP_X_SERVICE_CATALOG")
-    if not token and not catalog:
-        return None
-    from openkeel_compute.caller_auth import HeaderCatalogAuth
-
-    return HeaderCatalogAuth(token, catalog)
 
 
 def cinder_message(resp) -> str:
