@@ -11,10 +11,12 @@ the boot keeps; a refusal raises network.errors.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from openkeel_compute.network import errors
-from openkeel_compute.network.client import Calls
+
+if TYPE_CHECKING:  # the client (keystoneauth, requests) is imported by whoever makes the calls, when needed
+    from openkeel_compute.network.client import Calls
 
 DEFAULT_GROUP = "default"
 # neutronclient's UUID_PATTERN: only what looks like an id is looked up as one

@@ -74,7 +74,8 @@ def test_the_server_keeps_its_images_properties_and_kernel(client, engine, conf,
     assert meta == {"image_kernel_id": "nokernel", "image_ramdisk_id": "nokernel", "image_architecture": "x86_64",
                     "image_min_ram": "0", "image_min_disk": "1", "image_disk_format": "raw",
                     "image_container_format": "raw", "image_base_image_ref": IMAGE,
-                    "requested_networks": "none", "security_groups": "null"}  # booted with networks "none": the VM gets no interface
+                    "requested_networks": "none", "security_groups": "null",  # networks "none": the VM gets no interface
+                    "openkeel_image_name": "fakeimage123456"}  # for the build's and rebuilds' notifications
 
 
 @pytest.fixture
