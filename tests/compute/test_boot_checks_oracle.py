@@ -10,7 +10,6 @@ or both accept. Skips without ../shared (fails under OPENKEEL_REQUIRE_SHARED=1).
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import time
 import urllib.error
@@ -20,6 +19,7 @@ import pytest
 
 from openkeel_compute.compute.boot_checks import BootRefused, check_boot
 from tests._shared import shared_path
+from tests.api.oracles import free_port
 
 BASE_IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 
@@ -46,14 +46,10 @@ CASES = [
 
 
 def _free_port() -> int:
-    for port in range(19360, 19400):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port in 19360-19399 for the servers oracle")
+    """A port the system says is free (tests/api/oracles.free_port): two test workers running this module's
+    tests at once each start an oracle of their own, never one on the other's port (the oracle script's pid
+    file is per port: a shared port meant one worker's stop killing the other's oracle)."""
+    return free_port()
 
 
 class Oracle:

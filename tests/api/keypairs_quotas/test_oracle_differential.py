@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import socket
 import subprocess
 import urllib.error
 import urllib.request
@@ -19,6 +18,7 @@ import pytest
 
 from tests._shared import shared_path
 from tests.api.keypairs_quotas.helpers import ED25519
+from tests.api.oracles import free_port
 
 
 def _certificate() -> str:
@@ -193,14 +193,10 @@ def _normalise(body, generated: bool):
 
 
 def _free_port() -> int:
-    for port in range(38021, 38100):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    pytest.skip("no free port for the servers oracle")
+    """A port the system says is free (tests/api/oracles.free_port): two test workers running this module's
+    tests at once each start an oracle of their own, never one on the other's port (the oracle script's pid
+    file is per port: a shared port meant one worker's stop killing the other's oracle)."""
+    return free_port()
 
 
 @pytest.fixture(scope="module")
