@@ -53,7 +53,8 @@ def test_what_each_command_runs_is_what_the_readme_says():
     assert "then `scripts/test`" in row and "then `scripts/conformance`" in row
     assert "OPENKEEL_REQUIRE_SHARED=1" in row and "OPENKEEL_REQUIRE_DATABASES=1" in row
     test_script = (ROOT / "scripts/test").read_text()
-    assert 'exec "$VENV/bin/python" -m pytest "$@"' in test_script
+    # every test, with the caller's arguments; --dist only says how xdist shares them out (by group)
+    assert 'exec "$VENV/bin/python" -m pytest --dist loadgroup "$@"' in test_script
     assert "runs everything" not in README
     conformance = " ".join((ROOT / "docs/conformance.md").read_text().split())
     assert "`.ci/run` runs it after `scripts/test`" in conformance
