@@ -16,7 +16,7 @@ from openkeel_compute.network import client as client_mod
 from openkeel_compute.network import errors, validate
 from tests.conftest import make_conf
 
-# one xdist worker runs the whole module (pyproject's --dist loadgroup): one real Neutron is started a run
+# one xdist worker runs the whole module (scripts/test's --dist loadgroup): one real Neutron is started a run
 pytestmark = pytest.mark.xdist_group("real-neutron")
 
 
