@@ -228,8 +228,8 @@ class OpenKeel:
     name = "openkeel"
 
     def __init__(self, work: Path, ports: tuple[int, int, int], core: str | None, delay_scale: float,
-                 database: str | None, poll_interval: float | None, nodes: int = 1):
-        self.work, self.core, self.nodes = work, core, nodes
+                 database: str | None, poll_interval: float | None, nodes: int = 1, cluster_apart: bool = False):
+        self.work, self.core, self.nodes, self.cluster_apart = work, core, nodes, cluster_apart
         self.port, self.image_port, self.cluster_port = ports
         self.delay_scale, self.database, self.poll_interval = delay_scale, database, poll_interval
         self.procs: list[Proc] = []
@@ -250,15 +250,30 @@ class OpenKeel:
             f"[wsgi]\nworkers = 1\n[quota]\ninstances = -1\ncores = -1\nram = -1\n[glance]\napi_servers = http://127.0.0.1:{self.image_port}\n"
             f"[controller]\nmetrics_port = 0\nemulator_port = {self.cluster_port}\n"
             f"emulator_delay_scale = {self.delay_scale}\nemulator_nodes = {self.nodes}\n"
-            + (f"poll_interval = {self.poll_interval}\n" if self.poll_interval else ""))
+            + (f"poll_interval = {self.poll_interval}\n" if self.poll_interval else "")
+            # the built-in cluster brings the embedded Placement; a kubeconfig's cluster asks for it
+            + ("[placement_service]\nembedded = true\n" if self.cluster_apart else ""))
         subprocess.run([okc, "db", "sync", "--config-file", str(conf)], check=True, capture_output=True)
+        target: list[str] = []
+        if self.cluster_apart:  # this tree's built-in cluster in its own process, whichever tree's controller
+            kubeconfig = w / "cluster.kubeconfig"
+            env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+            self.procs.append(Proc("cluster", pin(self.core) + [
+                py, str(HERE / "cluster_apart.py"), "--port", str(self.cluster_port), "--nodes", str(self.nodes),
+                "--scale", str(self.delay_scale), "--kubeconfig", str(kubeconfig)], w / "cluster.log", env=env))
+            deadline = time.monotonic() + 60
+            while not kubeconfig.exists():
+                if time.monotonic() > deadline or not self.procs[-1].alive():
+                    raise RuntimeError(f"the cluster apart did not start; see {w}/cluster.log")
+                time.sleep(0.1)
+            target = ["--kubeconfig", str(kubeconfig)]
         self.procs.append(Proc("images", pin(self.core) + [py, "-m", "openkeel_compute.images.local", "serve",
                                                            "--dir", str(images), "--port", str(self.image_port)],
                                w / "images.log"))
         self.procs.append(Proc("api", pin(self.core) + [okc, "serve", "--config-file", str(conf),
                                                         "--port", str(self.port)], w / "api.log"))
-        self.procs.append(Proc("controller", pin(self.core) + [okc, "controller", "--config-file", str(conf)],
-                               w / "controller.log"))
+        self.procs.append(Proc("controller", pin(self.core) + [okc, "controller", "--config-file", str(conf),
+                                                               *target], w / "controller.log"))
         api = Api(self.port)
         api.wait_up()
         code, body = api.call("POST", "/v2.1/flavors", {"flavor": {
@@ -339,6 +354,10 @@ def main() -> int:
     p.add_argument("--cluster-nodes", type=int, default=20,
                    help="nodes of the built-in cluster ([controller] emulator_nodes); each holds 64 of the "
                         "benchmark's one-vCPU servers in Placement (16 CPUs at the allocation ratio 4.0)")
+    p.add_argument("--cluster-apart", action="store_true",
+                   help="--boot's built-in cluster in a process of its own (bench/cluster_apart.py, always this "
+                        "tree's), the controller given its kubeconfig: the controller's CPU seconds are then "
+                        "its own, not the cluster's")
     p.add_argument("--poll-interval", type=float, help="[controller] poll_interval (default: its own)")
     p.add_argument("--openkeel-db", help="OpenKeel's database URL (default: a new SQLite file)")
     p.add_argument("--skip-nova", action="store_true", help="OpenKeel only (no ratios)")
@@ -401,7 +420,7 @@ def main() -> int:
         # 3. a fresh OpenKeel boots --boot servers
         if args.boot:
             fresh = OpenKeel(work / "openkeel-boot", ports, args.server_core, args.delay_scale, None,
-                             args.poll_interval, args.cluster_nodes)
+                             args.poll_interval, args.cluster_nodes, args.cluster_apart)
             systems.append(fresh)
             fresh.start()
             api = Api(fresh.port)

@@ -163,10 +163,15 @@ def test_a_vm_on_another_size_gets_its_matchers_patched_before_the_apply(ctx, db
                    {"op": "replace", "path": "/spec/instancetype", "value": objects.vm["spec"]["instancetype"]}]
 
 
-def test_a_new_vm_gets_its_sizing_again_owned_by_it(ctx, db, cluster):
+def test_a_new_vm_owns_its_sizing_by_a_patch_of_their_owner_references(ctx, db, cluster):
     uuid = boot(db)
     objects = ctx.objects(read_server(db, uuid))
-    vm_edits.apply_server(ctx, objects, None)
+    made = vm_edits.apply_server(ctx, objects, None)
     kinds = [c[1] for c in cluster.calls]
     sizing = ["VirtualMachineInstancetype", "VirtualMachinePreference"]
-    assert kinds[len(objects.secrets):] == [*sizing, "VirtualMachine", *sizing] and cluster.patches == []
+    assert kinds[len(objects.secrets):] == [*sizing, "VirtualMachine", *sizing]
+    assert [c[0] for c in cluster.calls[len(objects.secrets):]] == ["apply", "apply", "apply", "patch", "patch"]
+    ref = {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": made["metadata"]["name"],
+           "uid": made["metadata"]["uid"], "controller": False, "blockOwnerDeletion": False}
+    assert cluster.patches == [(body["kind"], body["metadata"]["name"], {"metadata": {"ownerReferences": [ref]}})
+                               for body in objects.sizing]

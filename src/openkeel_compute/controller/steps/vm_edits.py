@@ -88,8 +88,19 @@ def apply_server(ctx: Context, objects: ServerObjects, vm: dict[str, Any] | None
             vm, {f: objects.vm["spec"][f] for f in MATCHERS if spec.get(f) != objects.vm["spec"][f]}))
     made = ctx.cluster.applied(objects.vm)
     if ((vm or {}).get("metadata") or {}).get("uid") != (made.get("metadata") or {}).get("uid"):
-        apply_sizing(ctx, objects, made)
+        own_sizing(ctx, objects, made)
     return made
+
+
+def own_sizing(ctx: Context, objects: ServerObjects, vm: dict[str, Any]) -> None:
+    """The server's own instancetype and preference, just applied, owned by ``vm`` (just made): a merge
+    patch of their owner references only, not a second apply of the whole objects (half the requests'
+    weight on the cluster for every build). The next apply of them (a resize, a rebuild) carries the same
+    reference, so server-side apply's field ownership never conflicts."""
+    for body in objects.owned_by(vm).sizing:
+        meta = body["metadata"]
+        ctx.cluster.patch(body["kind"], meta.get("namespace") or objects.namespace, meta["name"],
+                          {"metadata": {"ownerReferences": meta["ownerReferences"]}}, patch="merge")
 
 
 def matcher_patch(vm: dict[str, Any], wanted: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
