@@ -30,6 +30,9 @@ class FakeCinder:
         self.fail_with: int | None = None
         self.page_size = 1000  # Cinder's osapi_max_limit
         self.created_status = "available"  # what a volume created through the API starts as
+        self.settles_to = "available"  # ... and, when that is "creating", ends as after ``creating_reads`` reads
+        self.creating_reads = 0
+        self._settling: dict[str, int] = {}
 
     # -- data --------------------------------------------------------------------------------
     def volume(self, size=1, status="available", zone="nova", bootable=False, multiattach=False,
@@ -92,6 +95,11 @@ class FakeCinder:
             if vol is None:
                 return self._error(404, "itemNotFound", f"Volume {parts[1]} could not be found.")
             if method == "GET":
+                if parts[1] in self._settling:
+                    self._settling[parts[1]] -= 1
+                    if self._settling[parts[1]] < 0:
+                        vol["status"] = self.settles_to
+                        del self._settling[parts[1]]
                 return 200, {"volume": vol}
             if method == "DELETE":
                 if vol["status"] not in ("available", "error"):
@@ -116,6 +124,8 @@ class FakeCinder:
                               metadata=spec.get("metadata") or {}, snapshot_id=spec.get("snapshot_id"),
                               image_metadata={"image_id": spec["imageRef"]} if spec.get("imageRef") else None)
             vol.update(volume_type=spec.get("volume_type") or "okc-nfs")
+            if vol["status"] == "creating":
+                self._settling[vol["id"]] = self.creating_reads
             return 202, {"volume": vol}
         if parts in (["volumes", "detail"], ["snapshots", "detail"]) and method == "GET":
             return 200, self._page(parts[0], list((self.volumes if parts[0] == "volumes" else self.snapshots).values()))

@@ -8,7 +8,6 @@ from __future__ import annotations
 import pytest
 
 from openkeel_compute.db import api as db_api
-from tests.conftest import user
 from tests.databases import throwaway_database
 from tests.volume.test_boot_volumes import _world
 
