@@ -65,13 +65,14 @@ def test_image_snapshot_and_blank_volumes_made_attached_and_given_back(controlle
         {"source_type": "image", "destination_type": "volume", "uuid": IMAGE, "volume_size": 2, "boot_index": 0,
          "delete_on_termination": True},
         {"source_type": "snapshot", "destination_type": "volume", "uuid": snapshot["id"]},
-        {"source_type": "blank", "destination_type": "volume", "volume_size": 1, "delete_on_termination": True}])
+        {"source_type": "blank", "destination_type": "volume", "volume_size": 1, "delete_on_termination": True,
+         "volume_type": "okc-nfs"}])
     server = _settled(client, controller, uuid)
     assert server["status"] == "ACTIVE", server
     asked = _created(cinder)
     assert [(v["size"], v["name"], v.get("imageRef"), v.get("snapshot_id"), v.get("volume_type")) for v in asked] == [
         (2, "", IMAGE, None, None), (2, "", None, snapshot["id"], "okc-fake"),
-        (1, f"{uuid}-blank-vol", None, None, None)]
+        (1, f"{uuid}-blank-vol", None, None, "okc-nfs")]  # 2.67's volume_type
     assert all("availability_zone" not in v for v in asked)  # cross_az_attach: no zone asked
     rows = _rows(controller, uuid)
     made = [r["volume_id"] for r in rows]

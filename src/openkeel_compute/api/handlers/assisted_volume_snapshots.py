@@ -68,6 +68,8 @@ def _invalid_state(row: dict, attr: str, state, method: str) -> faults.Fault:
 def _server_of(req, volume_id: str, method: str) -> dict:
     """The server the volume is attached to, checked as Nova's check_instance_host and
     check_instance_state(vm_state=None) check it."""
+    if not isinstance(volume_id, str) or "\x00" in volume_id:  # no mapping names it (Nova: a database error)
+        raise faults.BadRequest(f"No volume Block Device Mapping with id {volume_id}.")
     with common.read(req) as conn:
         bdms = block_device_rows.by_volume(conn, volume_id)
         if len(bdms) > 1:
