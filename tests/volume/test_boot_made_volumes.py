@@ -154,3 +154,18 @@ def test_a_snapshot_gone_before_the_build_fails_it_with_cinders_words(controller
     assert server["fault"]["message"] == (f"Build of instance {uuid} aborted: Snapshot {snapshot['id']} could not "
                                           "be found.")
     assert len(cinder.volumes) == 1 and cinder.attachments == {}
+
+
+def test_cinder_down_when_the_volume_is_made_fails_the_build_as_nova(controller_world, cinder):
+    client, controller, cluster, _conf = controller_world
+    uuid = _boot(client, [{"source_type": "blank", "destination_type": "volume", "volume_size": 1,
+                           "boot_index": 0, "delete_on_termination": True}])
+    cinder.fail_with = 503
+    server = _settled(client, controller, uuid)
+    assert server["status"] == "ERROR"
+    assert server["fault"]["message"].startswith(f"Build of instance {uuid} aborted: Connection to cinder host "
+                                                 "failed: ")
+    assert not [k for k in cluster.objects("VirtualMachine") if k[1].endswith(uuid)]
+    cinder.fail_with = None
+    _gone(client, controller, uuid)
+    assert cinder.volumes == {} and cinder.attachments == {}
