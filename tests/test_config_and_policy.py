@@ -164,6 +164,20 @@ CONTRACT_RULES = {
 }
 
 # Nova 34.0.0's rules of os-services, os-hypervisors, os-hosts, os-aggregates and os-server-groups.
+VOLUME_PROXY_RULES = {
+    "os_compute_api:os-volumes:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes:detail": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes:create": "rule:project_member_or_admin",
+    "os_compute_api:os-volumes:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-volumes:snapshots:list": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes:snapshots:detail": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes:snapshots:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes:snapshots:create": "rule:project_member_or_admin",
+    "os_compute_api:os-volumes:snapshots:delete": "rule:project_member_or_admin",
+    "os_compute_api:os-assisted-volume-snapshots:create": "rule:service_or_admin",
+    "os_compute_api:os-assisted-volume-snapshots:delete": "rule:service_or_admin",
+}
 OPERATOR_RULES = {
     **{f"os_compute_api:os-services:{n}": "rule:context_is_admin" for n in ("list", "update", "delete")},
     **{f"os_compute_api:os-hypervisors:{n}": "rule:context_is_admin"
@@ -248,12 +262,13 @@ def test_policy_sample_generator_knows_every_rule(tmp_path):
     uncommented = "\n".join(line[1:] for line in text.splitlines() if line.startswith('#"'))
     rules = yaml.safe_load(uncommented)
     assert rules == {**BASE_RULES, **FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES,
-                     **OPERATOR_RULES}
+                     **OPERATOR_RULES, **VOLUME_PROXY_RULES}
 
 
 def test_registered_defaults_have_nova_scope_types():
     by_name = {rule.name: rule for rule in policies.list_rules()}
-    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES, **OPERATOR_RULES}:
+    for name in {**FLAVOR_RULES, **SERVER_RULES, **KEYPAIR_QUOTA_RULES, **CONTRACT_RULES, **OPERATOR_RULES,
+                 **VOLUME_PROXY_RULES}:
         assert by_name[name].scope_types == ["project"], name
 
 

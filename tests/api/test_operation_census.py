@@ -27,11 +27,7 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
     "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
-    # volumes (Cinder's proxies, attachments, assisted snapshots)
-    "GET /os-volumes", "POST /os-volumes", "GET /os-volumes/detail", "GET /os-volumes/{id}",
-    "DELETE /os-volumes/{id}", "GET /os-snapshots", "POST /os-snapshots", "GET /os-snapshots/detail",
-    "GET /os-snapshots/{id}", "DELETE /os-snapshots/{id}", "POST /os-assisted-volume-snapshots",
-    "DELETE /os-assisted-volume-snapshots/{id}",
+    # volumes (attachments)
     "POST /servers/{server_id}/os-volume_attachments",
     "PUT /servers/{server_id}/os-volume_attachments/{id}", "DELETE /servers/{server_id}/os-volume_attachments/{id}",
     # moves (evacuation, live migrations in progress)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.parse
 import uuid
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -27,6 +28,11 @@ class FakeCinder:
         self.attachments: dict[str, dict] = {}
         self.requests: list[dict] = []
         self.fail_with: int | None = None
+        self.page_size = 1000  # Cinder's osapi_max_limit
+        self.created_status = "available"  # what a volume created through the API starts as
+        self.settles_to = "available"  # ... and, when that is "creating", ends as after ``creating_reads`` reads
+        self.creating_reads = 0
+        self._settling: dict[str, int] = {}
 
     # -- data --------------------------------------------------------------------------------
     def volume(self, size=1, status="available", zone="nova", bootable=False, multiattach=False,
@@ -34,7 +40,8 @@ class FakeCinder:
         vol = {"id": str(uuid.uuid4()), "name": extra.pop("name", "vol"), "size": size, "status": status,
                "availability_zone": zone, "bootable": "true" if bootable else "false", "multiattach": multiattach,
                "attachments": [], "volume_type": "okc-nfs", "created_at": "2026-12-05T00:00:00.000000",
-               "description": None, "shared_targets": False, "encrypted": False, **extra}
+               "shared_targets": False, "encrypted": False, "metadata": {}, "snapshot_id": None, **extra}
+        vol.setdefault("description", None)
         if image_metadata is not None:
             vol["volume_image_metadata"] = image_metadata
         self.volumes[vol["id"]] = vol
@@ -42,7 +49,7 @@ class FakeCinder:
 
     def snapshot(self, volume: dict, size=None, status="available") -> dict:
         snap = {"id": str(uuid.uuid4()), "volume_id": volume["id"], "size": size or volume["size"], "status": status,
-                "name": "snap"}
+                "name": "snap", "description": None, "created_at": "2026-12-05T00:00:00.000000"}
         self.snapshots[snap["id"]] = snap
         return snap
 
@@ -83,11 +90,16 @@ class FakeCinder:
         parts = parts[2:] if len(parts) > 1 and parts[1] not in collections else parts[1:]  # /v3/<project>/...
         if parts == ["types"] and method == "GET":
             return 200, {"volume_types": self.types}
-        if parts[:1] == ["volumes"] and len(parts) == 2:
+        if parts[:1] == ["volumes"] and len(parts) == 2 and parts[1] != "detail":
             vol = self.volumes.get(parts[1])
             if vol is None:
                 return self._error(404, "itemNotFound", f"Volume {parts[1]} could not be found.")
             if method == "GET":
+                if parts[1] in self._settling:
+                    self._settling[parts[1]] -= 1
+                    if self._settling[parts[1]] < 0:
+                        vol["status"] = self.settles_to
+                        del self._settling[parts[1]]
                 return 200, {"volume": vol}
             if method == "DELETE":
                 if vol["status"] not in ("available", "error"):
@@ -101,14 +113,40 @@ class FakeCinder:
                 return 202, None
         if parts == ["volumes"] and method == "POST":
             spec = body["volume"]
+            if spec.get("volume_type") and spec["volume_type"] not in [t["name"] for t in self.types]:
+                return self._error(404, "itemNotFound",
+                                   f"Volume type with name {spec['volume_type']} could not be found.")
+            if spec.get("snapshot_id") and spec["snapshot_id"] not in self.snapshots:
+                return self._error(404, "itemNotFound", f"Snapshot {spec['snapshot_id']} could not be found.")
             vol = self.volume(size=spec["size"], zone=spec.get("availability_zone") or "nova",
-                              bootable=bool(spec.get("imageRef")), name=spec.get("name") or "")
+                              bootable=bool(spec.get("imageRef")), name=spec.get("name"),
+                              status=self.created_status, description=spec.get("description"),
+                              metadata=spec.get("metadata") or {}, snapshot_id=spec.get("snapshot_id"),
+                              image_metadata={"image_id": spec["imageRef"]} if spec.get("imageRef") else None)
             vol.update(volume_type=spec.get("volume_type") or "okc-nfs")
+            if vol["status"] == "creating":
+                self._settling[vol["id"]] = self.creating_reads
             return 202, {"volume": vol}
-        if parts[:1] == ["snapshots"] and len(parts) == 2 and method == "GET":
+        if parts in (["volumes", "detail"], ["snapshots", "detail"]) and method == "GET":
+            return 200, self._page(parts[0], list((self.volumes if parts[0] == "volumes" else self.snapshots).values()))
+        if parts == ["snapshots"] and method == "POST":
+            spec = body["snapshot"]
+            vol = self.volumes.get(spec["volume_id"])
+            if vol is None:
+                return self._error(404, "itemNotFound", f"Volume {spec['volume_id']} could not be found.")
+            if vol["status"] != "available" and not (spec.get("force") and vol["status"] == "in-use"):
+                return self._error(400, "badRequest", f"Invalid volume: Volume {vol['id']} status must be "
+                                                      f"available, but current status is: {vol['status']}.")
+            snap = self.snapshot(vol, status="creating")
+            snap.update(name=spec.get("name"), description=spec.get("description"))
+            return 202, {"snapshot": snap}
+        if parts[:1] == ["snapshots"] and len(parts) == 2 and method in ("GET", "DELETE"):
             snap = self.snapshots.get(parts[1])
             if snap is None:
                 return self._error(404, "itemNotFound", f"Snapshot {parts[1]} could not be found.")
+            if method == "DELETE":
+                del self.snapshots[parts[1]]
+                return 202, None
             return 200, {"snapshot": snap}
         if parts == ["attachments"] and method == "POST":
             return self._attachment_create(body["attachment"])
@@ -156,6 +194,19 @@ class FakeCinder:
                        connection_info=self.connection_info(vol["id"]))
             vol["status"] = "attaching"
         return 200, {"attachment": att}
+
+    def _page(self, kind: str, items: list[dict]):
+        """Cinder's pages: at most ``page_size`` items and a ``<kind>_links`` next link with the marker."""
+        query = urllib.parse.parse_qs(self.requests[-1]["query"])
+        start = 0
+        if "marker" in query:
+            start = next(i for i, item in enumerate(items) if item["id"] == query["marker"][-1]) + 1
+        page = items[start:start + self.page_size]
+        answer: dict = {kind: page}
+        if start + self.page_size < len(items):
+            answer[f"{kind}_links"] = [{"rel": "next", "href": f"http://cinder/v3/p/{kind}/detail?"
+                                                               f"marker={page[-1]['id']}&limit={self.page_size}"}]
+        return answer
 
     # -- serving -----------------------------------------------------------------------------
     def serve(self):

@@ -89,16 +89,6 @@ def test_boot_from_a_volume_runs_on_its_claim(world, cinder):
     assert len(updates) == 2 and all(r["body"]["attachment"]["connector"]["host"] is not None for r in updates)
 
 
-def test_a_volume_the_boot_would_make_is_refused_at_once(world, cinder):
-    client, controller, cluster = world
-    uuid = _boot(client, [{"source_type": "blank", "destination_type": "volume", "volume_size": 1,
-                           "boot_index": 0}])
-    server = _until_settled(client, controller, uuid)
-    assert (server["status"], server["fault"]["code"]) == ("ERROR", 500)
-    assert server["fault"]["message"].startswith(f"Build of instance {uuid} aborted: volumes made by the boot")
-    assert not [k for k in cluster.objects("VirtualMachine") if k[1].endswith(uuid)]
-
-
 def test_cinder_down_at_the_build_is_novas_build_abort(world, cinder):
     client, controller, cluster = world
     volume = cinder.volume(bootable=True)

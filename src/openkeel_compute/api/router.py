@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from openkeel_compute.api.handlers import (
     aggregates,
+    assisted_volume_snapshots,
     availability_zones,
     baremetal_nodes,
     extensions,
@@ -51,6 +52,7 @@ from openkeel_compute.api.handlers import (
     simple_tenant_usage,
     versions,
     volumes_boot,
+    volumes_proxy,
 )
 from openkeel_compute.api.wsgi import Endpoint
 
@@ -126,6 +128,14 @@ ROUTES = {
     "/os-volumes_boot/{server_id}": {"GET": volumes_boot.show, "PUT": volumes_boot.update,
                                      "DELETE": volumes_boot.delete},
     "/os-volumes_boot/{server_id}/action": {"POST": volumes_boot.ACTIONS},
+    "/os-volumes": {"GET": volumes_proxy.volumes_index, "POST": volumes_proxy.volumes_create},
+    "/os-volumes/detail": {"GET": volumes_proxy.volumes_detail},
+    "/os-volumes/{volume_id}": {"GET": volumes_proxy.volumes_show, "DELETE": volumes_proxy.volumes_delete},
+    "/os-snapshots": {"GET": volumes_proxy.snapshots_index, "POST": volumes_proxy.snapshots_create},
+    "/os-snapshots/detail": {"GET": volumes_proxy.snapshots_detail},
+    "/os-snapshots/{snapshot_id}": {"GET": volumes_proxy.snapshots_show, "DELETE": volumes_proxy.snapshots_delete},
+    "/os-assisted-volume-snapshots": {"POST": assisted_volume_snapshots.create},
+    "/os-assisted-volume-snapshots/{snapshot_id}": {"DELETE": assisted_volume_snapshots.delete},
     "/os-simple-tenant-usage": {"GET": simple_tenant_usage.index},
     "/os-simple-tenant-usage/{tenant_id}": {"GET": simple_tenant_usage.show},
     "/os-instance_usage_audit_log": {"GET": instance_usage_audit_log.index},

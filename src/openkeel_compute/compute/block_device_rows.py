@@ -58,3 +58,20 @@ def save_connection(conn: Connection, bdm_uuid: str, connection_info: Mapping[st
     """What Cinder answered once the attachment had the node's connector (None: forgotten)."""
     conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(
         connection_info=json.dumps(connection_info) if connection_info is not None else None, updated_at=utcnow()))
+
+
+def by_volume(conn: Connection, volume_id: str) -> list[dict[str, Any]]:
+    """The live rows naming the volume, of any server (Nova's ``BlockDeviceMapping.get_by_volume``
+    reads them to find the volume's server; more than one is a multiattach volume)."""
+    query = select(_T.c.id, _T.c.instance_uuid, *(_T.c[name] for name in FIELDS)).where(
+        _T.c.volume_id == volume_id, _T.c.deleted == 0).order_by(_T.c.id)
+    return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def save_volume(conn: Connection, bdm_uuid: str, **values: Any) -> None:
+    """A build's own volume recorded as it goes (``volume_id``, ``volume_size``, ``attachment_id``; None
+    forgets one): a restarted controller carries on from it, a delete gives back what it names."""
+    unknown = set(values) - {"volume_id", "volume_size", "attachment_id", "connection_info", "delete_on_termination"}
+    if unknown:
+        raise ValueError(f"not a volume field: {sorted(unknown)}")
+    conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(**values, updated_at=utcnow()))

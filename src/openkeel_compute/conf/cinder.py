@@ -55,6 +55,13 @@ BLOCK_DEVICE_OPTS = [
                help="How many block devices with destination_type local (the image's root disk, ephemeral "
                     "and swap disks) a server may have; a negative value means no limit, 0 forbids booting "
                     "from an image (boot from volume only). As Nova's option of the same name."),
+    cfg.IntOpt("block_device_allocate_retries", default=60, min=0,
+               help="How many times the build reads a volume it made (source image, snapshot or blank) "
+                    "before it gives up waiting for it to become available (0: read once). As Nova's option "
+                    "of the same name."),
+    cfg.IntOpt("block_device_allocate_retries_interval", default=3, min=0,
+               help="Seconds between two reads of a volume the build made. As Nova's option of the same "
+                    "name."),
 ]
 
 

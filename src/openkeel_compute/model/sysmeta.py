@@ -72,8 +72,11 @@ RESIZE_NODES = "openkeel_resize_nodes"
 #: port's id, network (id, name), MAC, fixed IPs, floating IPs, whether OpenKeel created it, whether it
 #: is plugged; the VM's interfaces and the server's addresses are made from it
 NETWORK_INFO = "openkeel_network_info"
+#: the volumes a build made and is waiting for (JSON {volume id: {"started": epoch seconds, "attempts":
+#: reads}}), as Nova's _await_block_device_map_created counts them
+VOLUME_WAITS = "openkeel_volume_waits"
 #: the keys of the controller's working state table
-WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES, NETWORK_INFO})
+WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES, NETWORK_INFO, VOLUME_WAITS})
 
 
 def requested_nodes(system_metadata: dict[str, str] | None) -> tuple[str, ...]:

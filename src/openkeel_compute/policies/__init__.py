@@ -25,6 +25,7 @@ from openkeel_compute.policies import (
     server_actions,
     server_subresources,
     servers,
+    volumes,
 )
 
 _ENFORCER: policy.Enforcer | None = None
@@ -47,7 +48,8 @@ def list_rules():
     return list(itertools.chain(base.list_rules(), flavors.list_rules(), servers.list_rules(),
                                 server_actions.list_rules(), keypairs_quotas.list_rules(),
                                 server_subresources.list_rules(), contract.list_rules(),
-                                operator.list_rules(), consoles.list_rules()))
+                                operator.list_rules(), consoles.list_rules(),
+                                volumes.list_rules()))
 
 
 # oslo.policy 6 removed [oslo_policy] enforce_scope: scope is always enforced. Deployments and

@@ -43,10 +43,15 @@ BASE = "3.0"
 
 
 def cinder_message(resp) -> str:
-    """Cinder's error as cinderclient renders it: ``<message> (HTTP <code>) (Request-ID: <id>)``.
+    """Cinder's error as cinderclient renders it: ``<message> (HTTP <code>) (Request-ID: <id>)``."""
+    text = f"{cinder_text(resp)} (HTTP {resp.status_code})"
+    request_id = resp.headers.get("x-openstack-request-id") or resp.headers.get("x-compute-request-id")
+    return f"{text} (Request-ID: {request_id})" if request_id else text
 
-    Cinder's bodies are ``{"<kind>": {"message": ..., "code": ...}}`` (badRequest, itemNotFound,
-    overLimit, ...)."""
+
+def cinder_text(resp) -> str:
+    """Cinder's own words (a cinderclient exception's ``message``). Cinder's bodies are
+    ``{"<kind>": {"message": ..., "code": ...}}`` (badRequest, itemNotFound, overLimit, ...)."""
     message = None
     try:
         body = resp.json()
@@ -60,9 +65,7 @@ def cinder_message(resp) -> str:
             message = str(body["message"])
     if message is None:
         message = resp.text[:300] or resp.reason or "n/a"
-    text = f"{message} (HTTP {resp.status_code})"
-    request_id = resp.headers.get("x-openstack-request-id") or resp.headers.get("x-compute-request-id")
-    return f"{text} (Request-ID: {request_id})" if request_id else text
+    return message
 
 
 class CinderClient:
@@ -181,8 +184,8 @@ class Calls:
         if resp.status_code == 403:
             raise errors.Forbidden(message)
         if resp.status_code == 413:
-            raise errors.OverQuota(message)
-        raise errors.CinderError(message, resp.status_code)
+            raise errors.OverQuota(cinder_text(resp))
+        raise errors.CinderError(message, resp.status_code, cinder_text(resp))
 
     def _one(self, method: str, path: str, missing, *, version: str = BASE, **kwargs):
         """``request``, with Cinder's 404 as ``missing``."""
@@ -199,15 +202,42 @@ class Calls:
         quoted = urllib.parse.quote(volume_id, safe="")
         return self._one("GET", f"/volumes/{quoted}", errors.VolumeNotFound(volume_id), version=VOLUME_READ)["volume"]
 
-    def create_volume(self, size: int, name: str, *, description: str = "", snapshot_id: str | None = None,
-                      image_id: str | None = None, volume_type: str | None = None,
-                      availability_zone: str | None = None) -> dict:
+    def create_volume(self, size: int, name: str | None, *, description: str | None = "",
+                      snapshot_id: str | None = None, image_id: str | None = None, volume_type: str | None = None,
+                      availability_zone: str | None = None, metadata: dict | None = None) -> dict:
+        """A new volume (Cinder answers at once, ``creating``). Cinder's 404 (a volume type or snapshot
+        it does not know) is NotFound with Cinder's words, its 413 OverQuota, as Nova's create."""
         volume: dict[str, Any] = {"size": size, "name": name, "description": description}
         for key, value in (("snapshot_id", snapshot_id), ("imageRef", image_id), ("volume_type", volume_type),
-                           ("availability_zone", availability_zone)):
+                           ("availability_zone", availability_zone), ("metadata", metadata)):
             if value:
                 volume[key] = value
-        return self.request("POST", "/volumes", body={"volume": volume})["volume"]
+        try:
+            return self.request("POST", "/volumes", body={"volume": volume})["volume"]
+        except errors.CinderError as exc:
+            if exc.status == 404:
+                raise errors.NotFound(exc.cinder_text) from None
+            raise
+
+    def list_volumes(self) -> list[dict]:
+        """Every volume the caller sees (``/volumes/detail``, Cinder's pages followed as cinderclient does)."""
+        return self._all("/volumes/detail", "volumes")
+
+    def list_snapshots(self) -> list[dict]:
+        return self._all("/snapshots/detail", "snapshots")
+
+    def _all(self, path: str, key: str) -> list[dict]:
+        found: list[dict] = []
+        params: dict[str, Any] | None = None
+        while True:
+            page = self.request("GET", path, params=params)
+            items = page.get(key) or []
+            found.extend(items)
+            following = [link for link in page.get(f"{key}_links") or [] if link.get("rel") == "next"]
+            if not following or not items:
+                return found
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(following[0]["href"]).query)
+            params = {name: values[-1] for name, values in query.items()}
 
     def delete_volume(self, volume_id: str) -> None:
         try:
@@ -220,6 +250,22 @@ class Calls:
     def get_snapshot(self, snapshot_id: str) -> dict:
         quoted = urllib.parse.quote(snapshot_id, safe="")
         return self._one("GET", f"/snapshots/{quoted}", errors.SnapshotNotFound(snapshot_id))["snapshot"]
+
+    def create_snapshot(self, volume_id: str, force: bool, name: str | None, description: str | None) -> dict:
+        """A snapshot of the volume; VolumeNotFound when Cinder does not show it (as Nova's)."""
+        body = {"snapshot": {"volume_id": volume_id, "force": force, "name": name, "description": description}}
+        try:
+            return self.request("POST", "/snapshots", body=body)["snapshot"]
+        except errors.CinderError as exc:
+            if exc.status == 404:
+                raise errors.VolumeNotFound(volume_id) from None
+            raise
+        except errors.OverQuota:
+            raise errors.OverQuota("Quota exceeded for resources: snapshots") from None
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        quoted = urllib.parse.quote(snapshot_id, safe="")
+        self._one("DELETE", f"/snapshots/{quoted}", errors.SnapshotNotFound(snapshot_id))
 
     def volume_types(self) -> list[dict]:
         return self.request("GET", "/types")["volume_types"]

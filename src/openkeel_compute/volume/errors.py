@@ -34,9 +34,10 @@ class Unauthorized(VolumeError):
 class CinderError(VolumeError):
     """Another refusal from Cinder: its status and its words as cinderclient renders them."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, cinder_text: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.cinder_text = cinder_text if cinder_text is not None else message
         self.code = status if 400 <= status < 500 else 500
 
     @property
@@ -60,6 +61,12 @@ class Forbidden(VolumeError):
 
 class OverQuota(VolumeError):
     code = 403
+
+
+class NotFound(VolumeError):
+    """Cinder's 404 where Nova passes Cinder's words on (a volume's create)."""
+
+    code = 404
 
 
 class VolumeNotFound(VolumeError):

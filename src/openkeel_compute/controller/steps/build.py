@@ -7,7 +7,9 @@ preference then owned by the VM, then KubeVirt's ``start``. With ``[neutron]`` t
 created or bound after the claim (steps/ports.py) and each of their networks is made a Multus network
 of the namespace (steps/attachments.py) before the VM, whose interfaces are the ports; Neutron refusing
 them ends the build in Nova's "Failed to allocate the network(s), not rescheduling." and gives back
-the ports made, Neutron away is tried again until the attempts are spent. Started, the build waits for
+the ports made, Neutron away is tried again until the attempts are spent. Volumes the boot makes (source
+image, snapshot or blank) are made in Cinder and waited for first (steps/boot_volumes.py). Started, the
+build waits for
 its ports to be plugged (steps/vif_wait.py). With Placement the
 resources are claimed first (the builds of a pass together, ``claim_together``); no node with room ends
 the build in ERROR with Nova's fault and nothing made. A build the cluster cannot be given (a zero-disk
@@ -24,8 +26,24 @@ from typing import Any
 
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import attachments, placing, ports, vif_wait, vm_edits, volumes
-from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, read_servers
+from openkeel_compute.controller.steps import (
+    attachments,
+    boot_volumes,
+    placing,
+    ports,
+    vif_wait,
+    vm_edits,
+    volumes,
+)
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    Context,
+    Failed,
+    Outcome,
+    ServerRow,
+    Waiting,
+    read_servers,
+)
 from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
@@ -43,6 +61,11 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         return give_up(ctx, row, server, refused)
     if server["system_metadata"].get(sysmeta.VIF_WAIT):  # started: waiting for its ports to be plugged
         return vif_wait.check(ctx, row, server, give_up)
+    made = boot_volumes.make(ctx, server)  # volumes the boot makes (image, snapshot, blank): made and reserved
+    if isinstance(made, Waiting):
+        return made
+    if made:
+        return give_up(ctx, row, server, made)
     try:
         objects = ctx.objects(server)  # what the cluster cannot be given ends the build before anything is claimed
     except ValueError as exc:  # the image has no size, the flavor and image refused together, ...

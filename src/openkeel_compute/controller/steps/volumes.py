@@ -4,9 +4,9 @@ static PersistentVolume and its claim (kubevirt/volumes.py), the VM given a disk
 boot volume as its root disk, no image import: controller/compose.py), then the attachments completed
 (the volumes ``in-use``).
 
-- ``build_refusal``: what a build cannot be given, before anything is claimed: volumes the boot would
-  make (from an image, a snapshot or nothing: not carried out yet), or no Cinder client ([cinder]
-  unset in the controller's configuration);
+- ``build_refusal``: what a build cannot be given, before anything is claimed: no Cinder client
+  ([cinder] unset in the controller's configuration). Volumes the boot makes (from an image, a snapshot
+  or nothing) are made and reserved before ``prepare`` (steps/boot_volumes.py);
 - ``prepare`` (after the claim, before the VM): each attachment updated with the connector (its
   ``connection_info`` kept in block_device_mapping), then its PersistentVolume and claim applied; a
   Cinder failure or a volume type KubeVirt cannot use ends the build with Nova's "Failure prepping block
@@ -31,8 +31,6 @@ from openkeel_compute.model import sysmeta
 
 LOG = logging.getLogger(__name__)
 
-MADE_AT_BOOT = ("volumes made by the boot (source image, snapshot or blank with destination volume) are not "
-                "carried out on this cluster yet: create the volume in Cinder and boot from it")
 NO_CINDER = "the controller has no Cinder client: set [cinder] in its configuration"
 PREPPING = "Failure prepping block device."
 
@@ -46,8 +44,6 @@ def build_refusal(ctx: Any, server: dict[str, Any]) -> str | None:
     volumes = _volumes(server)
     if not volumes:
         return None
-    if any(not b.get("volume_id") for b in volumes):
-        return MADE_AT_BOOT
     if ctx.volumes is None:
         return NO_CINDER
     return None
