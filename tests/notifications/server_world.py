@@ -22,20 +22,20 @@ from tests.server_world import image_service, server_world
 
 @contextlib.contextmanager
 def notifying_world(tmp_path, notification_format: str = "both", state_change: str | None = "vm_and_task_state",
-                    reclaim: int = 0, database: str = "sqlite") -> Iterator[tuple[Any, Any, Any]]:
+                    reclaim: int = 0, database: str = "sqlite", bdms: bool = False) -> Iterator[tuple[Any, Any, Any]]:
     """(client, controller, messages): the API and the controller of one cloud, both notifying (``reclaim``:
-    [DEFAULT] reclaim_instance_interval, deleted servers kept that long), on a new database of engine
-    ``database`` (tests/databases.py)."""
+    [DEFAULT] reclaim_instance_interval, deleted servers kept that long; ``bdms``: [notifications]
+    bdms_in_notifications), on a new database of engine ``database`` (tests/databases.py)."""
     with throwaway_database(database, tmp_path) as url, \
-            _notifying_world(tmp_path, notification_format, state_change, reclaim, url) as world:
+            _notifying_world(tmp_path, notification_format, state_change, reclaim, url, bdms) as world:
         yield world
 
 
 @contextlib.contextmanager
 def _notifying_world(tmp_path, notification_format: str, state_change: str | None, reclaim: int,
-                     database_url: str) -> Iterator[tuple[Any, Any, Any]]:
+                     database_url: str, bdms: bool = False) -> Iterator[tuple[Any, Any, Any]]:
     policies.reset()
-    notifications = {"notification_format": notification_format}
+    notifications = {"notification_format": notification_format, "bdms_in_notifications": str(bdms).lower()}
     if state_change:
         notifications["notify_on_state_change"] = state_change
     conf = make_conf(tmp_path, DEFAULT={"host": "fake-mini", "reclaim_instance_interval": str(reclaim)},

@@ -135,3 +135,55 @@ def test_nova_s_default_format_with_a_driver_sends_legacy_ones_and_without_one_l
     runs = [subprocess.run([sys.executable, "-W", "ignore", "-c", probe, *args], capture_output=True, text=True,
                            check=True, timeout=120).stdout.split() for args in ([], ["--config-file", str(configured)])]
     assert runs == [["False", "False", "False"], ["True", "False", "True"]]
+
+
+def _with_a_volume(uuid: str) -> str:
+    """A volume mapping of the server written as an attach writes it (the volume itself plays no part)."""
+    from openkeel_compute.compute import block_device_rows
+
+    volume = "3f1c9a36-0c36-4a3f-9d1e-7e0b5d0c2a11"
+    with db_api.transaction(server_events.installed().engine) as conn:
+        block_device_rows.record(conn, uuid, [{
+            "source_type": "volume", "destination_type": "volume", "volume_id": volume, "device_name": "/dev/vdb",
+            "boot_index": None, "delete_on_termination": False, "tag": "data"}])
+    return volume
+
+
+def _block_devices(messages, event_type: str):
+    [payload] = [m["payload"]["nova_object.data"] for m in messages.versioned() if m["event_type"] == event_type]
+    return payload["block_devices"]
+
+
+@pytest.mark.parametrize("database", ENGINES)
+def test_the_events_nova_sends_with_the_volumes_list_them_and_the_others_send_null(tmp_path, database) -> None:
+    with notifying_world(tmp_path, notification_format="versioned", database=database) as (
+            client, controller, messages):
+        uuid = _boot_and_stop(client, controller)
+        volume = _with_a_volume(uuid)
+        messages.clear()
+        assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-start": None}).status_code == 202
+        until(client, controller, uuid, _settled("ACTIVE"))
+        assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO,
+                           json_body={"reboot": {"type": "HARD"}}).status_code == 202
+        until(client, controller, uuid, _settled("ACTIVE"))
+        assert _block_devices(messages, "instance.power_on.end") is None  # Nova's power_on has no bdms
+        for event in ("instance.reboot.start", "instance.reboot.end"):
+            assert _block_devices(messages, event) == [{
+                "nova_object.name": "BlockDevicePayload", "nova_object.namespace": "nova",
+                "nova_object.version": "1.0", "nova_object.data": {
+                    "device_name": "/dev/vdb", "boot_index": None, "delete_on_termination": False,
+                    "volume_id": volume, "tag": "data"}}]
+
+
+def test_bdms_in_notifications_lists_the_volumes_in_every_event(tmp_path) -> None:
+    with notifying_world(tmp_path, notification_format="versioned", bdms=True) as (client, controller, messages):
+        uuid = _boot_and_stop(client, controller)
+        volume = _with_a_volume(uuid)
+        messages.clear()
+        assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-start": None}).status_code == 202
+        until(client, controller, uuid, _settled("ACTIVE"))
+        [listed] = _block_devices(messages, "instance.power_on.end")
+        assert listed["nova_object.data"]["volume_id"] == volume
+        updates = [m["payload"]["nova_object.data"]["block_devices"] for m in messages.versioned()
+                   if m["event_type"] == "instance.update"]
+        assert updates and all(len(u) == 1 for u in updates)

@@ -104,6 +104,16 @@ notifications_opts: list[cfg.Opt] = [
             "broker answers again."
         ),
     ),
+    cfg.BoolOpt(
+        "bdms_in_notifications",
+        default=False,
+        help=(
+            "Whether every versioned server notification lists the server's volumes (block_devices). "
+            "The events Nova's compute sends with the server's volumes (create, delete, shutdown, "
+            "reboot, rebuild, resize, resize_finish, resize_revert, resume) list them always; the "
+            "others then send null. As Nova's option of the same name."
+        ),
+    ),
     cfg.FloatOpt(
         "send_flush_seconds",
         default=10.0,

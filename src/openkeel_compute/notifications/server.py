@@ -34,6 +34,7 @@ from sqlalchemy import Engine, select
 
 from openkeel_compute.db.api import reader
 from openkeel_compute.db.models import (
+    BLOCK_DEVICE_MAPPING,
     INSTANCE_ACTIONS,
     INSTANCE_ACTIONS_EVENTS,
     INSTANCE_METADATA,
@@ -125,7 +126,19 @@ def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_
             row=row, flavor=copy.cur, new_flavor=copy.new, metadata=metadata,
             system_metadata=system_metadata, tags=store.tags_of(conn, uuid),
             keypairs=keypairs, addresses=_addresses(row), request_id=request_id, user_id=user_id,
-            project_id=project_id)
+            project_id=project_id, volumes=_volumes(conn, row))
+
+
+def _volumes(conn: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
+    """The server's volume mappings; a deleted server's as they were when it went (Nova's delete.end
+    carries the mappings its compute read before deleting them)."""
+    query = (select(BLOCK_DEVICE_MAPPING.c.device_name, BLOCK_DEVICE_MAPPING.c.boot_index,
+                    BLOCK_DEVICE_MAPPING.c.delete_on_termination, BLOCK_DEVICE_MAPPING.c.volume_id,
+                    BLOCK_DEVICE_MAPPING.c.tag)
+             .where(BLOCK_DEVICE_MAPPING.c.instance_uuid == row["uuid"], BLOCK_DEVICE_MAPPING.c.volume_id.is_not(None)))
+    if not row.get("deleted"):
+        query = query.where(BLOCK_DEVICE_MAPPING.c.deleted == 0)
+    return [dict(r) for r in conn.execute(query.order_by(BLOCK_DEVICE_MAPPING.c.id)).mappings()]
 
 
 def _metadata(conn: Any, row: dict[str, Any]) -> tuple[dict[str, str], dict[str, str]]:
@@ -156,6 +169,7 @@ class ServerNotifier(VersionedNotifier):
         super().__init__(conf, host=host)
         self.engine = engine
         self.legacy_enabled = legacy_notifications_enabled(conf)
+        self.bdms_in_notifications = bool(conf.notifications.bdms_in_notifications)
         self.legacy_sender: BackgroundSender | None = None
         if self.legacy_enabled:
             self.legacy_sender = self._make_sender(conf, list(conf.oslo_messaging_notifications.topics))
@@ -200,7 +214,7 @@ class ServerNotifier(VersionedNotifier):
         name = action or event.action
         suffix = f".{phase}" if phase else ""
         versioned = (f"instance.{name}{suffix}", sp.versioned_payload(
-            event.kind, view, fault=fault, with_block_devices=name in WITH_BLOCK_DEVICES))
+            event.kind, view, fault=fault, with_block_devices=name in WITH_BLOCK_DEVICES or self.bdms_in_notifications))
         legacy_name = legacy if legacy is not None else event.legacy
         old = (f"compute.instance.{legacy_name}{suffix}", sp.legacy_payload(
             view, fault=fault, with_network=f"{legacy_name}.{phase}" in WITH_NETWORK,
@@ -229,7 +243,8 @@ class ServerNotifier(VersionedNotifier):
         if view is None:
             return
         if event == ev.REBUILD:  # the conductor's, once the rebuild is scheduled
-            self._emit_server(view, versioned=("instance.rebuild_scheduled", sp.versioned_payload("rebuild", view)),
+            self._emit_server(view, versioned=("instance.rebuild_scheduled", sp.versioned_payload(
+                "rebuild", view, with_block_devices=self.bdms_in_notifications)),
                               legacy=("compute.instance.rebuild.scheduled", sp.legacy_payload(
                                   view, image_service=self.image_service)), source="nova-conductor", host=host)
         if found.exists_first:
@@ -292,7 +307,7 @@ class ServerNotifier(VersionedNotifier):
         legacy.update(states, audit_period_beginning=begin, audit_period_ending=end)
         if old_name:
             legacy["old_display_name"] = old_name
-        versioned = sp.versioned_payload("update", view, extra={
+        versioned = sp.versioned_payload("update", view, with_block_devices=self.bdms_in_notifications, extra={
             "state_update": sp.state_update(**states), "audit_period": sp.audit_period(begin, end),
             "old_display_name": old_name})
         # the API's writes are published from its host, the controller's from the server's node
@@ -313,7 +328,8 @@ class ServerNotifier(VersionedNotifier):
         # the legacy payload's period is str() of the times, the versioned one's ISO
         legacy = sp.legacy_payload(view, image_service=self.image_service, audit_period_beginning=str(begin),
                                    audit_period_ending=str(end))
-        versioned = sp.versioned_payload("exists", view, extra={"audit_period": sp.audit_period(
+        versioned = sp.versioned_payload("exists", view, with_block_devices=self.bdms_in_notifications,
+                                         extra={"audit_period": sp.audit_period(
             begin.isoformat(), end.isoformat())})
         self._emit_server(view, versioned=("instance.exists", versioned), legacy=("compute.instance.exists", legacy),
                           source="nova-compute", host=host)

@@ -7,8 +7,9 @@ Versioned (``instance.*``): an ``InstancePayload`` family object in Nova's envel
 and version depend on the event (``PAYLOADS``): ``InstanceActionPayload`` 1.9 for most actions,
 ``InstanceCreatePayload`` 1.13, ``InstanceActionRebuildPayload`` 1.10,
 ``InstanceActionResizePrepPayload`` 1.4, ``InstanceUpdatePayload`` 2.1 and ``InstanceExistsPayload``
-2.1. ``block_devices`` and ``shares`` are null, as Nova sends them with its defaults
-(``bdms_in_notifications`` and ``include_share_mapping`` off).
+2.1. ``block_devices`` lists the server's volumes (BlockDevicePayload 1.0) in the events Nova's compute
+sends with them, and in every event with ``[notifications] bdms_in_notifications``; it is null otherwise,
+as Nova's. ``shares`` is null (``include_share_mapping`` off; no Manila).
 
 Legacy (``compute.instance.*``): the flat dict of Nova's ``info_from_instance``, with its odd types kept
 (``created_at`` as ``str()`` of the timestamp, the other times as ``%Y-%m-%dT%H:%M:%S.%f`` or ``""``,
@@ -42,6 +43,7 @@ STATE_UPDATE_PAYLOAD = ("InstanceStateUpdatePayload", "1.0")
 AUDIT_PERIOD_PAYLOAD = ("AuditPeriodPayload", "1.0")
 IP_PAYLOAD = ("IpPayload", "1.0")
 KEYPAIR_PAYLOAD = ("KeypairPayload", "1.0")
+BLOCK_DEVICE_PAYLOAD = ("BlockDevicePayload", "1.0")
 
 
 @dataclasses.dataclass
@@ -59,6 +61,9 @@ class ServerView:
     user_id: str | None = None  # the action's initiator
     project_id: str | None = None
     new_flavor: Mapping[str, Any] | None = None  # a resize's target flavor
+    #: the server's block device mappings that name a volume (device_name, boot_index,
+    #: delete_on_termination, volume_id, tag), in the order written
+    volumes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,14 +174,22 @@ def instance_data(view: ServerView) -> dict[str, Any]:
     }
 
 
+def block_device_payloads(view: ServerView) -> list[dict[str, Any]]:
+    """The server's volumes as BlockDevicePayloads (Nova's lists only the mappings with a volume)."""
+    return [envelope(*BLOCK_DEVICE_PAYLOAD, {
+        "device_name": _opt(bdm.get("device_name")), "boot_index": bdm.get("boot_index"),
+        "delete_on_termination": bool(bdm.get("delete_on_termination")), "volume_id": str(bdm["volume_id"]),
+        "tag": _opt(bdm.get("tag"))}) for bdm in view.volumes if bdm.get("volume_id")]
+
+
 def versioned_payload(kind: str, view: ServerView, *, fault: Fault | None = None,
                       extra: Mapping[str, Any] | None = None, with_block_devices: bool = False) -> dict[str, Any]:
     """The versioned payload of one event of ``kind`` (a key of ``PAYLOADS``). ``with_block_devices``:
-    Nova's compute hands this event the server's volumes (``block_devices`` a list, the volumes'
-    BlockDevicePayloads; the servers here boot from their image disk: none), else null."""
+    Nova's compute hands this event the server's block device mappings, or ``[notifications]
+    bdms_in_notifications`` is true: ``block_devices`` lists the server's volumes; else it is null."""
     data = instance_data(view)
     if with_block_devices:
-        data["block_devices"] = []
+        data["block_devices"] = block_device_payloads(view)
     if kind not in ("update", "exists"):
         data["fault"] = fault_payload(fault)
     if kind == "create":
