@@ -74,20 +74,17 @@ def register_cinder_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(BLOCK_DEVICE_OPTS)
     if GROUP in conf and "catalog_info" in conf[GROUP]:
         return  # already registered (one per process, but tests build several)
-    from keystoneauth1 import loading as ks_loading  # at the first use of [cinder]: workers start without it
+    # keystoneauth at the first use of [cinder]: workers start without it
+    from openkeel_compute.conf.keystoneauth import register_client_opts
 
     conf.register_group(groups.own(CINDER_GROUP))
-    conf.register_opts(CINDER_OPTS, group=GROUP)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
+    register_client_opts(conf, GROUP, CINDER_OPTS)
 
 
 def list_opts() -> list[tuple]:
-    from keystoneauth1 import loading as ks_loading
+    from openkeel_compute.conf.keystoneauth import client_opts
 
-    return [("DEFAULT", BLOCK_DEVICE_OPTS),
-            (CINDER_GROUP, CINDER_OPTS + ks_loading.get_session_conf_options()
-             + ks_loading.get_auth_common_conf_options() + ks_loading.get_auth_plugin_conf_options("password"))]
+    return [("DEFAULT", BLOCK_DEVICE_OPTS), (CINDER_GROUP, client_opts(CINDER_OPTS))]
 
 
 def configured(conf: cfg.ConfigOpts) -> bool:

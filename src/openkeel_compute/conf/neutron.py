@@ -62,26 +62,18 @@ def register_neutron_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(VIF_OPTS)
     if GROUP in conf and "service_type" in conf[GROUP]:
         return  # already registered (one per process, but tests build several)
-    from keystoneauth1 import loading as ks_loading  # at the first use of [neutron]: workers start without it
-
-    from openkeel_compute.conf.keystoneauth import register_adapter_opts
+    # keystoneauth at the first use of [neutron]: workers start without it
+    from openkeel_compute.conf.keystoneauth import register_client_opts
 
     conf.register_group(groups.own(NEUTRON_GROUP))
-    conf.register_opts(NEUTRON_OPTS, group=GROUP)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
-    register_adapter_opts(conf, GROUP, SERVICE_TYPE, DEFAULT_VALID_INTERFACES)
+    register_client_opts(conf, GROUP, NEUTRON_OPTS, adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))
 
 
 def list_opts() -> list[tuple]:
-    from keystoneauth1 import loading as ks_loading
-
-    from openkeel_compute.conf.keystoneauth import adapter_opts
+    from openkeel_compute.conf.keystoneauth import client_opts
 
     return [("DEFAULT", VIF_OPTS),
-            (NEUTRON_GROUP, NEUTRON_OPTS + ks_loading.get_session_conf_options()
-             + ks_loading.get_auth_common_conf_options() + ks_loading.get_auth_plugin_conf_options("password")
-             + adapter_opts(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))]
+            (NEUTRON_GROUP, client_opts(NEUTRON_OPTS, adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES)))]
 
 
 def configured(conf: cfg.ConfigOpts) -> bool:

@@ -29,16 +29,13 @@ SEND_SERVICE_USER_TOKEN = cfg.BoolOpt(
 def register_opts(conf: cfg.ConfigOpts) -> None:
     if SERVICE_USER in conf and "auth_type" in conf[SERVICE_USER]:
         return
-    from keystoneauth1 import loading as ks_loading
+    from openkeel_compute.conf.keystoneauth import register_client_opts
 
     conf.register_group(groups.own(SERVICE_USER_GROUP))
-    conf.register_opt(SEND_SERVICE_USER_TOKEN, group=SERVICE_USER)
-    ks_loading.register_session_conf_options(conf, SERVICE_USER)
-    ks_loading.register_auth_conf_options(conf, SERVICE_USER)
+    register_client_opts(conf, SERVICE_USER, [SEND_SERVICE_USER_TOKEN])
 
 
 def list_opts() -> list[tuple[cfg.OptGroup, list[cfg.Opt]]]:
-    from keystoneauth1 import loading as ks_loading
+    from openkeel_compute.conf.keystoneauth import client_opts
 
-    return [(SERVICE_USER_GROUP, [SEND_SERVICE_USER_TOKEN] + ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
-             + ks_loading.get_auth_plugin_conf_options("password"))]
+    return [(SERVICE_USER_GROUP, client_opts([SEND_SERVICE_USER_TOKEN]))]

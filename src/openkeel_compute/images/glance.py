@@ -27,11 +27,10 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import plugin as ks_plugin
 from oslo_config import cfg
 
-from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
+from openkeel_compute.conf.keystoneauth import client_opts, register_client_opts
 from openkeel_compute.images import errors
 from openkeel_compute.service_session import ConfSession, caller_auth
 
@@ -71,14 +70,11 @@ _OMITTED = frozenset({"self", "schema", "protected", "file", "tags", "direct_url
 def register_opts(conf: cfg.ConfigOpts) -> None:
     if GROUP in conf and "api_servers" in conf[GROUP]:
         return  # already registered (one client per process, but tests build several)
-    conf.register_opts(GLANCE_OPTS, group=GROUP)
-    ks_loading.register_session_conf_options(conf, GROUP)
-    register_adapter_opts(conf, GROUP, SERVICE_TYPE, DEFAULT_VALID_INTERFACES)
+    register_client_opts(conf, GROUP, GLANCE_OPTS, auth=False, adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))
 
 
 def list_opts():
-    return [(GROUP, GLANCE_OPTS + ks_loading.get_session_conf_options()
-             + adapter_opts(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))]
+    return [(GROUP, client_opts(GLANCE_OPTS, auth=False, adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES)))]
 
 
 def image_from_glance(raw: Mapping[str, Any]) -> dict[str, Any]:

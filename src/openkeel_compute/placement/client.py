@@ -39,10 +39,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
-from keystoneauth1 import loading as ks_loading
 from oslo_config import cfg
 
-from openkeel_compute.conf.keystoneauth import adapter_opts, register_adapter_opts
+from openkeel_compute.conf.keystoneauth import client_opts, register_client_opts
 from openkeel_compute.placement import errors
 from openkeel_compute.service_session import ConfSession
 
@@ -62,15 +61,12 @@ TRAITS_VERSION = "1.26"
 def register_opts(conf: cfg.ConfigOpts) -> None:
     if GROUP in conf and "service_type" in conf[GROUP]:
         return  # already registered
-    ks_loading.register_session_conf_options(conf, GROUP)
-    ks_loading.register_auth_conf_options(conf, GROUP)
-    register_adapter_opts(conf, GROUP, SERVICE_TYPE, DEFAULT_VALID_INTERFACES)  # microversions: per call
+    # microversions: per call
+    register_client_opts(conf, GROUP, [], adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))
 
 
 def list_opts():
-    return [(GROUP, ks_loading.get_session_conf_options() + ks_loading.get_auth_common_conf_options()
-             + ks_loading.get_auth_plugin_conf_options("password")
-             + adapter_opts(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))]
+    return [(GROUP, client_opts([], adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES)))]
 
 
 def configured(conf: cfg.ConfigOpts) -> bool:
