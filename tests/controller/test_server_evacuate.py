@@ -1,0 +1,66 @@
+"""Evacuate end to end: the API, the controller claiming in Placement and the built-in cluster with three
+nodes, on SQLite, PostgreSQL and MariaDB. A server whose node failed (NotReady, its service forced down or
+down) is rebuilt on another node: claimed there beside the source, its launcher pod on the failed node
+force-deleted, its VM made again from its record pinned to the target, the migration accepted → pre-migrating
+→ done; once the source is Ready again its part of the allocation is given back and the migration
+completed."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import admin
+from tests.controller.evacuate_world import NODES, evacuate_world
+from tests.databases import ENGINES
+
+
+@pytest.fixture(params=ENGINES)
+def world(request, tmp_path, placement_service):
+    with evacuate_world(request.param, tmp_path, placement_service) as w:
+        yield w
+
+
+def test_a_server_of_a_failed_node_is_rebuilt_elsewhere_and_the_source_gives_back_when_it_returns(world):
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    assert world.allocations(uuid) == {source}
+
+    got = world.evacuate(uuid)  # its service is up: refused as Nova refuses it
+    assert (got.status_code, got.json) == (400, {"badRequest": {
+        "code": 400, "message": f"Compute service of {source} is still in use."}})
+
+    world.node_down(source)
+    got = world.evacuate(uuid)
+    assert (got.status_code, got.text) == (200, "")
+    assert world.server(uuid)["OS-EXT-STS:task_state"] == "rebuilding"
+    (accepted,) = world.migrations(uuid)
+    assert (accepted["migration_type"], accepted["status"], accepted["source_compute"], accepted["dest_compute"]) == (
+        "evacuation", "accepted", source, None)
+
+    done = world.wait(uuid, "ACTIVE")
+    target = done["OS-EXT-SRV-ATTR:host"]
+    assert target in NODES and target != source
+    assert done["OS-EXT-SRV-ATTR:hypervisor_hostname"] == target
+    (migration,) = world.migrations(uuid)
+    assert (migration["status"], migration["source_compute"], migration["source_node"], migration["dest_compute"],
+            migration["dest_node"]) == ("done", source, source, target, target)
+    assert world.events(uuid, "evacuate") == [("compute_rebuild_instance", "Success"), ("rebuild_server", "Success")]
+    # the running VMI is on the target, nothing of the server is left on the failed node
+    vmis = [v for k, v in world.cluster.objects("VirtualMachineInstance").items() if uuid in k[1]]
+    assert [(v["status"]["phase"], v["status"]["nodeName"]) for v in vmis] == [("Running", target)]
+    assert world.pods_on(source, uuid) == []
+    # Nova's accounting: the target claimed in the server's consumer, the source's part kept meanwhile
+    assert world.allocations(uuid) == {source, target}
+    assert world.beat() == []  # the source is still NotReady: nothing given back
+
+    world.cluster.set_node_ready(source, True)
+    assert world.beat() == [migration["uuid"]]
+    assert world.allocations(uuid) == {target}
+    assert world.migrations(uuid)[0]["status"] == "completed"
+    # and the operator may force the service up again (Nova refuses while a done evacuation remains)
+    got = world.client.put(f"/v2.1/os-services/{world.service(source)['id']}",
+                           headers=admin("2.53"),
+                           json_body={"forced_down": False})
+    assert got.status_code == 200, got.text
+    assert world.beat() == []
+    assert world.server(uuid)["status"] == "ACTIVE"
