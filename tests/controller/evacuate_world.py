@@ -8,11 +8,14 @@ import contextlib
 from collections.abc import Iterator
 from typing import Any
 
+from oslo_messaging.notify import _impl_test as in_memory_driver
+
 from openkeel_compute import policies
-from openkeel_compute.controller import compute_services, evacuations, nodes
+from openkeel_compute.controller import compute_services, evacuations, nodes, providers
 from openkeel_compute.controller.service import gateway_from, server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from openkeel_compute.notifications import sender, server_events
 from openkeel_compute.controller.kube import make_client
 from tests.conftest import admin, make_conf
 from tests.databases import throwaway_database
@@ -31,9 +34,12 @@ class World:
         return self.controller.servers.claims
 
     def beat(self) -> list[str]:
-        """One heartbeat of the controller: the nodes as services, then the sources back (evacuations)."""
+        """One heartbeat of the controller: the nodes as services and providers (a forced-down node's
+        disabled), then the sources back (evacuations)."""
         nodes.sync(self.engine, self.gateway)
         compute_services.heartbeat(self.engine, self.gateway)
+        down, member_of = compute_services.placement_view(self.engine)
+        providers.sync(self.claims.placement, self.gateway.nodes(), down=down, member_of=member_of)
         return evacuations.source_back(self.engine, self.claims, self.gateway)
 
     def flavor(self, flavorid: str = "small", ram: int = 512, disk: int = 1) -> None:
@@ -99,11 +105,17 @@ class World:
 
 
 @contextlib.contextmanager
-def evacuate_world(engine_name: str, tmp_path, placement_url: str) -> Iterator[World]:
+def evacuate_world(engine_name: str, tmp_path, placement_url: str, *, notifying: bool = False) -> Iterator[World]:
+    """``notifying``: both notification formats go to oslo.messaging's in-memory driver."""
     policies.reset()
+    extra: dict[str, Any] = {}
+    if notifying:
+        in_memory_driver.reset()
+        extra = {"DEFAULT": {"host": "fake-mini"}, "notifications": {"notification_format": "both"},
+                 "oslo_messaging_notifications": {"driver": "test", "transport_url": "fake:/"}}
     with throwaway_database(engine_name, tmp_path) as url, image_service(tmp_path) as glance_url:
         conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "2"},
-                         glance={"api_servers": glance_url}, database={"connection": url})
+                         glance={"api_servers": glance_url}, database={"connection": url}, **extra)
         engine = db_api.get_engine(conf)
         migration.sync(engine)
         with server_world(conf, lambda kube: server_loop_from(conf, engine, kube), placement_url,
@@ -116,3 +128,13 @@ def evacuate_world(engine_name: str, tmp_path, placement_url: str) -> Iterator[W
                 yield world
             finally:
                 gateway.close()
+                if notifying:
+                    server_events.install(None)
+                    sender.close_all(0)
+                    in_memory_driver.reset()
+
+
+def notifications() -> list[tuple[str, str]]:
+    """(event type, publisher) of what the in-memory driver got so far."""
+    assert sender.drain_all(10)
+    return [(m["event_type"], m["publisher_id"]) for _ctx, m, _priority, _retry in in_memory_driver.NOTIFICATIONS]

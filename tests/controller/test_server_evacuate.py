@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import admin
-from tests.controller.evacuate_world import NODES, evacuate_world
+from tests.controller.evacuate_world import NODES, evacuate_world, notifications
 from tests.databases import ENGINES
 
 
@@ -64,3 +64,25 @@ def test_a_server_of_a_failed_node_is_rebuilt_elsewhere_and_the_source_gives_bac
     assert got.status_code == 200, got.text
     assert world.beat() == []
     assert world.server(uuid)["status"] == "ACTIVE"
+
+
+@pytest.mark.parametrize("engine_name", ENGINES[:1])
+def test_notifications_as_novas_api_conductor_and_compute_send_them(engine_name, tmp_path, placement_service):
+    with evacuate_world(engine_name, tmp_path, placement_service, notifying=True) as world:
+        server = world.boot()
+        uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+        world.node_down(source)
+        assert world.evacuate(uuid).status_code == 200
+        target = world.wait(uuid, "ACTIVE")["OS-EXT-SRV-ATTR:host"]
+        sent = notifications()
+    types = [t for t, _p in sent]
+    start = types.index("instance.evacuate")
+    wanted = ["instance.evacuate", "instance.rebuild_scheduled", "instance.exists", "instance.rebuild.start",
+              "instance.rebuild.end"]
+    assert [t for t in types[start:] if t in wanted] == wanted
+    legacy = ["compute.instance.evacuate", "compute.instance.rebuild.scheduled", "compute.instance.exists",
+              "compute.instance.rebuild.start", "compute.instance.rebuild.end"]
+    assert [t for t in types[types.index("compute.instance.evacuate"):] if t in legacy] == legacy
+    # the API's from its host, the compute's from the target
+    assert ("instance.evacuate", "nova-api:fake-mini") in sent and ("compute.instance.evacuate", "compute.fake-mini") in sent
+    assert ("instance.rebuild.end", f"nova-compute:{target}") in sent

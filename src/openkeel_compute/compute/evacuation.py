@@ -22,6 +22,7 @@ from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.compute.preconditions import precondition
 from openkeel_compute.db.models import COMPUTE_SERVICES, MIGRATIONS, utcnow
 from openkeel_compute.model import operations
+from openkeel_compute.notifications import server_events
 
 M = MIGRATIONS.c
 TYPE = "evacuation"
@@ -43,6 +44,7 @@ def start(conn: Connection, row: dict, actor: Actor, *, host: str | None, force:
     updates.outbox(conn, checked["uuid"], operations.EVACUATE, actor, migration=migration, host=host,
                    force=force, target_state=target_state, old_vm_state=checked["vm_state"],
                    admin_password_set=password is not None)
+    server_events.api_action(conn, checked["uuid"], "evacuate", actor)
     return migration
 
 
