@@ -43,10 +43,16 @@ LOG = logging.getLogger(__name__)
 NO_VALID_HOST = "No valid host was found. "
 
 
+NOT_ENOUGH_HOSTS = "There are not enough hosts available."
+
+
 class NoValidHost(Exception):
-    def __init__(self, details: str) -> None:
+    """``filtered``: Placement offered nodes the scheduler's filters refused (Nova's message then says
+    there are not enough hosts)."""
+
+    def __init__(self, details: str, *, filtered: bool = False) -> None:
         super().__init__(NO_VALID_HOST + details)
-        self.fault = Fault(500, NO_VALID_HOST, details)
+        self.fault = Fault(500, NO_VALID_HOST + (NOT_ENOUGH_HOSTS if filtered else ""), details)
 
 
 def node_provider(allocations: Mapping[str, Mapping[str, int]]) -> str:
@@ -254,7 +260,7 @@ class Claims:
             LOG.warning("server %s: no alternate node, Placement failed: %s", uuid, exc.message)
         return None
 
-    def add_on(self, server: Mapping[str, Any], usable: Callable[[str], bool]) -> str | None:
+    def add_on(self, server: Mapping[str, Any], usable: Callable[[str], bool]) -> tuple[str | None, bool]:
         """Claim the server's resources on a further node ``usable`` accepts, beside what it holds (an
         evacuation: Nova's scheduler claims the target in the same consumer, the source's part staying
         until the source comes back). One PUT at the consumer's generation; the node, or None when no
@@ -266,9 +272,11 @@ class Claims:
             current = self.placement.get_allocations(uuid)
             held = {rp: dict(resources) for rp, resources in (current.allocations or {}).items()}
             found = self.placement.allocation_candidates(query, self.max_results)
+            refused = False
             for candidate in found.candidates:
                 node = self.node_of(node_provider(candidate.allocations))
                 if not usable(node) or set(candidate.allocations) & set(held):
+                    refused = True
                     continue
                 try:
                     self.placement.put_allocations(uuid, {**held, **candidate.allocations},
@@ -280,10 +288,10 @@ class Claims:
                         current = self.placement.get_allocations(uuid)
                         held = {rp: dict(r) for rp, r in (current.allocations or {}).items()}
                     continue
-                return node
+                return node, refused
         except errors.PlacementError as exc:
             raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
-        return None
+        return None, refused
 
     def drop_node(self, uuid: str, node: str) -> bool:
         """Take the node's part out of the server's allocations (Nova's

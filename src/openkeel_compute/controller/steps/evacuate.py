@@ -35,7 +35,7 @@ from openkeel_compute.compute.instances import cas, instance_actions, instance_f
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps import ports, vm_edits
+from openkeel_compute.controller.steps import placing, ports, vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -103,22 +103,25 @@ def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: dict
     with reader(ctx.engine) as conn:
         rule = server_groups.placement_rule(conn, uuid)
         known = compute_services.hosts(conn)
+    group = placing.group_filter(ctx, uuid)
 
-    def usable(node: str, *, group: bool = True) -> bool:
+    def usable(node: str) -> bool:
         if node == source or node not in known or (wanted and node != wanted):
             return False
-        return not group or rule is None or server_groups.allowed(rule[0], rule[1], rule[2], node)
+        return group is None or group(node)
 
     try:
         if ctx.claims is None:
             raise NoValidHost("Placement is not configured")
-        node = ctx.claims.add_on(server, usable)
-        if node is None and rule is not None and rule[0] not in server_groups.HARD:
-            node = ctx.claims.add_on(server, lambda n: usable(n, group=False))  # a soft policy gives way
+        node, refused = None, False
+        if group is None and rule is not None:  # a soft policy weighs: a node it prefers first, then any
+            node, refused = ctx.claims.add_on(server, lambda n: usable(n) and server_groups.allowed(*rule, n))
         if node is None:
-            policy = f" that the {rule[0]} policy of the server's group allows" if rule is not None else ""
+            node, refused = ctx.claims.add_on(server, usable)
+        if node is None:
+            policy = f" that the {rule[0]} policy of the server's group allows" if group is not None and rule else ""
             where = f"{wanted}" if wanted else f"a node other than {source}"
-            raise NoValidHost(f"No allocation candidates on {where}{policy}")
+            raise NoValidHost(f"No allocation candidates on {where}{policy}", filtered=refused)
     except NoValidHost as exc:
         return _no_valid_host(ctx, row, server, migration, exc)
     with transaction(ctx.engine) as conn:
