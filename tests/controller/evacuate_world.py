@@ -12,11 +12,11 @@ from oslo_messaging.notify import _impl_test as in_memory_driver
 
 from openkeel_compute import policies
 from openkeel_compute.controller import compute_services, evacuations, nodes, providers
+from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.service import gateway_from, server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.notifications import sender, server_events
-from openkeel_compute.controller.kube import make_client
 from tests.conftest import admin, make_conf
 from tests.databases import throwaway_database
 from tests.server_world import DEMO, IMAGE, image_service, server_world, until

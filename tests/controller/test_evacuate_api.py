@@ -36,14 +36,14 @@ def test_refusals_in_novas_order_with_novas_messages(world):
                                     json_body={"evacuate": {}})) == (404, f"Instance {uuid} could not be found.")
     bodies = [
         ("2.1", {}, "Invalid input for field/attribute evacuate. Value: {}. 'onSharedStorage' is a required property"),
-        ("2.1", {"onSharedStorage": False, "bogus": 1}, "Invalid input for field/attribute evacuate. Value: "
-         "{'onSharedStorage': False, 'bogus': 1}. Additional properties are not allowed ('bogus' was unexpected)"),
-        ("2.68", {"force": True, "host": other}, "Invalid input for field/attribute evacuate. Value: "
-         f"{{'force': True, 'host': '{other}'}}. Additional properties are not allowed ('force' was unexpected)"),
-        ("2.95", {"onSharedStorage": False}, "Invalid input for field/attribute evacuate. Value: "
-         "{'onSharedStorage': False}. Additional properties are not allowed ('onSharedStorage' was unexpected)"),
-        ("2.14", {"host": "a b"}, "Invalid input for field/attribute host. Value: a b. 'a b' does not match "
-         "'^[a-zA-Z0-9-._]*$'"),
+        ("2.1", {"onSharedStorage": False, "bogus": 1}, ("Invalid input for field/attribute evacuate. Value: "
+         "{'onSharedStorage': False, 'bogus': 1}. Additional properties are not allowed ('bogus' was unexpected)")),
+        ("2.68", {"force": True, "host": other}, ("Invalid input for field/attribute evacuate. Value: "
+         f"{{'force': True, 'host': '{other}'}}. Additional properties are not allowed ('force' was unexpected)")),
+        ("2.95", {"onSharedStorage": False}, ("Invalid input for field/attribute evacuate. Value: "
+         "{'onSharedStorage': False}. Additional properties are not allowed ('onSharedStorage' was unexpected)")),
+        ("2.14", {"host": "a b"}, ("Invalid input for field/attribute host. Value: a b. 'a b' does not match "
+         "'^[a-zA-Z0-9-._]*$'")),
         ("2.29", {"force": True}, "Can't force to a non-provided destination"),
         ("2.1", {"onSharedStorage": True, "adminPass": "x"}, "admin password can't be changed on existing disk"),
         ("2.14", {"host": source}, "The target host can't be the same one."),
@@ -71,7 +71,8 @@ def test_refusals_in_novas_order_with_novas_messages(world):
 
 
 def test_a_locked_server_is_evacuated_and_before_214_the_answer_is_its_password(world):
-    uuid, source = (lambda s: (s["id"], s["OS-EXT-SRV-ATTR:host"]))(world.boot())
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
     assert world.client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"lock": None}).status_code == 202
     world.node_down(source)
     got = world.evacuate(uuid, {"onSharedStorage": False}, "2.1")
@@ -81,7 +82,8 @@ def test_a_locked_server_is_evacuated_and_before_214_the_answer_is_its_password(
 
 
 def test_given_password_and_shared_storage_before_214(world):
-    uuid, source = (lambda s: (s["id"], s["OS-EXT-SRV-ATTR:host"]))(world.boot())
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
     world.node_down(source)
     got = world.evacuate(uuid, {"onSharedStorage": "false", "adminPass": "s3cret"}, "2.13")
     assert (got.status_code, got.json) == (200, {"adminPass": "s3cret"})
@@ -98,7 +100,8 @@ def test_given_password_and_shared_storage_before_214(world):
 def test_the_state_it_ends_in(world, version, stop_first, ends):
     if world.engine.dialect.name != "sqlite" and (version, stop_first) != ("2.95", False):
         pytest.skip("the state rules run on SQLite; 2.95 on every engine")
-    uuid, source = (lambda s: (s["id"], s["OS-EXT-SRV-ATTR:host"]))(world.boot())
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
     if stop_first:
         assert world.client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO,
                                  json_body={"os-stop": None}).status_code == 202

@@ -71,7 +71,7 @@ def test_an_affinity_member_keeps_to_its_members_node(world):
 def test_a_soft_affinity_member_is_evacuated_its_policy_only_weighs(world):
     if world.engine.dialect.name != "sqlite":
         pytest.skip("soft policies run on SQLite; the hard ones on every engine")
-    first, second = _members(world, "soft-affinity", 2)
+    first, _second = _members(world, "soft-affinity", 2)
     source = first["OS-EXT-SRV-ATTR:host"]
     world.node_down(source)
     assert world.evacuate(first["id"]).status_code == 200

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import select
 
 from openkeel_compute.compute import evacuation
-from openkeel_compute.db import api as db_api
 from openkeel_compute.controller import compute_services
+from openkeel_compute.db import api as db_api
 from openkeel_compute.db.models import INSTANCES
 
 if TYPE_CHECKING:

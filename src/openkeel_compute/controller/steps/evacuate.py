@@ -15,11 +15,12 @@ evacuation.py). Pass after pass, the migration's status and the server's task sa
   KubeVirt asks of an operator whose node died; the operator told Nova the node is down). Once the VM has
   no VMI it is made again from the server's record, pinned to the target: a new root disk imported from
   the server's image (the old one is not trusted: Nova rebuilds the disk of a host without shared
-  storage), a volume-backed root kept (it is Cinder's), the ports bound to the target. The server's host
-  is the target from then on → ``rebuild_block_device_mapping``.
+  storage), a volume-backed root kept (it is Cinder's), the ports bound to the target →
+  ``rebuild_block_device_mapping``.
 - ``rebuild_block_device_mapping``: the VM starts on the target; once its VMI runs there the server is
   ACTIVE, or, when it ends stopped (it was SHUTOFF, or 2.95's target state), SHUTOFF once the new disk is
-  imported; the migration is ``done``, the event finished.
+  imported; its host and node are the target from then on (as Nova's ``finish_evacuation``), the
+  migration is ``done``, the event finished.
 
 When the source's compute service is up again, controller/compute_services.py gives its part of the
 allocation back and completes the migration (Nova's compute does it when it starts).
@@ -81,10 +82,10 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         _off_the_source(ctx, server, namespace, str(migration["source_compute"] or ""), dest)
         _make_on(ctx, row, server, namespace, dest)
         with transaction(ctx.engine) as conn:
-            if not cas.save_state(conn, uuid, expected_task_state=task_states.REBUILDING, host=dest, node=dest,
+            if not cas.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
                                   task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
                 return DONE
-        server.update(host=dest, node=dest, task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING)
+        server.update(task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING)
     return _finish(ctx, row, server, namespace, dest)
 
 
