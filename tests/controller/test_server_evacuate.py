@@ -24,6 +24,7 @@ def test_a_server_of_a_failed_node_is_rebuilt_elsewhere_and_the_source_gives_bac
     server = world.boot()
     uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
     assert world.allocations(uuid) == {source}
+    assert world.pods_on(source, uuid)  # its launcher pod runs there
 
     got = world.evacuate(uuid)  # its service is up: refused as Nova refuses it
     assert (got.status_code, got.json) == (400, {"badRequest": {
@@ -86,3 +87,22 @@ def test_notifications_as_novas_api_conductor_and_compute_send_them(engine_name,
     # the API's from its host, the compute's from the target
     assert ("instance.evacuate", "nova-api:fake-mini") in sent and ("compute.instance.evacuate", "compute.fake-mini") in sent
     assert ("instance.rebuild.end", f"nova-compute:{target}") in sent
+
+
+def test_a_source_back_during_the_evacuation_never_runs_the_server_twice(world):
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    world.node_down(source)
+    assert world.evacuate(uuid).status_code == 200
+    world.controller.run_once()  # the target claimed, the VM being stopped on the failed node
+    world.cluster.set_node_ready(source, True)
+    assert world.beat() == []  # not done yet: nothing to give back
+    done = world.wait(uuid, "ACTIVE")
+    target = done["OS-EXT-SRV-ATTR:host"]
+    assert target != source
+    vmis = [v for k, v in world.cluster.objects("VirtualMachineInstance").items() if uuid in k[1]]
+    assert [(v["status"]["phase"], v["status"]["nodeName"]) for v in vmis] == [("Running", target)]
+    assert world.pods_on(source, uuid) == []
+    (migration,) = world.migrations(uuid)
+    assert world.beat() == [migration["uuid"]]
+    assert world.allocations(uuid) == {target}
