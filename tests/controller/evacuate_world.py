@@ -105,14 +105,19 @@ class World:
 
 
 @contextlib.contextmanager
-def evacuate_world(engine_name: str, tmp_path, placement_url: str, *, notifying: bool = False) -> Iterator[World]:
-    """``notifying``: both notification formats go to oslo.messaging's in-memory driver."""
+def evacuate_world(engine_name: str, tmp_path, placement_url: str, *, notifying: bool = False,
+                   cinder_url: str | None = None) -> Iterator[World]:
+    """``notifying``: both notification formats go to oslo.messaging's in-memory driver; ``cinder_url``: the
+    (fake) Cinder the API and the controller use."""
     policies.reset()
     extra: dict[str, Any] = {}
+    if cinder_url:
+        extra["cinder"] = {"auth_type": "admin_token", "endpoint": cinder_url, "token": "cinder-admin",
+                           "endpoint_template": cinder_url + "/v3/%(project_id)s"}
     if notifying:
         in_memory_driver.reset()
-        extra = {"DEFAULT": {"host": "fake-mini"}, "notifications": {"notification_format": "both"},
-                 "oslo_messaging_notifications": {"driver": "test", "transport_url": "fake:/"}}
+        extra.update({"DEFAULT": {"host": "fake-mini"}, "notifications": {"notification_format": "both"},
+                      "oslo_messaging_notifications": {"driver": "test", "transport_url": "fake:/"}})
     with throwaway_database(engine_name, tmp_path) as url, image_service(tmp_path) as glance_url:
         conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "2"},
                          glance={"api_servers": glance_url}, database={"connection": url}, **extra)
