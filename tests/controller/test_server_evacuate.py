@@ -7,11 +7,14 @@ completed."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.conftest import admin
 from tests.controller.evacuate_world import NODES, evacuate_world, notifications
 from tests.databases import ENGINES
+from tests.server_world import DEMO
 
 
 @pytest.fixture(params=ENGINES)
@@ -106,3 +109,36 @@ def test_a_source_back_during_the_evacuation_never_runs_the_server_twice(world):
     (migration,) = world.migrations(uuid)
     assert world.beat() == [migration["uuid"]]
     assert world.allocations(uuid) == {target}
+
+
+@pytest.mark.parametrize("claimed, ends", [(True, "error"), (False, "failed")])
+def test_a_server_deleted_during_its_evacuation_leaves_nothing(world, claimed, ends):
+    """Claimed: the delete closes the migration under way as it closes a resize's (``error``); still
+    ``accepted`` (its node back meanwhile, so that its delete ends): the next heartbeat closes it
+    (``failed``, as Nova's compute ends a rebuild whose server went). Either way nothing holds the
+    failed node's service any more."""
+    if world.engine.dialect.name != "sqlite" and not claimed:
+        pytest.skip("the accepted case runs on SQLite; the claimed one on every engine")
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    world.node_down(source)
+    assert world.evacuate(uuid).status_code == 200
+    if claimed:
+        world.controller.run_once()
+        assert world.allocations(uuid) - {source}  # the target claimed beside the source
+    assert world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    if not claimed:  # its launcher pod on the failed node goes once the node is back (nothing forced it)
+        world.cluster.set_node_ready(source, True)
+    deadline = time.monotonic() + 30
+    while world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code != 404:
+        assert time.monotonic() < deadline
+        world.controller.run_once()
+        time.sleep(0.05)
+    world.beat()
+    got = world.client.get(f"/v2.1/os-migrations?instance_uuid={uuid}", headers=admin("2.80")).json["migrations"]
+    assert [m["status"] for m in got] == [ends]
+    assert world.allocations(uuid) == set()
+    assert not [k for k in world.cluster.objects("VirtualMachine") if uuid in k[1]]
+    # and the failed node's service may be deleted: no migration holds it any more
+    got = world.client.delete(f"/v2.1/os-services/{world.service(source)['id']}", headers=admin("2.53"))
+    assert got.status_code == 204, got.text

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from openkeel_compute.compute.instances import cas, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.compute.preconditions import precondition
-from openkeel_compute.db.models import COMPUTE_SERVICES, MIGRATIONS, utcnow
+from openkeel_compute.db.models import COMPUTE_SERVICES, INSTANCES, MIGRATIONS, utcnow
 from openkeel_compute.model import operations
 from openkeel_compute.notifications import server_events
 
@@ -66,6 +66,16 @@ def move(conn: Connection, migration_uuid: str, status: str, *, expected: str | 
 def host_ip(conn: Connection, host: str) -> str | None:
     """The node's InternalIP, as Nova's migration ``dest_host`` is the destination's ``my_ip``."""
     return conn.execute(select(COMPUTE_SERVICES.c.host_ip).where(COMPUTE_SERVICES.c.host == host)).scalar()
+
+
+def close_of_deleted(conn: Connection) -> int:
+    """The evacuations still under way of servers deleted meanwhile become ``failed`` (as Nova's compute
+    ends a rebuild whose instance went); returns how many. Left open, they would hold their hosts (a
+    compute service with migrations in progress cannot be deleted)."""
+    gone = select(INSTANCES.c.uuid).where(INSTANCES.c.deleted != 0).scalar_subquery()
+    return conn.execute(update(MIGRATIONS).where(
+        M.migration_type == TYPE, M.status.in_(("accepted", "pre-migrating")), M.deleted == 0,
+        M.instance_uuid.in_(gone)).values(status="failed", updated_at=utcnow())).rowcount
 
 
 def done(conn: Connection) -> list[dict]:

@@ -10,7 +10,8 @@ nothing of the server on the source any more (its launcher pods were force-delet
 evacuated, its VM is pinned to the target; a kubelet coming back kills the containers of pods the API no
 longer has), so there is nothing to destroy there.
 
-An evacuation still under way (``accepted``, ``pre-migrating``) is left to its step, which ends it ``done``;
+An evacuation still under way of a server deleted meanwhile is closed (``failed``). One still under way
+(``accepted``, ``pre-migrating``) of a live server is left to its step, which ends it ``done``;
 the next heartbeat completes it. (Nova completes those too, and lets the destination finish: the outcome,
 the source's part given back once, is the same.)
 """
@@ -36,7 +37,9 @@ LOG = logging.getLogger(__name__)
 def source_back(engine, claims: Any, cluster: Gateway) -> list[str]:
     """Complete the evacuations from the nodes that are Ready again; returns the migrations completed.
     ``claims``: controller/claims.py's (None without Placement: only the migrations move)."""
-    with db_api.reader(engine) as conn:
+    with db_api.transaction(engine) as conn:
+        if evacuation.close_of_deleted(conn):
+            LOG.info("evacuations of deleted servers closed (failed)")
         done = evacuation.done(conn)
     if not done:
         return []
