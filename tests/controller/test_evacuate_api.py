@@ -108,7 +108,7 @@ def test_the_state_it_ends_in(world, version, stop_first, ends):
         world.wait(uuid, "SHUTOFF")
     world.node_down(source)
     got = world.evacuate(uuid, {}, version)
-    assert (got.status_code, got.text) == (200, "")
+    assert (got.status_code, got.text, got.header("Content-Type")) == (200, "", "application/json")  # as Nova
     done = world.wait(uuid, ends)
     assert done["OS-EXT-SRV-ATTR:host"] != source
     assert world.migrations(uuid)[0]["status"] == "done"
