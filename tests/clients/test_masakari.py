@@ -5,8 +5,8 @@ endpoint from the catalog) runs its recovery calls against a real ``scripts/serv
 The script's sequence, in Masakari's order: the failed host's service looked up, disabled with Masakari's
 reason and checked, its servers listed, the target added to an aggregate, then per server lock, reset state
 (error), evacuate to the target, show, unlock, stop, show, start, and the service enabled again. Before it
-runs, the node turns NotReady and its service is forced down (Masakari's host monitor and the operator's
-fencing: Nova evacuates only from a host whose service is down). Masakari's flows wait for each
+runs, the node turns NotReady and its service goes down (the controller's heartbeat, with a short
+``service_down_time``): Nova evacuates only from a host whose service is down. Masakari's flows wait for each
 evacuation and each stop to end before they go on (``_wait_for_evacuation``, ``_wait_for_power_off``,
 polling the server); the script does not, so its ``evacuate_instance`` and ``stop_server`` are followed by
 those same waits here, and nothing else of it is changed.
@@ -97,7 +97,8 @@ def stack(tmp_path_factory):
     shared_path("reference/masakari/masakari-calls.py")  # without ../shared: skipped before anything starts
     home = tmp_path_factory.mktemp("masakari-stack")
     conf = home / "three-nodes.conf"
-    conf.write_text("[controller]\nemulator_nodes = 3\n")
+    # a node's service is down 5 s after its last heartbeat (Nova's default: 60 s, every 10 s)
+    conf.write_text("[DEFAULT]\nreport_interval = 1\nservice_down_time = 5\n[controller]\nemulator_nodes = 3\n")
     emulator = free_port()
     stack = Stack(home, "--config-file", str(conf), "--emulator-port", str(emulator)).start()
     stack.emulator = f"http://127.0.0.1:{emulator}"
@@ -142,9 +143,10 @@ def test_masakaris_recovery_calls_recover_a_server_of_a_failed_node(stack, tmp_p
     assert status == 200, body
 
     _node_not_ready(stack, source)
-    (service,) = [s for s in _services(stack) if s["host"] == source]
-    status, body = stack.call("PUT", f"/v2.1/os-services/{service['id']}", {"forced_down": True}, version="2.53")
-    assert status == 200, body
+    deadline = time.monotonic() + 60  # the controller's heartbeat sees it NotReady: its service goes down
+    while [s["state"] for s in _services(stack) if s["host"] == source] != ["down"]:
+        assert time.monotonic() < deadline, _services(stack)
+        time.sleep(0.5)
 
     runner = tmp_path / "run-masakari-calls.py"
     runner.write_text(RUNNER)
@@ -174,7 +176,7 @@ def test_masakaris_recovery_calls_recover_a_server_of_a_failed_node(stack, tmp_p
     status, body = stack.call("GET", "/v2.1/os-aggregates", version="2.53")
     assert [a["hosts"] for a in body["aggregates"] if a["name"] == "okc-agg"] == [[target]]
     (service,) = [s for s in _services(stack) if s["host"] == source]
-    assert (service["status"], service["forced_down"], service["state"]) == ("enabled", True, "down")
+    assert (service["status"], service["forced_down"], service["state"]) == ("enabled", False, "down")
 
 
 def _image(stack) -> str:
