@@ -30,8 +30,8 @@ TO_COME = {
     # volumes (attachments)
     "POST /servers/{server_id}/os-volume_attachments",
     "PUT /servers/{server_id}/os-volume_attachments/{id}", "DELETE /servers/{server_id}/os-volume_attachments/{id}",
-    # moves (evacuation, live migrations in progress)
-    "POST /servers/{id}/action evacuate", "DELETE /servers/{server_id}/migrations/{id}",
+    # moves (live migrations in progress)
+    "DELETE /servers/{server_id}/migrations/{id}",
     "POST /servers/{server_id}/migrations/{id}/action force_complete",
 }
 

@@ -31,6 +31,7 @@ from openkeel_compute.api.handlers import (
     server_actions_unsupported,
     server_admin_actions,
     server_diagnostics,
+    server_evacuate,
     server_external_events,
     server_groups,
     server_instance_actions,
@@ -224,6 +225,7 @@ ROUTES = {
             "revertResize": server_resize.revert_resize,
             "migrate": server_actions_unsupported.migrate,
             "os-migrateLive": server_actions_unsupported.migrate_live,
+            "evacuate": server_evacuate.evacuate,
         }
     },
 }

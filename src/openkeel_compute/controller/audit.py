@@ -42,7 +42,9 @@ LOG = logging.getLogger(__name__)
 I = models.INSTANCES
 M = models.MIGRATIONS
 # A migration in one of these holds nothing any more.
-FINAL_MIGRATION_STATUSES = ("confirmed", "reverted", "error", "failed", "completed", "done", "cancelled")
+# "done" is not final here: an evacuation that is done holds the source's part of the server's allocation
+# until the source's service is up again (controller/evacuations.py), as Nova's does
+FINAL_MIGRATION_STATUSES = ("confirmed", "reverted", "error", "failed", "completed", "cancelled")
 
 
 @dataclasses.dataclass

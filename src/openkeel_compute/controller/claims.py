@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from openkeel_compute.compute import flavor_copy
@@ -43,10 +43,16 @@ LOG = logging.getLogger(__name__)
 NO_VALID_HOST = "No valid host was found. "
 
 
+NOT_ENOUGH_HOSTS = "There are not enough hosts available."
+
+
 class NoValidHost(Exception):
-    def __init__(self, details: str) -> None:
+    """``filtered``: Placement offered nodes the scheduler's filters refused (Nova's message then says
+    there are not enough hosts)."""
+
+    def __init__(self, details: str, *, filtered: bool = False) -> None:
         super().__init__(NO_VALID_HOST + details)
-        self.fault = Fault(500, NO_VALID_HOST, details)
+        self.fault = Fault(500, NO_VALID_HOST + (NOT_ENOUGH_HOSTS if filtered else ""), details)
 
 
 def node_provider(allocations: Mapping[str, Mapping[str, int]]) -> str:
@@ -253,6 +259,53 @@ class Claims:
         except errors.PlacementError as exc:
             LOG.warning("server %s: no alternate node, Placement failed: %s", uuid, exc.message)
         return None
+
+    def add_on(self, server: Mapping[str, Any], usable: Callable[[str], bool]) -> tuple[str | None, bool]:
+        """Claim the server's resources on a further node ``usable`` accepts, beside what it holds (an
+        evacuation: Nova's scheduler claims the target in the same consumer, the source's part staying
+        until the source comes back). One PUT at the consumer's generation; the node, or None when no
+        such node has room (nothing changed). Placement away raises NoValidHost."""
+        uuid = str(server["uuid"])
+        zone = server.get("availability_zone")
+        query = self.request_of(server).query([zone_aggregate(str(zone))] if zone else None)
+        try:
+            current = self.placement.get_allocations(uuid)
+            held = {rp: dict(resources) for rp, resources in (current.allocations or {}).items()}
+            found = self.placement.allocation_candidates(query, self.max_results)
+            refused = False
+            for candidate in found.candidates:
+                node = self.node_of(node_provider(candidate.allocations))
+                if not usable(node) or set(candidate.allocations) & set(held):
+                    refused = True
+                    continue
+                try:
+                    self.placement.put_allocations(uuid, {**held, **candidate.allocations},
+                                                   project_id=str(server["project_id"]),
+                                                   user_id=str(server["user_id"]),
+                                                   consumer_generation=current.generation)
+                except errors.PlacementConflict as exc:
+                    if exc.concurrent_update:
+                        current = self.placement.get_allocations(uuid)
+                        held = {rp: dict(r) for rp, r in (current.allocations or {}).items()}
+                    continue
+                return node, refused
+        except errors.PlacementError as exc:
+            raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
+        return None, refused
+
+    def drop_node(self, uuid: str, node: str) -> bool:
+        """Take the node's part out of the server's allocations (Nova's
+        ``remove_provider_tree_from_instance_allocation``); False when it held nothing there."""
+        provider = provider_uuid(node)
+        current = self.placement.get_allocations(uuid)
+        if provider not in (current.allocations or {}):
+            return False
+        rest = {rp: r for rp, r in current.allocations.items() if rp != provider}
+        if not rest:
+            return self.placement.delete_allocations(uuid)
+        self.placement.put_allocations(uuid, rest, project_id=str(current.project_id), user_id=str(current.user_id),
+                                       consumer_generation=current.generation)
+        return True
 
     def release(self, uuid: str) -> bool:
         """Give back what the server holds (False: it held nothing). Errors propagate: the caller tries

@@ -44,7 +44,7 @@ ZONE_LABEL = "topology.kubernetes.io/zone"
 ZONE_FROM = "openkeel.io/zone-from-aggregate"
 
 
-def _ready(node: dict[str, Any]) -> bool:
+def ready(node: dict[str, Any]) -> bool:
     conditions = (node.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
@@ -104,7 +104,7 @@ def facts(node: dict[str, Any]) -> dict[str, Any]:
             "hypervisor_version": version_number((status.get("nodeInfo") or {}).get("kubeletVersion")),
             "node_uuid": providers.provider_uuid(meta["name"]),
             "cpu_info": cpu_info(meta.get("labels") or {}, amount("cpu", 1)),
-            "ready": _ready(node), "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
+            "ready": ready(node), "cordoned": bool((node.get("spec") or {}).get("unschedulable")),
             "reason": reason[:REASON_MAX] if reason else None}
 
 

@@ -206,6 +206,15 @@ class Gateway:
 
         self.retry(f"{verb} {namespace}/{name}", put)
 
+    def force_delete_pod(self, namespace: str, name: str) -> None:
+        """``kubectl delete pod --force --grace-period=0``: the pod goes at once, without its node's
+        kubelet confirming it stopped (a pod on a failed node otherwise stays Terminating); one already
+        gone is what we wanted."""
+        url = f"/api/v1/namespaces/{namespace}/pods/{name}"
+        body = json.dumps({"kind": "DeleteOptions", "apiVersion": "v1", "gracePeriodSeconds": 0}).encode()
+        self.retry(f"force delete pod {namespace}/{name}", lambda: self._checked(self._http.request(
+            "DELETE", url, content=body, headers={"Content-Type": "application/json"}), 404))
+
     @staticmethod
     def _checked(response: Any, *allowed: int) -> Any:
         if response.status_code not in allowed:

@@ -14,7 +14,7 @@ from openkeel_compute import signals
 from openkeel_compute.conf import cinder as cinder_conf
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
-from openkeel_compute.controller import audit, compute_services, nodes, providers, usage_audit
+from openkeel_compute.controller import audit, compute_services, evacuations, nodes, providers, usage_audit
 from openkeel_compute.controller.claims import Claims
 from openkeel_compute.controller.engine import Controller
 from openkeel_compute.controller.gateway import Gateway
@@ -112,7 +112,7 @@ def _node_publisher(engine, cluster: Gateway, stop: threading.Event, interval: f
 
 
 def _heartbeat(engine, cluster: Gateway, stop: threading.Event, interval: float, is_leader,
-               publish_providers) -> threading.Thread:
+               publish_providers, after_beat=None) -> threading.Thread:
     """The compute services' heartbeat every ``interval`` seconds while leading (controller/compute_services.py);
     the providers are updated at once when a node was cordoned, uncordoned or moved to another zone, a service
     forced down or up, or a host added to or removed from an aggregate."""
@@ -124,6 +124,8 @@ def _heartbeat(engine, cluster: Gateway, stop: threading.Event, interval: float,
                 continue
             try:
                 changed = compute_services.heartbeat(engine, cluster)
+                if after_beat is not None:
+                    after_beat()  # the services up again: their evacuated servers' allocations
                 now = compute_services.placement_view(engine)
                 if changed or (seen is not None and now != seen):
                     publish_providers(audit_too=False)
@@ -252,6 +254,7 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
 
         if once:
             compute_services.heartbeat(engine, cluster)
+            evacuations.source_back(engine, claims, cluster)
         elif not _when_database_answers(lambda: compute_services.heartbeat(engine, cluster), stop):
             return 0
         publish_providers(audit_too=False)  # the nodes' providers before the first claim; no audit yet
@@ -279,7 +282,8 @@ def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None,
         if cluster is not None:
             _node_publisher(engine, cluster, stop, float(conf.controller.resync_interval), is_leader,
                             _with_usage_audit(conf, engine, notifier, publish_providers))
-            _heartbeat(engine, cluster, stop, float(conf.report_interval), is_leader, publish_providers)
+            _heartbeat(engine, cluster, stop, float(conf.report_interval), is_leader, publish_providers,
+                       lambda: evacuations.source_back(engine, claims, cluster))
         LOG.info("controller running: %s", f"cluster {kubeconfig or conf.controller.kubeconfig}" if cluster
                  else f"rendering into {render_dir or conf.controller.render_dir}")
         controller.run(stop)

@@ -194,7 +194,12 @@ def _within(condition: Mapping[str, Any] | None, now: dt.datetime, grace: float)
     if not grace or condition is None:
         return False
     since = _timestamp(condition.get("lastTransitionTime"))
-    return since is not None and (now - since).total_seconds() < grace
+    if since is None:
+        return False
+    if (since.tzinfo is None) != (now.tzinfo is None):  # the cluster's "...Z" against the controller's naive UTC
+        since, now = since.replace(tzinfo=None) - (since.utcoffset() or dt.timedelta()), now.replace(tzinfo=None) - (
+            now.utcoffset() or dt.timedelta())
+    return (now - since).total_seconds() < grace
 
 
 def _timestamp(value: Any) -> dt.datetime | None:

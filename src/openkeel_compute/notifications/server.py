@@ -314,6 +314,18 @@ class ServerNotifier(VersionedNotifier):
         self._emit_server(view, versioned=("instance.update", versioned), legacy=("compute.instance.update", legacy),
                           source="nova-compute", host=None if actor is not None else row.get("host"))
 
+    def api_action(self, uuid: str, action: str, actor: Any) -> None:
+        """What Nova's API sends for an action it notifies itself (evacuate): the legacy usage
+        notification and the versioned action one, from the API's host."""
+        if not self.sends_servers or self.engine is None:
+            return
+        view = load_view(self.engine, uuid, **_actor_context(actor))
+        if view is None:
+            return
+        self._emit_server(view, versioned=(f"instance.{action}", sp.versioned_payload("action", view)),
+                          legacy=(f"compute.instance.{action}", sp.legacy_payload(
+                              view, image_service=self.image_service)), source="nova-api", host=None)
+
     def exists(self, uuid: str, begin: dt.datetime, end: dt.datetime, host: str | None = None) -> bool:
         """``compute.instance.exists`` / ``instance.exists`` for the audit period [begin, end)."""
         if not self.sends_servers or self.engine is None:

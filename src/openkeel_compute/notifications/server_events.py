@@ -38,6 +38,8 @@ class Emitter(Protocol):
 
     def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None: ...
 
+    def api_action(self, uuid: str, action: str, actor: Any) -> None: ...
+
 
 _EMITTER: Emitter | None = None
 
@@ -68,6 +70,14 @@ def event_finished(conn: Connection, event_id: int, result: str, host: str | Non
                     INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery())).scalar()
         after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback),
                      key=uuid)
+
+
+def api_action(conn: Connection, uuid: str, action: str, actor: Any) -> None:
+    """An action Nova's API notifies itself, without an event of its own (``evacuate``):
+    ``compute.instance.<action>`` / ``instance.<action>`` after commit."""
+    emitter = _EMITTER
+    if emitter is not None:
+        after_commit(conn, functools.partial(emitter.api_action, uuid, action, actor), key=uuid)
 
 
 _STATE = (INSTANCES.c.vm_state, INSTANCES.c.task_state, INSTANCES.c.display_name)

@@ -17,6 +17,7 @@ SHELVE = "os_compute_api:os-shelve:%s"
 RESCUE = "os_compute_api:os-rescue"
 UNRESCUE = "os_compute_api:os-unrescue"
 MIGRATE = "os_compute_api:os-migrate-server:%s"
+EVACUATE = "os_compute_api:os-evacuate"
 
 _ACTION = "/servers/{server_id}/action (%s)"
 
@@ -74,6 +75,7 @@ rules = [
     _rule(MIGRATE % "migrate_live", base.PROJECT_MANAGER_OR_ADMIN,
           "Live migrate a server to a new host without a reschedule", "os-migrateLive"),
     _rule(MIGRATE % "migrate_live:host", base.ADMIN, "Live migrate a server to a specified host", "os-migrateLive"),
+    _rule(EVACUATE, base.ADMIN, "Evacuate a server from a failed host to a new host", "evacuate"),
 ]
 
 

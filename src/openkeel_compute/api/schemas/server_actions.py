@@ -135,6 +135,12 @@ migrate_live_v225 = _object("os-migrateLive", {"block_migration": _BLOCK_MIGRATI
 migrate_live_v230 = _object("os-migrateLive", {"block_migration": _BLOCK_MIGRATION_V225, "host": _HOST,
                                                "force": _BOOLEAN}, required=["block_migration", "host"])
 
+# evacuate: onSharedStorage required before 2.14; force from 2.29 to 2.67 (Nova's evacuate schemas)
+evacuate = _object("evacuate", {"host": _FQDN, "onSharedStorage": _BOOLEAN, "adminPass": _PASSWORD},
+                   required=["onSharedStorage"])
+evacuate_v214 = _object("evacuate", {"host": _FQDN, "adminPass": _PASSWORD})
+evacuate_v229 = _object("evacuate", {"host": _FQDN, "adminPass": _PASSWORD, "force": _BOOLEAN})
+
 _rebuild = {
     "name": _NAME, "imageRef": _IMAGE_ID, "adminPass": _PASSWORD, "metadata": _METADATA,
     "preserve_ephemeral": _BOOLEAN, "OS-DCF:diskConfig": _DISK_CONFIG,

@@ -17,6 +17,7 @@ from openkeel_compute.controller.steps import (
     confirm,
     console,
     delete,
+    evacuate,
     power,
     reboot,
     rebuild,
@@ -62,6 +63,7 @@ TABLE: dict[str, Operation] = {
     ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
+    ops.EVACUATE: Operation(evacuate.run, give_up=evacuate.give_up),
 }
 
 __all__ = ["TABLE", "Operation"]

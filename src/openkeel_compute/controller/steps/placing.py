@@ -8,6 +8,7 @@ cannot run it tries another one).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from openkeel_compute.compute import compute_services, server_groups, working_state
@@ -67,6 +68,18 @@ def _as_group_allows(ctx: Context, server: dict[str, Any], node: str) -> str:
         return node
     ctx.claims.release(server["uuid"])
     raise NoValidHost(f"No node satisfies the {policy} policy of the server's group")
+
+
+def group_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
+    """Which nodes a move of the server may go to under its group's hard policy, as Nova's
+    ServerGroup(Anti)AffinityFilter: anti-affinity refuses a node holding ``max_server_per_host`` other
+    members, affinity keeps to the other members' node. None: no hard policy (soft ones only weigh)."""
+    with reader(ctx.engine) as conn:
+        rule = server_groups.placement_rule(conn, uuid)
+    if rule is None or rule[0] not in server_groups.HARD:
+        return None
+    policy, members, per_host = rule
+    return lambda node: server_groups.allowed(policy, members, per_host, node)
 
 
 def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None:

@@ -131,7 +131,7 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
             new_flavor = dict(new_flavor, root_gb=0)  # the root disk is a volume: not claimed (Nova's is_bfv)
         provider = ctx.allocations.resize(uuid, migration, new_flavor,
                                           image_properties=image.get("properties"),
-                                          zone=server.get("availability_zone"))
+                                          zone=server.get("availability_zone"), usable=placing.group_filter(ctx, uuid))
     except NoValidHost as exc:
         return _no_valid_host(ctx, row, server, migration, exc)
     dest = None
