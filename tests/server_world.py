@@ -68,7 +68,7 @@ def with_placement(url: str, cluster: Emulator, servers: Any) -> PlacementClient
 
 @contextlib.contextmanager
 def server_world(conf: Any, make_servers: Callable[[Any], Any],
-                 placement_url: str | None = None, nodes: int = 1) -> Iterator[tuple[Client, Any, Emulator]]:
+                 placement_url: str | None = None, *, nodes: int = 1) -> Iterator[tuple[Client, Any, Emulator]]:
     """(API client, controller, cluster); ``make_servers(kube client)`` gives the controller's server loop,
     which claims in the Placement at ``placement_url`` when one is given (the ``placement_service`` fixture);
     the cluster has ``nodes`` Ready nodes."""

@@ -38,6 +38,7 @@ from openkeel_compute.api.handlers import (
     server_interfaces,
     server_ips,
     server_metadata,
+    server_migrate,
     server_network_actions,
     server_password,
     server_rebuild,
@@ -223,7 +224,7 @@ ROUTES = {
             "resize": server_resize.resize_server,
             "confirmResize": server_resize.confirm_resize,
             "revertResize": server_resize.revert_resize,
-            "migrate": server_actions_unsupported.migrate,
+            "migrate": server_migrate.migrate,
             "os-migrateLive": server_actions_unsupported.migrate_live,
             "evacuate": server_evacuate.evacuate,
         }

@@ -90,14 +90,33 @@ def start(conn: Connection, row: dict, new_flavor: dict, new_specs: dict[str, st
     outbox row for the controller. Returns the migration's uuid."""
     pre = preconditions.precondition("resize")
     checked = cas.begin_action(conn, row, pre, actor, values={"progress": 0, "auto_disk_config": auto_disk_config})
-    uuid = row["uuid"]
     copy = _flavor_json(checked)
-    copy["old"] = copy["cur"]
-    copy["new"] = flavor_copy.primitive(new_flavor, new_specs)
+    return _record(conn, checked, copy["cur"], flavor_copy.primitive(new_flavor, new_specs), new_flavor["id"], actor)
+
+
+def start_migration(conn: Connection, row: dict, actor: Actor, *, host: str | None) -> str:
+    """Record an accepted cold migration of ``row`` (Nova's resize to the same flavor: instance action
+    ``migrate``, migration type ``migration``, destination unknown until the controller chose it) to
+    another node, ``host`` when given. The controller's resize step carries it out (payload ``cold``);
+    confirm and revert end it as they end a resize. Returns the migration's uuid."""
+    pre = preconditions.precondition("migrate")
+    checked = cas.begin_action(conn, row, pre, actor, values={"progress": 0, "auto_disk_config": False})
+    current = _flavor_json(checked)["cur"]
+    return _record(conn, checked, current, current, store.flavors_of(checked).cur["id"], actor,
+                   migration_type="migration", cold=True, host=host)
+
+
+def _record(conn: Connection, checked: dict, old: dict, new: dict, new_flavor_id: int, actor: Actor, *,
+            migration_type: str = "resize", **payload) -> str:
+    """The flavor copy's old/new, the old vm_state, the migration ``pre-migrating`` and the outbox row."""
+    uuid = checked["uuid"]
+    copy = _flavor_json(checked)
+    copy["old"], copy["new"] = old, new
     cas.save_state(conn, uuid, flavor=_dump(copy))
     set_sysmeta(conn, uuid, SYSMETA_OLD_VM_STATE, checked["vm_state"])
-    migration = _insert_migration(conn, checked, new_flavor["id"], actor, "pre-migrating")
-    updates.outbox(conn, uuid, operations.RESIZE, actor, migration=migration, old_vm_state=checked["vm_state"])
+    migration = _insert_migration(conn, checked, new_flavor_id, actor, "pre-migrating", migration_type=migration_type)
+    updates.outbox(conn, uuid, operations.RESIZE, actor, migration=migration, old_vm_state=checked["vm_state"],
+                   **payload)
     return migration
 
 
@@ -201,13 +220,17 @@ def record_failed(conn: Connection, row: dict, new_flavor: dict, actor: Actor) -
     return _insert_migration(conn, row, new_flavor["id"], actor, "error")
 
 
-def _insert_migration(conn: Connection, row: dict, new_flavor_id: int, actor: Actor, status: str) -> str:
-    """A resize's ``migrations`` row, from and to the server's host (the node is known once it runs)."""
+def _insert_migration(conn: Connection, row: dict, new_flavor_id: int, actor: Actor, status: str, *,
+                      migration_type: str = "resize") -> str:
+    """A resize's ``migrations`` row, from and to the server's host (the node is known once it runs); a
+    cold migration's destination is empty until the controller chose it, as Nova's."""
     migration = str(uuidlib.uuid4())
+    dest = row["host"] if migration_type == "resize" else None
+    dest_node = row["node"] if migration_type == "resize" else None
     conn.execute(insert(MIGRATIONS).values(
-        uuid=migration, source_compute=row["host"], dest_compute=row["host"], source_node=row["node"],
-        dest_node=row["node"], dest_host=None, old_instance_type_id=store.flavors_of(row).cur["id"],
-        new_instance_type_id=new_flavor_id, instance_uuid=row["uuid"], migration_type="resize", hidden=False,
+        uuid=migration, source_compute=row["host"], dest_compute=dest, source_node=row["node"],
+        dest_node=dest_node, dest_host=None, old_instance_type_id=store.flavors_of(row).cur["id"],
+        new_instance_type_id=new_flavor_id, instance_uuid=row["uuid"], migration_type=migration_type, hidden=False,
         status=status, cross_cell_move=False, user_id=actor.user_id, project_id=actor.project_id,
         created_at=utcnow(), deleted=0))
     return migration

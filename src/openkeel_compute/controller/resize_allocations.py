@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from openkeel_compute.controller.claims import NoValidHost, node_provider
-from openkeel_compute.controller.providers import zone_aggregate
+from openkeel_compute.controller.providers import provider_uuid, zone_aggregate
 from openkeel_compute.placement.errors import PlacementConflict, PlacementError
 from openkeel_compute.placement.request import resource_request
 
@@ -30,22 +30,25 @@ class Allocations:
         self.max_results = max_results
 
     def resize(self, server_uuid: str, migration: str, new_flavor: dict, *,
-               image_properties: dict | None = None, zone: str | None = None,
-               usable: Callable[[str], bool] | None = None) -> str | None:
+               image_properties: dict | None = None, zone: str | None = None, cold: bool = False,
+               node: str | None = None, usable: Callable[[str], bool] | None = None) -> str | None:
         """Claim ``new_flavor`` for the server; the provider holding it (None: no Placement, or nothing
         claimed for the server before). NoValidHost when no node may take it: nothing changed then,
-        the old flavor's allocation is still the server's. ``usable``: whether a node may take the server
-        (its group's policy; None: any)."""
+        the old flavor's allocation is still the server's. ``cold``: a cold migration, which never stays
+        on its node (as Nova's, for a driver without COMPUTE_SAME_HOST_COLD_MIGRATE); ``node``: only
+        that node (a migration's named host); ``usable``: whether a node may take the server (its group's
+        policy; None: any)."""
         if self.placement is None:
             return None
         try:
-            return self._resize(server_uuid, migration, new_flavor, image_properties, zone, usable)
+            return self._resize(server_uuid, migration, new_flavor, image_properties, zone, cold, node, usable)
         except PlacementError as exc:  # Placement away: as Nova's scheduler, no valid host
             LOG.warning("server %s: resize not claimed, Placement failed: %s", server_uuid, exc.message)
             raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
 
     def _resize(self, server_uuid: str, migration: str, new_flavor: dict, image_properties: dict | None,
-                zone: str | None, usable: Callable[[str], bool] | None = None) -> str | None:
+                zone: str | None, cold: bool = False, node: str | None = None,
+                usable: Callable[[str], bool] | None = None) -> str | None:
         moved = self.placement.get_allocations(migration)
         held = self.placement.get_allocations(server_uuid)
         if moved.allocations:
@@ -57,16 +60,19 @@ class Allocations:
             held = self.placement.get_allocations(server_uuid)
         if not held.allocations:
             return None  # nothing claimed for the server (a server from before Placement): nothing to move
-        return self._move_and_claim(server_uuid, migration, held, new_flavor, image_properties, zone, usable)
+        return self._move_and_claim(server_uuid, migration, held, new_flavor, image_properties, zone, cold, node,
+                                    usable)
 
     def _move_and_claim(self, server_uuid: str, migration: str, held: Any, new_flavor: dict,
-                        image_properties: dict | None, zone: str | None,
-                        usable: Callable[[str], bool] | None = None) -> str:
+                        image_properties: dict | None, zone: str | None, cold: bool = False,
+                        node: str | None = None, usable: Callable[[str], bool] | None = None) -> str:
         source = node_provider(held.allocations)
         query = resource_request(new_flavor, image_properties).query([zone_aggregate(zone)] if zone else None)
         found = self.placement.allocation_candidates(query, self.max_results)
         candidates = [c for c in found.candidates if node_provider(c.allocations) != source]
-        if self.same_host:  # the server may stay where it is: its own node first (its VM need not move)
+        if node is not None:
+            candidates = [c for c in candidates if node_provider(c.allocations) == provider_uuid(node)]
+        elif self.same_host and not cold:  # the server may stay where it is: its own node first (its VM need not move)
             candidates = [c for c in found.candidates if node_provider(c.allocations) == source] + candidates
         asked = "&".join(f"{k}={v}" for k, v in query)
         if usable is not None and candidates:  # the group's policy, as Nova's scheduler filters
@@ -75,8 +81,9 @@ class Allocations:
             if not candidates:
                 raise NoValidHost(f"No node the server's group allows has room for {asked}", filtered=True)
         if not candidates:
-            raise NoValidHost(f"No allocation candidates for {asked}"
-                              + ("" if self.same_host else " on another node (allow_resize_to_same_host is false)"))
+            where = (f" on {node}" if node is not None else " on another node" if cold
+                     else "" if self.same_host else " on another node (allow_resize_to_same_host is false)")
+            raise NoValidHost(f"No allocation candidates for {asked}{where}")
         for candidate in candidates:
             try:
                 self.placement.move_and_claim(server_uuid, migration, held, candidate.allocations)

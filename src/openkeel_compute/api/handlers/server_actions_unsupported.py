@@ -1,7 +1,7 @@
 """POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
 
 shelve, shelveOffload, unshelve, rescue, unrescue, createImage, createBackup, changePassword,
-trigger_crash_dump, migrate and os-migrateLive (resize: server_resize.py). Each is checked as Nova checks it (body
+trigger_crash_dump and os-migrateLive (resize: server_resize.py, migrate: server_migrate.py). Each is checked as Nova checks it (body
 schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
 as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
 virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
@@ -15,7 +15,6 @@ import uuid as uuidlib
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
-    RESIZE_EVENTS,
     actor_of,
     generated_password,
     image_service,
@@ -176,22 +175,6 @@ def _check_host(conn, row: dict, host: str | None, *, cold: bool) -> None:
         raise faults.BadRequest("Cannot migrate to the host where the server exists.")
     if not unsupported.host_in_use(conn, host):
         raise faults.BadRequest(f"Compute host {host} could not be found.")
-
-
-@operation(body={"2.56-": schema.migrate}, success=202, expected=(400, 403, 404, 409))
-@wsgi_path_params
-def migrate(req, server_id):
-    options = req.body.get("migrate") if req.version >= (2, 56) and isinstance(req.body, dict) else None
-    host = (options or {}).get("host")
-    actor = actor_of(req)
-    with common.write(req) as conn:
-        row = read_server(conn, req, server_id)
-        common.can(req, rules.MIGRATE % ("migrate:host" if host else "migrate"), policy_target(row, user=False))
-        pre = preconditions.precondition("migrate")
-        pre.check(row, is_admin=actor.is_admin)
-        _check_host(conn, row, host, cold=True)
-        unsupported.fail(conn, row, pre, actor, Ending("compute_resize_instance", events=RESIZE_EVENTS))
-    return Response(None)
 
 
 @operation(body={"2.0-2.24": schema.migrate_live, "2.25-2.29": schema.migrate_live_v225,

@@ -13,7 +13,7 @@ from typing import Any
 
 from openkeel_compute.compute import compute_services, server_groups, working_state
 from openkeel_compute.compute.instances import cas
-from openkeel_compute.controller import tasks
+from openkeel_compute.controller import nodes, tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import ports, vm_edits
 from openkeel_compute.controller.steps.base import Context
@@ -148,3 +148,17 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     vm_edits.apply_server(ctx, ctx.objects(server), ctx.cluster.look(namespace, server["uuid"])[0])
     ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")
     return True
+
+
+def another_node(ctx: Context, server: dict[str, Any], named: str | None) -> str:
+    """A node for a cold migration when nothing was claimed in Placement: a Ready, schedulable node other
+    than the server's whose compute service is neither disabled nor forced down (Nova's ComputeFilter),
+    ``named`` only when given; the first by name. NoValidHost as Nova's scheduler words it otherwise."""
+    with reader(ctx.engine) as conn:
+        unusable = {r.host for r in compute_services.listed(conn, binary="nova-compute") if r.disabled or r.forced_down}
+    for name, (_zone, ready, cordoned) in sorted(nodes.observed(ctx.cluster.nodes()).items()):
+        if name == server.get("node") or (named is not None and name != named):
+            continue
+        if ready and not cordoned and name not in unusable:
+            return name
+    raise NoValidHost("There are not enough hosts available.")

@@ -3,6 +3,10 @@
 Tried pass after pass; the server's task_state says which step comes next (a restarted controller
 carries on where it was), and a step waits while the cluster has not got there yet:
 
+A cold migration (``migrate``) is this same resize to the server's own flavor (payload ``cold``): its claim
+never stays on the server's node (``host``: only that node), and without Placement the node is one the
+cluster can use (placing.another_node); the VM is pinned there and started again.
+
 - ``resize_prep``: the VM's matchers and the ControllerRevisions its status names are kept in the
   controller's working state of the server (compute/working_state.py: what a revert needs), the new flavor is claimed in Placement
   (resize_allocations.py) → ``resize_migrating`` (migration ``migrating``);
@@ -29,7 +33,7 @@ from sqlalchemy import Connection
 from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults, store
-from openkeel_compute.controller.claims import NoValidHost
+from openkeel_compute.controller.claims import NO_VALID_HOST, NoValidHost
 from openkeel_compute.controller.steps import placing, ports, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Wait, vmi_phase
 from openkeel_compute.db.api import transaction
@@ -125,18 +129,22 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
     copy = store.flavors_of(server)
     image = image_from_system_metadata({k: v for k, v in (server.get("system_metadata") or {}).items()
                                         if k.startswith(sysmeta.IMAGE_PREFIX)})
+    cold, named = bool(row.payload.get("cold")), row.payload.get("host")
     try:
         new_flavor = copy.new or copy.cur
         if (server.get("system_metadata") or {}).get(sysmeta.BOOT_FROM_VOLUME) == "True":
             new_flavor = dict(new_flavor, root_gb=0)  # the root disk is a volume: not claimed (Nova's is_bfv)
         provider = ctx.allocations.resize(uuid, migration, new_flavor,
                                           image_properties=image.get("properties"),
-                                          zone=server.get("availability_zone"), usable=placing.group_filter(ctx, uuid))
+                                          zone=server.get("availability_zone"), cold=cold, node=named,
+                                          usable=placing.group_filter(ctx, uuid))
+        dest = None
+        if provider:
+            dest = ctx.claims.node_of(provider) if ctx.claims is not None else ctx.allocations.node_of(provider)
+        elif cold:  # nothing claimed in Placement (none configured): another node the cluster can use
+            dest = placing.another_node(ctx, server, named)
     except NoValidHost as exc:
         return _no_valid_host(ctx, row, server, migration, exc)
-    dest = None
-    if provider:
-        dest = ctx.claims.node_of(provider) if ctx.claims is not None else ctx.allocations.node_of(provider)
     with transaction(ctx.engine) as conn:
         if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
                               task_state=task_states.RESIZE_MIGRATING):
@@ -147,7 +155,8 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
             working_state.put(conn, uuid, sysmeta.RESIZE_NODES, nodes)
             # the later steps of this same pass read it from here (a stopped server goes on at once)
             server.setdefault("working_state", {})[sysmeta.RESIZE_NODES] = nodes
-        resize.move_migration(conn, migration, "migrating")
+        resize.move_migration(conn, migration, "migrating", **(
+            {"dest_compute": dest, "dest_node": dest} if cold and dest else {}))
         host = server.get("host")
         for name in events.BEFORE_RESIZE:
             start_event(conn, row, name, done=True, host=host)
@@ -183,13 +192,19 @@ def _no_valid_host(ctx: Context, row: ServerRow, server: dict[str, Any], migrati
     """No node may take the new flavor: the resize ends as Nova's conductor ends it, the server back in
     its state with its flavor, the migration in error, the fault recorded."""
     uuid = server["uuid"]
+    cold = bool(row.payload.get("cold"))
     with transaction(ctx.engine) as conn:
         if not resize.failed(conn, uuid, migration, expected_task_state=task_states.RESIZE_PREP):
             return DONE
         instance_faults.add_fault(conn, uuid, code=exc.fault.code, message=exc.fault.message, details=exc.fault.details)
-        start_event(conn, row, events.CONDUCTOR_MIGRATE)
-        end_event(conn, uuid, result="Error", message=exc.fault.message)
-    return Failed(f"resize not possible: {exc}", exc.fault)
+        if cold:  # Nova's conductor: both events fail with the reason it raises again
+            for name in (events.CONDUCTOR_MIGRATE, events.COLD_MIGRATE):
+                start_event(conn, row, name)
+                end_event(conn, uuid, result="Error", message=NO_VALID_HOST + "No valid host found for cold migrate")
+        else:
+            start_event(conn, row, events.CONDUCTOR_MIGRATE)
+            end_event(conn, uuid, result="Error", message=exc.fault.message)
+    return Failed(f"{'migration' if cold else 'resize'} not possible: {exc}", exc.fault)
 
 
 def close_on_delete(ctx: Context, uuid: str) -> None:

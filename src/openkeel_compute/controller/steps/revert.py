@@ -62,6 +62,10 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         raise Wait(_BACK)
     if old_it and vm_edits.status_ref(vm, "instancetype").get("name") != old_it.get("name"):
         raise Wait(_BACK)
+    if moved and home == source and vm_edits.pinned_node(vm) != home:
+        # a cold migration (the same flavor: no matcher to put back) still runs on its new node
+        _put_back(ctx, server, namespace, vm, vmi, before, home)
+        raise Wait("waiting for the VM to be back on its node")
     running = old_vm_state != states.STOPPED
     if moved and home != source and vmi is None:  # the old node went after the VM was pinned to it
         vm_edits.pin(ctx, namespace, uuid, vm, str(home))

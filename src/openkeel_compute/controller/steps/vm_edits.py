@@ -157,6 +157,18 @@ def grow_root_disk(ctx: Context, namespace: str, uuid: str, old: dict[str, Any],
         LOG.warning("server %s: no claim %s to grow", uuid, root)
 
 
+def pinned_node(vm: dict[str, Any]) -> str | None:
+    """The node the VM's required node affinity names on kubernetes.io/hostname (None: not pinned)."""
+    tspec = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
+    terms = ((((tspec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+              or {}).get("nodeSelectorTerms")) or []
+    for term in terms:
+        for expr in term.get("matchExpressions") or []:
+            if expr.get("key") == HOSTNAME_LABEL and expr.get("operator") == "In" and len(expr.get("values") or []) == 1:
+                return str(expr["values"][0])
+    return None
+
+
 def pin(ctx: Context, namespace: str, uuid: str, vm: dict[str, Any], node: str) -> None:
     """Point the VM's required node affinity on kubernetes.io/hostname at ``node`` (a stopped VM: its
     next VMI is scheduled there)."""
