@@ -78,6 +78,8 @@ EVENTS: dict[str, Event] = {
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
     ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
+    ev.RESCUE: Event("rescue", "rescue", "rescue", exists_first=False),
+    ev.UNRESCUE: Event("unrescue", "unrescue"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }
@@ -214,6 +216,8 @@ class ServerNotifier(VersionedNotifier):
         extra: dict[str, Any] = dict(LEGACY_EXTRA.get(f"{action}.{phase}", {}))
         if (action, phase) in (("create", "start"), ("rebuild", "start"), ("rebuild", "end")):
             extra["image_name"] = view.system_metadata.get(sysmeta.IMAGE_NAME) or ""
+        if action == "rescue":
+            extra["rescue_image_name"] = view.system_metadata.get(sysmeta.RESCUE_IMAGE_NAME) or ""
         if action == "resize_prep" and phase == "end" and view.new_flavor:
             extra["new_instance_type"] = str(view.new_flavor.get("name"))
             extra["new_instance_type_id"] = view.new_flavor.get("id")
