@@ -56,6 +56,13 @@ def _secret(namespace: str, uuid: str, labels: dict[str, str], password: str) ->
             "data": {USER_DATA_KEY: base64.b64encode(shape.user_data(password)).decode()}}
 
 
+def _generated() -> str:
+    import secrets
+    import string
+
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(12))
+
+
 def _size_gib(ctx: Context, row: ServerRow) -> int:
     """The rescue disk's size: the image's virtual size (else its size) as the image service reports it,
     else what the API read (its min_disk or the server's root disk)."""
@@ -101,8 +108,8 @@ def rescue(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             return gone
         vm_edits.stop(ctx, namespace, uuid, vmi)  # waits until no VMI is left
         labels = dict((vm.get("metadata") or {}).get("labels") or {})
-        if "password" in row.payload:
-            ctx.cluster.apply(_secret(namespace, uuid, labels, str(row.payload["password"])))
+        if "password" in row.payload:  # an empty one: a generated password, as Nova's compute gives the guest
+            ctx.cluster.apply(_secret(namespace, uuid, labels, str(row.payload["password"] or _generated())))
         token = ctx.objects.token()
         if token is not None:
             ctx.cluster.apply(image_token_secret(uuid, namespace, token, str(server["project_id"])))
