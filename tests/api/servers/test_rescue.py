@@ -60,7 +60,7 @@ def test_rescue_writes_the_task_the_action_and_the_controller_row(client, engine
     got = _rescue(client, {"adminPass": "p4ss", "rescue_image_ref": STABLE})
     assert (got.status_code, got.json) == (200, {"adminPass": "p4ss"})
     assert server_row(engine)["task_state"] == "rescuing"
-    ((operation, payload),) = [r for r in outbox_rows(engine) if r[0] == "rescue"]
+    ((_operation, payload),) = [r for r in outbox_rows(engine) if r[0] == "rescue"]
     assert {k: payload[k] for k in ("image_ref", "password", "stable", "old_vm_state")} == {
         "image_ref": STABLE, "password": "p4ss", "stable": ["disk", "scsi"], "old_vm_state": "active"}
 

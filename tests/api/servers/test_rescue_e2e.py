@@ -41,7 +41,7 @@ def world(tmp_path, db_engine):
                            properties={"img_block_device_mapping": "[]"})
             glance.register_opts(conf)
             conf.set_override("api_servers", [url], group="glance")
-            make = lambda kube: make_loop(kube, engine, now=lambda: clock[0])  # noqa: E731
+            make = lambda kube: make_loop(kube, engine, now=lambda: clock[0])
             with server_world(conf, make) as (client, controller, cluster):
                 yield client, controller, cluster, conf
 
@@ -78,7 +78,7 @@ def _vmi_disks(cluster, uuid):
     return [d["name"] for d in vmi["spec"]["domain"]["devices"]["disks"]]
 
 
-def _action(client, uuid, body):  # noqa: D103
+def _action(client, uuid, body):
     return client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body=body)
 
 
@@ -117,11 +117,11 @@ def test_rescue_boots_the_server_image_first_and_unrescue_puts_the_vm_back(world
     # legacy rescue: the rescue image first, the root disk second, cloud-init with the password; no ephemeral
     assert [(d["name"], d.get("bootOrder")) for d in disks] == [("rescue", 1), ("root", 2), ("cloudinitdisk", None)]
     assert {v["name"]: v for v in volumes}["rescue"] == {"name": "rescue", "dataVolume": {"name": f"{uuid}-rescue"}}
-    rescue_template = [t for t in templates if t["metadata"]["name"] == f"{uuid}-rescue"][0]
+    rescue_template = next(t for t in templates if t["metadata"]["name"] == f"{uuid}-rescue")
     assert f"/v2/images/{IMAGE}/file" in rescue_template["spec"]["source"]["http"]["url"]
     assert _vmi_disks(cluster, uuid) == ["rescue", "root", "cloudinitdisk"]
     assert '"r3scue-me"' in _rescue_userdata(cluster, uuid)
-    cloud_init = [v for v in volumes if v["name"] == "cloudinitdisk"][0]
+    cloud_init = next(v for v in volumes if v["name"] == "cloudinitdisk")
     assert cloud_init["cloudInitNoCloud"]["secretRef"]["name"] == f"{uuid}-rescue-user-data"
     assert json.loads(vm["metadata"]["annotations"][RESCUED_FROM])["disks"] == before[0]
     assert _events(client, uuid, "rescue") == [("compute_rescue_instance", "Success")]
@@ -165,7 +165,7 @@ def test_stable_device_rescue_keeps_every_disk_and_adds_the_rescue_device(world)
 
 
 def test_rescue_of_a_stopped_server_ends_rescued_and_unrescue_active(world):
-    client, controller, cluster, _conf = world
+    client, controller, _cluster, _conf = world
     uuid = _boot(client, controller)
     assert _action(client, uuid, {"os-stop": None}).status_code == 202
     until(client, controller, uuid, _settled("SHUTOFF"))
@@ -178,7 +178,7 @@ def test_rescue_of_a_stopped_server_ends_rescued_and_unrescue_active(world):
 
 
 def test_refusals_write_nothing(world):
-    client, controller, cluster, conf = world
+    client, controller, _cluster, conf = world
     uuid = _boot(client, controller)
     for ref in (MISSING, SNAPSHOT_IMAGE):
         got = _action(client, uuid, {"rescue": {"rescue_image_ref": ref}})
