@@ -33,7 +33,6 @@ from openkeel_compute.compute import flavor_copy, preconditions
 from openkeel_compute.compute.image_meta import image_from_system_metadata, truncate_utf8
 from openkeel_compute.compute.instances import cas, instance_sysmeta, store, updates
 from openkeel_compute.images import errors as image_errors
-from openkeel_compute.kubevirt.rescue import stable_device
 from openkeel_compute.model import operations, sysmeta
 from openkeel_compute.policies import server_actions as rules
 
@@ -94,8 +93,9 @@ def rescue(req, server_id):
     if not image_ref:
         raise _unsupported("")  # nothing to boot: a volume-backed server named no rescue image
     # the image the guest boots decides between a stable device rescue and the legacy one
-    booted = rescue_image if rescue_image is not None else own
-    stable = stable_device(booted.get("properties") or {})
+    booted = (rescue_image if rescue_image is not None else own).get("properties") or {}
+    stable = ([str(booted["hw_rescue_device"]), str(booted["hw_rescue_bus"])]
+              if booted.get("hw_rescue_device") and booted.get("hw_rescue_bus") else None)
     with common.write(req) as conn:
         with common.domain_errors():
             cas.begin_action(conn, row, pre, actor)
@@ -104,7 +104,7 @@ def rescue(req, server_id):
         instance_sysmeta.set_system_metadata_item(conn, row["uuid"], sysmeta.RESCUE_IMAGE_NAME,
                                                   truncate_utf8(str(name or "")))
         updates.outbox(conn, row["uuid"], operations.RESCUE, actor, task_state=pre.next_task_state,
-                       image_ref=image_ref, password=password, stable=list(stable) if stable else None,
+                       image_ref=image_ref, password=password, stable=stable,
                        size_gib=_size_gib(rescue_image, row), old_vm_state=row["vm_state"])
     if common.services(req).conf.api.enable_instance_password:
         return {"adminPass": password}

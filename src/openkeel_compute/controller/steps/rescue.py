@@ -113,12 +113,13 @@ def rescue(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         token = ctx.objects.token()
         if token is not None:
             ctx.cluster.apply(image_token_secret(uuid, namespace, token, str(server["project_id"])))
-        stable = row.payload.get("stable")
+        stable = row.payload.get("stable")  # Nova's hw_rescue_device and hw_rescue_bus, as the image has them
         vm_edits.patch(ctx, namespace, uuid, shape.rescue_patch(
             vm, uuid, image_url=_image_url(ctx, str(row.payload["image_ref"])),
             header_secret=server_image_token_secret(uuid) if token is not None else None,
             size_gib=_size_gib(ctx, row), labels=labels, storage_class=ctx.objects.options.storage_class,
-            stable=(str(stable[0]), str(stable[1])) if stable else None))
+            stable=shape.stable_device({"hw_rescue_device": stable[0], "hw_rescue_bus": stable[1]})
+            if stable else None))
         _forget_password(ctx, row)
         vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
         if vm is None:
