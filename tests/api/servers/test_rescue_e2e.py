@@ -17,6 +17,7 @@ import sqlalchemy
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
+from openkeel_compute.emulator.faults import Fault
 from openkeel_compute.images import glance, local
 from openkeel_compute.kubevirt.rescue import RESCUED_FROM
 from tests.conftest import admin, conf_on
@@ -204,3 +205,22 @@ def test_refusals_write_nothing(world):
     conf.set_override("enable_instance_password", False, group="api")
     got = client.post(f"/v2.1/servers/{uuid}/action", headers=admin(), json_body={"rescue": None})
     assert (got.status_code, got.json) == (200, {})
+
+
+def test_a_rescue_image_that_cannot_be_imported_puts_the_vm_back(world):
+    client, controller, cluster, _conf = world
+    uuid = _boot(client, controller)
+    before = _devices(_vm(cluster, uuid))
+    cluster.inject(Fault(kind="import-failure", name=f"{uuid}-rescue", times=100))
+    assert _action(client, uuid, {"rescue": None}).status_code == 200
+    shown = until(client, controller, uuid, _settled("ERROR")).json["server"]
+    assert shown["fault"]["code"] == 400
+    assert shown["fault"]["message"] == (
+        f"Instance {uuid} cannot be rescued: Driver Error: the rescue image could not be imported")
+    assert _events(client, uuid, "rescue")[0][:2] == ("compute_rescue_instance", "Error")
+    # nothing of the rescue left, the VM as it was: a hard reboot brings the server's own guest back
+    assert not [k for kind in ("DataVolume", "Secret") for k in cluster.objects(kind) if "rescue" in k[1]]
+    assert _devices(_vm(cluster, uuid)) == before
+    assert _action(client, uuid, {"reboot": {"type": "HARD"}}).status_code == 202
+    assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    assert _vmi_disks(cluster, uuid) == [d["name"] for d in before[0]]
