@@ -97,7 +97,7 @@ def _forget_password(ctx: Context, row: ServerRow) -> None:
 def rescue(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     if server.get("task_state") != task_states.RESCUING:
-        return DONE  # ended (the observation saw the rescue guest run) or another task took over
+        return DONE  # ended (the rescue guest ran, or the image failed) or another task took over
     placing.make_again(ctx, server)  # a VM gone from the cluster: made again from the record first
     vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
     if vm is None:
@@ -120,10 +120,11 @@ def rescue(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             size_gib=_size_gib(ctx, row), labels=labels, storage_class=ctx.objects.options.storage_class,
             stable=shape.stable_device({"hw_rescue_device": stable[0], "hw_rescue_bus": stable[1]})
             if stable else None))
-        _forget_password(ctx, row)
         vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
         if vm is None:
             return Waiting("waiting for the server's virtual machine")
+    if "password" in row.payload:  # in the guest's Secret now (also after a restart between the two)
+        _forget_password(ctx, row)
     failed = next((dv for dv in dvs if (dv.get("metadata") or {}).get("name") == shape.rescue_volume(uuid)
                    and (dv.get("status") or {}).get("phase") == "Failed"), None)
     if failed is not None:
