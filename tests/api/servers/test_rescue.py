@@ -120,3 +120,13 @@ def test_unrescue_of_a_rescued_server(client, engine, images):
     assert [r[0] for r in outbox_rows(engine)][-1] == "unrescue"
     got = client.post(PATH, headers=demo(), json_body={"unrescue": None})
     assert answer_of(got) == (409, f"Cannot 'unrescue' instance {UUID} while it is in task_state unrescuing")
+
+
+def test_a_vtpm_server_is_refused_before_its_state(client, engine, images):
+    with db_api.transaction(engine) as conn:
+        instance_sysmeta.set_system_metadata_item(conn, UUID, "image_hw_tpm_version", "2.0")
+    set_server(engine, vm_state="paused")  # the vTPM refusal comes first, as Nova's decorator order
+    before = row_counts(engine)
+    assert answer_of(_rescue(client, None)) == (
+        400, f"Operation 'rescue' not supported for vTPM-enabled instance ({UUID}).")
+    assert row_counts(engine) == before

@@ -1,7 +1,7 @@
 """POST /servers/{server_id}/action {"rescue": ...} and {"unrescue": null}, as Nova 34.0.0.
 
 rescue's checks come in Nova's order: the body's schema, the server (404), the ``os-rescue`` policy (target:
-the server's user and project), the lock and the state (ACTIVE, SHUTOFF or ERROR with no task), the rescue
+the server's user and project), a vTPM server (400, as Nova's API answers its NotSupported), the lock and the state (ACTIVE, SHUTOFF or ERROR with no task), the rescue
 image when one is named ("Requested rescue image '<ref>' is not supported" when the image service does not
 have it or it is a volume snapshot's image), then the volume-backed rule: a volume-backed server can be
 rescued only by a stable device rescue, from 2.87, with an image that has both ``hw_rescue_device`` and
@@ -77,12 +77,16 @@ def rescue(req, server_id):
         row = read_server(conn, req, server_id)
         system = store.metadata_of(conn, row["uuid"], system=True)
     common.can(req, rules.RESCUE, {"user_id": row["user_id"], "project_id": row["project_id"]})
+    own = image_from_system_metadata({k: v for k, v in system.items() if k.startswith(sysmeta.IMAGE_PREFIX)})
+    specs = flavor_copy.FlavorCopy.loads(row["flavor"]).cur.get("extra_specs") or {}
+    if specs.get("hw:tpm_version") or (own.get("properties") or {}).get("hw_tpm_version"):
+        # Nova refuses a vTPM server before its lock and state (NotSupported, which its API makes a 400)
+        raise faults.BadRequest(f"Operation 'rescue' not supported for vTPM-enabled instance ({row['uuid']}).")
     pre = preconditions.precondition("rescue")
     with common.domain_errors():
         pre.check(row, is_admin=actor.is_admin)
     rescue_ref = options.get("rescue_image_ref")
     rescue_image = _rescue_image(req, rescue_ref) if rescue_ref else None
-    own = image_from_system_metadata({k: v for k, v in system.items() if k.startswith(sysmeta.IMAGE_PREFIX)})
     properties = (rescue_image or own).get("properties") or {}
     volume_backed = system.get(sysmeta.BOOT_FROM_VOLUME) == "True" or not row["image_ref"]
     stable_rescue = "hw_rescue_bus" in properties and "hw_rescue_device" in properties
