@@ -1,5 +1,5 @@
 """Rescue and unrescue end to end: through the API app, then the controller on the built-in cluster, on
-each database engine.
+each database engine (and the metadata service finding such a server by its guest's address).
 
 The VM boots the rescue image (the server's own when none is named) as its first disk with the server's root
 disk second, the rescue password in the cloud-init Secret; RESCUE with task rescuing then none; unrescue
@@ -13,6 +13,7 @@ import json
 
 import pytest
 import sqlalchemy
+import webob
 
 from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
@@ -20,6 +21,7 @@ from openkeel_compute.db import migration
 from openkeel_compute.emulator.faults import Fault
 from openkeel_compute.images import glance, local
 from openkeel_compute.kubevirt.rescue import RESCUED_FROM
+from openkeel_compute.metadata.service import MetadataApp
 from tests.conftest import admin, conf_on
 from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world, until
 
@@ -224,3 +226,15 @@ def test_a_rescue_image_that_cannot_be_imported_puts_the_vm_back(world):
     assert _action(client, uuid, {"reboot": {"type": "HARD"}}).status_code == 202
     assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
     assert _vmi_disks(cluster, uuid) == [d["name"] for d in before[0]]
+
+
+def test_a_booted_server_finds_its_metadata_by_the_address_its_guest_has(world):
+    # the metadata service beside the same database: the guest's address is the one its VMI reports
+    client, controller, _cluster, conf = world
+    uuid = _boot(client, controller)
+    shown = client.get(f"/v2.1/servers/{uuid}", headers=DEMO).json["server"]
+    ((address,),) = [[a["addr"] for a in entries] for entries in shown["addresses"].values()]
+    app = MetadataApp(db_api.get_engine(conf))
+    got = webob.Request.blank("/openstack/latest/meta_data.json", remote_addr=address).get_response(app)
+    assert (got.status_int, got.json["uuid"], got.json["name"]) == (200, uuid, "sick")
+    assert webob.Request.blank("/latest/meta-data/local-ipv4", remote_addr=address).get_response(app).text == address
