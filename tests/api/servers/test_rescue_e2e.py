@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import json
+import urllib.request
 
 import pytest
 import sqlalchemy
@@ -20,7 +21,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.emulator.faults import Fault
 from openkeel_compute.images import glance, local
-from openkeel_compute.kubevirt.rescue import RESCUED_FROM
+from openkeel_compute.kubevirt.rescue import RESCUED_FROM, unrescue_patch
 from openkeel_compute.metadata.service import MetadataApp
 from tests.conftest import admin, conf_on
 from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world, until
@@ -238,3 +239,25 @@ def test_a_booted_server_finds_its_metadata_by_the_address_its_guest_has(world):
     got = webob.Request.blank("/openstack/latest/meta_data.json", remote_addr=address).get_response(app)
     assert (got.status_int, got.json["uuid"], got.json["name"]) == (200, uuid, "sick")
     assert webob.Request.blank("/latest/meta-data/local-ipv4", remote_addr=address).get_response(app).text == address
+
+
+def test_an_unrescue_cut_short_leaves_nothing_of_the_rescue(world):
+    # as if a controller had put the VM's own disks back and died before deleting the rescue's objects
+    client, controller, cluster, _conf = world
+    uuid = _boot(client, controller)
+    before = _devices(_vm(cluster, uuid))
+    assert _action(client, uuid, {"rescue": None}).status_code == 200
+    until(client, controller, uuid, _settled("RESCUE"))
+    vm = _vm(cluster, uuid)
+    namespace = vm["metadata"]["namespace"]
+    request = urllib.request.Request(
+        f"{cluster.url}/apis/kubevirt.io/v1/namespaces/{namespace}/virtualmachines/{uuid}",
+        data=json.dumps(unrescue_patch(vm)).encode(), method="PATCH",
+        headers={"Content-Type": "application/json-patch+json"})
+    with urllib.request.urlopen(request, timeout=10) as resp:
+        assert resp.status == 200
+    assert [k for kind in ("DataVolume", "Secret") for k in cluster.objects(kind) if "rescue" in k[1]]
+    assert _action(client, uuid, {"unrescue": None}).status_code == 202
+    until(client, controller, uuid, _settled("ACTIVE"))
+    assert not [k for kind in ("DataVolume", "Secret") for k in cluster.objects(kind) if "rescue" in k[1]]
+    assert _devices(_vm(cluster, uuid)) == before

@@ -195,11 +195,11 @@ def unrescue(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
     if vm is None:
         return Waiting("waiting for the server's virtual machine to be made again")
-    if shape.is_rescued(vm) or vmi is None:
-        _put_back(ctx, namespace, uuid, vm, vmi)
-        vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
-        if vm is None:
-            return Waiting("waiting for the server's virtual machine")
+    # every time (a controller killed after the patch back would otherwise leave the rescue disk and Secret)
+    _put_back(ctx, namespace, uuid, vm, vmi)
+    vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
+    if vm is None:
+        return Waiting("waiting for the server's virtual machine")
     vm_edits.start_if_stopped(ctx, namespace, uuid, vm, vmi)
     return DONE  # the observation ends the task once the server's own guest runs
 
