@@ -214,7 +214,8 @@ def network_data(ports: Sequence[Mapping[str, Any]]) -> bytes:
     """network_data.json of a server's Neutron ports, in Nova's shape (links, networks, services): one link
     per port (``tap`` + the port id's first 11 characters, as Nova names the device), one network per fixed
     address, configured by DHCP (Neutron's DHCP agent answers the guest)."""
-    links, networks = [], []
+    links: list[dict[str, Any]] = []
+    networks: list[dict[str, Any]] = []
     for port in ports:
         port_id = str(port["port_id"])
         link = f"tap{port_id[:11]}"
