@@ -1,7 +1,8 @@
 """scripts/serve's command line, and the ports it opens.
 
 Every option scripts/serve accepts is here, and ``--help`` shows them all: its own (the ports of the
-image service, the embedded Placement, the built-in cluster, the console proxy and the controller's
+image service, the embedded Placement, the built-in cluster, the console proxy, the metadata service and the
+controller's
 metrics), the API's
 (``openkeel-compute serve``: --host, --port, --workers, --server) and --config-file, which the schema
 sync, the API and the controller all read. ``ports(conf, args)`` lists the ports a start will take,
@@ -78,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
     ports.add_argument("--console-port", type=port_or_any, default=CONSOLE_PORT, metavar="PORT",
                        help=f"the console proxy (openkeel-compute console-proxy: noVNC's page and the VNC and "
                             f"serial console websockets; default: {CONSOLE_PORT}; 0: any free port)")
+    ports.add_argument("--metadata-port", type=port_or_any, default=0, metavar="PORT",
+                       help="the metadata service (openkeel-compute metadata: the guests' OpenStack and EC2 "
+                            "metadata; default: 0, any free port; Nova's is 8775)")
     ports.add_argument("--metrics-port", type=port_or_any, metavar="PORT",
                        help="the controller's Prometheus endpoint (default: [controller] metrics_port: none in "
                             "the embedded defaults; 0: none)")

@@ -7,7 +7,7 @@ Arguments: scripts/serve's own (scripts/_serve_options.py; ``--help`` lists ever
    runs, so a second scripts/serve on the same state path stops with one line and changes nothing.
 3. Every port the start will take is checked free; a busy one stops it with one line naming the option
    that moves it (the API's --port, --image-port, --placement-port, --emulator-port, --console-port,
-   --metrics-port).
+   --metadata-port, --metrics-port).
 4. The database: scripts/_database.py brings the schema to head and writes devstack's flavors into a
    new database of the embedded defaults.
 5. The services: the local development image service (openkeel_compute.images.local, in this process,
@@ -15,9 +15,10 @@ Arguments: scripts/serve's own (scripts/_serve_options.py; ``--help`` lists ever
    registered on first start), Placement's own service (``openkeel_compute.placement.embedded``, a child
    process, unless ``[placement]`` names credentials), then the controller (``openkeel-compute
    controller``: its built-in KubeVirt cluster unless a kubeconfig is configured), the console proxy
-   (``openkeel-compute console-proxy``, on --console-port, noVNC from Debian's novnc package) and the API
+   (``openkeel-compute console-proxy``, on --console-port, noVNC from Debian's novnc package), the
+   metadata service (``openkeel-compute metadata``, on --metadata-port) and the API
    (``openkeel-compute serve``). ``$state_path/serve-images.conf``, ``serve-placement.conf``,
-   ``serve-consoles.conf`` (the console URLs and the proxy's port) and
+   ``serve-consoles.conf`` (the console URLs and the proxy's port), ``serve-metadata.conf`` and
    ``serve-controller.conf``, rewritten at each start, are their last --config-files: where the image
    service and Placement are, the ports of the built-in cluster and of the metrics.
 6. Once the API answers and the controller listens: one line per port taken, ``$state_path/clouds.yaml`` written (never before:
@@ -166,6 +167,8 @@ class Start:
                                               "--emulator-port", "any free port")
         self.console_port = options.Port("the console proxy", "127.0.0.1", args.console_port, "--console-port",
                                          "any free port")
+        self.metadata_port = options.Port("the metadata service", "127.0.0.1", args.metadata_port,
+                                          "--metadata-port", "any free port")
         metrics = c.metrics_port if args.metrics_port is None else args.metrics_port
         self.metrics_port = (options.Port("the controller's metrics", c.metrics_host, metrics, "--metrics-port",
                                           "none") if metrics else None)
@@ -173,12 +176,12 @@ class Start:
     def up(self) -> bool:
         """The API answers, and the controller listens on its ports (the built-in cluster's, the metrics')."""
         return (_answers(self.api.url() + "/")
-                and all(_listens(p) for p in (self.emulator_port, self.metrics_port, self.console_port)
-                        if p is not None))
+                and all(_listens(p) for p in (self.emulator_port, self.metrics_port, self.console_port,
+                                              self.metadata_port) if p is not None))
 
     def ports(self) -> list[options.Port]:
         return [p for p in (self.api, self.image_port, self.placement_port, self.emulator_port, self.console_port,
-                            self.metrics_port) if p is not None]
+                            self.metadata_port, self.metrics_port) if p is not None]
 
     def open_services(self, stopping: threading.Event) -> None:
         """The image service bound (serving starts later, after the forks) and Placement started."""
@@ -217,6 +220,11 @@ class Start:
                     f"novncproxy_base_url = {console}/vnc_auto.html\n[serial_console]\n"
                     f"serialproxy_host = {self.console_port.host}\nserialproxy_port = {self.console_port.number}\n"
                     f"base_url = ws://{self.console_port.reach()}:{self.console_port.number}/\n")
+        if not self.metadata_port.number:
+            self.metadata_port.number = options.any_free_port(self.metadata_port.host)
+        self._write("serve-metadata.conf", "its metadata service",
+                    f"[DEFAULT]\nmetadata_listen = {self.metadata_port.host}\n"
+                    f"metadata_listen_port = {self.metadata_port.number}\n")
         lines = f"metrics_port = {self.metrics_port.number if self.metrics_port else 0}\n"
         if self.emulator_port is not None:
             lines += f"emulator_port = {self.emulator_port.number}\n"
@@ -241,6 +249,7 @@ class Start:
             "--emulator-port": f"{self.emulator_port.url()}, for kubectl --kubeconfig "
                                f"{_shown(self.conf.controller.emulator_kubeconfig)}" if self.emulator_port else "",
             "--metrics-port": self.metrics_port.url() + "/metrics" if self.metrics_port else "",
+            "--metadata-port": f"{self.metadata_port.url()}/openstack, the guests' metadata",
             "--console-port": f"{self.console_port.url()}/vnc_auto.html, noVNC from "
                               + (novnc.find(self.conf.vnc.web) or "nowhere: " + novnc.missing_message(self.conf.vnc.web)),
         }
@@ -280,6 +289,7 @@ def main(argv: list[str]) -> int:
         api_args = options.api_arguments(args)
         for command in ([exe, "controller", *start.config, *start.controller_config],
                         [exe, "console-proxy", *start.config],
+                        [exe, "metadata", *start.config],
                         [exe, "serve", *start.config, *api_args]):
             if stopping.is_set():
                 break

@@ -55,6 +55,8 @@ def test_cloud_init_reaches_the_cluster(tmp_path, apiserver, db, ctl, requested,
         row = until(loop, db, uuid, active)
     finally:
         client.close()
+    # the server says whether it got a config drive, as Nova's compute records it at build
+    assert row["config_drive"] == ("True" if requested or forced else requested)
     namespace = row["namespace"]
     vm = apiserver.get("VirtualMachine", uuid, namespace)
     tspec = vm["spec"]["template"]["spec"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import email
+import json
 import random
 import re
 
@@ -203,6 +204,23 @@ def test_config_drive_when_asked_or_forced(config_drive, force, source, propagat
     assert creds == [{"sshPublicKey": {"source": {"secret": {"secretName": f"{LOWER}-ssh-key"}},
                                        "propagationMethod": {propagation: {}}}}]
     assert base64.b64decode(_secret(objects, "ssh-key")["data"]["key"]) == b"ssh-ed25519 AAAAC3 me@host"
+
+
+@pytest.mark.parametrize("config_drive", ["True", ""])
+def test_a_config_drive_carries_the_ports_network_data(config_drive):
+    ports = [{"port_id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "mac": "fa:16:3e:00:00:01", "network_id": "net-1",
+              "fixed_ips": ["10.0.0.5", "fd00::5"]}]
+    objects = compose({**SERVER, "config_drive": config_drive}, flavor_copy(), IMAGE, None, ports=ports)
+    data = {k: base64.b64decode(v) for k, v in _secret(objects, "user-data")["data"].items()}
+    if not config_drive:  # NoCloud: the pod's or Neutron's DHCP only, no network data
+        assert set(data) == {"userdata"}
+        return
+    assert json.loads(data["networkdata"]) == {
+        "links": [{"id": "tap0f1e2d3c-4b", "vif_id": ports[0]["port_id"], "type": "phy", "mtu": None,
+                   "ethernet_mac_address": "fa:16:3e:00:00:01"}],
+        "networks": [{"id": "network0", "type": "ipv4_dhcp", "link": "tap0f1e2d3c-4b", "network_id": "net-1"},
+                     {"id": "network1", "type": "ipv6_dhcp", "link": "tap0f1e2d3c-4b", "network_id": "net-1"}],
+        "services": []}
 
 
 def test_without_key_pair_no_credentials():

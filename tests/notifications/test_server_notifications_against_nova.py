@@ -54,6 +54,8 @@ STEPS: list[tuple[str, tuple[str, str, Any], str]] = [
     ("unlock", ("POST", "action", {"unlock": None}), "ACTIVE"),
     ("pause", ("POST", "action", {"pause": None}), "PAUSED"),
     ("unpause", ("POST", "action", {"unpause": None}), "ACTIVE"),
+    ("rescue", ("POST", "action", {"rescue": {"adminPass": "r3scue"}}), "RESCUE"),
+    ("unrescue", ("POST", "action", {"unrescue": None}), "ACTIVE"),
     ("rename", ("PUT", "", {"server": {"name": "web-2"}}), "ACTIVE"),
     ("rebuild", ("POST", "action", {"rebuild": {"imageRef": "<image>"}}), "ACTIVE"),
     ("resize", ("POST", "action", {"resize": {"flavorRef": "2"}}), "VERIFY_RESIZE"),
@@ -86,6 +88,17 @@ KNOWN: dict[tuple[str, str, str], str] = {
     ("restore", "instance.update", "power_state"): "as above: stopped until the restore starts it",
     ("unpause", "instance.update", "power_state"): "as above",
     ("unpause", "instance.unpause.start", "power_state"): "as above",
+    ("rescue", "instance.rescue.end", "power_state"):
+        "Nova's fake driver reports a rescued guest shut down; KubeVirt's rescue guest runs, as libvirt's does",
+    ("rescue", "instance.update", "power_state"): "as above",
+    ("rescue", "instance.exists", "state"):
+        "the usage is sent with the rescue's end, once the server is RESCUED (Nova: just before it saves that)",
+    ("rescue", "instance.exists", "task_state"): "as above",
+    ("rescue", "compute.instance.exists", "state"): "as above",
+    ("rescue", "compute.instance.exists", "state_description"): "as above",
+    ("unrescue", "instance.unrescue.start", "power_state"):
+        "Nova's fake driver reports a rescued guest shut down; KubeVirt's rescue guest runs, as libvirt's does",
+    ("unrescue", "instance.update", "power_state"): "as above",
 }
 
 # The controller records a rebuild's, a resize's, a revert's and a confirm's events when its step has run
@@ -122,7 +135,7 @@ def normal(value: Any, key: str = "") -> Any:
         return "<id>"
     if key in _HOST_KEYS and value:
         return "<host>"
-    if key == "image_name":
+    if key in ("image_name", "rescue_image_name"):
         return _IMAGE_NAMES.get(value, value)
     return value
 

@@ -78,7 +78,7 @@ def _server_races() -> list[Race]:
         _server_action("pause", {"pause": None}, "pause"),
         _server_action("suspend", {"suspend": None}, "suspend", ends_at_once=True),
         _server_action("shelve", {"shelve": None}, "shelve", ends_at_once=True),
-        _server_action("rescue", {"rescue": None}, "rescue", winner=200, ends_at_once=True),
+        _server_action("rescue", {"rescue": None}, "rescue", winner=200),
         _server_action("soft reboot", {"reboot": {"type": "SOFT"}}, "reboot"),
         _server_action("rebuild", {"rebuild": {"imageRef": w.IMAGE}}, "rebuild"),
         _server_action("resize", {"resize": {"flavorRef": w.FLAVOR_PRIVATE}}, "resize"),

@@ -17,7 +17,8 @@ from tests.processes import tree
 from tests.scripts.checkout import free_port, make_checkout
 from tests.scripts.stack import Stack
 
-OPTIONS = ("--port", "--image-port", "--placement-port", "--emulator-port", "--console-port", "--metrics-port")
+OPTIONS = ("--port", "--image-port", "--placement-port", "--emulator-port", "--console-port", "--metadata-port",
+           "--metrics-port")
 
 
 def _answers(url: str) -> int:
@@ -71,6 +72,8 @@ def test_every_port_is_the_one_given_and_said_once(every_port_given):
         got = exc.code
     assert got == (200 if novnc.find(None) else 404)
     assert "vnc_auto.html" in (stack.checkout / "var/serve-consoles.conf").read_text()
+    with urllib.request.urlopen(f"http://127.0.0.1:{ports['--metadata-port']}/", timeout=10) as resp:
+        assert resp.read().decode().split("\n")[-1] == "latest"  # the metadata service's EC2 versions
     with urllib.request.urlopen(f"http://127.0.0.1:{ports['--metrics-port']}/metrics", timeout=10) as resp:
         assert b"# TYPE" in resp.read()
     # the clients find the image service where it is, through the noauth2 token's catalog

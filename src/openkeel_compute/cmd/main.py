@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "openkeel_compute.cmd.extra_specs",
     "openkeel_compute.cmd.controller",
     "openkeel_compute.cmd.console_proxy",
+    "openkeel_compute.cmd.metadata",
     "openkeel_compute.cmd.status",
     "openkeel_compute.cmd.placement",
 )
@@ -37,6 +38,7 @@ MODULES_BY_COMMAND = {
     "extra-specs": ("openkeel_compute.cmd.extra_specs",),
     "controller": ("openkeel_compute.cmd.controller",),
     "console-proxy": ("openkeel_compute.cmd.console_proxy",),
+    "metadata": ("openkeel_compute.cmd.metadata",),
     "status": ("openkeel_compute.cmd.status",),
     "placement": ("openkeel_compute.cmd.placement",),
 }

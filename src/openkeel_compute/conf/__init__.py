@@ -25,6 +25,7 @@ _OPTIONAL_MODULES = (
     "openkeel_compute.conf.scheduling",
     "openkeel_compute.conf.usage",
     "openkeel_compute.conf.consoles",
+    "openkeel_compute.conf.metadata",
 )
 
 DEFAULT_OPTS = [

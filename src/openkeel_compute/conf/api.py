@@ -42,6 +42,12 @@ API_OPTS = [
         "server's console log from the cluster; after that it fails with 500 as Nova's does when its "
         "compute service does not answer in rpc_response_timeout (also 60 seconds by default).",
     ),
+    cfg.BoolOpt(
+        "enable_instance_password",
+        default=True,
+        help="Nova's option: whether the answer of a rescue carries the rescue password (adminPass). "
+        "False: a rescue answers {}.",
+    ),
 ]
 
 

@@ -202,8 +202,11 @@ class ServerLoop:
                 break  # the cluster is away or busy past the retry policy: the other rows wait, untouched
         if self._pass.placed or done:
             with transaction(self.engine) as conn:
+                # [DEFAULT] force_config_drive: the server got a config drive, and says so as Nova's compute
+                # records it at build (its config_drive field "True")
+                forced = {"config_drive": "True"} if ctx.settings.options.force_config_drive else {}
                 for uuid, namespace, name in self._pass.placed:  # where the API and the next pass find them
-                    cas.save_state(conn, uuid, namespace=namespace, vm_name=name)
+                    cas.save_state(conn, uuid, namespace=namespace, vm_name=name, **forced)
                 if done:
                     _finish_rows(conn, done)
         self.rows_done = len(done)

@@ -57,6 +57,7 @@ ANN_METADATA = "openkeel.io/server-metadata"
 POD_NETWORK = "default"  # the name of the pod network and its interface inside the VM
 EMPTY_USER_DATA = b"#cloud-config\n{}\n"
 USER_DATA_KEY = "userdata"  # the Secret key KubeVirt reads user data from
+NETWORK_DATA_KEY = "networkdata"  # and network data (the config drive's network_data.json)
 SSH_KEY_KEY = "key"
 IMAGE_HEADER_KEY = "header"
 GiB = 1024**3
@@ -207,6 +208,24 @@ def user_data(server_user_data: str | None, swap: bool) -> bytes:
             return archive.as_bytes()
     archive.attach(_part(own))
     return archive.as_bytes()
+
+
+def network_data(ports: Sequence[Mapping[str, Any]]) -> bytes:
+    """network_data.json of a server's Neutron ports, in Nova's shape (links, networks, services): one link
+    per port (``tap`` + the port id's first 11 characters, as Nova names the device), one network per fixed
+    address, configured by DHCP (Neutron's DHCP agent answers the guest)."""
+    links: list[dict[str, Any]] = []
+    networks: list[dict[str, Any]] = []
+    for port in ports:
+        port_id = str(port["port_id"])
+        link = f"tap{port_id[:11]}"
+        links.append({"id": link, "vif_id": port_id, "type": "phy", "mtu": port.get("mtu"),
+                      "ethernet_mac_address": str(port["mac"])})
+        for address in port.get("fixed_ips") or ():
+            version = 6 if ":" in str(address) else 4
+            networks.append({"id": f"network{len(networks)}", "type": f"ipv{version}_dhcp", "link": link,
+                             "network_id": str(port["network_id"])})
+    return json.dumps({"links": links, "networks": networks, "services": []}, sort_keys=True).encode()
 
 
 def _secret(name: str, namespace: str, labels: dict[str, str], data: dict[str, bytes]) -> dict[str, Any]:
@@ -361,8 +380,10 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     devices["disks"] = disks
     tspec["volumes"] = volumes
 
-    secrets = [_secret(server_user_data_secret(uuid), namespace, labels,
-                       {USER_DATA_KEY: user_data(server.get("user_data"), swap)})]
+    cloud_init = {USER_DATA_KEY: user_data(server.get("user_data"), swap)}
+    if config_drive and ports:  # the config drive's openstack/latest/network_data.json (KubeVirt's networkdata)
+        cloud_init[NETWORK_DATA_KEY] = network_data(ports)
+    secrets = [_secret(server_user_data_secret(uuid), namespace, labels, cloud_init)]
     if public_key:
         secrets.append(_secret(server_ssh_key_secret(uuid), namespace, labels, {SSH_KEY_KEY: public_key.encode()}))
         tspec["accessCredentials"] = [{"sshPublicKey": {

@@ -13,6 +13,7 @@ import ipaddress
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
+from openkeel_compute.kubevirt.rescue import is_rescued
 from openkeel_compute.model.states import (
     ACTIVE,
     BUILDING,
@@ -290,6 +291,10 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
             if task == task_states.SUSPENDING and reason == "PausedByUser":
                 return Observation(SUSPENDED, None, power, **base)
             return Observation(vm_state, task, power, **base)
+        if task == task_states.RESCUING:  # the rescue step ends it, once the VM in its rescue form runs
+            return Observation(vm_state, task, power, **base)
+        if task == task_states.UNRESCUING and is_rescued(vm):
+            return Observation(vm_state, task, power, **base)  # the rescue guest still runs
         if task in _DONE_WHEN_RUNNING:
             uid = (vmi or {}).get("metadata", {}).get("uid")
             if task in _HARD_REBOOT and server.get("vmi_uid") and uid == server.get("vmi_uid"):

@@ -36,6 +36,11 @@ BOOT_FROM_VOLUME = "openkeel_boot_from_volume"
 HAS_VOLUMES = "openkeel_has_volumes"
 #: "True" when the server has block_device_mapping rows at all: its delete soft-deletes them
 HAS_BLOCK_DEVICES = "openkeel_block_devices"
+#: the rescue_image_ref of the server's last rescue ("" when none was given) and the name of the image it
+#: booted (Nova's rescue notifications carry both: InstanceActionRescuePayload.rescue_image_ref, the legacy
+#: payload's rescue_image_name)
+RESCUE_IMAGE_REF = "openkeel_rescue_image_ref"
+RESCUE_IMAGE_NAME = "openkeel_rescue_image_name"
 #: the vm_state a resize started from (Nova's old_vm_state): a revert goes back to it
 OLD_VM_STATE = "old_vm_state"
 

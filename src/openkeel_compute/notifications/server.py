@@ -58,6 +58,7 @@ class Event:
     error: bool = False  # Nova sends .error when the step fails
     api: bool = False  # an API event without phase (lock, unlock)
     exists_first: bool = False  # Nova's compute sends the usage so far (exists) before .start
+    exists_before_end: bool = False  # ... or once the driver is done, before .end (a rescue)
 
 
 EVENTS: dict[str, Event] = {
@@ -79,6 +80,8 @@ EVENTS: dict[str, Event] = {
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
     ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
+    ev.RESCUE: Event("rescue", "rescue", "rescue", exists_before_end=True),
+    ev.UNRESCUE: Event("unrescue", "unrescue"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }
@@ -90,7 +93,8 @@ WITH_BLOCK_DEVICES = frozenset({"create", "delete", "shutdown", "reboot", "rebui
                                 "resize_revert", "resume"})
 #: the legacy events Nova's compute sends with the server's network (``fixed_ips``)
 WITH_NETWORK = frozenset({"create.end", "rebuild.end", "resize.start", "resize.end", "finish_resize.start",
-                          "finish_resize.end", "resize.confirm.end"})
+                          "finish_resize.end", "resize.confirm.end", "rescue.start", "rescue.end", "unrescue.start",
+                          "unrescue.end"})
 
 #: the legacy payloads' extra keys, by event (Nova's extra_usage_info)
 LEGACY_EXTRA: dict[str, dict[str, str]] = {"create.end": {"message": "Success"}}
@@ -228,6 +232,8 @@ class ServerNotifier(VersionedNotifier):
         extra: dict[str, Any] = dict(LEGACY_EXTRA.get(f"{action}.{phase}", {}))
         if (action, phase) in (("create", "start"), ("rebuild", "start"), ("rebuild", "end")):
             extra["image_name"] = view.system_metadata.get(sysmeta.IMAGE_NAME) or ""
+        if action == "rescue":
+            extra["rescue_image_name"] = view.system_metadata.get(sysmeta.RESCUE_IMAGE_NAME) or ""
         if action == "resize_prep" and phase == "end" and view.new_flavor:
             extra["new_instance_type"] = str(view.new_flavor.get("name"))
             extra["new_instance_type_id"] = view.new_flavor.get("id")
@@ -281,6 +287,10 @@ class ServerNotifier(VersionedNotifier):
                              function_name=found[0])
             self._action(view, event, "error", host, fault=fault)
             return
+        if event.exists_before_end:
+            begin, end = audit_period_now(self.audit_unit)
+            self._exists(view, dt.datetime.fromisoformat(begin), dt.datetime.fromisoformat(end),
+                         view.row.get("host") or host)
         self._action(view, event, "end", host)
 
     def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None:

@@ -23,6 +23,7 @@ import datetime as dt
 from collections.abc import Mapping
 from typing import Any
 
+from openkeel_compute.model import sysmeta
 from openkeel_compute.notifications.base import envelope
 from openkeel_compute.notifications.flavor import FlavorAction, build_flavor_payload_data
 
@@ -34,6 +35,7 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "action": ("InstanceActionPayload", "1.9"),
     "create": ("InstanceCreatePayload", "1.13"),
     "rebuild": ("InstanceActionRebuildPayload", "1.10"),
+    "rescue": ("InstanceActionRescuePayload", "1.4"),
     "resize_prep": ("InstanceActionResizePrepPayload", "1.4"),
     "update": ("InstanceUpdatePayload", "2.1"),
     "exists": ("InstanceExistsPayload", "2.1"),
@@ -201,6 +203,8 @@ def versioned_payload(kind: str, view: ServerView, *, fault: Fault | None = None
         data["instance_name"] = f"instance-{int(view.row.get('id') or 0):08x}"
     elif kind == "rebuild":
         data["trusted_image_certificates"] = _trusted_certs(view.row)
+    elif kind == "rescue":
+        data["rescue_image_ref"] = view.system_metadata.get(sysmeta.RESCUE_IMAGE_REF) or None
     elif kind == "resize_prep":
         data["new_flavor"] = flavor_payload(view.new_flavor or view.flavor)
     elif kind == "update":

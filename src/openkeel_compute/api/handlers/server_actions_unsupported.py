@@ -1,7 +1,7 @@
 """POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
 
-shelve, shelveOffload, unshelve, rescue, unrescue, createImage, createBackup, changePassword,
-trigger_crash_dump and os-migrateLive (resize: server_resize.py, migrate: server_migrate.py). Each is checked as Nova checks it (body
+shelve, shelveOffload, unshelve, createImage, createBackup, changePassword, trigger_crash_dump and
+os-migrateLive (resize: server_resize.py, migrate: server_migrate.py, rescue: server_rescue.py). Each is checked as Nova checks it (body
 schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
 as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
 virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
@@ -16,7 +16,6 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
-    generated_password,
     image_service,
     locked_as_invalid_state,
     policy_target,
@@ -62,29 +61,6 @@ def shelve_offload(req, server_id):
 @wsgi_path_params
 def unshelve(req, server_id):
     _fail(req, server_id, rules.SHELVE % "unshelve", "unshelve", Ending("compute_unshelve_instance"), user=False)
-    return Response(None)
-
-
-# --- rescue ---------------------------------------------------------------------------------------
-
-@operation(body={"2.0-": schema.rescue}, expected=(400, 404, 409, 501))
-@wsgi_path_params
-def rescue(req, server_id):
-    options = req.body["rescue"] or {}
-    password = options["adminPass"] if "adminPass" in options else generated_password()
-    # Nova's compute service turns the driver's error into "cannot be rescued" and leaves the
-    # server in ERROR
-    ending = Ending("compute_rescue_instance", vm_state=states.ERROR,
-                    fault=(400, f"Instance {server_id} cannot be rescued: Driver Error: "))
-    _fail(req, server_id, rules.RESCUE, "rescue", ending, user=True)
-    return {"adminPass": password}
-
-
-@operation(body={"2.0-": schema.unrescue}, success=202, expected=(404, 409, 501))
-@wsgi_path_params
-def unrescue(req, server_id):
-    _fail(req, server_id, rules.UNRESCUE, "unrescue", Ending("compute_unrescue_instance", vm_state=states.ACTIVE),
-          user=False)
     return Response(None)
 
 

@@ -1,7 +1,7 @@
 """GET and DELETE /servers/{server_id}/os-server-password: the encrypted password a server's
-guest left, kept in system metadata in Nova's four chunks (compute/networks.py). OpenKeel has
-no metadata service for a guest to post it to yet, so the password is "" until one exists;
-clearing it works as in Nova (and never changes the guest's own password)."""
+guest posted to the metadata service (openstack/<version>/password, docs/metadata.md), kept in system
+metadata in Nova's four chunks (compute/networks.py); "" until the guest posts one. Clearing it works as
+in Nova (and never changes the guest's own password)."""
 
 from __future__ import annotations
 

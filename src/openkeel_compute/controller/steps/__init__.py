@@ -21,6 +21,7 @@ from openkeel_compute.controller.steps import (
     power,
     reboot,
     rebuild,
+    rescue,
     resize,
     revert,
 )
@@ -64,6 +65,8 @@ TABLE: dict[str, Operation] = {
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
     ops.EVACUATE: Operation(evacuate.run, give_up=evacuate.give_up),
+    ops.RESCUE: Operation(rescue.rescue, events.RESCUE, give_up=rescue.give_up),
+    ops.UNRESCUE: Operation(rescue.unrescue, events.UNRESCUE, give_up=power.give_up_in_error),
 }
 
 __all__ = ["TABLE", "Operation"]

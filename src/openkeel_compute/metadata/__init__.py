@@ -1,0 +1,1 @@
+"""The metadata service (``openkeel-compute metadata``): the guests' metadata documents from the database."""
