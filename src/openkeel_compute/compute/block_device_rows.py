@@ -58,3 +58,26 @@ def save_connection(conn: Connection, bdm_uuid: str, connection_info: Mapping[st
     """What Cinder answered once the attachment had the node's connector (None: forgotten)."""
     conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(
         connection_info=json.dumps(connection_info) if connection_info is not None else None, updated_at=utcnow()))
+
+
+def by_volume(conn: Connection, volume_id: str) -> list[dict[str, Any]]:
+    """The live rows of a volume, on any server (Nova's BlockDeviceMappingList.get_by_volume)."""
+    query = select(_T.c.id, _T.c.instance_uuid, *(_T.c[name] for name in FIELDS)).where(
+        _T.c.volume_id == volume_id, _T.c.deleted == 0).order_by(_T.c.id)
+    return [dict(row._mapping) for row in conn.execute(query)]
+
+
+def of_volume(conn: Connection, instance_uuid: str, volume_id: str) -> dict[str, Any] | None:
+    """The server's row of a volume (Nova's get_by_volume_and_instance), None when it has none."""
+    return next((row for row in of(conn, instance_uuid) if row["volume_id"] == volume_id), None)
+
+
+def delete_one(conn: Connection, bdm_uuid: str) -> None:
+    """Soft-delete one row (a detached volume's, an attach that failed)."""
+    conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0)
+                 .values(deleted=_T.c.id, deleted_at=utcnow()))
+
+
+def set_fields(conn: Connection, bdm_uuid: str, **values: Any) -> None:
+    """Columns of one live row (``attachment_id``, ``delete_on_termination``, ...)."""
+    conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(updated_at=utcnow(), **values))

@@ -22,6 +22,7 @@ from openkeel_compute.controller.steps import (
     rebuild,
     resize,
     revert,
+    volume_attach,
 )
 from openkeel_compute.controller.steps.base import Context, Failed, ServerRow, Step
 from openkeel_compute.model import events
@@ -62,6 +63,9 @@ TABLE: dict[str, Operation] = {
     ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
+    ops.ATTACH_VOLUME: Operation(volume_attach.attach),
+    ops.DETACH_VOLUME: Operation(volume_attach.detach),
+    ops.SWAP_VOLUME: Operation(volume_attach.swap),
 }
 
 __all__ = ["TABLE", "Operation"]
