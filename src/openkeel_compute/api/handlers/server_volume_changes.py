@@ -25,9 +25,9 @@ from openkeel_compute.api.handlers.server_common import actor_of, read_server
 from openkeel_compute.api.schemas import volume_attachments as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import block_device_rows, preconditions
-from openkeel_compute.compute.instances import instance_actions, updates
+from openkeel_compute.compute.instances import instance_actions, instance_sysmeta, updates
 from openkeel_compute.model import operations as ops
-from openkeel_compute.model import states
+from openkeel_compute.model import states, sysmeta
 from openkeel_compute.policies import server_subresources as rules
 from openkeel_compute.volume import errors as volume_errors
 
@@ -128,6 +128,8 @@ def create(req, server_id):
                 "source_type": "volume", "destination_type": "volume", "volume_id": volume_id,
                 "device_name": device, "tag": tag, "delete_on_termination": delete_on_termination,
                 "volume_size": volume.get("size"), "attachment_id": attachment["id"], "boot_index": None}])
+            for key in (sysmeta.HAS_VOLUMES, sysmeta.HAS_BLOCK_DEVICES):  # the controller reads its volumes
+                instance_sysmeta.set_system_metadata_item(conn, row["uuid"], key, "True")
             instance_actions.start_action(conn, row["uuid"], "attach_volume", actor)
             updates.outbox(conn, row["uuid"], ops.ATTACH_VOLUME, actor, bdm_uuid=bdm["uuid"], volume_id=volume_id)
     except BaseException:

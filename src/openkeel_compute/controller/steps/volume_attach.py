@@ -182,6 +182,10 @@ def detach(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if phase is not None and entry is not None:
         raise Wait(f"waiting for volume {bdm['volume_id']} to be unplugged", after=0.2)
     _delete_storage(ctx, namespace, bdm)
+    if ctx.cluster.get("PersistentVolumeClaim", disk, namespace) is not None:
+        raise Wait(f"waiting for the claim of volume {bdm['volume_id']} to go", after=0.2)
+    if bdm.get("attachment_id"):  # deleted again once its claim is gone (a bound one is protected)
+        ctx.cluster.delete(ObjectKey("PersistentVolume", None, kube_volumes.pv_name(str(bdm["attachment_id"]))))
     if bdm.get("attachment_id") and ctx.volumes is not None:
         try:
             ctx.volumes.admin().attachment_delete(bdm["attachment_id"])
