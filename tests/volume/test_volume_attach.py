@@ -69,7 +69,16 @@ def _live_rows(controller, uuid):
             table.c.instance_uuid == uuid, table.c.deleted == 0, table.c.volume_id.is_not(None))).scalars().all()
 
 
-def test_attach_hotplugs_and_detach_unplugs(volume_world, cinder):
+def _volume_notes(notified, volume_id):
+    out = []
+    for event_type, priority, payload in notified():
+        data = payload.get("nova_object.data", payload)
+        if volume_id in (data.get("volume_id"), data.get("old_volume_id")):
+            out.append((event_type, priority, payload.get("nova_object.name")))
+    return out
+
+
+def test_attach_hotplugs_and_detach_unplugs(volume_world, cinder, notified):
     client, controller, cluster = volume_world
     uuid = _server(client, controller)
     volume = cinder.volume(size=2)
@@ -89,6 +98,10 @@ def test_attach_hotplugs_and_detach_unplugs(volume_world, cinder):
     assert update and update[0]["body"]["attachment"]["connector"]["mountpoint"] == "/dev/vdb"
     request_id = _actions(client, uuid)["attach_volume"]
     assert _events(client, uuid, request_id) == [("compute_attach_volume", "Success")]
+    assert _volume_notes(notified, volume["id"]) == [
+        ("instance.volume_attach.start", "INFO", "InstanceActionVolumePayload"),
+        ("compute.instance.volume.attach", "INFO", None),
+        ("instance.volume_attach.end", "INFO", "InstanceActionVolumePayload")]
     shown = client.get(f"{path}/{volume['id']}", headers=admin("2.89")).json["volumeAttachment"]
     assert shown["device"] == "/dev/vdb" and shown["tag"] == "data" and shown["delete_on_termination"] is True
 
@@ -103,11 +116,15 @@ def test_attach_hotplugs_and_detach_unplugs(volume_world, cinder):
     assert f"vol-{volume['id']}" not in _vm_volumes(cluster, uuid)
     assert _settle(controller, lambda: not [k for k in cluster.objects("PersistentVolumeClaim")
                                             if k[1] == f"vol-{volume['id']}"])  # its pvc-protection let go
-    assert not [v for v in cluster.objects("PersistentVolume").values()
-                if v["metadata"]["labels"].get("openkeel.io/volume-id") == volume["id"]]
+    assert _settle(controller, lambda: not [v for v in cluster.objects("PersistentVolume").values()
+                                            if v["metadata"]["labels"].get("openkeel.io/volume-id") == volume["id"]])
     assert cinder.attachments == {} and volume["id"] in cinder.volumes  # delete_on_termination: delete only
     assert _live_rows(controller, uuid) == []
     assert _events(client, uuid, _actions(client, uuid)["detach_volume"]) == [("compute_detach_volume", "Success")]
+    assert _volume_notes(notified, volume["id"])[3:] == [
+        ("instance.volume_detach.start", "INFO", "InstanceActionVolumePayload"),
+        ("compute.instance.volume.detach", "INFO", None),
+        ("instance.volume_detach.end", "INFO", "InstanceActionVolumePayload")]
 
 
 def test_refusals_write_nothing(volume_world, cinder):
@@ -154,7 +171,7 @@ def test_refusals_write_nothing(volume_world, cinder):
     assert got.json["itemNotFound"]["message"] == f"Instance {uuid} is not attached to volume {other['id']}"
 
 
-def test_update_delete_on_termination_and_swap_rules(volume_world, cinder):
+def test_update_delete_on_termination_and_swap_rules(volume_world, cinder, notified):
     client, controller, _cluster = volume_world
     uuid = _server(client, controller)
     path = f"/v2.1/servers/{uuid}/os-volume_attachments"
@@ -188,6 +205,9 @@ def test_update_delete_on_termination_and_swap_rules(volume_world, cinder):
         a for a in cinder.attachments.values() if a["volume_id"] == new["id"]])
     request_id = _actions(client, uuid)["swap_volume"]
     assert _settle(controller, lambda: _events(client, uuid, request_id) == [("compute_swap_volume", "Error")])
+    assert _volume_notes(notified, volume["id"])[-2:] == [
+        ("instance.volume_swap.start", "INFO", "InstanceActionVolumeSwapPayload"),
+        ("instance.volume_swap.error", "ERROR", "InstanceActionVolumeSwapPayload")]
 
 
 def test_delete_of_the_server_detaches_its_hotplugged_volumes(volume_world, cinder):

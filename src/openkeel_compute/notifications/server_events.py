@@ -38,6 +38,9 @@ class Emitter(Protocol):
 
     def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None: ...
 
+    def volume_event(self, action_id: int, action: str, phases: tuple[str, ...], host: str | None,
+                     volumes: dict[str, str], error: str | None) -> None: ...
+
 
 _EMITTER: Emitter | None = None
 
@@ -68,6 +71,15 @@ def event_finished(conn: Connection, event_id: int, result: str, host: str | Non
                     INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery())).scalar()
         after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback),
                      key=uuid)
+
+
+def volume_event(conn: Connection, action_id: int, action: str, phases: tuple[str, ...], host: str | None,
+                 volumes: dict[str, str], error: str | None = None) -> None:
+    """A volume step's notifications (``instance.volume_attach.start``, ...; ``volumes``: volume_id, or
+    old_volume_id and new_volume_id), after commit."""
+    emitter = _EMITTER
+    if emitter is not None:
+        after_commit(conn, functools.partial(emitter.volume_event, action_id, action, phases, host, volumes, error))
 
 
 _STATE = (INSTANCES.c.vm_state, INSTANCES.c.task_state, INSTANCES.c.display_name)

@@ -34,6 +34,7 @@ from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt import volumes as kube_volumes
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.model import events
+from openkeel_compute.notifications import server_events
 
 LOG = logging.getLogger(__name__)
 SWAP_REFUSED = "KubeVirt servers cannot swap a volume (Cinder's volume migration of an attached volume)"
@@ -43,12 +44,19 @@ def _bdm(server: dict[str, Any], bdm_uuid: str) -> dict[str, Any] | None:
     return next((b for b in server.get("block_devices") or () if b["uuid"] == bdm_uuid), None)
 
 
-def _record(ctx: Context, row: ServerRow, server: dict[str, Any], event: str, error: str | None = None) -> None:
-    """The step's event in the request's action, finished; with ``error`` an instance fault beside it."""
+_NOTIFIED = {events.ATTACH_VOLUME: "attach", events.DETACH_VOLUME: "detach", events.SWAP_VOLUME: "swap"}
+
+
+def _record(ctx: Context, row: ServerRow, server: dict[str, Any], event: str, error: str | None = None,
+            volumes: dict[str, str] | None = None) -> None:
+    """The step's event in the request's action, finished, and its notifications (``.start`` then ``.end``
+    or ``.error``); with ``error`` an instance fault beside it."""
     host = server.get("host")
     with transaction(ctx.engine) as conn:
         action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
         if action_id is not None:
+            server_events.volume_event(conn, action_id, _NOTIFIED[event], ("start", "error" if error else "end"),
+                                       host, volumes or {"volume_id": str(row.payload.get("volume_id"))}, error)
             event_id = instance_actions.start_event(conn, action_id, event, host=host)
             if error is None:
                 instance_actions.finish_event(conn, event_id, "Success")
@@ -213,5 +221,6 @@ def swap(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             raise Wait(f"Cinder is away: {exc.message}", after=1.0) from None
         except volume_errors.VolumeError as exc:
             LOG.warning("server %s: the refused swap not rolled back in Cinder: %s", row.server_uuid, exc.message)
-    _record(ctx, row, server, events.SWAP_VOLUME, f"NotImplementedError: {SWAP_REFUSED}")
+    _record(ctx, row, server, events.SWAP_VOLUME, f"NotImplementedError: {SWAP_REFUSED}",
+            {"old_volume_id": str(row.payload.get("volume_id")), "new_volume_id": str(row.payload.get("new_volume_id"))})
     return DONE
