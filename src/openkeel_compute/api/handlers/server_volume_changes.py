@@ -136,7 +136,7 @@ def create(req, server_id):
         _give_back(req, made)
         raise
     if req.version >= (2, 101):
-        return Response(None, status=202)
+        return Response(None, status=202, content_type="text/html; charset=UTF-8")  # webob.Response, as Nova
     out = {"id": volume_id, "serverId": server_id, "volumeId": volume_id, "device": device}
     if req.version >= (2, 70):
         out["tag"] = tag
