@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.conftest import admin, user
-from tests.server_world import IMAGE
+from tests.server_world import IMAGE, controller_running
 
 ADMIN = admin("2.96")
 UNKNOWN = "11111111-2222-3333-4444-555555555555"
@@ -227,3 +227,32 @@ def test_delete_of_the_server_detaches_its_hotplugged_volumes(volume_world, cind
     assert not [k for k in cluster.objects("PersistentVolumeClaim") if k[1].startswith("vol-")]
     assert not [v for v in cluster.objects("PersistentVolume").values()
                 if v["metadata"]["labels"].get("openkeel.io/volume-id") in (keep["id"], drop["id"])]
+
+
+def test_volume_extended_grows_the_claim_and_the_guest_sees_it(volume_world, cinder):
+    client, controller, cluster = volume_world
+    uuid = _server(client, controller)
+    volume = cinder.volume(size=1)
+    path = f"/v2.1/servers/{uuid}/os-volume_attachments"
+    assert client.post(path, headers=ADMIN, json_body={"volumeAttachment": {"volumeId": volume["id"]}}
+                       ).status_code == 200
+    assert _settle(controller, lambda: cinder.volumes[volume["id"]]["status"] == "in-use")
+    cinder.volumes[volume["id"]]["size"] = 3  # Cinder extended it
+    body = {"events": [{"name": "volume-extended", "server_uuid": uuid, "tag": volume["id"]}]}
+    assert client.post("/v2.1/os-server-external-events", headers=admin("2.50"), json_body=body).status_code == 400
+    got = client.post("/v2.1/os-server-external-events", headers=admin("2.51"), json_body=body)
+    assert got.status_code == 200 and got.json["events"][0]["code"] == 200, got.text
+    claim = f"vol-{volume['id']}"
+    assert _settle(controller, lambda: (_vmi_entry(cluster, uuid, volume["id"]) or {}).get(
+        "persistentVolumeClaimInfo", {}).get("capacity", {}).get("storage") == "3Gi")
+    pvc = next(v for k, v in cluster.objects("PersistentVolumeClaim").items() if k[1] == claim)
+    assert pvc["spec"]["resources"]["requests"]["storage"] == "3Gi" and pvc["status"]["capacity"]["storage"] == "3Gi"
+    pv = next(v for v in cluster.objects("PersistentVolume").values()
+              if v["metadata"]["labels"].get("openkeel.io/volume-id") == volume["id"])
+    assert pv["spec"]["capacity"]["storage"] == "3Gi"
+    with controller_running(controller):  # the console is read by the controller
+        console = client.post(f"/v2.1/servers/{uuid}/action", headers=ADMIN, json_body={"os-getConsoleOutput": {}})
+    assert ": detected capacity change from 2097152 to 6291456" in console.json["output"]  # 1 GiB to 3 GiB
+    request_id = _actions(client, uuid)["extend_volume"]
+    assert _events(client, uuid, request_id) == [("compute_extend_volume", "Success")]
+    assert [v for v in _live_rows(controller, uuid)] == [volume["id"]]
