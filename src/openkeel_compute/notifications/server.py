@@ -287,8 +287,10 @@ class ServerNotifier(VersionedNotifier):
                 fault = sp.Fault(exception=_exception_name(error), message=error or "", traceback=error or "",
                                  function_name=f"{action}_volume")
             if phase == "end" and action in ("attach", "detach"):
-                self._emit_server(view, versioned=None, legacy=(f"compute.instance.volume.{action}", sp.legacy_payload(
-                    view, image_service=self.image_service, **volumes)), source="nova-compute", host=where)
+                legacy = sp.legacy_payload(view, image_service=self.image_service)
+                legacy.update(volumes)  # Nova's extra_usage_info: the volume's id
+                self._emit_server(view, versioned=None, legacy=(f"compute.instance.volume.{action}", legacy),
+                                  source="nova-compute", host=where)
             self._emit_server(view, versioned=(f"instance.volume_{action}.{phase}", sp.versioned_payload(
                 kind, view, fault=fault, extra=volumes)), legacy=None, source="nova-compute", host=where,
                 priority="ERROR" if phase == "error" else "INFO")
