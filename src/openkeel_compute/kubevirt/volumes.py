@@ -13,7 +13,9 @@ the cluster's) pre-bound to a claim in the server's namespace, and the claim nam
 
 The VM gets one disk per volume whose serial is the volume id (what a guest's /dev/disk/by-id shows,
 as Nova's libvirt driver sets it): the boot volume replaces the root disk (no image import), the
-others follow, on the bus asked for when KubeVirt has it (virtio otherwise).
+others follow, on the bus asked for when KubeVirt has it (virtio otherwise), hotpluggable when KubeVirt
+hotplugs that bus (``hotplug_disk``: a volume attached to a running server is added the same way, and any
+of them can be detached from it).
 """
 
 from __future__ import annotations
