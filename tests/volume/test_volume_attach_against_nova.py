@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import time
+import uuid
 
 import pytest
 
@@ -101,14 +102,23 @@ def _settle(controller, cinder):
 
 def test_exchanges_answered_as_nova_answers(nova, volume_world, cinder):
     client, controller, _cluster = volume_world
-    for volume_id, multi in ((VA, False), (VB, False), (VC, False), (MULTI, True)):
+    # fresh volume ids for each run: the oracle (one per module) keeps the earlier runs' attachments
+    fresh = {old: str(uuid.uuid4()) for old in (VA, VB, VC)}
+
+    def ids(text: str) -> str:
+        for old, new in fresh.items():
+            text = text.replace(old, new)
+        return text
+
+    for volume_id, multi in ((fresh[VA], False), (fresh[VB], False), (fresh[VC], False), (MULTI, True)):
         vol = cinder.volume(multiattach=multi)
         del cinder.volumes[vol["id"]]
         vol["id"] = volume_id
         cinder.volumes[volume_id] = vol
     theirs_id, ours_id = _nova_server(nova), _our_server(client, controller)
     for token, version, method, path, body, headers in EXCHANGES:
-        data = json.dumps(body).encode() if body is not None else None
+        data = ids(json.dumps(body)).encode() if body is not None else None
+        path = ids(path)
         theirs = oracles.ask_nova(nova, method, f"/v2.1/servers/{theirs_id}{path}", token=token, version=version,
                                   body=data)
         ours = oracles.ask_openkeel(client, method, f"/v2.1/servers/{ours_id}{path}", token=token, version=version,
