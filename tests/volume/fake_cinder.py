@@ -47,7 +47,8 @@ class FakeCinder:
         return snap
 
     def connection_info(self, volume_id: str) -> dict:
-        return {"driver_volume_type": "nfs", "data": {
+        kind = self.volumes.get(volume_id, {}).get("driver_volume_type", "nfs")  # a test may name another
+        return {"driver_volume_type": kind, "data": {
             "export": "127.0.0.1:/srv/okc-nfs", "name": f"volume-{volume_id}", "format": "raw", "options": None,
             "access_mode": "rw", "mount_point_base": "/var/lib/cinder/mnt"}}
 

@@ -260,3 +260,44 @@ def test_volume_extended_grows_the_claim_and_the_guest_sees_it(volume_world, cin
     request_id = _actions(client, uuid)["extend_volume"]
     assert _events(client, uuid, request_id) == [("compute_extend_volume", "Success")]
     assert [v for v in _live_rows(controller, uuid)] == [volume["id"]]
+
+
+def test_an_attach_the_cluster_cannot_take_leaves_nothing(volume_world, cinder, notified):
+    """A volume type KubeVirt has no source for: Nova's compute after a failed attach (the event in Error with
+    a fault, the attachment deleted, the mapping gone), nothing on the cluster."""
+    client, controller, cluster = volume_world
+    uuid = _server(client, controller)
+    volume = cinder.volume(driver_volume_type="fibre_channel")
+    path = f"/v2.1/servers/{uuid}/os-volume_attachments"
+    assert client.post(path, headers=ADMIN, json_body={"volumeAttachment": {"volumeId": volume["id"]}}
+                       ).status_code == 200
+    request_id = _actions(client, uuid)["attach_volume"]
+    assert _settle(controller, lambda: _events(client, uuid, request_id) == [("compute_attach_volume", "Error")])
+    assert cinder.attachments == {} and cinder.volumes[volume["id"]]["status"] == "available"
+    assert _live_rows(controller, uuid) == []
+    assert f"vol-{volume['id']}" not in _vm_volumes(cluster, uuid)
+    assert not [k for k in cluster.objects("PersistentVolumeClaim") if k[1] == f"vol-{volume['id']}"]
+    server = client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"]
+    assert server["status"] == "ACTIVE"
+    assert [n for n in _volume_notes(notified, volume["id"]) if n[2]] == [
+        ("instance.volume_attach.start", "INFO", "InstanceActionVolumePayload"),
+        ("instance.volume_attach.error", "ERROR", "InstanceActionVolumePayload")]
+    assert client.get(path, headers=ADMIN).json == {"volumeAttachments": []}
+
+
+def test_a_task_running_refuses_and_a_stopped_server_takes_the_volume(volume_world, cinder):
+    client, controller, _cluster = volume_world
+    uuid = _server(client, controller)
+    path = f"/v2.1/servers/{uuid}/os-volume_attachments"
+    volume = cinder.volume()
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=ADMIN, json_body={"os-stop": None}).status_code == 202
+    got = client.post(path, headers=ADMIN, json_body={"volumeAttachment": {"volumeId": volume["id"]}})
+    assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
+        409, f"Cannot 'attach_volume' instance {uuid} while it is in task_state powering-off")
+    assert cinder.attachments == {}
+    assert _settle(controller, lambda: client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"][
+        "status"] == "SHUTOFF")
+    got = client.post(path, headers=ADMIN, json_body={"volumeAttachment": {"volumeId": volume["id"]}})
+    assert got.status_code == 200, got.text  # a stopped server takes it, and has it at its next start
+    assert _settle(controller, lambda: cinder.volumes[volume["id"]]["status"] == "in-use")
+    assert f"vol-{volume['id']}" in _vm_volumes(cluster=_cluster, uuid=uuid)
