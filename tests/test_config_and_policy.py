@@ -18,6 +18,10 @@ from tests.conftest import ROOT, admin, make_conf, user
 SERVER_RULES = {
     "os_compute_api:os-volumes-attachments:index": "rule:project_reader_or_admin",
     "os_compute_api:os-volumes-attachments:show": "rule:project_reader_or_admin",
+    "os_compute_api:os-volumes-attachments:create": "rule:project_member_or_admin",
+    "os_compute_api:os-volumes-attachments:update": "rule:project_member_or_admin",
+    "os_compute_api:os-volumes-attachments:swap": "rule:service_or_admin",
+    "os_compute_api:os-volumes-attachments:delete": "rule:project_member_or_admin",
     "os_compute_api:os-attach-interfaces:list": "rule:project_reader_or_admin",
     "os_compute_api:os-security-groups:get": "rule:project_reader_or_admin",
     "os_compute_api:os-security-groups:show": "rule:project_reader_or_admin",

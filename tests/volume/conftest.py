@@ -2,7 +2,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.databases import ENGINES
+from openkeel_compute import policies
+from openkeel_compute.controller.service import server_loop_from
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration
+from tests.conftest import admin, make_conf
+from tests.databases import ENGINES, throwaway_database
+from tests.server_world import image_service, server_world
 from tests.volume.fake_cinder import FakeCinder
 
 
@@ -15,6 +21,49 @@ def cinder():
     yield fake
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture(params=ENGINES)
+def volume_world(request, tmp_path, cinder):
+    """(client, controller, cluster) of a controller with the fake Cinder, on each database engine, with a
+    flavor ``small``; both notification formats go to oslo.messaging's in-memory driver."""
+    from oslo_messaging.notify import _impl_test as in_memory_driver
+
+    from openkeel_compute.notifications import sender, server_events
+
+    policies.reset()
+    in_memory_driver.reset()
+    with image_service(tmp_path) as glance_url, throwaway_database(request.param, tmp_path) as url:
+        conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"},
+                         glance={"api_servers": glance_url}, database={"connection": url},
+                         cinder={"auth_type": "admin_token", "endpoint": cinder.url, "token": "cinder-admin",
+                                 "endpoint_template": cinder.url + "/v3/%(project_id)s"},
+                         notifications={"notification_format": "both"},
+                         oslo_messaging_notifications={"driver": "test", "transport_url": "fake:/"})
+        engine = db_api.get_engine(conf)
+        migration.sync(engine)
+        with server_world(conf, lambda kube: server_loop_from(conf, engine, kube)) as (client, controller, cluster):
+            got = client.post("/v2.1/flavors", headers=admin(), json_body={
+                "flavor": {"name": "small", "ram": 512, "vcpus": 1, "disk": 1, "id": "small"}})
+            assert got.status_code == 200, got.text
+            yield client, controller, cluster
+    server_events.install(None)
+    sender.close_all(0)
+    in_memory_driver.reset()
+
+
+@pytest.fixture
+def notified():
+    """The event types and payloads the in-memory notification driver got so far."""
+    from oslo_messaging.notify import _impl_test as in_memory_driver
+
+    from openkeel_compute.notifications import sender
+
+    def read() -> list[tuple[str, str, dict]]:
+        assert sender.drain_all(10)
+        return [(m["event_type"], priority, m["payload"]) for _ctx, m, priority, _retry in in_memory_driver.NOTIFICATIONS]
+
+    return read
 
 
 @pytest.fixture(params=ENGINES)

@@ -54,7 +54,8 @@ class FakeCinder:
         return snap
 
     def connection_info(self, volume_id: str) -> dict:
-        return {"driver_volume_type": "nfs", "data": {
+        kind = self.volumes.get(volume_id, {}).get("driver_volume_type", "nfs")  # a test may name another
+        return {"driver_volume_type": kind, "data": {
             "export": "127.0.0.1:/srv/okc-nfs", "name": f"volume-{volume_id}", "format": "raw", "options": None,
             "access_mode": "rw", "mount_point_base": "/var/lib/cinder/mnt"}}
 
@@ -111,6 +112,8 @@ class FakeCinder:
                                                           "transfer.")
                 del self.volumes[parts[1]]
                 return 202, None
+        if parts[:1] == ["volumes"] and parts[2:] == ["action"] and method == "POST":
+            return self._volume_action(parts[1], body or {})
         if parts == ["volumes"] and method == "POST":
             spec = body["volume"]
             if spec.get("volume_type") and spec["volume_type"] not in [t["name"] for t in self.types]:
@@ -175,6 +178,25 @@ class FakeCinder:
                     vol.update(status="available", attachments=[])
                 return 200, {"attachments": []}
         return 404, {"error": "not found"}
+
+    def _volume_action(self, volume_id, body):
+        vol = self.volumes.get(volume_id)
+        if vol is None:
+            return self._error(404, "itemNotFound", f"Volume {volume_id} could not be found.")
+        if "os-begin_detaching" in body:
+            if vol["status"] != "in-use":
+                return self._error(400, "badRequest", "Invalid volume: Unable to detach volume. Volume status must "
+                                                      "be 'in-use' and attach_status must be 'attached' to detach.")
+            vol["status"] = "detaching"
+            return 202, None
+        if "os-roll_detaching" in body:
+            if vol["status"] == "detaching":
+                vol["status"] = "in-use"
+            return 202, None
+        if "os-extend" in body:
+            vol["size"] = body["os-extend"]["new_size"]
+            return 202, None
+        return self._error(400, "badRequest", "Invalid request.")
 
     def _attachment_create(self, spec):
         vol = self.volumes.get(spec["volume_uuid"])

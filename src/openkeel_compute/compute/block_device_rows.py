@@ -75,3 +75,19 @@ def save_volume(conn: Connection, bdm_uuid: str, **values: Any) -> None:
     if unknown:
         raise ValueError(f"not a volume field: {sorted(unknown)}")
     conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(**values, updated_at=utcnow()))
+
+
+def of_volume(conn: Connection, instance_uuid: str, volume_id: str) -> dict[str, Any] | None:
+    """The server's row of a volume (Nova's get_by_volume_and_instance), None when it has none."""
+    return next((row for row in of(conn, instance_uuid) if row["volume_id"] == volume_id), None)
+
+
+def delete_one(conn: Connection, bdm_uuid: str) -> None:
+    """Soft-delete one row (a detached volume's, an attach that failed)."""
+    conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0)
+                 .values(deleted=_T.c.id, deleted_at=utcnow()))
+
+
+def set_fields(conn: Connection, bdm_uuid: str, **values: Any) -> None:
+    """Columns of one live row (``attachment_id``, ``delete_on_termination``, ...)."""
+    conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(updated_at=utcnow(), **values))

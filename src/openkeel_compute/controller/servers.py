@@ -39,7 +39,7 @@ from openkeel_compute.controller.kube import ClusterError, Retry, transient
 from openkeel_compute.controller.observe import Observer, root_device_name, utc_now
 from openkeel_compute.controller.resize_allocations import Allocations
 from openkeel_compute.controller.settings import ServerSettings
-from openkeel_compute.controller.steps import TABLE, confirm, delete, net_events
+from openkeel_compute.controller.steps import TABLE, confirm, delete, net_events, volume_events
 from openkeel_compute.controller.steps.base import (
     Context,
     Done,
@@ -137,6 +137,7 @@ class ServerLoop:
         problems = self.process_outbox()
         ctx = self.context()
         net_events.consume(ctx)  # Neutron's events about the servers' ports (with [neutron] only)
+        volume_events.consume(ctx)  # Cinder's volume-extended
         self.observe_all(problems)
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())

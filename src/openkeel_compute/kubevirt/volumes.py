@@ -13,7 +13,9 @@ the cluster's) pre-bound to a claim in the server's namespace, and the claim nam
 
 The VM gets one disk per volume whose serial is the volume id (what a guest's /dev/disk/by-id shows,
 as Nova's libvirt driver sets it): the boot volume replaces the root disk (no image import), the
-others follow, on the bus asked for when KubeVirt has it (virtio otherwise).
+others follow, on the bus asked for when KubeVirt has it (virtio otherwise), hotpluggable when KubeVirt
+hotplugs that bus (``hotplug_disk``: a volume attached to a running server is added the same way, and any
+of them can be detached from it).
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ from openkeel_compute.kubevirt.mapping import ROOT_DISK
 CLAIM_PREFIX = "vol-"
 PV_PREFIX = "openkeel-"
 KUBEVIRT_BUSES = ("virtio", "sata", "scsi", "usb")
+#: the buses KubeVirt hotplugs a disk on
+HOTPLUG_BUSES = ("virtio", "scsi")
 #: the label a volume's objects carry beside the server's
 VOLUME_LABEL = "openkeel.io/volume-id"
 
@@ -107,7 +111,6 @@ def with_volumes(vm: dict[str, Any], volumes: Iterable[Mapping[str, Any]]) -> di
     disks, sources = devices.setdefault("disks", []), tspec.setdefault("volumes", [])
     for bdm in volumes:
         volume_id = str(bdm["volume_id"])
-        bus = bdm.get("disk_bus") if bdm.get("disk_bus") in KUBEVIRT_BUSES else "virtio"
         claim = {"persistentVolumeClaim": {"claimName": claim_name(volume_id)}}
         if bdm.get("boot_index") == 0:
             spec.pop("dataVolumeTemplates", None)
@@ -119,7 +122,20 @@ def with_volumes(vm: dict[str, Any], volumes: Iterable[Mapping[str, Any]]) -> di
                 if disk["name"] == ROOT_DISK:
                     disk["serial"] = volume_id
             continue
-        name = claim_name(volume_id)
-        disks.append({"name": name, "serial": volume_id, "disk": {"bus": bus}})
-        sources.append({"name": name, **claim})
+        volume, disk = hotplug_disk(bdm)
+        disks.append(disk)
+        sources.append(volume)
     return vm
+
+
+def hotplug_disk(bdm: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the VM's volume, its disk) of a volume that is not the root disk: on its claim, serial = the volume
+    id, hotpluggable when its bus is one KubeVirt hotplugs (virtio, scsi), so that it can be detached
+    from a running server as Nova detaches it (a volume attached later is hotplugged the same way)."""
+    volume_id = str(bdm["volume_id"])
+    bus = bdm.get("disk_bus") if bdm.get("disk_bus") in KUBEVIRT_BUSES else "virtio"
+    name = claim_name(volume_id)
+    source: dict[str, Any] = {"claimName": name}
+    if bus in HOTPLUG_BUSES:
+        source["hotpluggable"] = True
+    return {"name": name, "persistentVolumeClaim": source}, {"name": name, "serial": volume_id, "disk": {"bus": bus}}

@@ -293,6 +293,33 @@ class ServerNotifier(VersionedNotifier):
                          view.row.get("host") or host)
         self._action(view, event, "end", host)
 
+    def volume_event(self, action_id: int, action: str, phases: tuple[str, ...], host: str | None,
+                     volumes: dict[str, str], error: str | None) -> None:
+        """Nova's compute around a volume's attach, detach or swap: ``instance.volume_<action>.<phase>``
+        (InstanceActionVolumePayload with ``volume_id``; the swap's with ``old_volume_id`` and
+        ``new_volume_id``), and before ``.end`` of an attach or detach the legacy
+        ``compute.instance.volume.<attach|detach>`` with ``volume_id``."""
+        if not self.sends_servers:
+            return
+        view = self._view_of_action(action_id)
+        if view is None:
+            return
+        kind = "volume_swap" if action == "swap" else "volume"
+        where = view.row.get("host") or host
+        for phase in phases:
+            fault = None
+            if phase == "error":
+                fault = sp.Fault(exception=_exception_name(error), message=error or "", traceback=error or "",
+                                 function_name=f"{action}_volume")
+            if phase == "end" and action in ("attach", "detach"):
+                legacy = sp.legacy_payload(view, image_service=self.image_service)
+                legacy.update(volumes)  # Nova's extra_usage_info: the volume's id
+                self._emit_server(view, versioned=None, legacy=(f"compute.instance.volume.{action}", legacy),
+                                  source="nova-compute", host=where)
+            self._emit_server(view, versioned=(f"instance.volume_{action}.{phase}", sp.versioned_payload(
+                kind, view, fault=fault, extra=volumes)), legacy=None, source="nova-compute", host=where,
+                priority="ERROR" if phase == "error" else "INFO")
+
     def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None:
         if not self.wants_updates or self.engine is None:
             return
@@ -389,7 +416,8 @@ def _actor_context(actor: Any) -> dict[str, Any]:
 _EXCEPTIONS = (("No valid host was found", "NoValidHost"), ("Exceeded maximum number of retries", "MaxRetriesExceeded"),
                ("Build of instance", "BuildAbortException"), ("Flavor's disk is too small", "FlavorDiskTooSmall"),
                ("The created instance's disk would be too small", "FlavorDiskTooSmall"),
-               ("Insufficient compute resources", "ComputeResourcesUnavailable"))
+               ("Insufficient compute resources", "ComputeResourcesUnavailable"),
+               ("NotImplementedError", "NotImplementedError"), ("Invalid input received", "InvalidInput"))
 
 
 def _exception_name(message: str | None) -> str:

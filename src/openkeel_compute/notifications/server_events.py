@@ -40,6 +40,9 @@ class Emitter(Protocol):
 
     def api_action(self, uuid: str, action: str, actor: Any) -> None: ...
 
+    def volume_event(self, action_id: int, action: str, phases: tuple[str, ...], host: str | None,
+                     volumes: dict[str, str], error: str | None) -> None: ...
+
 
 _EMITTER: Emitter | None = None
 
@@ -78,6 +81,15 @@ def api_action(conn: Connection, uuid: str, action: str, actor: Any) -> None:
     emitter = _EMITTER
     if emitter is not None:
         after_commit(conn, functools.partial(emitter.api_action, uuid, action, actor), key=uuid)
+
+
+def volume_event(conn: Connection, action_id: int, action: str, phases: tuple[str, ...], host: str | None,
+                 volumes: dict[str, str], error: str | None = None) -> None:
+    """A volume step's notifications (``instance.volume_attach.start``, ...; ``volumes``: volume_id, or
+    old_volume_id and new_volume_id), after commit."""
+    emitter = _EMITTER
+    if emitter is not None:
+        after_commit(conn, functools.partial(emitter.volume_event, action_id, action, phases, host, volumes, error))
 
 
 _STATE = (INSTANCES.c.vm_state, INSTANCES.c.task_state, INSTANCES.c.display_name)

@@ -39,6 +39,8 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "resize_prep": ("InstanceActionResizePrepPayload", "1.4"),
     "update": ("InstanceUpdatePayload", "2.1"),
     "exists": ("InstanceExistsPayload", "2.1"),
+    "volume": ("InstanceActionVolumePayload", "1.7"),
+    "volume_swap": ("InstanceActionVolumeSwapPayload", "1.9"),
 }
 EXCEPTION_PAYLOAD = ("ExceptionPayload", "1.1")
 STATE_UPDATE_PAYLOAD = ("InstanceStateUpdatePayload", "1.0")

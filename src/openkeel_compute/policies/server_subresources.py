@@ -66,6 +66,17 @@ rules = [
           "GET", "/servers/{server_id}/os-volume_attachments"),
     _rule(VOLUME_ATTACHMENTS % "show", base.PROJECT_READER_OR_ADMIN, "Show details of a volume attachment",
           "GET", "/servers/{server_id}/os-volume_attachments/{volume_id}"),
+    _rule(VOLUME_ATTACHMENTS % "create", base.PROJECT_MEMBER_OR_ADMIN, "Attach a volume to an instance",
+          "POST", "/servers/{server_id}/os-volume_attachments"),
+    _rule(VOLUME_ATTACHMENTS % "update", base.PROJECT_MEMBER_OR_ADMIN,
+          "Update a volume attachment. New 'update' policy about 'swap + update' request (which is possible "
+          "only >2.85) only <swap policy> is checked. We expect <swap policy> to be always superset of this "
+          "policy permission.",
+          "PUT", "/servers/{server_id}/os-volume_attachments/{volume_id}"),
+    _rule(VOLUME_ATTACHMENTS % "swap", base.SERVICE_ROLE, "Update a volume attachment with a different volumeId",
+          "PUT", "/servers/{server_id}/os-volume_attachments/{volume_id}"),
+    _rule(VOLUME_ATTACHMENTS % "delete", base.PROJECT_MEMBER_OR_ADMIN, "Detach a volume from an instance",
+          "DELETE", "/servers/{server_id}/os-volume_attachments/{volume_id}"),
     _rule(IPS % "show", base.PROJECT_READER_OR_ADMIN, "Show the addresses a server has on one network",
           "GET", "/servers/{server_id}/ips/{network_label}"),
     _rule(IPS % "index", base.PROJECT_READER_OR_ADMIN, "List the addresses of a server",

@@ -270,6 +270,18 @@ class Calls:
     def volume_types(self) -> list[dict]:
         return self.request("GET", "/types")["volume_types"]
 
+    def _volume_action(self, volume_id: str, action: dict) -> None:
+        quoted = urllib.parse.quote(volume_id, safe="")
+        self._one("POST", f"/volumes/{quoted}/action", errors.VolumeNotFound(volume_id), body=action)
+
+    def begin_detaching(self, volume_id: str) -> None:
+        """The volume ``detaching`` (Cinder refuses one not ``in-use``: InvalidInput with its words)."""
+        self._volume_action(volume_id, {"os-begin_detaching": {}})
+
+    def roll_detaching(self, volume_id: str) -> None:
+        """A detach that did not happen: the volume back to ``in-use``."""
+        self._volume_action(volume_id, {"os-roll_detaching": {}})
+
     # -- attachments (3.44) --------------------------------------------------------------------
     def attachment_create(self, volume_id: str, instance_uuid: str, connector: dict | None = None,
                           mountpoint: str | None = None) -> dict:

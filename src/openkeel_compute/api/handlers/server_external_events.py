@@ -15,8 +15,10 @@ import copy
 import logging
 
 from openkeel_compute.api import common
+from openkeel_compute.api.handlers.server_common import actor_of
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import external_events
+from openkeel_compute.compute.instances import instance_actions
 from openkeel_compute.policies import contract as rules
 
 LOG = logging.getLogger(__name__)
@@ -79,6 +81,10 @@ def create(req):
             event.update(status="failed", code=422)
             result = 207
     if accepted:
+        actor = actor_of(req)
         with common.write(req) as conn:
             external_events.record(conn, accepted)
+            for event in accepted:  # Nova's API: the user follows a Cinder extend as an instance action
+                if event["name"] == "volume-extended":
+                    instance_actions.start_action(conn, event["instance_uuid"], "extend_volume", actor)
     return Response({"events": answered}, status=result)

@@ -24,6 +24,7 @@ from openkeel_compute.controller.steps import (
     rescue,
     resize,
     revert,
+    volume_attach,
 )
 from openkeel_compute.controller.steps.base import Context, Failed, ServerRow, Step
 from openkeel_compute.model import events
@@ -67,6 +68,9 @@ TABLE: dict[str, Operation] = {
     ops.EVACUATE: Operation(evacuate.run, give_up=evacuate.give_up),
     ops.RESCUE: Operation(rescue.rescue, events.RESCUE, give_up=rescue.give_up),
     ops.UNRESCUE: Operation(rescue.unrescue, events.UNRESCUE, give_up=power.give_up_in_error),
+    ops.ATTACH_VOLUME: Operation(volume_attach.attach),
+    ops.DETACH_VOLUME: Operation(volume_attach.detach),
+    ops.SWAP_VOLUME: Operation(volume_attach.swap),
 }
 
 __all__ = ["TABLE", "Operation"]
