@@ -78,6 +78,9 @@ EVENTS: dict[str, Event] = {
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
     ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
+    # a backup is a snapshot to Nova's compute (backup_instance → _snapshot_instance): snapshot.start/end
+    ev.SNAPSHOT: Event("snapshot", "snapshot"),
+    ev.BACKUP: Event("snapshot", "snapshot"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }

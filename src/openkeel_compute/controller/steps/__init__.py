@@ -22,6 +22,7 @@ from openkeel_compute.controller.steps import (
     rebuild,
     resize,
     revert,
+    snapshot,
 )
 from openkeel_compute.controller.steps.base import Context, Failed, ServerRow, Step
 from openkeel_compute.model import events
@@ -62,6 +63,8 @@ TABLE: dict[str, Operation] = {
     ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
+    ops.SNAPSHOT: Operation(snapshot.run, events.SNAPSHOT, give_up=snapshot.give_up),
+    ops.BACKUP: Operation(snapshot.run, events.BACKUP, give_up=snapshot.give_up),
 }
 
 __all__ = ["TABLE", "Operation"]
