@@ -230,7 +230,9 @@ def _list(root: pathlib.Path, query: str, start_response) -> list[bytes]:
         reason = str(exc) if isinstance(exc, _BadFilter) else "limit param must be an integer"
         return _error(start_response, 400, "Bad Request", reason)
     records = [r for r in (_load(root, item.stem) for item in root.glob("*.json")) if r is not None]
-    records.sort(key=lambda r: (r.get("created_at") or "", r["id"]), reverse=True)
+    # newest first; images made in one second keep the order they were made in (Glance's database keeps
+    # the fraction its answers do not show)
+    records.sort(key=lambda r: (r.get("created_at") or "", r.get("_made_ns") or 0, r["id"]), reverse=True)
     marker = params.get("marker", [None])[-1]
     if marker is not None:
         ids = [r["id"] for r in records]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import pathlib
+import time
 import uuid
 from typing import Any
 
@@ -66,6 +67,7 @@ def create(root: pathlib.Path, environ, start_response, *, json_answer, error, s
         "min_disk": 0, "tags": [], "created_at": stamp, "updated_at": stamp, "self": f"/v2/images/{image_id}",
         "file": f"/v2/images/{image_id}/file", "schema": "/v2/schemas/image"}
     record.update({k: v for k, v in body.items() if k != "id"})
+    record["_made_ns"] = time.time_ns()
     root.mkdir(parents=True, exist_ok=True)
     save(root, record)
     return json_answer(start_response, "201 Created", {k: v for k, v in record.items() if not k.startswith("_")})
