@@ -1,7 +1,7 @@
 """VirtualMachineSnapshot, VirtualMachineSnapshotContent and VirtualMachineExport, as KubeVirt v1.9 runs them.
 
 - **VirtualMachineSnapshot** (snapshot.kubevirt.io/v1beta1): its source VM must exist (else the snapshot
-  fails: ``Failed``, condition ``Failure``). The snapshot records ``indications``: ``Online`` when the VM's
+  fails: ``Failed``, condition ``Failure``; so does one the fault ``snapshot-failure`` matches). The snapshot records ``indications``: ``Online`` when the VM's
   guest runs, then ``GuestAgent`` (the agent froze the guest's filesystems for the copy, KubeVirt's
   ``fsfreeze``) or ``NoGuestAgent`` (a crash-consistent copy of a running guest). A
   VirtualMachineSnapshotContent (``vmsnapshot-content-<snapshot uid>``, owned by the snapshot: deleting the
@@ -86,11 +86,14 @@ class Snapshots:
         vm = self.store.lookup("VirtualMachine", source.get("name") or "", ns) \
             if source.get("kind") == "VirtualMachine" else None
         new = _own(snap)
-        if vm is None:
+        fault = self.lifecycle._fault("snapshot-failure", ns, snap["metadata"]["name"], source.get("name"))
+        if vm is None or fault is not None:
+            message = (f"VirtualMachine {source.get('name')} does not exist" if vm is None else
+                       fault.message or "VolumeSnapshot failed: the storage could not take the snapshot")
             new["status"] = {"phase": "Failed", "readyToUse": False, "conditions": [
                 _condition("Progressing", "False", "Failed"),
                 _condition("Ready", "False", "Failed"),
-                _condition("Failure", "True", "Failed", f"VirtualMachine {source.get('name')} does not exist")]}
+                _condition("Failure", "True", "Failed", message)]}
             self.lifecycle._write(new)
             return
         if not status.get("phase"):

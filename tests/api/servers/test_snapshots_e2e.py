@@ -128,7 +128,7 @@ def test_a_snapshot_uploads_the_root_disk_and_a_server_boots_from_it(world):
 
 
 def test_a_stopped_server_is_captured_as_it_is(world):
-    client, controller, cluster, url, _tmp = world
+    client, controller, _cluster, url, _tmp = world
     uuid = _boot(client, controller)
     assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"os-stop": None}).status_code == 202
     until(client, controller, uuid, _settled("SHUTOFF"))
@@ -172,3 +172,50 @@ def test_an_image_deleted_during_the_capture_ends_the_task_without_a_fault(world
     shown = client.get(f"/v2.1/servers/{uuid}", headers=DEMO).json["server"]
     assert shown["status"] == "ACTIVE" and "fault" not in shown
     assert _image(url, image_id) is None and _leftovers(cluster) == {}
+
+
+def _without_agent(cluster, uuid):
+    """The server's guest as one without the guest agent (as an image without qemu-guest-agent runs)."""
+    store = cluster.store
+    with store.lock:
+        ((key, vmi),) = [(k, v) for k, v in store.objects.of_kind("virtualmachineinstances").items() if k[2] == uuid]
+        new = dict(vmi, metadata=dict(vmi["metadata"], annotations={
+            **(vmi["metadata"].get("annotations") or {}), "emulator.openkeel.io/guest-agent": "false"}))
+        new["status"] = dict(vmi["status"], conditions=[c for c in vmi["status"].get("conditions") or ()
+                                                         if c.get("type") != "AgentConnected"])
+        store.put(new)
+
+
+def test_a_guest_without_agent_is_paused_for_the_copy_and_runs_again(world):
+    client, controller, cluster, url, _tmp = world
+    uuid = _boot(client, controller)
+    _without_agent(cluster, uuid)
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"createImage": {"name": "cold"}})
+    assert got.status_code == 202
+    assert _tasks_until_done(client, controller, uuid)[-1] is None
+    verbs = [path.rsplit("/", 1)[1] for method, path, _params in cluster.writes
+             if method == "PUT" and path.endswith(("/pause", "/unpause")) and f"/{uuid}/" in path]
+    assert verbs == ["pause", "unpause"]
+    assert _image(url, got.json["image_id"])["status"] == "active"
+    shown = until(client, controller, uuid, _settled("ACTIVE")).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:power_state"]) == ("ACTIVE", 1)
+
+
+def test_a_failed_capture_ends_as_novas_compute_ends_it(world):
+    from openkeel_compute.emulator.faults import Fault
+
+    client, controller, cluster, url, _tmp = world
+    uuid = _boot(client, controller)
+    cluster.inject(Fault(kind="snapshot-failure", name=uuid, message="VolumeSnapshot failed: no snapshot class"))
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"createImage": {"name": "broken"}})
+    assert got.status_code == 202
+    assert _tasks_until_done(client, controller, uuid)[-1] is None
+    assert _image(url, got.json["image_id"]) is None  # Nova's delete_image_on_error
+    shown = client.get(f"/v2.1/servers/{uuid}", headers=admin("2.96")).json["server"]
+    assert shown["status"] == "ACTIVE" and "fault" not in shown  # Nova shows a fault in ERROR only
+    assert _events(client, uuid) == ("createImage", [("compute_snapshot_instance", "Error")])
+    actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=admin("2.51")).json
+    got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions['instanceActions'][0]['request_id']}",
+                     headers=admin("2.51")).json["instanceAction"]
+    assert "no snapshot class" in got["events"][0]["traceback"]
+    assert _leftovers(cluster) == {}
