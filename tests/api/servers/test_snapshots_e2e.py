@@ -178,7 +178,7 @@ def _without_agent(cluster, uuid):
     """The server's guest as one without the guest agent (as an image without qemu-guest-agent runs)."""
     store = cluster.store
     with store.lock:
-        ((key, vmi),) = [(k, v) for k, v in store.objects.of_kind("virtualmachineinstances").items() if k[2] == uuid]
+        ((_key, vmi),) = [(k, v) for k, v in store.objects.of_kind("virtualmachineinstances").items() if k[2] == uuid]
         new = dict(vmi, metadata=dict(vmi["metadata"], annotations={
             **(vmi["metadata"].get("annotations") or {}), "emulator.openkeel.io/guest-agent": "false"}))
         new["status"] = dict(vmi["status"], conditions=[c for c in vmi["status"].get("conditions") or ()
