@@ -214,14 +214,16 @@ class Snapshots:
         ns, name = exp["metadata"].get("namespace"), exp["metadata"]["name"]
         spec = exp.get("spec") or {}
         new = _own(exp)
+        snap, ready, reason = self._source(exp)
         if phase == "Ready":
             ttl = _ttl_seconds(spec.get("ttlDuration"))
             if ttl is not None and self.lifecycle._due(exp, ttl, clock):
                 new["status"] = {"phase": "Terminated", "conditions": [
                     _condition("Ready", "False", "Terminated", "The export has reached its time to live")]}
                 self.lifecycle._write(new)
-            return
-        snap, ready, reason = self._source(exp)
+                return
+            if ready:
+                return  # a source gone: Pending again, its links gone (below)
         token = self.store.lookup("Secret", spec.get("tokenSecretRef") or "", ns)
         if not ready or token is None:
             message = reason if not ready else f"Secret {spec.get('tokenSecretRef')} not found"
