@@ -219,3 +219,14 @@ def test_a_failed_capture_ends_as_novas_compute_ends_it(world):
                      headers=admin("2.51")).json["instanceAction"]
     assert "no snapshot class" in got["events"][0]["traceback"]
     assert _leftovers(cluster) == {}
+
+
+def test_a_server_deleted_during_the_capture_leaves_no_image(world):
+    client, controller, cluster, url, _tmp = world
+    uuid = _boot(client, controller)
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"createImage": {"name": "cut"}})
+    image_id = got.json["image_id"]
+    controller.run_once()  # the capture has begun
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    assert until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
+    assert _image(url, image_id) is None and _leftovers(cluster) == {}

@@ -30,6 +30,7 @@ import secrets
 from typing import Any
 
 import httpx2
+from sqlalchemy import select
 
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import export_link, tasks
@@ -44,7 +45,8 @@ from openkeel_compute.controller.steps.base import (
     Waiting,
     vmi_phase,
 )
-from openkeel_compute.db.api import transaction
+from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.models import OUTBOX
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.kubevirt.mapping import ROOT_DISK
 from openkeel_compute.kubevirt.names import server_vm_name
@@ -265,6 +267,31 @@ def _drop(ctx: Context, row: ServerRow, server: dict[str, Any]) -> None:
         except image_errors.ImageError as exc:  # Nova logs it and goes on
             LOG.warning("server %s: image %s not deleted after its snapshot failed: %s", row.server_uuid,
                         image_id, exc)
+
+
+def on_delete(ctx: Context, uuid: str) -> None:
+    """A server deleted during a capture: the images its snapshots and backups made that never became
+    ``active`` are deleted, as Nova's compute deletes the image of a snapshot whose instance disappeared
+    (the capture's objects go with the VM, which owns them). The image service away: logged, the delete
+    goes on."""
+    if ctx.objects.images is None:
+        return
+    with reader(ctx.engine) as conn:
+        payloads = conn.execute(select(OUTBOX.c.payload).where(
+            OUTBOX.c.kind == ops.SERVER, OUTBOX.c.object_id == uuid,
+            OUTBOX.c.operation.in_((ops.SNAPSHOT, ops.BACKUP)))).scalars().all()
+    glance, environ = ctx.objects.images.glance()
+    for payload in payloads:
+        image_id = str((payload or {}).get("image_id") or "")
+        if not image_id:
+            continue
+        try:
+            if glance.show(None, image_id, environ).get("status") != "active":
+                glance.delete(None, image_id, environ)
+        except image_errors.ImageNotFound:
+            pass
+        except image_errors.ImageError as exc:
+            LOG.warning("server %s: image %s of an unfinished snapshot not deleted: %s", uuid, image_id, exc)
 
 
 def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -> Failed:
