@@ -268,6 +268,12 @@ class GlanceClient:
                                     f"{resp.text[:200]}")
         return image_from_glance(resp.json())
 
+    def add_member(self, context, image_id: str, member: str, environ=None) -> None:
+        """Give project ``member`` access to a shared image, as Nova does for the server's project when
+        someone of another project snapshots it."""
+        resp = self._call(context, "post", f"/v2/images/{image_id}/members", environ, json={"member": member})
+        self._image_errors(resp, image_id)
+
     def update_base(self, context, image_id: str, fields: Mapping[str, Any], environ=None) -> None:
         """Set base properties (``disk_format``, ``container_format``, ...) by JSON-patch (add replaces)."""
         patch = [{"op": "add", "path": f"/{name}", "value": value} for name, value in fields.items()]

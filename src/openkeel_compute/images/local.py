@@ -39,7 +39,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
 from openkeel_compute.images import local_upload
 
-_IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file)?/?$")
+_IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file|/members)?/?$")
 _CHUNK = 1 << 20
 
 
@@ -326,7 +326,18 @@ def make_app(directory: str | os.PathLike):
         match = _IMAGE_PATH.match(path)
         if not match:
             return _error(start_response, 404, "Not Found", "The resource could not be found.")
-        image_id, want_file = match.group(1), bool(match.group(2))
+        image_id, want_file, members = match.group(1), match.group(2) == "/file", match.group(2) == "/members"
+        if members:
+            record = _load(root, image_id)
+            if record is None:
+                return _error(start_response, 404, "Not Found", f"No image found with ID {image_id}")
+            if method == "POST":
+                return local_upload.add_member(root, record, environ, start_response, json_answer=_json,
+                                               error=_error, save=_save, now=_now)
+            if method in ("GET", "HEAD"):
+                return _json(start_response, "200 OK", {"members": record.get("_members") or [],
+                                                        "schema": "/v2/schemas/members"})
+            return _error(start_response, 405, "Method Not Allowed", "The method is not allowed for this resource.")
         allowed = ("GET", "HEAD", "PUT") if want_file else ("GET", "HEAD", "PATCH", "DELETE")
         if method not in allowed:
             return _error(start_response, 405, "Method Not Allowed", "The method is not allowed for this resource.")

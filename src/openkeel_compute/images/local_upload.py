@@ -141,3 +141,26 @@ def _chunks(stream, length: int | None, chunked: bool):
     else:
         while data := stream.read(_CHUNK):
             yield data
+
+
+def add_member(root: pathlib.Path, record: dict[str, Any], environ, start_response, *, json_answer, error, save,
+               now) -> list[bytes]:
+    """``POST /v2/images/{id}/members`` ``{"member": project}``: a shared image's member, ``pending``."""
+    try:
+        size = int(environ.get("CONTENT_LENGTH") or 0)
+        body = json.loads(environ["wsgi.input"].read(size) or b"{}")
+    except ValueError:
+        body = None
+    if not isinstance(body, dict) or not isinstance(body.get("member"), str):
+        return error(start_response, 400, "Bad Request", "Member to be added not specified")
+    if record.get("visibility") != "shared":
+        return error(start_response, 403, "Forbidden", "Only shared images have members.")
+    members = list(record.get("_members") or [])
+    if any(m["member_id"] == body["member"] for m in members):
+        return error(start_response, 409, "Conflict", f"Member {body['member']} already has membership on image "
+                                                      f"{record['id']}")
+    stamp = now()
+    member = {"image_id": record["id"], "member_id": body["member"], "status": "pending", "created_at": stamp,
+              "updated_at": stamp, "schema": "/v2/schemas/member"}
+    save(root, dict(record, _members=[*members, member]))
+    return json_answer(start_response, "200 OK", member)

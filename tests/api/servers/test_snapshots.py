@@ -161,3 +161,12 @@ def test_the_image_service_away_is_novas_500_and_nothing_starts(client, engine, 
     got = client.post(PATH, headers=demo("2.45"), json_body={"createImage": {"name": "snap"}})
     assert got.status_code == 500 and "GlanceConnectionFailed" in got.json["computeFault"]["message"]
     assert server_row(engine)["task_state"] is None and outbox_rows(engine) == []
+
+
+def test_an_admins_snapshot_of_another_projects_server_is_shared_with_it(client, engine, images):
+    got = client.post(PATH, headers=admin("2.45"), json_body={"createImage": {"name": "admin-snap"}})
+    assert got.status_code == 202
+    image = _image(images, got.json["image_id"])
+    assert (image["visibility"], image["owner"], image["user_id"]) == ("shared", "admin", "admin")
+    assert "instance_owner" not in image  # Nova sends it as the member, not as a property
+    assert [(m["member_id"], m["status"]) for m in image["_members"]] == [("demo", "pending")]

@@ -58,7 +58,14 @@ def _create(req, row: dict, name: str, image_type: str, extra: dict) -> dict:
                           caller_project=req.context.project_id, caller_user=req.context.user_id, extra=extra,
                           non_inheritable=conf.non_inheritable_image_properties)
     try:
-        return image_service(req).create(req.context, made["body"], req.environ)
+        image = image_service(req).create(req.context, made["body"], req.environ)
+        if made["member"]:  # the server's project may read a snapshot someone else made of its server
+            try:
+                image_service(req).add_member(req.context, image["id"], made["member"], req.environ)
+            except image_errors.ImageError:
+                image_service(req).delete(req.context, image["id"], req.environ)  # no half-made image
+                raise
+        return image
     except image_errors.ImageBadRequest as exc:  # Nova's ImageBadRequest is an Invalid: 400
         raise faults.BadRequest(exc.message) from None
     except image_errors.ImageNotAuthorized as exc:
