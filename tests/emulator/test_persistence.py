@@ -56,6 +56,19 @@ def test_every_kind_comes_back_with_its_status_uid_and_resource_version(kept, tm
                   "status": {"phase": "Succeeded"}})
     cluster.seed({"apiVersion": "migrations.kubevirt.io/v1alpha1", "kind": "MigrationPolicy",
                   "metadata": {"name": "post-copy"}, "spec": {"allowPostCopy": True}})
+    cluster.seed({"apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineSnapshot",
+                  "metadata": {"name": "snap", "namespace": NS},
+                  "spec": {"source": {"apiGroup": "kubevirt.io", "kind": "VirtualMachine", "name": VM_NAME}},
+                  "status": {"phase": "Succeeded", "readyToUse": True}})
+    cluster.seed({"apiVersion": "snapshot.kubevirt.io/v1beta1", "kind": "VirtualMachineSnapshotContent",
+                  "metadata": {"name": "vmsnapshot-content-x", "namespace": NS},
+                  "spec": {"virtualMachineSnapshotName": "snap", "volumeBackups": []},
+                  "status": {"readyToUse": True}})
+    cluster.seed({"apiVersion": "export.kubevirt.io/v1", "kind": "VirtualMachineExport",
+                  "metadata": {"name": "export", "namespace": NS},
+                  "spec": {"source": {"apiGroup": "snapshot.kubevirt.io", "kind": "VirtualMachineSnapshot",
+                                      "name": "snap"}, "tokenSecretRef": "token"},
+                  "status": {"phase": "Terminated"}})
     # a server-side apply: its field manager's configuration is kept too
     client.apply(Secret.from_dict(_secret("applied", a="YQ==", b="Yg==")), field_manager="openkeel")
     pod = next(iter(cluster.objects("Pod").values()))["metadata"]["name"]

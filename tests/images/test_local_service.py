@@ -184,11 +184,35 @@ def test_command_line_registers_and_serves(tmp_path):
         proc.wait(10)
 
 
-def test_images_are_not_created_through_the_api(local_service):
-    req = urllib.request.Request(local_service + "/v2/images", method="POST", data=b"{}")
+def test_an_image_is_created_queued_then_uploaded_saving_then_active(local_service):
+    client = make_client(api_servers=[local_service])
+    made = client.create(context(), {"name": "snap", "visibility": "private", "min_ram": 64,
+                                     "instance_uuid": "u-1", "image_type": "snapshot"})
+    assert made["status"] == "queued" and made["size"] == 0 and made["properties"] == {
+        "instance_uuid": "u-1", "image_type": "snapshot"}
+    with pytest.raises(errors.ImageBadRequest):  # no formats yet: Glance refuses the data
+        client.upload(context(), made["id"], iter([b"x"]))
+    client.update_base(context(), made["id"], {"disk_format": "raw", "container_format": "bare"})
+    data = b"\x01" * 3000 + b"\x02" * 3000
+    client.upload(context(), made["id"], iter([data[:1000], data[1000:]]))
+    image = client.show(context(), made["id"])
+    assert (image["status"], image["size"], image["disk_format"]) == ("active", 6000, "raw")
+    with urllib.request.urlopen(f"{local_service}/v2/images/{made['id']}/file") as resp:
+        assert resp.read() == data
+    with pytest.raises(errors.ImageError):  # an active image takes no second upload (409)
+        client.upload(context(), made["id"], iter([b"y"]))
+    listed = client.list_images(context(), {"image_type": "snapshot", "instance_uuid": "u-1"})
+    assert [i["id"] for i in listed] == [made["id"]]
+    client.delete(context(), made["id"])
+    with pytest.raises(errors.ImageNotFound):
+        client.show(context(), made["id"])
+
+
+def test_a_create_with_a_read_only_attribute_is_refused(local_service):
+    req = urllib.request.Request(local_service + "/v2/images", method="POST", data=b'{"status": "active"}')
     with pytest.raises(urllib.error.HTTPError) as info:
         urllib.request.urlopen(req)
-    assert info.value.code == 405
+    assert info.value.code == 403
 
 
 def test_image_without_data_answers_204(tmp_path, image_dir, local_service):

@@ -104,7 +104,7 @@ PRECONDITIONS: dict[str, Precondition] = {p.name: p for p in (
     _p("shelve", vm=_SNAPSHOTTABLE, next_task=task_states.SHELVING),
     _p("shelveOffload", vm=[SHELVED], next_task=task_states.SHELVING_OFFLOADING),
     _p("unshelve", vm=[SHELVED, SHELVED_OFFLOADED], next_task=task_states.UNSHELVING),
-    _p("createImage", vm=_SNAPSHOTTABLE, lock=False, next_task=task_states.IMAGE_SNAPSHOT),
+    _p("createImage", vm=_SNAPSHOTTABLE, lock=False, next_task=task_states.IMAGE_SNAPSHOT_PENDING),
     _p("createBackup", vm=_SNAPSHOTTABLE, lock=False, next_task=task_states.IMAGE_BACKUP),
     _p("changePassword", vm=[ACTIVE], next_task=task_states.UPDATING_PASSWORD),
     _p("trigger_crash_dump", vm=[ACTIVE, PAUSED, RESCUED, RESIZED, ERROR], host="before"),

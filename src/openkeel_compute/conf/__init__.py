@@ -65,6 +65,13 @@ DEFAULT_OPTS = [
         "machine is restarted pinned to that node; when true, the current node may be chosen. As Nova's "
         "option of the same name.",
     ),
+    cfg.ListOpt(
+        "non_inheritable_image_properties",
+        default=["cache_in_nova", "bittorrent"],
+        help="Image properties a snapshot or backup of a server does not inherit from the server's image "
+        "(besides those never inherited: the image signature and Cinder encryption properties, and the "
+        "os_glance namespace). As Nova's option of the same name.",
+    ),
 ]
 
 

@@ -72,6 +72,15 @@ class ImageAccess:
             self._sizes[image_id] = {k: int(image[k]) for k in ("size", "virtual_size") if image.get(k)}
         return dict(self._sizes[image_id])
 
+    def glance(self) -> tuple[Any, dict[str, Any]]:
+        """The Glance client and the environ that carries the service credential (snapshots' uploads)."""
+        if self._client is None:
+            from openkeel_compute.images.glance import GlanceClient
+
+            assert self.conf is not None, "an image access without configuration writes no image"
+            self._client = GlanceClient(self.conf)
+        return self._client, ({"keystone.token_auth": self.auth} if self.auth is not None else {})
+
     def token(self) -> str | None:
         """A valid service token (keystoneauth renews it before it expires), or None without a credential."""
         if self.auth is None:

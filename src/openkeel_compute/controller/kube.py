@@ -60,6 +60,12 @@ RESOURCES: dict[str, Any] = {
     "Node": Node,
     "Pod": Pod,
     "Lease": Lease,
+    "VirtualMachineSnapshot": create_namespaced_resource("snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshot",
+                                                         "virtualmachinesnapshots"),
+    "VirtualMachineSnapshotContent": create_namespaced_resource(
+        "snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshotContent", "virtualmachinesnapshotcontents"),
+    "VirtualMachineExport": create_namespaced_resource("export.kubevirt.io", "v1", "VirtualMachineExport",
+                                                       "virtualmachineexports"),
 }
 MANAGED_KINDS = (mapping.CLUSTER_INSTANCETYPE, mapping.CLUSTER_PREFERENCE, mapping.INSTANCETYPE, mapping.PREFERENCE)
 NAMESPACED_KINDS = frozenset({mapping.INSTANCETYPE, mapping.PREFERENCE})

@@ -15,6 +15,8 @@ They are driven through ``Emulator.inject`` or the control endpoint ``/emulator/
 ``node-ready``     the node ``name`` is Ready again
 ``migration-stall`` live migrations of VMIs matching never converge (post-copy finishes them, else aborted)
 ``migration-failure`` live migrations of VMIs matching fail while transferring (``message``: the reason)
+``snapshot-failure`` VirtualMachineSnapshots matching (by their own name or their VirtualMachine's) fail:
+                   phase Failed, condition Failure with ``message`` (the volume snapshot's error)
 =================  ==========================================================================================
 """
 
@@ -24,7 +26,7 @@ import dataclasses
 from typing import Any
 
 KINDS = ("api-error", "unschedulable", "import-failure", "node-loss", "node-not-ready", "node-ready",
-         "migration-stall", "migration-failure")
+         "migration-stall", "migration-failure", "snapshot-failure")
 API_MESSAGES = {
     429: "Too many requests, please try again later.",
     500: "Internal error occurred: the emulated API server failed this request",

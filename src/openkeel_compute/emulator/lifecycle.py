@@ -29,6 +29,7 @@ from openkeel_compute.emulator.migrator import Migrator
 from openkeel_compute.emulator.nodes import NodeLifecycle
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.running import RESTART_MESSAGE, Running
+from openkeel_compute.emulator.snapshots import Snapshots
 from openkeel_compute.emulator.store import Store, clone, new_uid, now
 from openkeel_compute.emulator.volumes import Binder
 
@@ -58,12 +59,14 @@ class Delays:
     pod_eviction: float = 300.0
     heartbeat_timeout: float = 300.0
     migration_unschedulable: float = 300.0
+    snapshot: float = 1.0  # a VirtualMachineSnapshot InProgress → Succeeded (readyToUse)
 
     @classmethod
     def fast(cls) -> Delays:
         """Quick enough for tests, still with every phase visible for a moment."""
         return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01, hotplug=0.02, migration_step=0.02,
-                   migration_transfer=0.05, pod_eviction=0.1, heartbeat_timeout=0.1, migration_unschedulable=0.2)
+                   migration_transfer=0.05, pod_eviction=0.1, heartbeat_timeout=0.1, migration_unschedulable=0.2,
+                   snapshot=0.02)
 
     @classmethod
     def from_scale(cls, scale: float) -> Delays:
@@ -114,6 +117,7 @@ class Lifecycle:
         self.binder = Binder(self)
         self.migrator = Migrator(self)
         self.nodes = NodeLifecycle(self)
+        self.snapshots = Snapshots(self)
 
     # -- helpers -------------------------------------------------------------------------------------
 
@@ -225,7 +229,9 @@ class Lifecycle:
                             ("persistentvolumes", self.binder.volume),
                             ("persistentvolumeclaims", self.binder.claim),
                             ("virtualmachineinstancemigrations", self.migrator.step),
-                            ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm)):
+                            ("virtualmachineinstances", self._vmi), ("virtualmachines", self._vm),
+                            ("virtualmachinesnapshots", self.snapshots.snapshot),
+                            ("virtualmachineexports", self.snapshots.export)):
             with store.lock:
                 self._forget_settled(objects.take_touched())
                 if plural == "virtualmachineinstances" and self.faults:  # a fault may act on any VMI
@@ -248,6 +254,7 @@ class Lifecycle:
             # store keeps those aside); terminating namespaces only appear through a change of the store,
             # and an emptied one goes a moment later.
             self._collect_garbage()
+            self.snapshots.forget_data()
             version = (store.rv, len(objects))
             if version != self._collected or self._emptied:
                 self._collected = version

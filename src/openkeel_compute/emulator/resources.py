@@ -17,6 +17,8 @@ def _object(**props: Any) -> dict[str, Any]:
 
 
 QUANTITY_MAP = {"type": "object", "additionalProperties": {"type": ["string", "integer", "number"]}}
+TYPED_REF = {"type": "object", "required": ["kind", "name"],
+             "properties": {"apiGroup": STRING, "kind": STRING, "name": STRING}}
 SECRET_REF = {"type": "object", "properties": {"name": STRING, "namespace": STRING}}
 # Kubernetes core/v1 PersistentVolumeSpec, with the sources a cluster serving OpenStack volumes uses (CSI, e.g.
 # ceph-csi's static rbd volumes; iSCSI; NFS; hostPath and local for tests; FC).
@@ -61,6 +63,14 @@ CORE_NODES = {
     "NetworkAttachmentDefinition": _object(spec={"type": "object", "properties": {"config": STRING}}),
     "PersistentVolumeClaim": _object(spec={"$ref": "k8s.io.api.core.v1.PersistentVolumeClaimSpec"}, status=ANY),
     "PersistentVolume": _object(spec=PV_SPEC, status=ANY),
+    # KubeVirt's snapshot.kubevirt.io/v1beta1 and export.kubevirt.io/v1 (types.go of each API group)
+    "VirtualMachineSnapshot": _object(spec={"type": "object", "required": ["source"], "properties": {
+        "source": TYPED_REF, "deletionPolicy": STRING, "failureDeadline": STRING}}, status=ANY),
+    "VirtualMachineSnapshotContent": _object(spec={"type": "object", "properties": {
+        "source": ANY, "virtualMachineSnapshotName": STRING, "volumeBackups": {"type": "array", "items": ANY}}},
+        status=ANY),
+    "VirtualMachineExport": _object(spec={"type": "object", "required": ["source"], "properties": {
+        "source": TYPED_REF, "tokenSecretRef": STRING, "ttlDuration": STRING}}, status=ANY),
 }
 
 
@@ -121,6 +131,12 @@ RESOURCES = [
     Resource("kubevirt.io", "v1", "virtualmachineinstancemigrations", "VirtualMachineInstanceMigration", True, True,
              ("vmim", "vmims"), ALL),
     Resource("migrations.kubevirt.io", "v1alpha1", "migrationpolicies", "MigrationPolicy", False, True),
+    Resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshots", "VirtualMachineSnapshot", True, True,
+             ("vmsnapshot", "vmsnapshots"), ALL),
+    Resource("snapshot.kubevirt.io", "v1beta1", "virtualmachinesnapshotcontents", "VirtualMachineSnapshotContent",
+             True, True, ("vmsnapshotcontent", "vmsnapshotcontents"), ALL),
+    Resource("export.kubevirt.io", "v1", "virtualmachineexports", "VirtualMachineExport", True, True,
+             ("vmexport", "vmexports"), ALL),
     Resource("k8s.cni.cncf.io", "v1", "network-attachment-definitions", "NetworkAttachmentDefinition", True,
              short_names=("net-attach-def",), singular="network-attachment-definition"),
 ]

@@ -16,8 +16,10 @@ import http.server
 import json
 import logging
 import os
+import pathlib
 import re
 import socket
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -27,7 +29,7 @@ from typing import Any, Self
 import orjson
 import yaml
 
-from openkeel_compute.emulator import consoles, guest, subresources
+from openkeel_compute.emulator import consoles, guest, snapshots, subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
@@ -93,6 +95,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             except ApiError as exc:
                 self._send(exc.code, exc.status(), exc.headers)
             return
+        if self.command == "GET" and url.path.startswith("/exports/"):
+            self._export(url.path, params)
+            return
         if self.command == "GET" and params.get("watch") in ("true", "1"):
             self._audit(url.path, params, 200)
             try:
@@ -114,6 +119,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             code, answer, headers = 500, exc.status(), {}
         self._audit(url.path, params, code)
         self._send(code, answer, headers)
+
+    def _export(self, path: str, params: dict[str, str]) -> None:
+        """A download from a VirtualMachineExport's link (emulator/snapshots.py), streamed."""
+        token = self.headers.get(snapshots.TOKEN_HEADER) or params.get("x_kubevirt_export_token")
+        try:
+            code, body, length = self.emulator.lifecycle.snapshots.serve(path, token)
+        except ApiError as exc:
+            self._send(exc.code, exc.status(), exc.headers)
+            return
+        self._audit(path, {}, code)
+        if isinstance(body, bytes):
+            self._send(code, body, {"Content-Type": "application/octet-stream" if code == 200 else "text/plain"})
+            return
+        self.send_response(code)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(length))
+        self.end_headers()
+        for chunk in body:
+            self.wfile.write(chunk)
 
     def _audit(self, path: str, params: dict[str, str], code: int) -> None:
         if self.emulator.audit is not None:
@@ -177,6 +201,10 @@ class Emulator:
         self._threads: list[threading.Thread] = []
         self.persistence: Persistence | None = None
         self.restored: int | None = None  # objects read back from state_dir (None: kept in memory only)
+        # the volume copies of VirtualMachineSnapshots (emulator/snapshots.py): kept with the cluster's state
+        self._scratch = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="emulator-snapshots-")
+        self.lifecycle.snapshots.data_dir = (pathlib.Path(state_dir) / "snapshot-data" if state_dir is not None
+                                             else pathlib.Path(self._scratch.name))  # type: ignore[union-attr]
         if state_dir is not None:
             self.persistence = Persistence(state_dir, self.store, self.lifecycle)
             self.restored = len(self.persistence.open().objects)  # (not kept: it would hold old objects)
@@ -230,6 +258,7 @@ class Emulator:
         server.server_bind()
         server.server_activate()
         self.port = server.server_address[1]
+        self.lifecycle.snapshots.base_url = self.url
         self._server = server
         thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
                                   name=f"emulator-api-{self.port}", daemon=True)
@@ -255,6 +284,8 @@ class Emulator:
         if self.persistence is not None:  # after the controllers: their last changes are in the last snapshot
             self.persistence.close()
             self.persistence = None
+        if self._scratch is not None:
+            self._scratch.cleanup()
 
     def __enter__(self) -> Self:
         return self.start()

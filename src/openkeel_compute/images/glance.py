@@ -23,7 +23,7 @@ import random
 import re
 import time
 import urllib.parse
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from keystoneauth1 import exceptions as ks_exc
@@ -241,6 +241,55 @@ class GlanceClient:
         resp = self._call(context, "delete", f"/v2/images/{image_id}", environ)
         if resp.status_code == 409:
             raise errors.ImageDeleteConflict(client_error_text(resp))
+        self._image_errors(resp, image_id)
+
+    def create(self, context, body: Mapping[str, Any], environ=None) -> dict[str, Any]:
+        """A new image record (status ``queued``, no data) with these Glance v2 fields, as Nova's
+        image API creates a snapshot's image; custom properties are strings or None (Nova's _convert_to_v2)."""
+        sent: dict[str, Any] = {}
+        for name, value in body.items():
+            if name in ("kernel_id", "ramdisk_id") and value is not None and str(value).strip().lower() in ("none", ""):
+                continue
+            if name in BASE_PROPERTIES or value is None or isinstance(value, str):
+                sent[name] = int(value) if name in ("min_ram", "min_disk") else value
+            else:
+                sent[name] = str(value)
+        resp = self._call(context, "post", "/v2/images", environ, json=sent)
+        if resp.status_code in (401, 403):
+            raise errors.ImageNotAuthorized("")
+        if resp.status_code == 400:
+            raise errors.ImageBadRequest("", client_error_text(resp))
+        if not resp.ok:
+            raise errors.ImageError(f"Unexpected response from the image service: {resp.status_code} "
+                                    f"{resp.text[:200]}")
+        return image_from_glance(resp.json())
+
+    def add_member(self, context, image_id: str, member: str, environ=None) -> None:
+        """Give project ``member`` access to a shared image, as Nova does for the server's project when
+        someone of another project snapshots it."""
+        resp = self._call(context, "post", f"/v2/images/{image_id}/members", environ, json={"member": member})
+        self._image_errors(resp, image_id)
+
+    def update_base(self, context, image_id: str, fields: Mapping[str, Any], environ=None) -> None:
+        """Set base properties (``disk_format``, ``container_format``, ...) by JSON-patch (add replaces)."""
+        patch = [{"op": "add", "path": f"/{name}", "value": value} for name, value in fields.items()]
+        resp = self._call(context, "patch", f"/v2/images/{image_id}", environ, json=patch,
+                          headers={"Content-Type": "application/openstack-images-v2.1-json-patch"})
+        self._image_errors(resp, image_id)
+
+    def upload(self, context, image_id: str, data: Iterable[bytes], environ=None) -> None:
+        """Stream the image's data (``PUT /v2/images/{id}/file``): Glance shows it ``saving``, then ``active``.
+        Not retried (the data cannot be sent twice); a broken connection is ImageServiceUnavailable."""
+        auth = auth_for(context, environ)
+        server = next(self._servers(auth))
+        try:
+            resp = self._adapter(auth, server).request(
+                f"/v2/images/{image_id}/file", "PUT", authenticated=auth is not None, data=data,
+                headers={"Content-Type": "application/octet-stream"})
+        except ks_exc.ClientException as exc:
+            raise errors.ImageServiceUnavailable(server, str(exc)) from None
+        if resp.status_code == 503:
+            raise errors.ImageServiceUnavailable(server, f"HTTP 503 Service Unavailable: {resp.text[:200]}")
         self._image_errors(resp, image_id)
 
     def update_properties(self, context, image_id: str, properties: Mapping[str, str | None],

@@ -37,7 +37,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 
-_IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file)?/?$")
+from openkeel_compute.images import local_upload
+
+_IMAGE_PATH = re.compile(r"^/v2/images/([0-9A-Za-z-]{1,64})(/file|/members)?/?$")
 _CHUNK = 1 << 20
 
 
@@ -228,7 +230,9 @@ def _list(root: pathlib.Path, query: str, start_response) -> list[bytes]:
         reason = str(exc) if isinstance(exc, _BadFilter) else "limit param must be an integer"
         return _error(start_response, 400, "Bad Request", reason)
     records = [r for r in (_load(root, item.stem) for item in root.glob("*.json")) if r is not None]
-    records.sort(key=lambda r: (r.get("created_at") or "", r["id"]), reverse=True)
+    # newest first; images made in one second keep the order they were made in (Glance's database keeps
+    # the fraction its answers do not show)
+    records.sort(key=lambda r: (r.get("created_at") or "", r.get("_made_ns") or 0, r["id"]), reverse=True)
     marker = params.get("marker", [None])[-1]
     if marker is not None:
         ids = [r["id"] for r in records]
@@ -312,27 +316,44 @@ def make_app(directory: str | os.PathLike):
             return _json(start_response, "300 Multiple Choices", {"versions": [
                 {"id": "v2.16", "status": "CURRENT", "links": [{"rel": "self", "href": f"http://{host}/v2/"}]}]})
         if path.rstrip("/") == "/v2/images":
+            if method == "POST":
+                return local_upload.create(root, environ, start_response, json_answer=_json, error=_error,
+                                           save=_save, now=_now)
             if method not in ("GET", "HEAD"):
                 return _error(start_response, 405, "Method Not Allowed",
-                              "This development image service takes new images with `register` only.")
+                              "The method is not allowed for this resource.")
             return _list(root, environ.get("QUERY_STRING", ""), start_response)
         match = _IMAGE_PATH.match(path)
         if not match:
             return _error(start_response, 404, "Not Found", "The resource could not be found.")
-        image_id, want_file = match.group(1), bool(match.group(2))
-        if method not in ("GET", "HEAD") and (want_file or method not in ("PATCH", "DELETE")):
-            return _error(start_response, 405, "Method Not Allowed",
-                          "This development image service takes new images with `register` only.")
+        image_id, want_file, members = match.group(1), match.group(2) == "/file", match.group(2) == "/members"
+        if members:
+            record = _load(root, image_id)
+            if record is None:
+                return _error(start_response, 404, "Not Found", f"No image found with ID {image_id}")
+            if method == "POST":
+                return local_upload.add_member(root, record, environ, start_response, json_answer=_json,
+                                               error=_error, save=_save, now=_now)
+            if method in ("GET", "HEAD"):
+                return _json(start_response, "200 OK", {"members": record.get("_members") or [],
+                                                        "schema": "/v2/schemas/members"})
+            return _error(start_response, 405, "Method Not Allowed", "The method is not allowed for this resource.")
+        allowed = ("GET", "HEAD", "PUT") if want_file else ("GET", "HEAD", "PATCH", "DELETE")
+        if method not in allowed:
+            return _error(start_response, 405, "Method Not Allowed", "The method is not allowed for this resource.")
         record = _load(root, image_id)
         if record is None:
             return _error(start_response, 404, "Not Found", f"No image found with ID {image_id}")
+        if method == "PUT":
+            return local_upload.upload(root, record, environ, start_response, error=_error, save=_save, now=_now,
+                                       sniff=sniff)
         if method == "DELETE":
             return _delete(root, record, start_response)
         if method == "PATCH":
             return _patch(root, record, environ, start_response)
         if not want_file:
             return _json(start_response, "200 OK", _public(record))
-        data = pathlib.Path(record["_path"])
+        data = pathlib.Path(record.get("_path") or root / f"{image_id}.img")
         if record.get("status") == "deactivated":
             return _error(start_response, 403, "Forbidden",
                           "The requested image has been deactivated. Image data download is prohibited.")

@@ -82,6 +82,9 @@ EVENTS: dict[str, Event] = {
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
     ev.RESCUE: Event("rescue", "rescue", "rescue", exists_before_end=True),
     ev.UNRESCUE: Event("unrescue", "unrescue"),
+    # a backup is a snapshot to Nova's compute (backup_instance → _snapshot_instance): snapshot.start/end
+    ev.SNAPSHOT: Event("snapshot", "snapshot"),
+    ev.BACKUP: Event("snapshot", "snapshot"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }

@@ -127,9 +127,7 @@ def test_the_lock_refuses_as_nova_words_it(client, engine):
     for action in ("restore", "changePassword"):
         got = client.post(PATH, headers=demo(), json_body={action: VALID[action]})
         assert answer_of(got) == (409, f"Instance {UUID} is in an invalid state for '{action}'"), action
-    # a snapshot is not refused by the lock
-    got = client.post(PATH, headers=demo(), json_body={"createImage": {"name": "snap"}})
-    assert got.status_code == 202 and set(got.json) == {"image_id"}
+    # a snapshot is not refused by the lock: tests/api/servers/test_snapshots.py
 
 
 # --- admin actions ------------------------------------------------------------------------------------
@@ -231,21 +229,6 @@ def test_shelve_fails_and_the_server_stays(client, engine):
     assert last_action(engine) == ("shelve", [("compute_shelve_instance", "Error", "NotImplementedError")])
     got = client.post(PATH, headers=demo(), json_body={"unshelve": None})
     assert answer_of(got) == (409, f"Cannot 'unshelve' instance {UUID} while it is in vm_state active")
-
-
-def test_snapshots_answer_an_image_that_is_never_made(client, engine):
-    got = client.post(PATH, headers=demo("2.45"), json_body={"createImage": {"name": "snap"}})
-    assert got.status_code == 202 and list(got.json) == ["image_id"]
-    assert last_action(engine) == ("createImage", [("compute_snapshot_instance", "Error", "NotImplementedError")])
-    got = client.post(PATH, headers=demo("2.44"), json_body={"createImage": {"name": "snap"}})
-    assert (got.status_code, got.content) == (202, b"") and "/images/" in got.header("Location")
-    got = client.post(PATH, headers=demo("2.1"), json_body={"createBackup": VALID["createBackup"]})
-    assert got.status_code == 202 and got.header("Location").startswith("http") and "/v2.1/images/" in got.header(
-        "Location")
-    got = client.post(PATH, headers=demo("2.1"), json_body={"createBackup": dict(VALID["createBackup"], rotation=0)})
-    assert got.status_code == 202 and got.header("Location") is None
-    assert last_action(engine) == ("createBackup", [("compute_backup_instance", "Error", "NotImplementedError")])
-    assert server_row(engine)["task_state"] is None and outbox_rows(engine) == []
 
 
 def test_change_password_is_not_implemented(client, engine):

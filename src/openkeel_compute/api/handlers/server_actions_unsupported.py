@@ -1,7 +1,7 @@
 """POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
 
-shelve, shelveOffload, unshelve, createImage, createBackup, changePassword, trigger_crash_dump and
-os-migrateLive (resize: server_resize.py, migrate: server_migrate.py, rescue: server_rescue.py). Each is checked as Nova checks it (body
+shelve, shelveOffload, unshelve, changePassword, trigger_crash_dump and os-migrateLive (resize:
+server_resize.py, migrate: server_migrate.py, rescue: server_rescue.py, createImage and createBackup: server_images.py). Each is checked as Nova checks it (body
 schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
 as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
 virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
@@ -10,13 +10,10 @@ each, what the server shows afterwards.
 
 from __future__ import annotations
 
-import uuid as uuidlib
-
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
-    image_service,
     locked_as_invalid_state,
     policy_target,
     read_server,
@@ -64,41 +61,6 @@ def unshelve(req, server_id):
     return Response(None)
 
 
-# --- images of the server ---------------------------------------------------------------------------
-
-def _image_url(req, image_id: str) -> str:
-    try:
-        endpoint = image_service(req).endpoint(req.context, req.environ)
-    except Exception:  # noqa: BLE001 - no catalogue entry: the configured default
-        endpoint = ""
-    return f"{endpoint.rstrip('/')}/images/{image_id}"
-
-
-@operation(body={"2.0": schema.create_image_v20, "2.1-": schema.create_image}, success=202,
-           expected=(400, 403, 404, 409))
-@wsgi_path_params
-def create_image(req, server_id):
-    # The image Nova creates for the snapshot is deleted again when the driver fails: its id
-    # names no image afterwards, as here.
-    image_id = str(uuidlib.uuid4())
-    _fail(req, server_id, rules.SERVERS % "create_image", "createImage", Ending("compute_snapshot_instance"),
-          user=False)
-    if req.version >= (2, 45):
-        return {"image_id": image_id}
-    return Response(None, headers={"Location": _image_url(req, image_id)}, content_type="text/html")
-
-
-@operation(body={"2.0": schema.create_backup_v20, "2.1-": schema.create_backup}, success=202,
-           expected=(400, 403, 404, 409))
-@wsgi_path_params
-def create_backup(req, server_id):
-    image_id = str(uuidlib.uuid4())
-    rotation = int(req.body["createBackup"]["rotation"])
-    _fail(req, server_id, rules.CREATE_BACKUP, "createBackup", Ending("compute_backup_instance"), user=False)
-    if req.version >= (2, 45):
-        return {"image_id": image_id}
-    headers = {"Location": f"{req.application_url}/images/{image_id}"} if rotation > 0 else None
-    return Response(None, headers=headers, content_type="text/html")
 
 
 # --- password and crash dump ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from openkeel_compute.api import microversion
 from openkeel_compute.api.handlers import (
     server_actions,
     server_actions_unsupported,
+    server_images,
     server_rebuild,
     server_resize,
     servers,
@@ -54,7 +55,7 @@ ACTIONS = {
     "reboot": _capped(server_actions.reboot),
     "resize": _capped(server_resize.resize_server),
     "rebuild": _capped(server_rebuild.rebuild),
-    "createImage": _capped(server_actions_unsupported.create_image),
+    "createImage": _capped(server_images.create_image),
     "os-start": _capped(server_actions.start),
     "os-stop": _capped(server_actions.stop),
     "trigger_crash_dump": _capped(server_actions_unsupported.trigger_crash_dump),

@@ -24,6 +24,7 @@ from openkeel_compute.controller.steps import (
     rescue,
     resize,
     revert,
+    snapshot,
     volume_attach,
 )
 from openkeel_compute.controller.steps.base import Context, Failed, ServerRow, Step
@@ -71,6 +72,8 @@ TABLE: dict[str, Operation] = {
     ops.ATTACH_VOLUME: Operation(volume_attach.attach),
     ops.DETACH_VOLUME: Operation(volume_attach.detach),
     ops.SWAP_VOLUME: Operation(volume_attach.swap),
+    ops.SNAPSHOT: Operation(snapshot.run, events.SNAPSHOT, give_up=snapshot.give_up),
+    ops.BACKUP: Operation(snapshot.run, events.BACKUP, give_up=snapshot.give_up),
 }
 
 __all__ = ["TABLE", "Operation"]
