@@ -20,6 +20,18 @@ import subunit
 import testtools
 
 phase, path, run, listed, expected_file = sys.argv[1:]
+
+
+def read_lines(name):
+    with open(name) as f:
+        return f.read().splitlines()
+
+
+def write(name, text):
+    with open(name, 'w') as f:
+        f.write(text)
+
+
 status, tb = {}, collections.defaultdict(bytes)
 
 
@@ -37,7 +49,7 @@ with open(path, 'rb') as f:
     subunit.ByteStreamToStreamResult(f, non_subunit_name='stdout').run(r)
     r.stopTestRun()
 reasons = {}
-for line in open(expected_file):
+for line in read_lines(expected_file):
     if line.strip() and not line.startswith('#'):
         uuid, _name, reason = (part.strip() for part in line.split('|', 2))
         reasons[uuid] = reason
@@ -50,7 +62,7 @@ def expected(tid):
 word = {'success': 'passed', 'fail': 'failed', 'skip': 'skipped', 'xfail': 'passed', 'uxsuccess': 'failed'}
 gating, known = collections.Counter(), collections.Counter()
 lines, now_pass = [], []
-tests = [t.strip() for t in open(listed) if t.strip()]
+tests = [t.strip() for t in read_lines(listed) if t.strip()]
 for tid, st in sorted(status.items()):
     w = word[st]
     members = [t for t in tests if re.sub(r'^setUpClass \((.*)\)$', r'\1', tid) + '.' in t] \
@@ -74,11 +86,11 @@ for t in missing:
 listname = 'tests/conformance/' + os.path.basename(expected_file)
 for t in now_pass:
     lines.append(f'NOW-PASSES {t}: take it off {listname}')
-open(f'{run}/{phase}-results.txt', 'w').write('\n'.join(lines) + '\n')
+write(f'{run}/{phase}-results.txt', '\n'.join(lines) + '\n')
 line = f'{phase}: {gating["passed"]} passed, {gating["failed"]} failed, {gating["skipped"]} skipped'
 print(line)
-open(f'{run}/{phase}.summary', 'w').write(line + '\n')
-open(f'{run}/{phase}.expected', 'w').write(
+write(f'{run}/{phase}.summary', line + '\n')
+write(f'{run}/{phase}.expected',
     f'non-gating {phase} tests OpenKeel cannot pass yet ({listname}): '
     f'{known["passed"]} passed, {known["failed"]} failed, {known["skipped"]} skipped\n')
 sys.exit(0 if gating['failed'] == 0 and not missing else 1)

@@ -7,6 +7,7 @@ from tests.conformance import node_agent
 
 NODE = "emulated-node-1"
 MAC = "fa:16:3e:00:00:01"
+MAC_AS_NEUTRON_WRITES_IT = MAC.upper()  # the agent compares MACs in lower case
 
 
 def _vmi(phase="Running", node=NODE, status_ifaces=None, spec_mac=MAC):
@@ -19,7 +20,7 @@ def _vmi(phase="Running", node=NODE, status_ifaces=None, spec_mac=MAC):
     }
 
 
-def _port(status="DOWN", host=NODE, mac=MAC.upper(), owner="compute:nova", vif_type="ovs"):
+def _port(status="DOWN", host=NODE, mac=MAC_AS_NEUTRON_WRITES_IT, owner="compute:nova", vif_type="ovs"):
     return {"id": "p1", "mac_address": mac, "status": status, "binding:host_id": host,
             "binding:vif_type": vif_type, "device_owner": owner}
 
