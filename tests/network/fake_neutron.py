@@ -175,6 +175,12 @@ class FakeNeutron:
             if net is None:
                 return self._error(404, "NetworkNotFound", f"Network {wanted.get('network_id')} could not be found.")
             fixed = None
+            taken = {ip["ip_address"] for p in self.ports.values() if p["network_id"] == net["id"]
+                     for ip in p.get("fixed_ips") or ()}
+            for ip in wanted.get("fixed_ips") or ():
+                if ip["ip_address"] in taken:
+                    return self._error(409, "IpAddressAlreadyAllocated",
+                                       f"IP address {ip['ip_address']} already allocated in subnet {net['subnets'][0]}")
             if wanted.get("fixed_ips"):
                 fixed = [{"subnet_id": net["subnets"][0], "ip_address": ip["ip_address"]} for ip in wanted["fixed_ips"]]
             extra = {k: v for k, v in wanted.items() if k not in ("network_id", "fixed_ips", "tenant_id")}

@@ -78,6 +78,8 @@ EVENTS: dict[str, Event] = {
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
     ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
+    ev.ATTACH_INTERFACE: Event("interface_attach", None, error=True),
+    ev.DETACH_INTERFACE: Event("interface_detach", None),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }

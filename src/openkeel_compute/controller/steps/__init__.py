@@ -17,6 +17,7 @@ from openkeel_compute.controller.steps import (
     confirm,
     console,
     delete,
+    interfaces,
     power,
     reboot,
     rebuild,
@@ -62,6 +63,8 @@ TABLE: dict[str, Operation] = {
     ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
+    ops.ATTACH_INTERFACE: Operation(interfaces.attach, events.ATTACH_INTERFACE, give_up=interfaces.give_up),
+    ops.DETACH_INTERFACE: Operation(interfaces.detach, events.DETACH_INTERFACE),
 }
 
 __all__ = ["TABLE", "Operation"]

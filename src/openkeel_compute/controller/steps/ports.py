@@ -143,7 +143,7 @@ def allocate(ctx: Context, server: dict[str, Any]) -> list[dict[str, Any]]:
                      "port_created": False}]
         with transaction(ctx.engine) as conn:
             network_requests.record(conn, uuid, requests)
-    dns = any(e.get("alias") == "dns-integration" for e in calls.list_extensions())
+    dns = dns_integration(calls)
     groups: list[str] | None = None
     info: list[dict[str, Any]] = []
     networks: dict[str, dict[str, Any]] = {}
@@ -163,21 +163,51 @@ def allocate(ctx: Context, server: dict[str, Any]) -> list[dict[str, Any]]:
                 port_id, created = port["id"], True
                 with transaction(ctx.engine) as conn:  # written down before anything else can fail
                     network_requests.set_port(conn, uuid, request["position"], port_id, True)
-            port = calls.show_port(port_id)
-            network = networks.get(port["network_id"]) or calls.show_network(port["network_id"])
-            networks[network["id"]] = network
-            port = calls.update_port(port_id, binding(ctx, server, network, dns))
         except net_errors.NeutronUnavailable:
             raise
         except net_errors.NetworkError as exc:
             raise AllocationFailed(exc.message) from None
-        if port.get("binding:vif_type") == BINDING_FAILED:
-            raise AllocationFailed(f"Binding failed for port {port_id}, please check neutron logs for more "
-                                   "information.")
-        floating = [f["floating_ip_address"] for f in calls.list_floating_ips(port_id=port_id)]
-        info.append(vif_of(port, network, floating, created, request["tag"]))
+        info.append(bind(ctx, server, calls, port_id, created, request["tag"], dns, networks))
     save(ctx, server, info)
     return info
+
+
+def dns_integration(calls: Any) -> bool:
+    return any(e.get("alias") == "dns-integration" for e in calls.list_extensions())
+
+
+def bind(ctx: Context, server: dict[str, Any], calls: Any, port_id: str, created: bool, tag: str | None,
+         dns: bool, networks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One port bound to the server as Nova's compute binds it; its network info entry. Raises
+    AllocationFailed (Neutron refused it, or failed the binding) or NeutronUnavailable."""
+    try:
+        port = calls.show_port(port_id)
+        network = networks.get(port["network_id"]) or calls.show_network(port["network_id"])
+        networks[network["id"]] = network
+        port = calls.update_port(port_id, binding(ctx, server, network, dns))
+    except net_errors.NeutronUnavailable:
+        raise
+    except net_errors.NetworkError as exc:
+        raise AllocationFailed(exc.message) from None
+    if port.get("binding:vif_type") == BINDING_FAILED:
+        raise AllocationFailed(f"Binding failed for port {port_id}, please check neutron logs for more "
+                               "information.")
+    floating = [f["floating_ip_address"] for f in calls.list_floating_ips(port_id=port_id)]
+    return vif_of(port, network, floating, created, tag)
+
+
+def let_go(ctx: Context, uuid: str, port_id: str, created: bool) -> None:
+    """One port no longer the server's: deleted when OpenKeel made it, else unbound and kept (a port
+    already gone is what was wanted). Raises NeutronUnavailable."""
+    assert ctx.network is not None
+    calls = ctx.network.admin()
+    try:
+        if created:
+            calls.delete_port(port_id)
+        else:
+            calls.update_port(port_id, {BINDING_HOST: None, "device_id": "", "device_owner": ""})
+    except net_errors.PortNotFound:
+        LOG.info("server %s: its port %s is gone already", uuid, port_id)
 
 
 def networks_of(ctx: Context, info: list[dict[str, Any]]) -> list[dict[str, Any]]:

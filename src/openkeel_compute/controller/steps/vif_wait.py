@@ -46,10 +46,13 @@ def _end(ctx: Context, uuid: str) -> None:
         instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.VIF_WAIT, None)
 
 
-def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) -> Outcome:
-    """One look at the wait; ``give_up``: the build's (Nova's fault, what was made let go)."""
+def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any,
+          only: set[str] | None = None) -> Outcome:
+    """One look at the wait; ``give_up``: the build's (Nova's fault, what was made let go); ``only``: the
+    ports waited for (an attach's), None: all of them."""
     uuid = server["uuid"]
     info = ports.info_of(server) or []
+    waited = [vif for vif in info if only is None or vif["port_id"] in only]
     try:
         changed = ports.bind_to_node(ctx, server, info)
     except ports.AllocationFailed as exc:  # no agent on the node can bind it: Nova's build abort
@@ -80,7 +83,7 @@ def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) ->
         _end(ctx, uuid)
         result: Failed = give_up(ctx, row, server, ports.NETWORK_FAILED)
         return result
-    if all(vif.get("active") for vif in info):
+    if all(vif.get("active") for vif in waited):
         _end(ctx, uuid)
         return DONE
     until = dt.datetime.fromisoformat(server["system_metadata"][sysmeta.VIF_WAIT])
@@ -88,7 +91,7 @@ def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) ->
     if now.tzinfo is None and until.tzinfo is not None:
         until = until.replace(tzinfo=None)
     if now >= until:
-        missing = [vif["port_id"] for vif in info if not vif.get("active")]
+        missing = [vif["port_id"] for vif in waited if not vif.get("active")]
         LOG.warning("server %s: timeout waiting for network-vif-plugged of %s", uuid, ", ".join(missing))
         _end(ctx, uuid)
         if fatal:
