@@ -25,6 +25,8 @@ empty and every port is not found; an attach finds no port (404), no network (40
 
 from __future__ import annotations
 
+from typing import Any
+
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import network_common, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import actor_of, read_server
@@ -95,7 +97,7 @@ def show(req, server_id, port_id):
 _UUID = {"type": "string", "format": "uuid"}
 _IP = {"type": "string", "oneOf": [{"format": "ipv4"}, {"format": "ipv6"}]}
 _TAG = {"type": "string", "pattern": "^[^,/]*$", "minLength": 1, "maxLength": 60}
-_ATTACHMENT = {"type": "object", "properties": {
+_ATTACHMENT: dict[str, Any] = {"type": "object", "properties": {
     "net_id": _UUID, "port_id": _UUID,
     "fixed_ips": {"type": "array", "minItems": 1, "maxItems": 1, "items": {
         "type": "object", "properties": {"ip_address": _IP}, "required": ["ip_address"],

@@ -63,8 +63,8 @@ TABLE: dict[str, Operation] = {
     ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
-    ops.ATTACH_INTERFACE: Operation(interfaces.attach, events.ATTACH_INTERFACE, give_up=interfaces.give_up),
-    ops.DETACH_INTERFACE: Operation(interfaces.detach, events.DETACH_INTERFACE),
+    ops.ATTACH_INTERFACE: Operation(interfaces.attach, give_up=interfaces.give_up),
+    ops.DETACH_INTERFACE: Operation(interfaces.detach),
 }
 
 __all__ = ["TABLE", "Operation"]

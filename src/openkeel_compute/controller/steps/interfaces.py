@@ -33,15 +33,14 @@ import logging
 from typing import Any
 
 from openkeel_compute.compute import network_requests
-from openkeel_compute.compute.instances import instance_faults, instance_sysmeta
-from openkeel_compute.controller import tasks
+from openkeel_compute.compute.instances import instance_actions, instance_faults, instance_sysmeta
 from openkeel_compute.controller.steps import attachments, net_events, ports, vif_wait
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Waiting
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.attachments import attachment_name, port_interface_name
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
-from openkeel_compute.model import sysmeta
+from openkeel_compute.model import events, sysmeta
 
 LOG = logging.getLogger(__name__)
 _INTERFACES = "/spec/template/spec/domain/devices/interfaces"
@@ -59,13 +58,38 @@ def _vm_lists(vm: dict[str, Any]) -> tuple[list[dict[str, Any]], list[dict[str, 
         list(spec.get("networks") or [])
 
 
+def _start(ctx: Context, row: ServerRow, server: dict[str, Any], event: str) -> None:
+    """The operation's compute event, started once per outbox row (kept in ``INTERFACE_EVENT``)."""
+    current = server["system_metadata"].get(sysmeta.INTERFACE_EVENT) or ""
+    if current.split(":", 1)[0] == str(row.id):
+        return
+    with transaction(ctx.engine) as conn:
+        if current:  # an earlier row's, never finished (its server's delete overrode it)
+            instance_actions.finish_event(conn, int(current.split(":", 1)[1]), "Error")
+        action_id = instance_actions.action_for_request(conn, server["uuid"], row.request_id)
+        value = None
+        if action_id is not None:
+            value = f"{row.id}:{instance_actions.start_event(conn, action_id, event, host=server.get('host'))}"
+        instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.INTERFACE_EVENT, value)
+    server["system_metadata"][sysmeta.INTERFACE_EVENT] = value
+
+
 def _finish(ctx: Context, server: dict[str, Any], fault: Fault | None) -> None:
     """The operation's event finished (with the fault recorded when there is one)."""
     with transaction(ctx.engine) as conn:
         if fault is not None:
             instance_faults.add_fault(conn, server["uuid"], code=fault.code, message=fault.message,
                                       details=fault.details, host=server.get("host"))
-        tasks.finish(conn, tasks.of(conn, server["uuid"]), fault, server.get("host"))
+        current = instance_sysmeta.system_metadata_item(conn, server["uuid"], sysmeta.INTERFACE_EVENT)
+        if current:
+            event_id = int(current.split(":", 1)[1])
+            if fault is None:
+                instance_actions.finish_event(conn, event_id, "Success", host=server.get("host"))
+            else:
+                instance_actions.finish_event(conn, event_id, "Error", traceback=fault.details or fault.message,
+                                              details=fault.message, host=server.get("host"))
+            instance_sysmeta.set_system_metadata_item(conn, server["uuid"], sysmeta.INTERFACE_EVENT, None)
+    server["system_metadata"].pop(sysmeta.INTERFACE_EVENT, None)
 
 
 def _running(ctx: Context, server: dict[str, Any]) -> dict[str, Any] | None:
@@ -111,6 +135,7 @@ def attach(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     port_id = str(row.payload["port_id"])
     if ctx.network is None:
         return DONE
+    _start(ctx, row, server, events.ATTACH_INTERFACE)
     request = _request(ctx, server["uuid"], port_id)
     if request is None:  # detached (or the server deleted) meanwhile
         _finish(ctx, server, None)
@@ -167,6 +192,7 @@ def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -
 def detach(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid = server["uuid"]
     port_id = str(row.payload["port_id"])
+    _start(ctx, row, server, events.DETACH_INTERFACE)
     vif = next((v for v in ports.info_of(server) or [] if v["port_id"] == port_id), None)
     if vif is None or ctx.network is None:
         fault = Fault(404, f"Port {port_id} is not attached", f"PortNotFound: Port {port_id} is not attached\n")
