@@ -57,6 +57,9 @@ class Event:
     error: bool = False  # Nova sends .error when the step fails
     api: bool = False  # an API event without phase (lock, unlock)
     exists_first: bool = False  # Nova's compute sends the usage so far (exists) before .start
+    #: with ``error``: only a failure whose message starts so sends .error (Nova's compute sends
+    #: interface_attach.error when its driver failed, not when Neutron refused the port)
+    error_on: str | None = None
 
 
 EVENTS: dict[str, Event] = {
@@ -78,7 +81,8 @@ EVENTS: dict[str, Event] = {
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
     ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
-    ev.ATTACH_INTERFACE: Event("interface_attach", None, error=True),
+    ev.ATTACH_INTERFACE: Event("interface_attach", None, error=True,
+                               error_on="Failed to attach network adapter device"),
     ev.DETACH_INTERFACE: Event("interface_detach", None),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
@@ -262,7 +266,7 @@ class ServerNotifier(VersionedNotifier):
             self._action(view, event, None, host)
             return
         if result != "Success":
-            if not event.error:
+            if not event.error or (event.error_on and not (details or "").startswith(event.error_on)):
                 return
             fault = sp.Fault(exception=_exception_name(details), message=details or "", traceback=traceback or "",
                              function_name=found[0])
@@ -353,7 +357,8 @@ def _actor_context(actor: Any) -> dict[str, Any]:
 _EXCEPTIONS = (("No valid host was found", "NoValidHost"), ("Exceeded maximum number of retries", "MaxRetriesExceeded"),
                ("Build of instance", "BuildAbortException"), ("Flavor's disk is too small", "FlavorDiskTooSmall"),
                ("The created instance's disk would be too small", "FlavorDiskTooSmall"),
-               ("Insufficient compute resources", "ComputeResourcesUnavailable"))
+               ("Insufficient compute resources", "ComputeResourcesUnavailable"),
+               ("Failed to attach network adapter device", "InterfaceAttachFailed"))
 
 
 def _exception_name(message: str | None) -> str:
