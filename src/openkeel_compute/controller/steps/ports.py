@@ -284,3 +284,16 @@ def follow(ctx: Context, server: dict[str, Any], node: str | None) -> None:
         return
     if changed:
         save(ctx, server, info)
+
+
+def refresh_states(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]]) -> bool:
+    """Each port plugged or not as Neutron shows it now (``status`` ACTIVE); True when one changed."""
+    assert ctx.network is not None
+    found = {p["id"]: p for p in ctx.network.admin().list_ports(device_id=server["uuid"])}
+    changed = False
+    for vif in info:
+        port = found.get(vif["port_id"])
+        if port is not None and vif.get("active") != (port.get("status") == "ACTIVE"):
+            vif["active"] = port.get("status") == "ACTIVE"
+            changed = True
+    return changed
