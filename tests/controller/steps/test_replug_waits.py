@@ -1,9 +1,14 @@
-"""A revert-resize of a server on Neutron ports waits for them plugged again, as Nova's
+"""A rebuild and a revert-resize of a server on Neutron ports wait for them plugged again where Nova does.
+
+A revert-resize of a server on Neutron ports waits for them plugged again, as Nova's
 ``finish_revert_migration`` does (``_create_guest_with_network`` with the network info read after the
 bindings moved back): network-vif-plugged of each port Neutron shows not ACTIVE, up to
 ``vif_plugging_timeout``; a plug that never comes with ``vif_plugging_is_fatal`` ends the revert in ERROR
 with Nova's "Virtual Interface creation failed"; ports Neutron shows ACTIVE are not waited for. The revert
-step on its own, against a fake cluster and the in-memory Neutron, on every database engine."""
+step on its own, against a fake cluster and the in-memory Neutron, on every database engine.
+
+A rebuild's guest started again waits in ``rebuild_spawning`` for the ports its network info shows unplugged
+(Nova's spawn waits for the vifs its network info shows inactive), not for the others."""
 
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ from openkeel_compute.catalog import flavors as catalog
 from openkeel_compute.compute import external_events, network_requests, working_state
 from openkeel_compute.compute import resize as resize_rows
 from openkeel_compute.compute.instances import cas, instance_faults, store
-from openkeel_compute.controller.steps import ports, revert
+from openkeel_compute.controller.steps import ports, rebuild, revert
 from openkeel_compute.controller.steps.base import DONE, ServerRow, Waiting, read_server
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
@@ -141,3 +146,55 @@ def test_a_plug_that_never_comes_ends_the_revert_in_error_as_nova(with_neutron, 
     assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
     with db_api.reader(with_neutron.engine) as conn:
         assert instance_faults.latest_faults(conn, [uuid])[uuid]["message"] == "Virtual Interface creation failed"
+
+
+def _rebuilding(ctx, neutron, *, plugged: bool) -> tuple[str, dict]:
+    """A server on one Neutron port whose rebuild has its new root disk (``rebuild_block_device_mapping``);
+    its network info shows the port plugged or not."""
+    db = ctx.engine
+    net = neutron.network(name="private", project_id="project-1")
+    uuid = boot(db, requested_networks="requested")
+    with db_api.transaction(db) as conn:
+        network_requests.record(conn, uuid, [{"position": 0, "network_id": net["id"]}])
+        cas.save_state(conn, uuid, vm_state=states.ACTIVE, task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
+                       power_state=states.power_state.RUNNING, host="node-1", node="node-1",
+                       launched_at=models.utcnow())
+    server = read_server(db, uuid)
+    (vif,) = ports.allocate(ctx, server)
+    ports.save(ctx, server, [{**vif, "active": plugged}])
+    return uuid, neutron.ports[vif["port_id"]]
+
+
+def _rebuild(ctx, uuid):
+    return rebuild.run(ctx, ServerRow(1, uuid, ops.REBUILD, {"request_id": OWNER.request_id}),
+                       read_server(ctx.engine, uuid))
+
+
+def test_a_rebuild_waits_for_the_ports_shown_unplugged(with_neutron, cluster, neutron):
+    uuid, port = _rebuilding(with_neutron, neutron, plugged=False)
+    assert isinstance(_rebuild(with_neutron, uuid), Waiting)
+    assert cluster.verbs() == ["start"]
+    assert row_of(with_neutron.engine, uuid)["task_state"] == task_states.REBUILD_SPAWNING
+    assert isinstance(_rebuild(with_neutron, uuid), Waiting)
+    assert cluster.verbs() == ["start"]  # started once
+    with db_api.transaction(with_neutron.engine) as conn:
+        external_events.record(conn, [{"instance_uuid": uuid, "name": "network-vif-plugged", "status": "completed",
+                                       "tag": port["id"], "host": "node-1"}])
+    assert _rebuild(with_neutron, uuid) is DONE
+    assert sysmeta.VIF_WAIT not in read_server(with_neutron.engine, uuid)["system_metadata"]
+
+
+def test_a_rebuild_of_plugged_ports_does_not_wait(with_neutron, cluster, neutron):
+    uuid, _port = _rebuilding(with_neutron, neutron, plugged=True)
+    assert _rebuild(with_neutron, uuid) is DONE
+    assert sysmeta.VIF_WAIT not in read_server(with_neutron.engine, uuid)["system_metadata"]
+
+
+def test_a_rebuild_whose_port_never_plugs_ends_in_error(with_neutron, cluster, neutron, clock):
+    uuid, _port = _rebuilding(with_neutron, neutron, plugged=False)
+    assert isinstance(_rebuild(with_neutron, uuid), Waiting)
+    clock.now += dt.timedelta(seconds=31)
+    outcome = _rebuild(with_neutron, uuid)
+    assert outcome.fault is not None and outcome.fault.message == "Virtual Interface creation failed"
+    row = row_of(with_neutron.engine, uuid)
+    assert (row["vm_state"], row["task_state"]) == (states.ERROR, None)
