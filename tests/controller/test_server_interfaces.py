@@ -126,6 +126,11 @@ def test_attach_hotplugs_the_port_and_detach_gives_it_back(world, apiserver, neu
     neutron.plug(port_id)
     until(loop, engine, uuid, lambda r: _events(engine, uuid, "attach_interface")[0][1] is not None)
     assert _events(engine, uuid, "attach_interface") == [("compute_attach_interface", "Success")]
+    # the guest configured the new interface from the cloud-init network data (the guest agent reports it)
+    until(loop, engine, uuid, lambda r: _guest_ips(apiserver, uuid, namespace).get(port["mac_address"]))
+    guest = _guest_ips(apiserver, uuid, namespace)
+    assert guest[first["mac_address"]] == first["fixed_ips"][0]["ip_address"]
+    assert guest[port["mac_address"]] == port["fixed_ips"][0]["ip_address"]
     addresses = json.loads(row_of(engine, uuid)["network_info"])
     assert addresses["backend"] == [{"version": 4, "addr": port["fixed_ips"][0]["ip_address"],
                                      "OS-EXT-IPS:type": "fixed", "OS-EXT-IPS-MAC:mac_addr": port["mac_address"]}]
@@ -149,6 +154,12 @@ def test_attach_hotplugs_the_port_and_detach_gives_it_back(world, apiserver, neu
           and _events(engine, uuid, "detach_interface")[1][1] is not None)
     assert _events(engine, uuid, "detach_interface")[1] == ("compute_detach_interface", "Error")
     assert active(row_of(engine, uuid))
+
+
+def _guest_ips(apiserver, uuid, namespace):
+    vmi = apiserver.get("VirtualMachineInstance", uuid, namespace)
+    return {i.get("mac"): i.get("ipAddress") for i in (vmi.get("status") or {}).get("interfaces") or ()
+            if i.get("ipAddress")}
 
 
 def _requests(engine, uuid):

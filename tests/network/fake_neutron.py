@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 import urllib.parse
+import ipaddress
 import uuid
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -47,7 +48,9 @@ class FakeNeutron:
                "project_id": project_id, "shared": shared, "admin_state_up": True, "subnets": [], **extra}
         self.networks[net["id"]] = net
         if subnet:
-            sub = {"id": str(uuid.uuid4()), "network_id": net["id"], "cidr": subnet, "tenant_id": project_id}
+            sub = {"id": str(uuid.uuid4()), "network_id": net["id"], "cidr": subnet, "tenant_id": project_id,
+                   "ip_version": 4, "gateway_ip": str(next(ipaddress.ip_network(subnet).hosts())),
+                   "dns_nameservers": [], "host_routes": [], "enable_dhcp": True}
             self.subnets[sub["id"]] = sub
             net["subnets"].append(sub["id"])
         return net

@@ -46,6 +46,7 @@ from openkeel_compute.kubevirt.names import (
     server_user_data_secret,
     server_vm_name,
 )
+from openkeel_compute.kubevirt.netdata import network_config, network_data
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
 from openkeel_compute.model.flavor import api_body_of_row
 from openkeel_compute.model.sysmeta import REQUESTED_NETWORKS, requested_nodes
@@ -57,6 +58,7 @@ ANN_METADATA = "openkeel.io/server-metadata"
 POD_NETWORK = "default"  # the name of the pod network and its interface inside the VM
 EMPTY_USER_DATA = b"#cloud-config\n{}\n"
 USER_DATA_KEY = "userdata"  # the Secret key KubeVirt reads user data from
+NETWORK_DATA_KEY = "networkdata"  # and network data (networkDataSecretRef)
 SSH_KEY_KEY = "key"
 IMAGE_HEADER_KEY = "header"
 GiB = 1024**3
@@ -357,12 +359,18 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     config_drive = wants_config_drive(server, options)
     source = "cloudInitConfigDrive" if config_drive else "cloudInitNoCloud"
     disks.append({"name": CLOUD_INIT_DISK, "disk": {}})
-    volumes.append({"name": CLOUD_INIT_DISK, source: {"secretRef": {"name": server_user_data_secret(uuid)}}})
+    cloud_init: dict[str, Any] = {"secretRef": {"name": server_user_data_secret(uuid)}}
+    volumes.append({"name": CLOUD_INIT_DISK, source: cloud_init})
     devices["disks"] = disks
     tspec["volumes"] = volumes
 
-    secrets = [_secret(server_user_data_secret(uuid), namespace, labels,
-                       {USER_DATA_KEY: user_data(server.get("user_data"), swap)})]
+    init_data = {USER_DATA_KEY: user_data(server.get("user_data"), swap)}
+    data = network_data(ports) if ports else None
+    if data is not None:  # the ports' addresses for cloud-init: network_data.json on a config drive, v2 for NoCloud
+        init_data[NETWORK_DATA_KEY] = json.dumps(data if config_drive else network_config(data),
+                                                 sort_keys=True).encode()
+        cloud_init["networkDataSecretRef"] = {"name": server_user_data_secret(uuid)}
+    secrets = [_secret(server_user_data_secret(uuid), namespace, labels, init_data)]
     if public_key:
         secrets.append(_secret(server_ssh_key_secret(uuid), namespace, labels, {SSH_KEY_KEY: public_key.encode()}))
         tspec["accessCredentials"] = [{"sshPublicKey": {

@@ -8,7 +8,8 @@ Attach (the API made or took the port, gave it the server's ``device_id`` and re
    ``compute:<zone>``, ``binding:host_id``, ``dns_name``), kept in the server's network info (its addresses);
 2. its network's NetworkAttachmentDefinition in the server's namespace (steps/attachments.py);
 3. the VM template's ``interfaces`` and ``networks`` gain the port's interface (bridge binding, the port's
-   MAC) on that Multus network: KubeVirt appends it to the running VMI and plugs it into the guest (a
+   MAC) on that Multus network, the cloud-init Secret's network data rewritten with it (what the guest's
+   hotplug handler reads to configure the new interface): KubeVirt appends it to the running VMI and plugs it into the guest (a
    stopped VM gets it at its next start);
 4. a running server waits for Neutron's network-vif-plugged of the port as the build does (steps/vif_wait.py,
    ``vif_plugging_timeout`` / ``vif_plugging_is_fatal``; Nova's libvirt driver does not wait here, which
@@ -38,7 +39,7 @@ from openkeel_compute.controller.steps import attachments, net_events, ports, vi
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Waiting
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.attachments import attachment_name, port_interface_name
-from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.kubevirt.names import server_user_data_secret, server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import events, sysmeta
 
@@ -117,6 +118,15 @@ def plug(ctx: Context, server: dict[str, Any], vif: dict[str, Any]) -> None:
         {"op": "test", "path": _NETWORKS, "value": networks}, {"op": "replace", "path": _NETWORKS, "value": wanted_nets}])
 
 
+def refresh_network_data(ctx: Context, server: dict[str, Any]) -> None:
+    """The cloud-init Secret again with the ports as they are now (its network data: kubevirt/netdata.py),
+    which the guest's hotplug handler reads when an interface comes."""
+    name = server_user_data_secret(server["uuid"])
+    for secret in ctx.objects(server).secrets:
+        if secret["metadata"]["name"] == name:
+            ctx.cluster.apply(secret)
+
+
 def _request(ctx: Context, uuid: str, port_id: str) -> dict[str, Any] | None:
     with reader(ctx.engine) as conn:
         return next((r for r in network_requests.of(conn, uuid) if r["port_id"] == port_id), None)
@@ -126,6 +136,7 @@ def _let_go(ctx: Context, server: dict[str, Any], port_id: str, created: bool) -
     """The port out of the server's network info and interfaces, given back to Neutron."""
     info = [vif for vif in ports.info_of(server) or [] if vif["port_id"] != port_id]
     ports.save(ctx, server, info)
+    refresh_network_data(ctx, server)
     ports.let_go(ctx, server["uuid"], port_id, created)
     with transaction(ctx.engine) as conn:
         network_requests.forget(conn, server["uuid"], port_id)
@@ -160,6 +171,7 @@ def attach(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             return give_up(ctx, row, server, str(exc))
         info.append(vif)
         ports.save(ctx, server, info)
+        refresh_network_data(ctx, server)
     attachments.ensure(ctx, ctx.namespace_of(server), ports.networks_of(ctx, [vif]))
     plug(ctx, server, vif)
     if not vif.get("active") and _running(ctx, server) is not None:

@@ -81,11 +81,26 @@ def save(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]]) -> No
 
 
 def vif_of(port: dict[str, Any], network: dict[str, Any], floating: list[str], created: bool,
-           tag: str | None) -> dict[str, Any]:
-    return {"port_id": port["id"], "network_id": port["network_id"], "network_name": network.get("name") or "",
-            "mac": port["mac_address"], "fixed_ips": [ip["ip_address"] for ip in port.get("fixed_ips") or ()],
-            "floating_ips": floating, "created": created, "tag": tag,
-            "active": port.get("status") == "ACTIVE", "host": port.get(BINDING_HOST) or None}
+           tag: str | None, subnets: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A port's network info entry; ``subnets`` (by id): what the guest's network data needs of each fixed
+    IP's subnet (kubevirt/netdata.py)."""
+    vif = {"port_id": port["id"], "network_id": port["network_id"], "network_name": network.get("name") or "",
+           "mac": port["mac_address"], "fixed_ips": [ip["ip_address"] for ip in port.get("fixed_ips") or ()],
+           "floating_ips": floating, "created": created, "tag": tag,
+           "active": port.get("status") == "ACTIVE", "host": port.get(BINDING_HOST) or None,
+           "mtu": network.get("mtu"), "vif_type": port.get("binding:vif_type")}
+    if subnets is not None:
+        vif["subnets"] = [
+            {"ip_address": ip["ip_address"], "cidr": sub["cidr"], "gateway_ip": sub.get("gateway_ip"),
+             "dns_nameservers": list(sub.get("dns_nameservers") or ()), "host_routes": list(sub.get("host_routes") or ())}
+            for ip in port.get("fixed_ips") or () if (sub := subnets.get(ip.get("subnet_id") or "")) and sub.get("cidr")]
+    return vif
+
+
+def subnets_of(calls: Any, port: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The subnets of the port's fixed IPs, by id."""
+    ids = sorted({ip["subnet_id"] for ip in port.get("fixed_ips") or () if ip.get("subnet_id")})
+    return {s["id"]: s for s in calls.list_subnets(id=ids)} if ids else {}
 
 
 def _auto_network(calls: Any, project_id: str) -> str:
@@ -193,7 +208,7 @@ def bind(ctx: Context, server: dict[str, Any], calls: Any, port_id: str, created
         raise AllocationFailed(f"Binding failed for port {port_id}, please check neutron logs for more "
                                "information.")
     floating = [f["floating_ip_address"] for f in calls.list_floating_ips(port_id=port_id)]
-    return vif_of(port, network, floating, created, tag)
+    return vif_of(port, network, floating, created, tag, subnets_of(calls, port))
 
 
 def let_go(ctx: Context, uuid: str, port_id: str, created: bool) -> None:
