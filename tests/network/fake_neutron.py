@@ -7,10 +7,10 @@ body) so that tests can check who called, with which token and what was sent.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import urllib.parse
-import ipaddress
 import uuid
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 

@@ -79,7 +79,7 @@ def network_data(ports: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 
 def _prefix(netmask: str) -> int:
-    return bin(int(ipaddress.ip_address(netmask))).count("1")
+    return int(ipaddress.ip_address(netmask)).bit_count()
 
 
 def network_config(data: Mapping[str, Any]) -> dict[str, Any]:
