@@ -12,20 +12,22 @@ import pytest
 import sqlalchemy as sa
 
 from openkeel_compute.api.deploy import deploy
-from openkeel_compute.compute import network_requests
-from openkeel_compute.compute.instances import instance_faults
+from openkeel_compute.compute import network_requests, working_state
+from openkeel_compute.compute.instances import instance_faults, store
+from openkeel_compute.compute.rebuild import begin_rebuild
 from openkeel_compute.controller.kube import make_client
 from openkeel_compute.controller.service import server_loop_from
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration, models
-from openkeel_compute.model import states
+from openkeel_compute.model import states, sysmeta
+from openkeel_compute.model.states import task_states
 from tests.conftest import admin, make_conf
-from tests.controller.helpers import Both, active, boot, row_of, until
+from tests.controller.helpers import IMAGE, OWNER, Both, active, boot, row_of, until
 from tests.databases import ENGINES, throwaway_database
 from tests.network.fake_neutron import FakeNeutron
 from tests.wsgi_client import Client
 
-OWNER = {"X-Auth-Token": "user-1:project-1"}
+TOKEN = {"X-Auth-Token": "user-1:project-1"}
 
 
 @pytest.fixture
@@ -78,7 +80,7 @@ def _running_server(loop, engine, neutron, net):
 
 
 def _headers(version="2.1"):
-    return {**OWNER, "OpenStack-API-Version": f"compute {version}"}
+    return {**TOKEN, "OpenStack-API-Version": f"compute {version}"}
 
 
 def _events(engine, uuid, action):
@@ -206,3 +208,38 @@ def test_a_plug_that_never_comes_fails_the_attach_as_nova(world, apiserver, neut
     until(loop, engine, uuid, lambda r: all(name != f"port-{port_id}" for name, _m, _s in
                                             _vm_interfaces(apiserver, uuid, row["namespace"])))
     assert all(name != f"port-{port_id}" for name, _m, _s in _vm_interfaces(apiserver, uuid, row["namespace"]))
+
+
+def test_a_rebuild_waits_for_the_ports_neutron_reported_unplugged(world, apiserver, neutron):
+    """A rebuild of a server whose port Neutron reported unplugged (network-vif-unplugged, its device down
+    with the stopped guest) stays in rebuild_spawning, its guest running, until the port is plugged again;
+    then the observation ends it ACTIVE, as Nova's spawn waits for the vifs its network info shows inactive."""
+    loop, engine, _api = world
+    net = neutron.network(name="private", project_id="project-1")
+    uuid, row = _running_server(loop, engine, neutron, net)
+    port = next(p for p in neutron.ports.values() if p["device_id"] == uuid)
+    neutron.unplug(port["id"])
+    until(loop, engine, uuid, lambda r: '"active": false' in _network_info(engine, uuid))
+    with db_api.transaction(engine) as conn:
+        begin_rebuild(conn, store.get(conn, uuid), OWNER, image={"id": IMAGE, "min_disk": 1, "disk_format": "qcow2"},
+                      flavor={"root_gb": 1}, changes={}, metadata=None)
+    row = until(loop, engine, uuid, lambda r: r["task_state"] == task_states.REBUILD_SPAWNING
+                and (apiserver.get("VirtualMachineInstance", uuid, r["namespace"]) or {}).get(
+                    "status", {}).get("phase") == "Running")
+    assert row["task_state"] == task_states.REBUILD_SPAWNING
+    for _ in range(5):  # the guest runs; the task waits for the port
+        loop.run_once()
+    assert row_of(engine, uuid)["task_state"] == task_states.REBUILD_SPAWNING
+    neutron.plug(port["id"])
+    assert active(until(loop, engine, uuid, active))
+    with db_api.reader(engine) as conn:
+        assert sysmeta_of(conn, uuid).get(sysmeta.VIF_WAIT) is None
+
+
+def _network_info(engine, uuid):
+    with db_api.reader(engine) as conn:
+        return working_state.get(conn, uuid, sysmeta.NETWORK_INFO) or ""
+
+
+def sysmeta_of(conn, uuid):
+    return store.metadata_of(conn, uuid, system=True)
