@@ -217,3 +217,20 @@ def test_without_neutron_nothing_to_attach(client, app, conf):
         resp = client.post(f"/v2.1/servers/{server}/os-interface", json_body={"interfaceAttachment": body},
                            headers=user())
         assert (resp.status_code, next(iter(resp.json.values()))["message"]) == (status, message)
+
+
+def test_schema_and_detach_lock_answers_as_the_oracle(world):
+    """The servers oracle's words (Nova 34.0.0): an empty fixed_ips, a net_id that is no uuid, and a
+    locked server's detach."""
+    client, engine, _neutron = world
+    server = _server(engine)
+    resp = _attach(client, server, {"interfaceAttachment": {"net_id": str(uuid.uuid4()), "fixed_ips": []}})
+    assert (resp.status_code, resp.json["badRequest"]["message"]) == (
+        400, "Invalid input for field/attribute fixed_ips. Value: []. [] should be non-empty")
+    resp = _attach(client, server, {"interfaceAttachment": {"net_id": "abc"}})
+    assert (resp.status_code, resp.json["badRequest"]["message"]) == (
+        400, "Invalid input for field/attribute net_id. Value: abc. 'abc' is not a 'uuid'")
+    locked = _server(engine, locked=True)
+    resp = client.delete(f"/v2.1/servers/{locked}/os-interface/{uuid.uuid4()}", headers=user(PROJECT, name="demo"))
+    assert (resp.status_code, resp.json["conflictingRequest"]["message"]) == (409, f"Instance {locked} is locked")
+    assert _written(engine, locked) == ([], [], [])
