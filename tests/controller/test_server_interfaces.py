@@ -100,7 +100,7 @@ def _vm_interfaces(apiserver, uuid, namespace):
 
 
 def _vmi_macs(apiserver, uuid, namespace):
-    vmi = apiserver.get("VirtualMachineInstance", uuid, namespace)
+    vmi = apiserver.get("VirtualMachineInstance", uuid, namespace) or {}
     return {i.get("mac") for i in (vmi.get("status") or {}).get("interfaces") or ()}
 
 
@@ -243,3 +243,22 @@ def _network_info(engine, uuid):
 
 def sysmeta_of(conn, uuid):
     return store.metadata_of(conn, uuid, system=True)
+
+
+def test_a_stopped_server_gets_the_interface_at_its_next_start(world, apiserver, neutron):
+    loop, engine, api = world
+    net = neutron.network(name="private", project_id="project-1")
+    uuid, row = _running_server(loop, engine, neutron, net)
+    assert api.post(f"/v2.1/servers/{uuid}/action", headers=_headers(), json_body={"os-stop": None}).status_code == 202
+    until(loop, engine, uuid, lambda r: r["vm_state"] == states.STOPPED and r["task_state"] is None)
+    resp = api.post(f"/v2.1/servers/{uuid}/os-interface", headers=_headers(),
+                    json_body={"interfaceAttachment": {"net_id": net["id"]}})
+    port = neutron.ports[resp.json["interfaceAttachment"]["port_id"]]
+    until(loop, engine, uuid, lambda r: (_events(engine, uuid, "attach_interface") or [(0, None)])[0][1])
+    # no guest to plug into: done once the VM template has it, without waiting for Neutron
+    assert _events(engine, uuid, "attach_interface") == [("compute_attach_interface", "Success")]
+    assert (f"port-{port['id']}", port["mac_address"], None) in _vm_interfaces(apiserver, uuid, row["namespace"])
+    assert port["binding:host_id"] == row["node"]
+    assert api.post(f"/v2.1/servers/{uuid}/action", headers=_headers(), json_body={"os-start": None}).status_code == 202
+    until(loop, engine, uuid, lambda r: port["mac_address"] in _vmi_macs(apiserver, uuid, row["namespace"]))
+    assert port["mac_address"] in _vmi_macs(apiserver, uuid, row["namespace"])
