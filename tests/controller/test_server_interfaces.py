@@ -262,3 +262,26 @@ def test_a_stopped_server_gets_the_interface_at_its_next_start(world, apiserver,
     assert api.post(f"/v2.1/servers/{uuid}/action", headers=_headers(), json_body={"os-start": None}).status_code == 202
     until(loop, engine, uuid, lambda r: port["mac_address"] in _vmi_macs(apiserver, uuid, row["namespace"]))
     assert port["mac_address"] in _vmi_macs(apiserver, uuid, row["namespace"])
+
+
+def test_a_detach_while_neutron_is_away_gives_the_port_back_once_it_answers(world, apiserver, neutron):
+    loop, engine, api = world
+    net = neutron.network(name="private", project_id="project-1")
+    uuid, row = _running_server(loop, engine, neutron, net)
+    resp = api.post(f"/v2.1/servers/{uuid}/os-interface", headers=_headers(),
+                    json_body={"interfaceAttachment": {"net_id": net["id"]}})
+    port_id = resp.json["interfaceAttachment"]["port_id"]
+    until(loop, engine, uuid, lambda r: neutron.ports[port_id]["mac_address"] in _vmi_macs(apiserver, uuid,
+                                                                                        row["namespace"]))
+    neutron.plug(port_id)
+    until(loop, engine, uuid, lambda r: (_events(engine, uuid, "attach_interface") or [(0, None)])[0][1])
+    neutron.fail_with = 503
+    api.delete(f"/v2.1/servers/{uuid}/os-interface/{port_id}", headers=_headers())
+    until(loop, engine, uuid, lambda r: False, timeout=3)
+    assert port_id in neutron.ports  # not given back, and not forgotten either
+    assert port_id in [r["port_id"] for r in _requests(engine, uuid)]
+    neutron.fail_with = None
+    until(loop, engine, uuid, lambda r: port_id not in neutron.ports, timeout=30)
+    assert port_id not in neutron.ports
+    assert _events(engine, uuid, "detach_interface") == [("compute_detach_interface", "Success")]
+    assert port_id not in [r["port_id"] for r in _requests(engine, uuid)]

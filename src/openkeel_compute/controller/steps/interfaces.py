@@ -133,13 +133,14 @@ def _request(ctx: Context, uuid: str, port_id: str) -> dict[str, Any] | None:
 
 
 def _let_go(ctx: Context, server: dict[str, Any], port_id: str, created: bool) -> None:
-    """The port out of the server's network info and interfaces, given back to Neutron."""
+    """The port given back to Neutron, then out of the server's network info and interfaces (Neutron away:
+    raised before anything is forgotten, so that the next attempt finds the port again)."""
+    ports.let_go(ctx, server["uuid"], port_id, created)
     info = [vif for vif in ports.info_of(server) or [] if vif["port_id"] != port_id]
     ports.save(ctx, server, info)
-    refresh_network_data(ctx, server)
-    ports.let_go(ctx, server["uuid"], port_id, created)
     with transaction(ctx.engine) as conn:
         network_requests.forget(conn, server["uuid"], port_id)
+    refresh_network_data(ctx, server)
 
 
 def attach(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
