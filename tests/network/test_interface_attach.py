@@ -234,3 +234,23 @@ def test_schema_and_detach_lock_answers_as_the_oracle(world):
     resp = client.delete(f"/v2.1/servers/{locked}/os-interface/{uuid.uuid4()}", headers=user(PROJECT, name="demo"))
     assert (resp.status_code, resp.json["conflictingRequest"]["message"]) == (409, f"Instance {locked} is locked")
     assert _written(engine, locked) == ([], [], [])
+
+
+def test_an_attach_that_cannot_be_recorded_gives_the_port_back(world, monkeypatch):
+    from openkeel_compute.api.handlers import server_interfaces
+
+    client, engine, neutron = world
+    server = _server(engine)
+    net = neutron.network(project_id=PROJECT)
+    theirs = neutron.port(net, project_id=PROJECT)
+
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("the database went away")
+
+    monkeypatch.setattr(server_interfaces.network_requests, "add", broken)
+    before = set(neutron.ports)
+    assert _attach(client, server, {"interfaceAttachment": {"net_id": net["id"]}}).status_code == 500
+    assert set(neutron.ports) == before  # the port made for it deleted
+    assert _attach(client, server, {"interfaceAttachment": {"port_id": theirs["id"]}}).status_code == 500
+    assert neutron.ports[theirs["id"]]["device_id"] == ""  # the user's port free again
+    assert _written(engine, server)[:2] == ([], [])

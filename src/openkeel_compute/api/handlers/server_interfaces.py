@@ -25,6 +25,7 @@ empty and every port is not found; an attach finds no port (404), no network (40
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from openkeel_compute.api import common, faults
@@ -39,6 +40,7 @@ from openkeel_compute.network import errors as net_errors
 from openkeel_compute.network import validate
 from openkeel_compute.policies import server_subresources as rules
 
+LOG = logging.getLogger(__name__)
 _LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
 _STRICT = {"type": "object", "properties": {}, "additionalProperties": False}
 QUERY = {"2.0-2.101": _LENIENT, "2.102-": _STRICT}
@@ -209,10 +211,21 @@ def _attach_neutron(req, row: dict, net_id: str | None, port_id: str | None, fix
         fault = network_common.answer(exc)
         _compute_event(req, row["uuid"], fault)
         raise fault from None
-    with common.write(req) as conn:
-        network_requests.add(conn, row["uuid"], {"network_id": port["network_id"], "port_id": port["id"],
-                                                 "fixed_ip": fixed_ip, "tag": tag, "port_created": created})
-        updates.outbox(conn, row["uuid"], ops.ATTACH_INTERFACE, actor_of(req), port_id=port["id"])
+    try:
+        with common.write(req) as conn:
+            network_requests.add(conn, row["uuid"], {"network_id": port["network_id"], "port_id": port["id"],
+                                                     "fixed_ip": fixed_ip, "tag": tag, "port_created": created})
+            updates.outbox(conn, row["uuid"], ops.ATTACH_INTERFACE, actor_of(req), port_id=port["id"])
+    except Exception:  # nothing recorded: the port given back, so that nothing is half made
+        try:
+            if created:
+                admin.delete_port(port["id"])
+            else:
+                admin.update_port(port["id"], {"device_id": ""})
+        except net_errors.NetworkError as exc:
+            LOG.warning("server %s: port %s of an attach that could not be recorded not given back: %s",
+                        row["uuid"], port["id"], exc.message)
+        raise
     return port
 
 
