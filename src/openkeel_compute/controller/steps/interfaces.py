@@ -122,7 +122,12 @@ def refresh_network_data(ctx: Context, server: dict[str, Any]) -> None:
     """The cloud-init Secret again with the ports as they are now (its network data: kubevirt/netdata.py),
     which the guest's hotplug handler reads when an interface comes."""
     name = server_user_data_secret(server["uuid"])
-    for secret in ctx.objects(server).secrets:
+    try:
+        secrets = ctx.objects(server).secrets
+    except ValueError as exc:  # the server's objects cannot be composed now: the guest keeps its data
+        LOG.warning("server %s: its network data not rewritten: %s", server["uuid"], exc)
+        return
+    for secret in secrets:
         if secret["metadata"]["name"] == name:
             ctx.cluster.apply(secret)
 
@@ -145,9 +150,12 @@ def _let_go(ctx: Context, server: dict[str, Any], port_id: str, created: bool) -
 
 def attach(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     port_id = str(row.payload["port_id"])
-    if ctx.network is None:
-        return DONE
     _start(ctx, row, server, events.ATTACH_INTERFACE)
+    if ctx.network is None:  # this controller has no [neutron]: nothing to bind the port with
+        fault = Fault(500, f"Failed to attach network adapter device to {server['uuid']}",
+                      "the controller has no [neutron] configuration")
+        _finish(ctx, server, fault)
+        return Failed(fault.message, fault)
     request = _request(ctx, server["uuid"], port_id)
     if request is None:  # detached (or the server deleted) meanwhile
         _finish(ctx, server, None)
