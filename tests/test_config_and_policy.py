@@ -24,6 +24,7 @@ SERVER_RULES = {
     "os_compute_api:os-attach-interfaces:show": "rule:project_reader_or_admin",
     "os_compute_api:os-attach-interfaces:create": "rule:project_member_or_admin",
     "os_compute_api:os-attach-interfaces:delete": "rule:project_member_or_admin",
+    "network:attach_external_network": "rule:context_is_admin",
     "os_compute_api:servers:index": "rule:project_reader_or_admin",
     "os_compute_api:servers:detail": "rule:project_reader_or_admin",
     "os_compute_api:servers:index:get_all_tenants": "rule:context_is_admin",

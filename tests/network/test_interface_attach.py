@@ -254,3 +254,15 @@ def test_an_attach_that_cannot_be_recorded_gives_the_port_back(world, monkeypatc
     assert _attach(client, server, {"interfaceAttachment": {"port_id": theirs["id"]}}).status_code == 500
     assert neutron.ports[theirs["id"]]["device_id"] == ""  # the user's port free again
     assert _written(engine, server)[:2] == ([], [])
+
+
+def test_an_unshared_external_network_is_for_admins(world):
+    client, engine, neutron = world
+    server = _server(engine)
+    external = neutron.network(project_id=PROJECT, **{"router:external": True})
+    resp = _attach(client, server, {"interfaceAttachment": {"net_id": external["id"]}})
+    assert (resp.status_code, resp.json["forbidden"]["message"]) == (
+        403, f"It is not allowed to create an interface on external network {external['id']}")
+    assert _written(engine, server)[2][-1] == ("attach_interface", [("compute_attach_interface", "Error")])
+    assert _attach(client, server, {"interfaceAttachment": {"net_id": external["id"]}},
+                   headers=admin("2.1")).status_code == 200

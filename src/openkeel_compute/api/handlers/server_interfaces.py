@@ -39,6 +39,7 @@ from openkeel_compute.model import operations as ops
 from openkeel_compute.network import errors as net_errors
 from openkeel_compute.network import validate
 from openkeel_compute.policies import server_subresources as rules
+from openkeel_compute.policies import servers as server_rules
 
 LOG = logging.getLogger(__name__)
 _LENIENT = {"type": "object", "properties": {}, "additionalProperties": True}
@@ -123,9 +124,15 @@ class _Refused(Exception):
         self.fault = fault
 
 
-def _network_for(calls, project_id: str, net_id: str | None) -> str:
-    """The network the new port goes on (Nova's ``_validate_requested_network_ids`` for one request)."""
+def _network_for(req, calls, project_id: str, net_id: str | None) -> str:
+    """The network the new port goes on (Nova's ``_validate_requested_network_ids`` for one request, with
+    its ``_check_external_network_attach``)."""
     nets = validate.available_networks(calls, project_id, [net_id] if net_id else None)
+    for net in nets:
+        if net.get("router:external") and not net.get("shared") and \
+                not common.can(req, server_rules.NETWORK_ATTACH_EXTERNAL, {"project_id": project_id}, fatal=False):
+            raise _Refused(faults.Forbidden(f"It is not allowed to create an interface on external network "
+                                            f"{net['id']}"))
     if net_id:
         if not nets:
             raise _Refused(faults.NotFound(f"Network {net_id} could not be found."))
@@ -201,7 +208,7 @@ def _attach_neutron(req, row: dict, net_id: str | None, port_id: str | None, fix
             port = admin.update_port(port["id"], {"device_id": row["uuid"]})
             created = False
         else:
-            network_id = _network_for(caller, row["project_id"], net_id)
+            network_id = _network_for(req, caller, row["project_id"], net_id)
             port = _create_port(caller, row, network_id, fixed_ip)
             created = True
     except _Refused as refused:
