@@ -25,8 +25,6 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 # The operations other issues bring (networks, volumes, moves, consoles, hosts and hypervisors...).
 # Until then OpenKeel answers them with the 404 of an unknown route; an entry goes once it is routed.
 TO_COME = {
-    # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
-    "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
     # moves (live migrations in progress)
     "DELETE /servers/{server_id}/migrations/{id}",
     "POST /servers/{server_id}/migrations/{id}/action force_complete",

@@ -207,20 +207,21 @@ def test_config_drive_when_asked_or_forced(config_drive, force, source, propagat
 
 
 @pytest.mark.parametrize("config_drive", ["True", ""])
-def test_a_config_drive_carries_the_ports_network_data(config_drive):
+def test_a_config_drive_carries_the_ports_network_data_json_and_nocloud_their_v2_config(config_drive):
+    from openkeel_compute.kubevirt.netdata import network_config, network_data
+
     ports = [{"port_id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "mac": "fa:16:3e:00:00:01", "network_id": "net-1",
-              "fixed_ips": ["10.0.0.5", "fd00::5"]}]
+              "fixed_ips": ["10.0.0.5"], "subnets": [{"ip_address": "10.0.0.5", "cidr": "10.0.0.0/24",
+                                                      "gateway_ip": "10.0.0.1", "dns_nameservers": [],
+                                                      "host_routes": []}]}]
     objects = compose({**SERVER, "config_drive": config_drive}, flavor_copy(), IMAGE, None, ports=ports)
     data = {k: base64.b64decode(v) for k, v in _secret(objects, "user-data")["data"].items()}
-    if not config_drive:  # NoCloud: the pod's or Neutron's DHCP only, no network data
-        assert set(data) == {"userdata"}
-        return
-    assert json.loads(data["networkdata"]) == {
-        "links": [{"id": "tap0f1e2d3c-4b", "vif_id": ports[0]["port_id"], "type": "phy", "mtu": None,
-                   "ethernet_mac_address": "fa:16:3e:00:00:01"}],
-        "networks": [{"id": "network0", "type": "ipv4_dhcp", "link": "tap0f1e2d3c-4b", "network_id": "net-1"},
-                     {"id": "network1", "type": "ipv6_dhcp", "link": "tap0f1e2d3c-4b", "network_id": "net-1"}],
-        "services": []}
+    wanted = network_data(ports)
+    assert wanted is not None and wanted["links"][0]["id"] == "tap0f1e2d3c-4b"
+    assert json.loads(data["networkdata"]) == (wanted if config_drive else network_config(wanted))
+    ports_without_subnets = [{k: v for k, v in ports[0].items() if k != "subnets"}]
+    bare = compose({**SERVER, "config_drive": config_drive}, flavor_copy(), IMAGE, None, ports=ports_without_subnets)
+    assert set(_secret(bare, "user-data")["data"]) == {"userdata"}  # nothing to configure: no network data
 
 
 def test_without_key_pair_no_credentials():

@@ -7,6 +7,7 @@ body) so that tests can check who called, with which token and what was sent.
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import threading
 import urllib.parse
@@ -47,7 +48,9 @@ class FakeNeutron:
                "project_id": project_id, "shared": shared, "admin_state_up": True, "subnets": [], **extra}
         self.networks[net["id"]] = net
         if subnet:
-            sub = {"id": str(uuid.uuid4()), "network_id": net["id"], "cidr": subnet, "tenant_id": project_id}
+            sub = {"id": str(uuid.uuid4()), "network_id": net["id"], "cidr": subnet, "tenant_id": project_id,
+                   "ip_version": 4, "gateway_ip": str(next(ipaddress.ip_network(subnet).hosts())),
+                   "dns_nameservers": [], "host_routes": [], "enable_dhcp": True}
             self.subnets[sub["id"]] = sub
             net["subnets"].append(sub["id"])
         return net
@@ -175,6 +178,12 @@ class FakeNeutron:
             if net is None:
                 return self._error(404, "NetworkNotFound", f"Network {wanted.get('network_id')} could not be found.")
             fixed = None
+            taken = {ip["ip_address"] for p in self.ports.values() if p["network_id"] == net["id"]
+                     for ip in p.get("fixed_ips") or ()}
+            for ip in wanted.get("fixed_ips") or ():
+                if ip["ip_address"] in taken:
+                    return self._error(409, "IpAddressAlreadyAllocated",
+                                       f"IP address {ip['ip_address']} already allocated in subnet {net['subnets'][0]}")
             if wanted.get("fixed_ips"):
                 fixed = [{"subnet_id": net["subnets"][0], "ip_address": ip["ip_address"]} for ip in wanted["fixed_ips"]]
             extra = {k: v for k, v in wanted.items() if k not in ("network_id", "fixed_ips", "tenant_id")}

@@ -187,3 +187,46 @@ def test_bdms_in_notifications_lists_the_volumes_in_every_event(tmp_path) -> Non
         updates = [m["payload"]["nova_object.data"]["block_devices"] for m in messages.versioned()
                    if m["event_type"] == "instance.update"]
         assert updates and all(len(u) == 1 for u in updates)
+
+
+@pytest.mark.parametrize("database", ENGINES)
+def test_interface_attach_and_detach_notify_as_novas_compute(tmp_path, database) -> None:
+    """instance.interface_attach.start/.end and instance.interface_detach.start/.end (versioned only, an
+    InstanceActionPayload); .error only when the attach itself failed (InterfaceAttachFailed), not when
+    Neutron refused the port (Nova's compute raises those after .start, without .error)."""
+    from openkeel_compute.model import events
+
+    with notifying_world(tmp_path, notification_format="both", state_change=None, database=database) as (
+            client, _controller, messages):
+        assert client.post("/v2.1/flavors", headers=admin(), json_body={"flavor": FLAVOR}).status_code == 200
+        got = client.post("/v2.1/servers", headers=DEMO, json_body={"server": {
+            "name": "web-1", "imageRef": IMAGE, "flavorRef": "1", "networks": "none"}})
+        uuid = got.json["server"]["id"]
+        engine = server_events.installed().engine
+        messages.clear()
+        with db_api.transaction(engine) as conn:
+            action = instance_actions.action_for_request(conn, uuid, instance_actions.actions_of(conn, uuid)[0]["request_id"])
+            refused = instance_actions.start_event(conn, action, events.ATTACH_INTERFACE)
+            instance_actions.finish_event(conn, refused, "Error", details="Port p-1 is still in use.")
+        types = [m["event_type"] for m in messages.all()]
+        assert types == ["instance.interface_attach.start"]
+        messages.clear()
+        with db_api.transaction(engine) as conn:
+            failed = instance_actions.start_event(conn, action, events.ATTACH_INTERFACE)
+            instance_actions.finish_event(conn, failed, "Error",
+                                          details=f"Failed to attach network adapter device to {uuid}")
+            done = instance_actions.start_event(conn, action, events.ATTACH_INTERFACE)
+            instance_actions.finish_event(conn, done, "Success")
+            detach = instance_actions.start_event(conn, action, events.DETACH_INTERFACE)
+            instance_actions.finish_event(conn, detach, "Success")
+        sent = [(m["event_type"], m["payload"]["nova_object.name"]) for m in messages.all()]
+        error = next(m for m in messages.all() if m["event_type"] == "instance.interface_attach.error")
+    assert sorted(sent) == sorted([
+        ("instance.interface_attach.start", "InstanceActionPayload"),
+        ("instance.interface_attach.error", "InstanceActionPayload"),
+        ("instance.interface_attach.start", "InstanceActionPayload"),
+        ("instance.interface_attach.end", "InstanceActionPayload"),
+        ("instance.interface_detach.start", "InstanceActionPayload"),
+        ("instance.interface_detach.end", "InstanceActionPayload")])
+    assert error["priority"] == "ERROR"
+    assert error["payload"]["nova_object.data"]["fault"]["nova_object.data"]["exception"] == "InterfaceAttachFailed"

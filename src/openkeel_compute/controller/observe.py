@@ -231,6 +231,9 @@ class Observer:
                 and server["system_metadata"].get(sysmeta.VIF_WAIT):
             # its ports are not plugged yet (steps/vif_wait.py): BUILD, spawning, as Nova's guest waits paused
             seen = seen._replace(vm_state=states.BUILDING, task_state=task_states.SPAWNING, launched=False)
+        elif server.get("task_state") == task_states.REBUILD_SPAWNING and server["system_metadata"].get(sysmeta.VIF_WAIT):
+            # a rebuild's guest waiting for its ports plugged again (steps/rebuild.py): the task goes on
+            seen = seen._replace(vm_state=server["vm_state"], task_state=task_states.REBUILD_SPAWNING)
         self._changed(ctx, server, seen, writes, key)
         if ctx.settings.keep_pod_address and view[0] is not None and seen.addresses:
             _keep_address(ctx, namespace, uuid, view[0], seen.addresses)

@@ -46,6 +46,7 @@ from openkeel_compute.kubevirt.names import (
     server_user_data_secret,
     server_vm_name,
 )
+from openkeel_compute.kubevirt.netdata import network_config, network_data
 from openkeel_compute.kubevirt.options import DEFAULT_OPTIONS, MappingOptions
 from openkeel_compute.model.flavor import api_body_of_row
 from openkeel_compute.model.sysmeta import REQUESTED_NETWORKS, requested_nodes
@@ -57,7 +58,7 @@ ANN_METADATA = "openkeel.io/server-metadata"
 POD_NETWORK = "default"  # the name of the pod network and its interface inside the VM
 EMPTY_USER_DATA = b"#cloud-config\n{}\n"
 USER_DATA_KEY = "userdata"  # the Secret key KubeVirt reads user data from
-NETWORK_DATA_KEY = "networkdata"  # and network data (the config drive's network_data.json)
+NETWORK_DATA_KEY = "networkdata"  # and network data (networkDataSecretRef)
 SSH_KEY_KEY = "key"
 IMAGE_HEADER_KEY = "header"
 GiB = 1024**3
@@ -210,24 +211,6 @@ def user_data(server_user_data: str | None, swap: bool) -> bytes:
     return archive.as_bytes()
 
 
-def network_data(ports: Sequence[Mapping[str, Any]]) -> bytes:
-    """network_data.json of a server's Neutron ports, in Nova's shape (links, networks, services): one link
-    per port (``tap`` + the port id's first 11 characters, as Nova names the device), one network per fixed
-    address, configured by DHCP (Neutron's DHCP agent answers the guest)."""
-    links: list[dict[str, Any]] = []
-    networks: list[dict[str, Any]] = []
-    for port in ports:
-        port_id = str(port["port_id"])
-        link = f"tap{port_id[:11]}"
-        links.append({"id": link, "vif_id": port_id, "type": "phy", "mtu": port.get("mtu"),
-                      "ethernet_mac_address": str(port["mac"])})
-        for address in port.get("fixed_ips") or ():
-            version = 6 if ":" in str(address) else 4
-            networks.append({"id": f"network{len(networks)}", "type": f"ipv{version}_dhcp", "link": link,
-                             "network_id": str(port["network_id"])})
-    return json.dumps({"links": links, "networks": networks, "services": []}, sort_keys=True).encode()
-
-
 def _secret(name: str, namespace: str, labels: dict[str, str], data: dict[str, bytes]) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
@@ -376,14 +359,18 @@ def compose(server: Mapping[str, Any], flavor: Mapping[str, Any] | Flavor, image
     config_drive = wants_config_drive(server, options)
     source = "cloudInitConfigDrive" if config_drive else "cloudInitNoCloud"
     disks.append({"name": CLOUD_INIT_DISK, "disk": {}})
-    volumes.append({"name": CLOUD_INIT_DISK, source: {"secretRef": {"name": server_user_data_secret(uuid)}}})
+    cloud_init: dict[str, Any] = {"secretRef": {"name": server_user_data_secret(uuid)}}
+    volumes.append({"name": CLOUD_INIT_DISK, source: cloud_init})
     devices["disks"] = disks
     tspec["volumes"] = volumes
 
-    cloud_init = {USER_DATA_KEY: user_data(server.get("user_data"), swap)}
-    if config_drive and ports:  # the config drive's openstack/latest/network_data.json (KubeVirt's networkdata)
-        cloud_init[NETWORK_DATA_KEY] = network_data(ports)
-    secrets = [_secret(server_user_data_secret(uuid), namespace, labels, cloud_init)]
+    init_data = {USER_DATA_KEY: user_data(server.get("user_data"), swap)}
+    data = network_data(ports) if ports else None
+    if data is not None:  # the ports' addresses for cloud-init: network_data.json on a config drive, v2 for NoCloud
+        init_data[NETWORK_DATA_KEY] = json.dumps(data if config_drive else network_config(data),
+                                                 sort_keys=True).encode()
+        cloud_init["networkDataSecretRef"] = {"name": server_user_data_secret(uuid)}
+    secrets = [_secret(server_user_data_secret(uuid), namespace, labels, init_data)]
     if public_key:
         secrets.append(_secret(server_ssh_key_secret(uuid), namespace, labels, {SSH_KEY_KEY: public_key.encode()}))
         tspec["accessCredentials"] = [{"sshPublicKey": {

@@ -12,6 +12,8 @@ UNPAUSE = "compute_unpause_instance"
 REBUILD = "compute_rebuild_instance"
 SOFT_DELETE = "compute_soft_delete_instance"
 RESTORE = "compute_restore_instance"
+ATTACH_INTERFACE = "compute_attach_interface"
+DETACH_INTERFACE = "compute_detach_interface"
 #: the conductor's event of a rebuild or evacuation, once it has found the host
 REBUILD_SERVER = "rebuild_server"
 

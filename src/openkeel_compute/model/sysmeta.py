@@ -60,6 +60,11 @@ REPLACED_VMI = "openkeel_replaced_vmi"
 #: a build waiting for Neutron's network-vif-plugged of its ports: when it gives up (ISO 8601 time,
 #: [DEFAULT] vif_plugging_timeout after the VM was started). The server stays BUILD meanwhile.
 VIF_WAIT = "openkeel_vif_wait"
+#: a detach waiting for KubeVirt to take the interface out of the running guest: until when (ISO 8601 time)
+DETACH_WAIT = "openkeel_detach_wait"
+#: the running attach or detach's instance-action event, "<outbox row id>:<event id>": not TASK_EVENT, which the
+#: observation ends when it sees no task (an attach has none)
+INTERFACE_EVENT = "openkeel_interface_event"
 
 # -- the controller's working state of unbounded length: not system metadata -----------------------------
 # Kept in table instance_controller_state (compute/working_state.py), whose values are text of any length:

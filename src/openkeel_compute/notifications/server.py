@@ -59,6 +59,9 @@ class Event:
     api: bool = False  # an API event without phase (lock, unlock)
     exists_first: bool = False  # Nova's compute sends the usage so far (exists) before .start
     exists_before_end: bool = False  # ... or once the driver is done, before .end (a rescue)
+    #: with ``error``: only a failure whose message starts so sends .error (Nova's compute sends
+    #: interface_attach.error when its driver failed, not when Neutron refused the port)
+    error_on: str | None = None
 
 
 EVENTS: dict[str, Event] = {
@@ -85,6 +88,9 @@ EVENTS: dict[str, Event] = {
     # a backup is a snapshot to Nova's compute (backup_instance → _snapshot_instance): snapshot.start/end
     ev.SNAPSHOT: Event("snapshot", "snapshot"),
     ev.BACKUP: Event("snapshot", "snapshot"),
+    ev.ATTACH_INTERFACE: Event("interface_attach", None, error=True,
+                               error_on="Failed to attach network adapter device"),
+    ev.DETACH_INTERFACE: Event("interface_detach", None),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }
@@ -284,7 +290,7 @@ class ServerNotifier(VersionedNotifier):
             self._action(view, event, None, host)
             return
         if result != "Success":
-            if not event.error:
+            if not event.error or (event.error_on and not (details or "").startswith(event.error_on)):
                 return
             fault = sp.Fault(exception=_exception_name(details), message=details or "", traceback=traceback or "",
                              function_name=found[0])
@@ -420,7 +426,8 @@ _EXCEPTIONS = (("No valid host was found", "NoValidHost"), ("Exceeded maximum nu
                ("Build of instance", "BuildAbortException"), ("Flavor's disk is too small", "FlavorDiskTooSmall"),
                ("The created instance's disk would be too small", "FlavorDiskTooSmall"),
                ("Insufficient compute resources", "ComputeResourcesUnavailable"),
-               ("NotImplementedError", "NotImplementedError"), ("Invalid input received", "InvalidInput"))
+               ("NotImplementedError", "NotImplementedError"), ("Invalid input received", "InvalidInput"),
+               ("Failed to attach network adapter device", "InterfaceAttachFailed"))
 
 
 def _exception_name(message: str | None) -> str:

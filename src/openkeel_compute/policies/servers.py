@@ -12,6 +12,10 @@ SERVER_METADATA = "os_compute_api:server-metadata:%s"
 REQUESTED_DESTINATION = "compute:servers:create:requested_destination"
 
 
+#: Nova's rule for an unshared external network (router:external) given a server's port
+NETWORK_ATTACH_EXTERNAL = "network:attach_external_network"
+
+
 def _rule(name, check_str, description, operations):
     return policy.DocumentedRuleDefault(name=name, check_str=check_str, description=description,
                                         operations=operations, scope_types=["project"])
@@ -48,6 +52,8 @@ rules = [
           [{"method": "POST", "path": "/servers"}]),
     _rule(SERVERS % "create:attach_network", "rule:project_member_api",
           "Create a server with the requested networks", [{"method": "POST", "path": "/servers"}]),
+    _rule(NETWORK_ATTACH_EXTERNAL, base.ADMIN, "Attach an unshared external network to a server",
+          [{"method": "POST", "path": "/servers"}, {"method": "POST", "path": "/servers/{server_id}/os-interface"}]),
     _rule(SERVERS % "create:forced_host", base.ADMIN,
           "Create a server on the named node (availability_zone 'zone:host', 'zone:host:node' or 'zone::node'), "
           "bypassing the scheduler's checks",

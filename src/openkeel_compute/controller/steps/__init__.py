@@ -18,6 +18,7 @@ from openkeel_compute.controller.steps import (
     console,
     delete,
     evacuate,
+    interfaces,
     power,
     reboot,
     rebuild,
@@ -74,6 +75,8 @@ TABLE: dict[str, Operation] = {
     ops.SWAP_VOLUME: Operation(volume_attach.swap),
     ops.SNAPSHOT: Operation(snapshot.run, events.SNAPSHOT, give_up=snapshot.give_up),
     ops.BACKUP: Operation(snapshot.run, events.BACKUP, give_up=snapshot.give_up),
+    ops.ATTACH_INTERFACE: Operation(interfaces.attach, give_up=interfaces.give_up),
+    ops.DETACH_INTERFACE: Operation(interfaces.detach),
 }
 
 __all__ = ["TABLE", "Operation"]

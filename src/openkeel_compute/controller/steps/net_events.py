@@ -92,7 +92,8 @@ def refreshed(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]]) 
         network = networks.get(port["network_id"]) or calls.show_network(port["network_id"])
         networks[network["id"]] = network
         floating = [f["floating_ip_address"] for f in calls.list_floating_ips(port_id=port["id"])]
-        out.append(ports.vif_of(port, network, floating, vif.get("created", False), vif.get("tag")))
+        out.append(ports.vif_of(port, network, floating, vif.get("created", False), vif.get("tag"),
+                                ports.subnets_of(calls, port)))
     return out
 
 

@@ -81,11 +81,26 @@ def save(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]]) -> No
 
 
 def vif_of(port: dict[str, Any], network: dict[str, Any], floating: list[str], created: bool,
-           tag: str | None) -> dict[str, Any]:
-    return {"port_id": port["id"], "network_id": port["network_id"], "network_name": network.get("name") or "",
-            "mac": port["mac_address"], "fixed_ips": [ip["ip_address"] for ip in port.get("fixed_ips") or ()],
-            "floating_ips": floating, "created": created, "tag": tag,
-            "active": port.get("status") == "ACTIVE", "host": port.get(BINDING_HOST) or None}
+           tag: str | None, subnets: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A port's network info entry; ``subnets`` (by id): what the guest's network data needs of each fixed
+    IP's subnet (kubevirt/netdata.py)."""
+    vif = {"port_id": port["id"], "network_id": port["network_id"], "network_name": network.get("name") or "",
+           "mac": port["mac_address"], "fixed_ips": [ip["ip_address"] for ip in port.get("fixed_ips") or ()],
+           "floating_ips": floating, "created": created, "tag": tag,
+           "active": port.get("status") == "ACTIVE", "host": port.get(BINDING_HOST) or None,
+           "mtu": network.get("mtu"), "vif_type": port.get("binding:vif_type")}
+    if subnets is not None:
+        vif["subnets"] = [
+            {"ip_address": ip["ip_address"], "cidr": sub["cidr"], "gateway_ip": sub.get("gateway_ip"),
+             "dns_nameservers": list(sub.get("dns_nameservers") or ()), "host_routes": list(sub.get("host_routes") or ())}
+            for ip in port.get("fixed_ips") or () if (sub := subnets.get(ip.get("subnet_id") or "")) and sub.get("cidr")]
+    return vif
+
+
+def subnets_of(calls: Any, port: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The subnets of the port's fixed IPs, by id."""
+    ids = sorted({ip["subnet_id"] for ip in port.get("fixed_ips") or () if ip.get("subnet_id")})
+    return {s["id"]: s for s in calls.list_subnets(id=ids)} if ids else {}
 
 
 def _auto_network(calls: Any, project_id: str) -> str:
@@ -143,7 +158,7 @@ def allocate(ctx: Context, server: dict[str, Any]) -> list[dict[str, Any]]:
                      "port_created": False}]
         with transaction(ctx.engine) as conn:
             network_requests.record(conn, uuid, requests)
-    dns = any(e.get("alias") == "dns-integration" for e in calls.list_extensions())
+    dns = dns_integration(calls)
     groups: list[str] | None = None
     info: list[dict[str, Any]] = []
     networks: dict[str, dict[str, Any]] = {}
@@ -163,21 +178,51 @@ def allocate(ctx: Context, server: dict[str, Any]) -> list[dict[str, Any]]:
                 port_id, created = port["id"], True
                 with transaction(ctx.engine) as conn:  # written down before anything else can fail
                     network_requests.set_port(conn, uuid, request["position"], port_id, True)
-            port = calls.show_port(port_id)
-            network = networks.get(port["network_id"]) or calls.show_network(port["network_id"])
-            networks[network["id"]] = network
-            port = calls.update_port(port_id, binding(ctx, server, network, dns))
         except net_errors.NeutronUnavailable:
             raise
         except net_errors.NetworkError as exc:
             raise AllocationFailed(exc.message) from None
-        if port.get("binding:vif_type") == BINDING_FAILED:
-            raise AllocationFailed(f"Binding failed for port {port_id}, please check neutron logs for more "
-                                   "information.")
-        floating = [f["floating_ip_address"] for f in calls.list_floating_ips(port_id=port_id)]
-        info.append(vif_of(port, network, floating, created, request["tag"]))
+        info.append(bind(ctx, server, calls, port_id, created, request["tag"], dns, networks))
     save(ctx, server, info)
     return info
+
+
+def dns_integration(calls: Any) -> bool:
+    return any(e.get("alias") == "dns-integration" for e in calls.list_extensions())
+
+
+def bind(ctx: Context, server: dict[str, Any], calls: Any, port_id: str, created: bool, tag: str | None,
+         dns: bool, networks: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One port bound to the server as Nova's compute binds it; its network info entry. Raises
+    AllocationFailed (Neutron refused it, or failed the binding) or NeutronUnavailable."""
+    try:
+        port = calls.show_port(port_id)
+        network = networks.get(port["network_id"]) or calls.show_network(port["network_id"])
+        networks[network["id"]] = network
+        port = calls.update_port(port_id, binding(ctx, server, network, dns))
+    except net_errors.NeutronUnavailable:
+        raise
+    except net_errors.NetworkError as exc:
+        raise AllocationFailed(exc.message) from None
+    if port.get("binding:vif_type") == BINDING_FAILED:
+        raise AllocationFailed(f"Binding failed for port {port_id}, please check neutron logs for more "
+                               "information.")
+    floating = [f["floating_ip_address"] for f in calls.list_floating_ips(port_id=port_id)]
+    return vif_of(port, network, floating, created, tag, subnets_of(calls, port))
+
+
+def let_go(ctx: Context, uuid: str, port_id: str, created: bool) -> None:
+    """One port no longer the server's: deleted when OpenKeel made it, else unbound and kept (a port
+    already gone is what was wanted). Raises NeutronUnavailable."""
+    assert ctx.network is not None
+    calls = ctx.network.admin()
+    try:
+        if created:
+            calls.delete_port(port_id)
+        else:
+            calls.update_port(port_id, {BINDING_HOST: None, "device_id": "", "device_owner": ""})
+    except net_errors.PortNotFound:
+        LOG.info("server %s: its port %s is gone already", uuid, port_id)
 
 
 def networks_of(ctx: Context, info: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -254,3 +299,16 @@ def follow(ctx: Context, server: dict[str, Any], node: str | None) -> None:
         return
     if changed:
         save(ctx, server, info)
+
+
+def refresh_states(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]]) -> bool:
+    """Each port plugged or not as Neutron shows it now (``status`` ACTIVE); True when one changed."""
+    assert ctx.network is not None
+    found = {p["id"]: p for p in ctx.network.admin().list_ports(device_id=server["uuid"])}
+    changed = False
+    for vif in info:
+        port = found.get(vif["port_id"])
+        if port is not None and vif.get("active") != (port.get("status") == "ACTIVE"):
+            vif["active"] = port.get("status") == "ACTIVE"
+            changed = True
+    return changed

@@ -4,8 +4,11 @@ Pass after pass, the server's task says where it is: ``rebuilding``: the VM is s
 gone the VM is applied with a new root DataVolume from the new image and the old disk deleted
 (``rebuild_block_device_mapping``, event ``compute_rebuild_instance``); then the VM starts again
 (``rebuild_spawning``, which the observation ends ACTIVE once it runs), or, for a server rebuilt while
-SHUTOFF, it stays stopped and the task ends here once the new disk is imported, as Nova does.
-"""
+SHUTOFF, it stays stopped and the task ends here once the new disk is imported, as Nova does. With Neutron
+ports, the guest started again waits in ``rebuild_spawning`` for network-vif-plugged of each port the
+network info shows unplugged (a network-vif-unplugged came while the guest was stopped, or it was never
+plugged), as Nova's spawn waits for the ports its network info shows inactive (``vif_plugging_timeout``;
+fatal: ERROR with "Virtual Interface creation failed")."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from typing import Any
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps import vm_edits
+from openkeel_compute.controller.steps import ports, power, vif_wait, vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -28,7 +31,7 @@ from openkeel_compute.db.api import transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.server import rebuild_root_volume
 from openkeel_compute.kubevirt.vmstatus import Fault
-from openkeel_compute.model import events, states
+from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model.states import task_states
 
 
@@ -53,15 +56,28 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             if action_id is not None:
                 tasks.keep(conn, row.id, uuid, instance_actions.start_event(conn, action_id, events.REBUILD))
         task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
+    if task == task_states.REBUILD_SPAWNING and server["system_metadata"].get(sysmeta.VIF_WAIT):
+        return vif_wait.check(ctx, row, server, _plug_failed, bind=False)
     if task != task_states.REBUILD_BLOCK_DEVICE_MAPPING:
         return DONE  # no longer this rebuild's to finish
     if row.payload.get("old_vm_state") == states.STOPPED:
         return _end_stopped(ctx, row, server, namespace)
     ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
+    unplugged = [vif for vif in ports.info_of(server) or [] if not vif.get("active")] \
+        if ports.wanted(ctx, server) else []
     with transaction(ctx.engine) as conn:
         cas.save_state(conn, uuid, expected_task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING,
                        task_state=task_states.REBUILD_SPAWNING)
+    if unplugged:  # Nova's spawn waits for network-vif-plugged of the ports its network info shows unplugged
+        return vif_wait.begin(ctx, server, unplugged)
     return DONE
+
+
+def _plug_failed(ctx: Context, row: ServerRow, server: dict[str, Any], _reason: str) -> Failed:
+    """A port never plugged again with ``vif_plugging_is_fatal``: the rebuild ends in ERROR with Nova's
+    VirtualInterfaceCreateException, as its compute ends a rebuild whose spawn raised."""
+    return power.give_up_in_error(ctx, row, {**server, "task_state": task_states.REBUILD_SPAWNING},
+                                  vif_wait.VIF_CREATE_FAILED)
 
 
 def _end_stopped(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str) -> Outcome:

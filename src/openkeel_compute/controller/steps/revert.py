@@ -2,7 +2,10 @@
 *with* their revision names (the old flavor and its instancetype may have been deleted meanwhile: the
 revision is all KubeVirt needs), the old flavor's disks back, the VM back on its node and started if the
 server ran before the resize → ``active`` / ``stopped``; the migration's allocation back on the server, and
-the server's own instancetype and preference of the new flavor deleted."""
+the server's own instancetype and preference of the new flavor deleted. With Neutron ports, their bindings
+follow the server back, and a running server waits for network-vif-plugged of each port Neutron then shows
+not ACTIVE (steps/vif_wait.py ``after_rebinding``), as Nova's ``finish_revert_migration`` does; a plug that
+never comes with ``vif_plugging_is_fatal`` ends the revert in ERROR ("Virtual Interface creation failed")."""
 
 from __future__ import annotations
 
@@ -13,7 +16,7 @@ from typing import Any
 from openkeel_compute.compute import resize, working_state
 from openkeel_compute.compute.instances import cas, store
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import ports, vm_edits
+from openkeel_compute.controller.steps import ports, vif_wait, vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -78,6 +81,10 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     node = ((vmi or {}).get("status") or {}).get("nodeName") if running else home
     power = states.power_state.RUNNING if running else states.power_state.SHUTDOWN
     ports.follow(ctx, server, node)  # Neutron's bindings back on the node the server runs on
+    if running:  # the guest waits for its ports plugged again, as Nova's finish_revert_migration
+        plugged = vif_wait.after_rebinding(ctx, row, server, give_up)
+        if plugged is not DONE:
+            return plugged
     ctx.allocations.revert(uuid, row.payload["migration"], in_place=home != source)
     with transaction(ctx.engine) as conn:
         if resize.reverted(conn, uuid, row.payload["migration"], power_state=power):

@@ -46,12 +46,16 @@ def _end(ctx: Context, uuid: str) -> None:
         instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.VIF_WAIT, None)
 
 
-def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) -> Outcome:
-    """One look at the wait; ``give_up``: the build's (Nova's fault, what was made let go)."""
+def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any,
+          only: set[str] | None = None, bind: bool = True) -> Outcome:
+    """One look at the wait; ``give_up``: the build's (Nova's fault, what was made let go); ``only``: the
+    ports waited for (an attach's), None: all of them; ``bind``: ports bound to no node yet are bound to the
+    server's (not while a revert moves them: the server's node is the one it leaves)."""
     uuid = server["uuid"]
     info = ports.info_of(server) or []
+    waited = [vif for vif in info if only is None or vif["port_id"] in only]
     try:
-        changed = ports.bind_to_node(ctx, server, info)
+        changed = ports.bind_to_node(ctx, server, info) if bind else False
     except ports.AllocationFailed as exc:  # no agent on the node can bind it: Nova's build abort
         LOG.warning("server %s: %s", uuid, exc)
         _end(ctx, uuid)
@@ -80,7 +84,7 @@ def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) ->
         _end(ctx, uuid)
         result: Failed = give_up(ctx, row, server, ports.NETWORK_FAILED)
         return result
-    if all(vif.get("active") for vif in info):
+    if all(vif.get("active") for vif in waited):
         _end(ctx, uuid)
         return DONE
     until = dt.datetime.fromisoformat(server["system_metadata"][sysmeta.VIF_WAIT])
@@ -88,7 +92,7 @@ def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) ->
     if now.tzinfo is None and until.tzinfo is not None:
         until = until.replace(tzinfo=None)
     if now >= until:
-        missing = [vif["port_id"] for vif in info if not vif.get("active")]
+        missing = [vif["port_id"] for vif in waited if not vif.get("active")]
         LOG.warning("server %s: timeout waiting for network-vif-plugged of %s", uuid, ", ".join(missing))
         _end(ctx, uuid)
         if fatal:
@@ -96,3 +100,28 @@ def check(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) ->
             return result
         return DONE
     return Waiting("waiting for network-vif-plugged of the server's ports", POLL)
+
+
+#: the fault of a move whose ports were never plugged again (Nova's VirtualInterfaceCreateException)
+VIF_CREATE_FAILED = "Virtual Interface creation failed"
+
+
+def after_rebinding(ctx: Context, row: ServerRow, server: dict[str, Any], give_up: Any) -> Outcome:
+    """Nova's ``_create_guest_with_network`` after a revert moved the ports' bindings back
+    (``migrate_instance_finish``, then the network info read again): the guest waits for
+    network-vif-plugged of each port Neutron does not show ACTIVE now, up to ``vif_plugging_timeout``;
+    ``give_up`` (the operation's) with Nova's "Virtual Interface creation failed" when plugging is fatal.
+    DONE at once without Neutron ports."""
+    if not ports.wanted(ctx, server) or ctx.settings.vif_plugging_timeout <= 0:
+        return DONE
+
+    def failed(ctx: Context, row: ServerRow, server: dict[str, Any], _reason: str) -> Failed:
+        result: Failed = give_up(ctx, row, server, VIF_CREATE_FAILED)
+        return result
+
+    if server["system_metadata"].get(sysmeta.VIF_WAIT):
+        return check(ctx, row, server, failed, bind=False)
+    info = ports.info_of(server) or []
+    if ports.refresh_states(ctx, server, info):
+        ports.save(ctx, server, info)
+    return begin(ctx, server, info)
