@@ -197,8 +197,8 @@ def test_a_vm_waiting_for_its_import_costs_its_passes_nothing_until_the_import_m
     lifecycle = cluster.lifecycle
     copied: list[str] = []
     looked: list[str] = []
-    real_own, real_vm = lifecycle_module._own, lifecycle._vm
-    monkeypatch.setattr(lifecycle_module, "_own", lambda obj: (copied.append(obj["kind"]), real_own(obj))[1])
+    real_own, real_vm = lifecycle_module.own_copy, lifecycle._vm
+    monkeypatch.setattr(lifecycle_module, "own_copy", lambda obj: (copied.append(obj["kind"]), real_own(obj))[1])
     lifecycle._vm = lambda vm, clock: (looked.append(vm["metadata"]["name"]), real_vm(vm, clock))[1]
     time.sleep(0.3)  # dozens of passes
     assert (copied, looked) == ([], [])

@@ -30,7 +30,7 @@ from openkeel_compute.emulator.nodes import NodeLifecycle
 from openkeel_compute.emulator.resources import BY_KIND
 from openkeel_compute.emulator.running import RESTART_MESSAGE, Running
 from openkeel_compute.emulator.snapshots import Snapshots
-from openkeel_compute.emulator.store import Store, clone, new_uid, now
+from openkeel_compute.emulator.store import Store, condition, new_uid, now, own_copy
 from openkeel_compute.emulator.volumes import Binder
 
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
@@ -74,21 +74,6 @@ class Delays:
         return cls(**{f.name: getattr(base, f.name) * scale for f in dataclasses.fields(cls)})
 
 
-def _condition(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
-    cond: dict[str, Any] = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
-    if reason:
-        cond["reason"] = reason
-    if message:
-        cond["message"] = message
-    return cond
-
-
-def _own(obj: dict[str, Any]) -> dict[str, Any]:
-    """A copy to change metadata and status of (the spec is shared: stored objects are replaced, never edited)."""
-    new = dict(obj)
-    new["metadata"] = clone(obj["metadata"])
-    new["status"] = clone(obj.get("status") or {})
-    return new
 
 
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:
@@ -321,7 +306,7 @@ class Lifecycle:
         wanted = ((pvc.get("spec") or {}).get("resources") or {}).get("requests", {}).get("storage")
         status = pvc.get("status") or {}
         if wanted and (status.get("capacity") or {}).get("storage") != wanted:
-            new = _own(pvc)
+            new = own_copy(pvc)
             new["status"]["capacity"] = {"storage": wanted}
             self._write(new)
         else:
@@ -348,16 +333,16 @@ class Lifecycle:
                 and not self._due(dv, self.delays.import_duration, clock)
                 and self._progress(dv, clock) == status.get("progress")):
             return
-        new = _own(dv)
+        new = own_copy(dv)
         if phase is None:
             new["status"] = {"phase": "Pending", "progress": "N/A", "claimName": dv["metadata"]["name"],
-                             "conditions": [_condition("Bound", "False", "Pending", "PVC Pending"),
-                                            _condition("Ready", "False"), _condition("Running", "False")]}
+                             "conditions": [condition("Bound", "False", "Pending", "PVC Pending"),
+                                            condition("Ready", "False"), condition("Running", "False")]}
         elif phase == "Pending" and self._due(dv, self.delays.import_scheduled / 2, clock):
             self._claim(dv)
             new["status"].update(phase="ImportScheduled", conditions=[
-                _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                _condition("Ready", "False"), _condition("Running", "False", "Pending")])
+                condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                condition("Ready", "False"), condition("Running", "False", "Pending")])
         elif phase == "ImportScheduled" and self._due(dv, self.delays.import_scheduled / 2, clock):
             missing = self._missing_secrets(dv)
             if missing:  # the importer pod cannot mount them: it waits, as on a real cluster
@@ -366,24 +351,24 @@ class Lifecycle:
                 if running.get("message") == message:
                     return
                 new["status"]["conditions"] = [
-                    _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                    _condition("Ready", "False"), _condition("Running", "False", "Pending", message)]
+                    condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    condition("Ready", "False"), condition("Running", "False", "Pending", message)]
                 self._write(new)
                 return
             new["status"].update(phase="ImportInProgress", progress="0.00%", conditions=[
-                _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                _condition("Ready", "False", "TransferRunning"), _condition("Running", "True", "Pod is running")])
+                condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                condition("Ready", "False", "TransferRunning"), condition("Running", "True", "Pod is running")])
         elif phase == "ImportInProgress":
             fault = self._fault("import-failure", ns, dv["metadata"]["name"], *owners)
             if fault is not None:
                 new["status"].update(phase="Failed", restartCount=1, conditions=[
-                    _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                    _condition("Ready", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE),
-                    _condition("Running", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE)])
+                    condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    condition("Ready", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE),
+                    condition("Running", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE)])
             elif self._due(dv, self.delays.import_duration, clock):
                 new["status"].update(phase="Succeeded", progress="100.0%", conditions=[
-                    _condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                    _condition("Ready", "True"), _condition("Running", "False", "Completed")])
+                    condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    condition("Ready", "True"), condition("Running", "False", "Completed")])
             else:
                 progress = self._progress(dv, clock)
                 if progress == status.get("progress"):
@@ -440,7 +425,7 @@ class Lifecycle:
             elif pod is None:  # force-deleted, or its node deleted: KubeVirt's VMI controller fails the VMI
                 self._pod_gone(vmi, clock)
             elif (ready := nodes.vmi_ready(vmi, pod)) is not None:
-                new = _own(vmi)
+                new = own_copy(vmi)
                 new["status"]["conditions"] = [ready if c.get("type") == "Ready" else c
                                                for c in new["status"].get("conditions") or ()]
                 self._write(new)
@@ -471,7 +456,7 @@ class Lifecycle:
             if target is not None and (self.launchers.anti_affinity or scheduling.uses_pod_affinity(
                     vmi.get("spec") or {})):  # the pods bound meanwhile count: decide now
                 target, why = self._places[meta["uid"]] = self._place(vmi.get("spec") or {}, ns, meta.get("labels"))
-        new = _own(vmi)
+        new = own_copy(vmi)
         st = new["status"]
         if phase is None:
             st.update(phase="Pending", phaseTransitionTimestamps=[{"phase": "Pending",
@@ -484,16 +469,16 @@ class Lifecycle:
                 if any(c.get("type") == "Synchronized" and c.get("message") == message for c in st["conditions"]):
                     return
                 st["conditions"] = [*(c for c in st["conditions"] if c.get("type") != "Synchronized"),
-                                    _condition("Synchronized", "False", "FailedCreate", message)]
+                                    condition("Synchronized", "False", "FailedCreate", message)]
                 self._write(new)
                 return
             st["phase"] = "Scheduling"
             self.launchers.create(vmi)
-            st["conditions"] = [_condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
+            st["conditions"] = [condition("Ready", "False", "GuestNotRunning", "Guest VM is not reported as running")]
         elif phase == "Scheduling":
             if fault is not None or target is None:
                 message = (fault.message or UNSCHEDULABLE_MESSAGE) if fault is not None else why
-                cond = _condition("PodScheduled", "False", "Unschedulable", message)
+                cond = condition("PodScheduled", "False", "Unschedulable", message)
                 if any(c.get("reason") == "Unschedulable" for c in st.get("conditions") or ()):
                     return
                 st["conditions"] = [*(c for c in st.get("conditions") or () if c["type"] != "PodScheduled"), cond]
@@ -504,13 +489,13 @@ class Lifecycle:
             st.update(phase="Scheduled", nodeName=target, activePods={pod_uid: target},
                       launcherContainerImageVersion="quay.io/kubevirt/virt-launcher:v1.9.0")
             new["metadata"].setdefault("labels", {})["kubevirt.io/nodeName"] = target
-            st["conditions"] = [_condition("Ready", "False", "GuestNotRunning",
+            st["conditions"] = [condition("Ready", "False", "GuestNotRunning",
                                            "Guest VM is not reported as running")]
         elif phase == "Scheduled":
             st["phase"] = "Running"
-            st["conditions"] = [_condition("Ready", "True"), _condition("StorageLiveMigratable", "True")]
+            st["conditions"] = [condition("Ready", "True"), condition("StorageLiveMigratable", "True")]
             if (vmi.get("spec") or {}).get("startStrategy") == "Paused":
-                st["conditions"].append(_condition("Paused", "True", "PausedStartStrategy",
+                st["conditions"].append(condition("Paused", "True", "PausedStartStrategy",
                                                    "VMI was paused by start strategy"))
             self.running.boot(vmi, new)
             st["machine"] = {"type": "pc-q35-rhel9.6.0"}
@@ -524,10 +509,10 @@ class Lifecycle:
         self._write(new)
 
     def _lose_node(self, vmi: dict[str, Any], clock: float) -> None:
-        new = _own(vmi)
+        new = own_copy(vmi)
         st = new["status"]
         st.update(phase="Failed", reason="NodeUnresponsive")
-        st["conditions"] = [_condition("Ready", "False", "NodeUnresponsive",
+        st["conditions"] = [condition("Ready", "False", "NodeUnresponsive",
                                        f"virt-handler on node {st.get('nodeName') or NODE} is not responsive")]
         st.setdefault("phaseTransitionTimestamps", []).append({"phase": "Failed", "phaseTransitionTimestamp": now()})
         self._moved(vmi, clock)
@@ -567,10 +552,10 @@ class Lifecycle:
     def _pod_gone(self, vmi: dict[str, Any], clock: float) -> None:
         """A Scheduled or Running VMI whose launcher pod is gone: Failed, no ``status.reason``, Ready False
         ``PodNotExists``, ``nodeName`` kept (KubeVirt's VMI controller)."""
-        new = _own(vmi)
+        new = own_copy(vmi)
         st = new["status"]
         st["phase"] = "Failed"
-        st["conditions"] = [_condition("Ready", "False", "PodNotExists", "virt-launcher pod has not yet been scheduled"),
+        st["conditions"] = [condition("Ready", "False", "PodNotExists", "virt-launcher pod has not yet been scheduled"),
                             *(c for c in st.get("conditions") or () if c.get("type") != "Ready")]
         st.setdefault("phaseTransitionTimestamps", []).append({"phase": "Failed", "phaseTransitionTimestamp": now()})
         self._moved(vmi, clock)
@@ -679,7 +664,7 @@ class Lifecycle:
         vmi = self.store.lookup("VirtualMachineInstance", name, ns)
         deleting = bool(meta.get("deletionTimestamp"))
         self._settled.discard(("virtualmachines", ns, name))
-        new = _own(vm)
+        new = own_copy(vm)
         status = new["status"]
         if deleting:
             if vmi is not None and not vmi["metadata"].get("deletionTimestamp"):
@@ -809,7 +794,7 @@ class Lifecycle:
         if "Ready" not in conditions:
             keep = old.get("Ready")
             reason = "VMINotExists" if vmi is None else "GuestNotRunning"
-            new_conditions.insert(0, keep if keep and keep.get("reason") == reason else _condition(
+            new_conditions.insert(0, keep if keep and keep.get("reason") == reason else condition(
                 "Ready", "False", reason, "VMI does not exist" if vmi is None else "Guest VM is not reported as "
                                                                                    "running"))
         if restart:
@@ -822,7 +807,7 @@ class Lifecycle:
             reason = "HotPlugVolumeError" if message.startswith("Error encountered while handling declarative") \
                 else "FailedCreate"
             new_conditions.append(keep if keep and keep.get("message") == message
-                                  else _condition("Failure", "True", reason, message))
+                                  else condition("Failure", "True", reason, message))
         status["conditions"] = new_conditions
 
     # -- garbage collection --------------------------------------------------------------------------

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from openkeel_compute.emulator.disks import claim_name
-from openkeel_compute.emulator.store import ApiError, now
+from openkeel_compute.emulator.store import ApiError, condition, now, own_copy
 from openkeel_compute.kubevirt.quantity import to_bytes
 
 EXPORT_PATH = re.compile(r"^/exports/([^/]+)/([^/]+)/volumes/([^/]+)/(disk\.img(?:\.gz)?)$")
@@ -41,20 +41,6 @@ _CHUNK = 1 << 20
 _TTL = re.compile(r"^(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
 
 
-def _condition(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
-    cond: dict[str, Any] = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
-    if reason:
-        cond["reason"] = reason
-    if message:
-        cond["message"] = message
-    return cond
-
-
-def _own(obj: dict[str, Any]) -> dict[str, Any]:
-    new = dict(obj)
-    new["metadata"] = dict(obj["metadata"])
-    new["status"] = dict(obj.get("status") or {})
-    return new
 
 
 def _ttl_seconds(text: str | None) -> float | None:
@@ -85,15 +71,15 @@ class Snapshots:
         source = (snap.get("spec") or {}).get("source") or {}
         vm = self.store.lookup("VirtualMachine", source.get("name") or "", ns) \
             if source.get("kind") == "VirtualMachine" else None
-        new = _own(snap)
+        new = own_copy(snap)
         fault = self.lifecycle._fault("snapshot-failure", ns, snap["metadata"]["name"], source.get("name"))
         if vm is None or fault is not None:
             message = (f"VirtualMachine {source.get('name')} does not exist" if vm is None else
                        fault.message or "VolumeSnapshot failed: the storage could not take the snapshot")
             new["status"] = {"phase": "Failed", "readyToUse": False, "conditions": [
-                _condition("Progressing", "False", "Failed"),
-                _condition("Ready", "False", "Failed"),
-                _condition("Failure", "True", "Failed", message)]}
+                condition("Progressing", "False", "Failed"),
+                condition("Ready", "False", "Failed"),
+                condition("Failure", "True", "Failed", message)]}
             self.lifecycle._write(new)
             return
         if not status.get("phase"):
@@ -108,8 +94,8 @@ class Snapshots:
             new["status"] = {"phase": "InProgress", "readyToUse": False, "sourceUID": vm["metadata"]["uid"],
                              "indications": indications,
                              "virtualMachineSnapshotContentName": content["metadata"]["name"],
-                             "conditions": [_condition("Progressing", "True", "InProgress", "Source locked and "
-                                                       "operation in progress"), _condition("Ready", "False")]}
+                             "conditions": [condition("Progressing", "True", "InProgress", "Source locked and "
+                                                       "operation in progress"), condition("Ready", "False")]}
             self.lifecycle._moved(snap, clock)
             self.lifecycle._write(new)
             return
@@ -119,11 +105,11 @@ class Snapshots:
                                     or "", ns)
         if content is None:
             return
-        done = _own(content)
+        done = own_copy(content)
         done["status"] = {"readyToUse": True, "creationTime": now()}
         self.lifecycle._write(done)
         new["status"].update(phase="Succeeded", readyToUse=True, creationTime=now(), conditions=[
-            _condition("Progressing", "False", "Operation complete"), _condition("Ready", "True", "Operation complete")])
+            condition("Progressing", "False", "Operation complete"), condition("Ready", "True", "Operation complete")])
         self.lifecycle._write(new)
 
     def _content(self, snap: dict[str, Any], vm: dict[str, Any]) -> dict[str, Any]:
@@ -213,13 +199,13 @@ class Snapshots:
             return
         ns, name = exp["metadata"].get("namespace"), exp["metadata"]["name"]
         spec = exp.get("spec") or {}
-        new = _own(exp)
+        new = own_copy(exp)
         snap, ready, reason = self._source(exp)
         if phase == "Ready":
             ttl = _ttl_seconds(spec.get("ttlDuration"))
             if ttl is not None and self.lifecycle._due(exp, ttl, clock):
                 new["status"] = {"phase": "Terminated", "conditions": [
-                    _condition("Ready", "False", "Terminated", "The export has reached its time to live")]}
+                    condition("Ready", "False", "Terminated", "The export has reached its time to live")]}
                 self.lifecycle._write(new)
                 return
             if ready:
@@ -229,7 +215,7 @@ class Snapshots:
             message = reason if not ready else f"Secret {spec.get('tokenSecretRef')} not found"
             if phase != "Pending" or (status.get("conditions") or [{}])[0].get("message") != message:
                 new["status"] = {"phase": "Pending", "tokenSecretRef": spec.get("tokenSecretRef"),
-                                 "conditions": [_condition("Ready", "False", "NotReady", message)]}
+                                 "conditions": [condition("Ready", "False", "NotReady", message)]}
                 self.lifecycle._write(new)
             return
         assert snap is not None
@@ -244,7 +230,7 @@ class Snapshots:
         links = {"cert": "", "volumes": volumes}
         new["status"] = {"phase": "Ready", "tokenSecretRef": spec.get("tokenSecretRef"),
                          "serviceName": f"virt-export-{name}", "links": {"internal": links, "external": links},
-                         "conditions": [_condition("Ready", "True", "PodReady")]}
+                         "conditions": [condition("Ready", "True", "PodReady")]}
         self.lifecycle._moved(exp, clock)
         self.lifecycle._write(new)
 

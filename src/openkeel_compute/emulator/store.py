@@ -76,6 +76,24 @@ def now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def condition(type_: str, status: str, reason: str = "", message: str = "") -> dict[str, Any]:
+    """A status condition as KubeVirt and Kubernetes write them."""
+    cond: dict[str, Any] = {"type": type_, "status": status, "lastProbeTime": None, "lastTransitionTime": now()}
+    if reason:
+        cond["reason"] = reason
+    if message:
+        cond["message"] = message
+    return cond
+
+
+def own_copy(obj: dict[str, Any]) -> dict[str, Any]:
+    """A copy to change metadata and status of (the spec is shared: stored objects are replaced, never edited)."""
+    new = dict(obj)
+    new["metadata"] = clone(obj["metadata"])
+    new["status"] = clone(obj.get("status") or {})
+    return new
+
+
 def new_uid() -> str:
     return str(uuid.UUID(int=random.getrandbits(128), version=4))
 

@@ -11,9 +11,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from openkeel_compute.emulator.lifecycle import _condition
 from openkeel_compute.emulator.resources import BY_KIND
-from openkeel_compute.emulator.store import ApiError, Store
+from openkeel_compute.emulator.store import ApiError, Store, condition
 
 VM_VERBS = ("start", "stop", "restart", "migrate", "addvolume", "removevolume")
 VMI_VERBS = ("pause", "unpause", "softreboot", "addvolume", "removevolume")
@@ -130,7 +129,7 @@ def vmi_verb(store: Store, ns: str, name: str, verb: str, body: dict[str, Any]) 
         if paused:
             raise _conflict("virtualmachineinstance", name, "VMI is already paused")
         new = copy.deepcopy(vmi)
-        new["status"]["conditions"] = [*conditions, _condition("Paused", "True", "PausedByUser",
+        new["status"]["conditions"] = [*conditions, condition("Paused", "True", "PausedByUser",
                                                                "VMI was paused by user")]
         store.put(new)
     elif verb == "unpause":
