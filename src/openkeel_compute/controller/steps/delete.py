@@ -2,7 +2,8 @@
 
 - delete: with ``[neutron]`` the server's ports first (those OpenKeel created deleted, the user's
   unbound: steps/ports.py), then the VirtualMachine (its disks and instance go with it), its Secrets and its own instancetypes
-  and preferences; an
+  and preferences; its launcher pods on a node that is not Ready force-deleted (``gracePeriodSeconds: 0``,
+  as evacuate's: a dead node's kubelet never confirms they stopped, the delete would wait for it); an
   open resize ends (``resize.close_on_delete``). The observation soft-deletes the row once none of
   them is left. The table marks it ``supersedes``: the server's earlier rows are moot and done.
 - soft-delete: the VM stopped (its disks stay), then vm_state soft-delete: what Nova's compute service
@@ -20,8 +21,8 @@ from typing import Any
 from openkeel_compute.compute import soft_delete, working_state
 from openkeel_compute.compute.instances import cas, updates
 from openkeel_compute.compute.instances.base import Actor
-from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import ports, resize, snapshot, volumes
+from openkeel_compute.controller import compute_services, tasks
+from openkeel_compute.controller.steps import evacuate, ports, resize, snapshot, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -44,7 +45,13 @@ RECLAIMER = Actor("openkeel", "openkeel")
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if ctx.network is not None:  # first: a Neutron away keeps the row (and the server) until it answers
         ports.deallocate(ctx, row.server_uuid)
-    ctx.cluster.delete_server(ctx.namespace_of(server), row.server_uuid)
+    namespace = ctx.namespace_of(server)
+    vmi = ctx.cluster.look(namespace, row.server_uuid)[1]
+    ctx.cluster.delete_server(namespace, row.server_uuid)
+    if vmi is not None:  # its launcher pods on a node that is not Ready go at once (nobody there confirms)
+        ready = {n["metadata"]["name"] for n in ctx.cluster.nodes() if compute_services.ready(n)}
+        evacuate.force_delete_launchers(ctx, namespace, row.server_uuid, vmi,
+                                        lambda node: node is not None and node not in ready)
     resize.close_on_delete(ctx, row.server_uuid)
     volumes.on_delete(ctx, row.server_uuid, server)
     snapshot.on_delete(ctx, row.server_uuid)  # the image of a capture the delete cut short
