@@ -5,8 +5,13 @@ server stays in the cluster or in Placement."""
 
 from __future__ import annotations
 
-import pytest
+import time
 
+import pytest
+from sqlalchemy import select
+
+from openkeel_compute.db.models import OUTBOX
+from tests.conftest import admin
 from tests.controller.evacuate_world import evacuate_world
 from tests.databases import ENGINES
 from tests.server_world import DEMO, until
@@ -38,3 +43,45 @@ def test_a_server_on_a_not_ready_node_is_deleted_without_waiting_for_it(world):
     assert got.status_code == 404, got.json
     assert _left(world, uuid) == []
     assert world.allocations(uuid) == set()
+
+
+@pytest.mark.parametrize("forced", [True, False], ids=["forced-down", "down"])
+def test_a_server_whose_compute_service_is_down_is_deleted_locally_as_nova_does(world, forced):
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    world.node_down(source, force=forced)
+    if not forced:  # down once its heartbeat is older than service_down_time
+        world.conf.set_override("service_down_time", 1)
+        time.sleep(1.5)
+        world.beat()
+    assert world.service(source)["state"] == "down"
+
+    got = world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO)
+    assert got.status_code == 204, got.text
+    # gone at once, before the controller ran: Nova's API deleted it itself
+    assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404
+    deleted = world.client.get(f"/v2.1/servers/detail?all_tenants=1&deleted=True&uuid={uuid}", headers=_admin())
+    (row,) = deleted.json["servers"]
+    assert (row["status"], row["OS-EXT-STS:vm_state"], row["OS-EXT-STS:task_state"]) == ("DELETED", "deleted", None)
+    actions = world.client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=_admin()).json["instanceActions"]
+    assert [a["action"] for a in actions] == ["delete", "create"]
+    got = world.client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions[0]['request_id']}", headers=_admin())
+    assert got.json["instanceAction"]["events"] == []  # no compute ran it
+
+    for _ in range(200):  # the controller cleans what the server had in the cluster and in Placement
+        world.controller.run_once()
+        if not _left(world, uuid):
+            break
+    assert _left(world, uuid) == []
+    assert world.allocations(uuid) == set()
+    world.controller.run_once()
+    assert _pending(world) == []
+
+
+def _admin():
+    return admin("2.96")
+
+
+def _pending(world) -> list[str]:
+    with world.engine.connect() as conn:
+        return [r[0] for r in conn.execute(select(OUTBOX.c.operation).where(OUTBOX.c.done_at.is_(None)))]

@@ -14,8 +14,9 @@ from openkeel_compute.api.handlers.server_common import (
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import errors, networks, soft_delete
+from openkeel_compute.compute import compute_services, errors, networks, soft_delete
 from openkeel_compute.compute.instances import cas, store, updates
+from openkeel_compute.model import operations as ops
 from openkeel_compute.policies import servers as rules
 
 
@@ -82,9 +83,22 @@ def delete(req, server_id):
                 return Response(None)
             except (errors.InstanceInvalidState, errors.InstanceIsLocked):
                 pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
-        if cas.begin_delete(conn, row, actor):
+        if _compute_down(req, conn, row):  # Nova's local delete: gone at once, the controller cleans up
+            if cas.delete_locally(conn, row, actor):
+                updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor)
+        elif cas.begin_delete(conn, row, actor):
             updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)
+
+
+def _compute_down(req, conn, row) -> bool:
+    """Whether the server's node has a compute service that is down or forced down: Nova's API then
+    deletes the server itself. A server not placed yet (no host) is left to the controller, which is
+    building it; so is one whose node has no service (not published by the heartbeat yet)."""
+    if not row["host"]:
+        return False
+    service = compute_services.listed(conn, host=row["host"], binary="nova-compute")
+    return bool(service) and not compute_services.is_up(service[0], common.services(req).conf.service_down_time)
 
 
 def _keeps_deleted(req) -> bool:

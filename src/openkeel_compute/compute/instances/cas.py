@@ -9,6 +9,7 @@ from sqlalchemy import Update, and_, bindparam, or_, update
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import errors
+from openkeel_compute.compute.instances import deletion
 from openkeel_compute.compute.instances.base import Actor, I
 from openkeel_compute.compute.instances.instance_actions import start_action
 from openkeel_compute.compute.instances.store import get
@@ -102,6 +103,21 @@ def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
         PRECONDITIONS["delete"].check(get(conn, row["uuid"], for_update=True), is_admin=actor.is_admin)
         return False
     server_events.state_saved(conn, row["uuid"], server_events.state_before_of(row), actor)
+    start_action(conn, row["uuid"], "delete", actor)
+    return True
+
+
+def delete_locally(conn: Connection, row: dict, actor: Actor) -> bool:
+    """Nova's ``_local_delete``, for a server whose compute service is down: refused only by the lock,
+    nothing when termination is disabled; else ``delete.start``, the row deleted at once (vm_state deleted,
+    ``terminated_at``), ``delete.end``, then the ``delete`` action (no events: no compute ran it). Returns
+    whether it was deleted (the caller asks the controller to clean what the server had elsewhere)."""
+    PRECONDITIONS["delete"].check(row, is_admin=actor.is_admin)
+    if row["disable_terminate"]:
+        return False
+    server_events.local_delete(conn, row["uuid"], actor)
+    if not deletion.soft_delete(conn, row["uuid"]):
+        return False  # deleted meanwhile
     start_action(conn, row["uuid"], "delete", actor)
     return True
 
