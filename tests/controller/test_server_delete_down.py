@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from openkeel_compute.db.models import OUTBOX
 from tests.conftest import admin
-from tests.controller.evacuate_world import evacuate_world
+from tests.controller.evacuate_world import evacuate_world, notifications
 from tests.databases import ENGINES
 from tests.server_world import DEMO, until
 
@@ -62,7 +62,8 @@ def test_a_server_whose_compute_service_is_down_is_deleted_locally_as_nova_does(
     assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404
     deleted = world.client.get(f"/v2.1/servers/detail?all_tenants=1&deleted=True&uuid={uuid}", headers=_admin())
     (row,) = deleted.json["servers"]
-    assert (row["status"], row["OS-EXT-STS:vm_state"], row["OS-EXT-STS:task_state"]) == ("DELETED", "deleted", None)
+    assert (row["status"], row["OS-EXT-STS:vm_state"], row["OS-EXT-STS:task_state"], row["OS-EXT-STS:power_state"]) == (
+        "DELETED", "deleted", None, 1)  # as the servers oracle answers: the power state as it was (no compute ran)
     actions = world.client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=_admin()).json["instanceActions"]
     assert [a["action"] for a in actions] == ["delete", "create"]
     got = world.client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions[0]['request_id']}", headers=_admin())
@@ -85,3 +86,19 @@ def _admin():
 def _pending(world) -> list[str]:
     with world.engine.connect() as conn:
         return [r[0] for r in conn.execute(select(OUTBOX.c.operation).where(OUTBOX.c.done_at.is_(None)))]
+
+
+@pytest.mark.parametrize("engine_name", ENGINES[:1])
+def test_a_local_delete_notifies_from_the_api_as_nova_does(engine_name, tmp_path, placement_service):
+    with evacuate_world(engine_name, tmp_path, placement_service, notifying=True) as world:
+        server = world.boot()
+        uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+        world.node_down(source)
+        before = len(notifications())
+        assert world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+        sent = notifications()[before:]
+    deletes = [(t, p) for t, p in sent if ".delete." in t or ".shutdown." in t]  # no compute's shutdown
+    assert [d for d in deletes if d[0].startswith("instance.")] == [
+        ("instance.delete.start", "nova-api:fake-mini"), ("instance.delete.end", "nova-api:fake-mini")]
+    assert [d for d in deletes if d[0].startswith("compute.")] == [
+        ("compute.instance.delete.start", "compute.fake-mini"), ("compute.instance.delete.end", "compute.fake-mini")]

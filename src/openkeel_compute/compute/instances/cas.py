@@ -116,7 +116,7 @@ def delete_locally(conn: Connection, row: dict, actor: Actor) -> bool:
     if row["disable_terminate"]:
         return False
     server_events.local_delete(conn, row["uuid"], actor)
-    if not deletion.soft_delete(conn, row["uuid"]):
+    if not deletion.soft_delete(conn, row["uuid"], local=True):
         return False  # deleted meanwhile
     start_action(conn, row["uuid"], "delete", actor)
     return True
