@@ -102,3 +102,19 @@ def test_a_local_delete_notifies_from_the_api_as_nova_does(engine_name, tmp_path
         ("instance.delete.start", "nova-api:fake-mini"), ("instance.delete.end", "nova-api:fake-mini")]
     assert [d for d in deletes if d[0].startswith("compute.")] == [
         ("compute.instance.delete.start", "compute.fake-mini"), ("compute.instance.delete.end", "compute.fake-mini")]
+
+
+def test_a_locked_server_on_a_down_service_is_refused_as_nova_refuses_it(world):
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    got = world.client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"lock": None})
+    assert got.status_code == 202, got.text
+    world.node_down(source)
+    got = world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO)
+    assert (got.status_code, got.json) == (409, {"conflictingRequest": {
+        "code": 409, "message": f"Instance {uuid} is locked"}})
+    assert world.server(uuid)["status"] == "ACTIVE"  # nothing done
+    assert _pending(world) == []
+    # the admin may: deleted locally
+    assert world.client.delete(f"/v2.1/servers/{uuid}", headers=_admin()).status_code == 204
+    assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404
