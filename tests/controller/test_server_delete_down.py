@@ -79,6 +79,22 @@ def test_a_server_whose_compute_service_is_down_is_deleted_locally_as_nova_does(
     assert _pending(world) == []
 
 
+def test_a_soft_delete_on_a_down_service_deletes_for_good_as_novas_local_delete(world):
+    world.conf.set_override("reclaim_instance_interval", 3600)
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    world.node_down(source)
+    assert world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404  # not SOFT_DELETED
+    assert _pending(world) == ["local-delete"]
+    for _ in range(200):
+        world.controller.run_once()
+        if not _left(world, uuid):
+            break
+    assert _left(world, uuid) == []
+    assert world.allocations(uuid) == set()
+
+
 def _admin():
     return admin("2.96")
 

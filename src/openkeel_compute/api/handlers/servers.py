@@ -77,13 +77,14 @@ def delete(req, server_id):
     with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "delete", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        if _keeps_deleted(req):
+        down = _compute_down(req, conn, row)
+        if _keeps_deleted(req) and not down:  # a soft delete on a down service is Nova's local delete too
             try:
                 soft_delete.begin_soft_delete(conn, row, actor)
                 return Response(None)
             except (errors.InstanceInvalidState, errors.InstanceIsLocked):
                 pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
-        if _compute_down(req, conn, row):  # Nova's local delete: gone at once, the controller cleans up
+        if down:  # Nova's local delete: gone at once, the controller cleans up
             if cas.delete_locally(conn, row, actor):
                 updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor)
         elif cas.begin_delete(conn, row, actor):
