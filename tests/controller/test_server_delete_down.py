@@ -86,6 +86,9 @@ def test_a_soft_delete_on_a_down_service_deletes_for_good_as_novas_local_delete(
     world.node_down(source)
     assert world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
     assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404  # not SOFT_DELETED
+    deleted = world.client.get(f"/v2.1/servers/detail?all_tenants=1&deleted=True&uuid={uuid}", headers=_admin())
+    (row,) = deleted.json["servers"]  # the row as Nova's local soft delete leaves it
+    assert (row["status"], row["OS-EXT-STS:vm_state"], row["OS-EXT-STS:task_state"]) == ("DELETED", "soft-delete", None)
     assert _pending(world) == ["local-delete"]
     for _ in range(200):
         world.controller.run_once()

@@ -85,7 +85,7 @@ def delete(req, server_id):
             except (errors.InstanceInvalidState, errors.InstanceIsLocked):
                 pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
         if down:  # Nova's local delete: gone at once, the controller cleans up
-            if cas.delete_locally(conn, row, actor):
+            if cas.delete_locally(conn, row, actor, soft=_keeps_deleted(req)):
                 updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor)
         elif cas.begin_delete(conn, row, actor):
             updates.outbox(conn, row["uuid"], "delete", actor)
