@@ -98,6 +98,25 @@ def test_a_soft_delete_on_a_down_service_deletes_for_good_as_novas_local_delete(
     assert world.allocations(uuid) == set()
 
 
+def test_force_delete_of_a_soft_deleted_server_on_a_down_service_is_local(world):
+    world.conf.set_override("reclaim_instance_interval", 3600)
+    server = world.boot()
+    uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+    assert world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    world.wait(uuid, "SOFT_DELETED")
+    world.node_down(source)
+    got = world.client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"forceDelete": None})
+    assert got.status_code == 202, got.text
+    assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404
+    assert _pending(world) == ["local-delete"]
+    for _ in range(200):
+        world.controller.run_once()
+        if not _left(world, uuid):
+            break
+    assert _left(world, uuid) == []
+    assert world.allocations(uuid) == set()
+
+
 def _admin():
     return admin("2.96")
 
@@ -121,6 +140,24 @@ def test_a_local_delete_notifies_from_the_api_as_nova_does(engine_name, tmp_path
         ("instance.delete.start", "nova-api:fake-mini"), ("instance.delete.end", "nova-api:fake-mini")]
     assert [d for d in deletes if d[0].startswith("compute.")] == [
         ("compute.instance.delete.start", "compute.fake-mini"), ("compute.instance.delete.end", "compute.fake-mini")]
+
+
+@pytest.mark.parametrize("engine_name", ENGINES[:1])
+def test_a_local_force_delete_notifies_force_delete_legacy_only(engine_name, tmp_path, placement_service):
+    with evacuate_world(engine_name, tmp_path, placement_service, notifying=True) as world:
+        world.conf.set_override("reclaim_instance_interval", 3600)
+        server = world.boot()
+        uuid, source = server["id"], server["OS-EXT-SRV-ATTR:host"]
+        assert world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+        world.wait(uuid, "SOFT_DELETED")
+        world.node_down(source)
+        before = len(notifications())
+        got = world.client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"forceDelete": None})
+        assert got.status_code == 202, got.text
+        sent = notifications()[before:]
+    assert [(t, p) for t, p in sent if "delete" in t] == [
+        ("compute.instance.force_delete.start", "compute.fake-mini"),
+        ("compute.instance.force_delete.end", "compute.fake-mini")]
 
 
 def test_a_locked_server_on_a_down_service_is_refused_as_nova_refuses_it(world):

@@ -7,6 +7,7 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
+    compute_down,
     read_server,
     server_data,
     shown,
@@ -14,7 +15,7 @@ from openkeel_compute.api.handlers.server_common import (
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import compute_services, errors, networks, soft_delete
+from openkeel_compute.compute import errors, networks, soft_delete
 from openkeel_compute.compute.instances import cas, store, updates
 from openkeel_compute.model import operations as ops
 from openkeel_compute.policies import servers as rules
@@ -77,7 +78,7 @@ def delete(req, server_id):
     with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "delete", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        down = _compute_down(req, conn, row)
+        down = compute_down(req, conn, row)
         if _keeps_deleted(req) and not down:  # a soft delete on a down service is Nova's local delete too
             try:
                 soft_delete.begin_soft_delete(conn, row, actor)
@@ -91,15 +92,6 @@ def delete(req, server_id):
             updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)
 
-
-def _compute_down(req, conn, row) -> bool:
-    """Whether the server's node has a compute service that is down or forced down: Nova's API then
-    deletes the server itself. A server not placed yet (no host) is left to the controller, which is
-    building it; so is one whose node has no service (not published by the heartbeat yet)."""
-    if not row["host"]:
-        return False
-    service = compute_services.listed(conn, host=row["host"], binary="nova-compute")
-    return bool(service) and not compute_services.is_up(service[0], common.services(req).conf.service_down_time)
 
 
 def _keeps_deleted(req) -> bool:
