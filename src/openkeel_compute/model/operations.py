@@ -28,6 +28,7 @@ RESIZE = "resize"
 CONFIRM_RESIZE = "confirm-resize"
 REVERT_RESIZE = "revert-resize"
 CONSOLE_OUTPUT = "console-output"
+LOCAL_DELETE = "local-delete"  # the cluster's part of a delete the API made itself (the node is down)
 EVACUATE = "evacuate"
 RESCUE = "rescue"
 UNRESCUE = "unrescue"
@@ -41,4 +42,5 @@ DETACH_INTERFACE = "detach-interface"
 
 SERVER_OPERATIONS = (CREATE, DELETE, START, STOP, REBOOT_SOFT, REBOOT_HARD, PAUSE, UNPAUSE, REBUILD, SOFT_DELETE,
                      RESTORE, RESIZE, CONFIRM_RESIZE, REVERT_RESIZE, CONSOLE_OUTPUT, EVACUATE, RESCUE, UNRESCUE,
-                     ATTACH_VOLUME, DETACH_VOLUME, SWAP_VOLUME, SNAPSHOT, BACKUP, ATTACH_INTERFACE, DETACH_INTERFACE)
+                     ATTACH_VOLUME, DETACH_VOLUME, SWAP_VOLUME, SNAPSHOT, BACKUP, ATTACH_INTERFACE, DETACH_INTERFACE,
+                     LOCAL_DELETE)

@@ -372,6 +372,23 @@ class ServerNotifier(VersionedNotifier):
                           legacy=(f"compute.instance.{action}", sp.legacy_payload(
                               view, image_service=self.image_service)), source="nova-api", host=None)
 
+    def local_delete(self, uuid: str, actor: Any, kind: str = "delete") -> None:
+        """Nova's ``notify_about_instance_delete`` around its API's local delete: ``delete.start`` and
+        ``.end``, legacy and versioned, from the API's host (source ``nova-api``); a forceDelete's are
+        ``force_delete.*``, legacy only (Nova has no versioned one)."""
+        if not self.sends_servers or self.engine is None:
+            return
+        view = load_view(self.engine, uuid, **_actor_context(actor))
+        if view is None:
+            return
+        from_api = dataclasses.replace(EVENTS[ev.TERMINATE], api=True)
+        for phase in ("start", "end"):
+            if kind == "delete":
+                self._action(view, from_api, phase, None)
+            else:
+                self._emit_server(view, versioned=None, legacy=(f"compute.instance.{kind}.{phase}", sp.legacy_payload(
+                    view, image_service=self.image_service)), source="nova-api", host=None)
+
     def exists(self, uuid: str, begin: dt.datetime, end: dt.datetime, host: str | None = None) -> bool:
         """``compute.instance.exists`` / ``instance.exists`` for the audit period [begin, end)."""
         if not self.sends_servers or self.engine is None:

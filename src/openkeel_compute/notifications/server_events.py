@@ -40,6 +40,8 @@ class Emitter(Protocol):
 
     def api_action(self, uuid: str, action: str, actor: Any) -> None: ...
 
+    def local_delete(self, uuid: str, actor: Any, kind: str) -> None: ...
+
     def volume_event(self, action_id: int, action: str, phases: tuple[str, ...], host: str | None,
                      volumes: dict[str, str], error: str | None) -> None: ...
 
@@ -81,6 +83,14 @@ def api_action(conn: Connection, uuid: str, action: str, actor: Any) -> None:
     emitter = _EMITTER
     if emitter is not None:
         after_commit(conn, functools.partial(emitter.api_action, uuid, action, actor), key=uuid)
+
+
+def local_delete(conn: Connection, uuid: str, actor: Any, kind: str = "delete") -> None:
+    """A server deleted by the API itself (its compute service down): ``<kind>.start`` and ``<kind>.end``
+    (``delete`` or ``force_delete``) from the API, after commit, as Nova's ``_local_delete`` sends them."""
+    emitter = _EMITTER
+    if emitter is not None:
+        after_commit(conn, functools.partial(emitter.local_delete, uuid, actor, kind), key=uuid)
 
 
 def volume_event(conn: Connection, action_id: int, action: str, phases: tuple[str, ...], host: str | None,

@@ -7,12 +7,18 @@ from sqlalchemy import update
 
 from openkeel_compute.api import common
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_common import actor_of, locked_as_invalid_state, read_server
+from openkeel_compute.api.handlers.server_common import (
+    actor_of,
+    compute_down,
+    locked_as_invalid_state,
+    read_server,
+)
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import preconditions
 from openkeel_compute.compute.instances import cas, instance_actions, updates
 from openkeel_compute.db.models import INSTANCE_ACTIONS, utcnow
+from openkeel_compute.model import operations as ops
 from openkeel_compute.model import states
 from openkeel_compute.policies import server_actions as rules
 
@@ -74,6 +80,9 @@ def force_delete(req, server_id):
         row = read_server(conn, req, server_id)
         common.can(req, rules.DEFERRED_DELETE % "force", {"user_id": row["user_id"], "project_id": row["project_id"]})
         preconditions.check("forceDelete", row, is_admin=actor.is_admin)
-        if cas.begin_delete(conn, row, actor):
+        if compute_down(req, conn, row):  # Nova's local delete (docs/operators.md)
+            if cas.delete_locally(conn, row, actor, kind="force_delete"):
+                updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor)
+        elif cas.begin_delete(conn, row, actor):
             updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)

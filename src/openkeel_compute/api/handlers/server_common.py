@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.views import servers as view
-from openkeel_compute.compute import errors, networks, server_groups
+from openkeel_compute.compute import compute_services, errors, networks, server_groups
 from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.db import models
@@ -184,3 +184,13 @@ def zones(conn, conf) -> tuple[dict[str, list], list[str]]:
                  if z != internal and any(r.available and not r.cordoned for r in rows)}
     unavailable = [z for z in sorted(by_zone) if z != internal and z not in available]
     return available, unavailable
+
+
+def compute_down(req, conn, row: dict) -> bool:
+    """Whether the server's node has a compute service that is down or forced down: Nova's API then
+    deletes the server itself. A server not placed yet (no host) is left to the controller, which is
+    building it; so is one whose node has no service (not published by the heartbeat yet)."""
+    if not row["host"]:
+        return False
+    service = compute_services.listed(conn, host=row["host"], binary="nova-compute")
+    return bool(service) and not compute_services.is_up(service[0], common.services(req).conf.service_down_time)

@@ -7,6 +7,7 @@ from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
+    compute_down,
     read_server,
     server_data,
     shown,
@@ -16,6 +17,7 @@ from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import errors, networks, soft_delete
 from openkeel_compute.compute.instances import cas, store, updates
+from openkeel_compute.model import operations as ops
 from openkeel_compute.policies import servers as rules
 
 
@@ -76,15 +78,20 @@ def delete(req, server_id):
     with common.write(req) as conn:
         row = read_server(conn, req, server_id)
         common.can(req, rules.SERVERS % "delete", {"user_id": row["user_id"], "project_id": row["project_id"]})
-        if _keeps_deleted(req):
+        down = compute_down(req, conn, row)
+        if _keeps_deleted(req) and not down:  # a soft delete on a down service is Nova's local delete too
             try:
                 soft_delete.begin_soft_delete(conn, row, actor)
                 return Response(None)
             except (errors.InstanceInvalidState, errors.InstanceIsLocked):
                 pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
-        if cas.begin_delete(conn, row, actor):
+        if down:  # Nova's local delete: gone at once, the controller cleans up
+            if cas.delete_locally(conn, row, actor, soft=_keeps_deleted(req)):
+                updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor)
+        elif cas.begin_delete(conn, row, actor):
             updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)
+
 
 
 def _keeps_deleted(req) -> bool:

@@ -9,6 +9,7 @@ from sqlalchemy import Update, and_, bindparam, or_, update
 from sqlalchemy.engine import Connection
 
 from openkeel_compute.compute import errors
+from openkeel_compute.compute.instances import deletion
 from openkeel_compute.compute.instances.base import Actor, I
 from openkeel_compute.compute.instances.instance_actions import start_action
 from openkeel_compute.compute.instances.store import get
@@ -102,6 +103,31 @@ def begin_delete(conn: Connection, instance: str | dict, actor: Actor) -> bool:
         PRECONDITIONS["delete"].check(get(conn, row["uuid"], for_update=True), is_admin=actor.is_admin)
         return False
     server_events.state_saved(conn, row["uuid"], server_events.state_before_of(row), actor)
+    start_action(conn, row["uuid"], "delete", actor)
+    return True
+
+
+def delete_locally(conn: Connection, row: dict, actor: Actor, *, soft: bool = False, kind: str = "delete") -> bool:
+    """Nova's ``_local_delete``, for a server whose compute service is down: refused only by the lock,
+    nothing when termination is disabled; else ``delete.start``, the row deleted at once (vm_state deleted,
+    ``terminated_at``), ``delete.end``, then the ``delete`` action (no events: no compute ran it). Returns
+    whether it was deleted (the caller asks the controller to clean what the server had elsewhere).
+    ``soft``: a soft delete (``reclaim_instance_interval``), which Nova's local delete destroys all the
+    same, its row keeping vm_state ``soft-delete`` when a soft delete was allowed (launched, no task).
+    ``kind``: ``force_delete`` for forceDelete (its notifications are ``force_delete.*``)."""
+    PRECONDITIONS["delete"].check(row, is_admin=actor.is_admin)
+    vm_state = states.DELETED
+    if soft:
+        try:
+            PRECONDITIONS["soft_delete"].check(row, is_admin=actor.is_admin)
+            vm_state = states.SOFT_DELETED
+        except errors.InstanceInvalidState:
+            pass  # Nova's API falls back to its plain delete
+    if row["disable_terminate"]:
+        return False
+    server_events.local_delete(conn, row["uuid"], actor, kind)
+    if not deletion.soft_delete(conn, row["uuid"], local=True, vm_state=vm_state):
+        return False  # deleted meanwhile
     start_action(conn, row["uuid"], "delete", actor)
     return True
 

@@ -67,6 +67,7 @@ TABLE: dict[str, Operation] = {
     ops.CONFIRM_RESIZE: Operation(confirm.run, give_up=revert.give_up),
     ops.REVERT_RESIZE: Operation(revert.run, give_up=revert.give_up),
     ops.CONSOLE_OUTPUT: Operation(console.run, ordered=False),
+    ops.LOCAL_DELETE: Operation(delete.local, ordered=False),
     ops.EVACUATE: Operation(evacuate.run, give_up=evacuate.give_up),
     ops.RESCUE: Operation(rescue.rescue, events.RESCUE, give_up=rescue.give_up),
     ops.UNRESCUE: Operation(rescue.unrescue, events.UNRESCUE, give_up=power.give_up_in_error),

@@ -29,6 +29,7 @@ allocation back and completes the migration (Nova's compute does it when it star
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from openkeel_compute.compute import compute_services, evacuation, server_groups
@@ -167,14 +168,26 @@ def _off_the_source(ctx: Context, server: dict[str, Any], namespace: str, source
     _vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
     if vmi is None:
         return
-    uid = (vmi.get("metadata") or {}).get("uid")
     if vmi_phase(vmi) not in FINAL_PHASES:
         ctx.cluster.subresource(namespace, server_vm_name(uuid), "stop")
-    for pod in ctx.cluster.pods(namespace, {CREATED_BY: uid}) if uid else []:
-        if ((pod.get("spec") or {}).get("nodeName") or source) != dest:
-            LOG.info("server %s: launcher pod %s on %s deleted (forced)", uuid, pod["metadata"]["name"], source)
-            ctx.cluster.force_delete_pod(namespace, pod["metadata"]["name"])
+    force_delete_launchers(ctx, namespace, uuid, vmi, lambda node: (node or source) != dest)
     raise Wait("waiting for the server's virtual machine to leave its failed node")
+
+
+def force_delete_launchers(ctx: Context, namespace: str, uuid: str, vmi: dict[str, Any],
+                           failed: Callable[[str | None], bool]) -> list[str]:
+    """``kubectl delete pod --force --grace-period=0`` of the VMI's launcher pods whose node (None: not
+    scheduled) is ``failed``: their kubelet cannot confirm they stopped, so a graceful delete would leave
+    them Terminating (and the VMI with them) until the node comes back. Returns the pods deleted."""
+    uid = (vmi.get("metadata") or {}).get("uid")
+    forced = []
+    for pod in ctx.cluster.pods(namespace, {CREATED_BY: uid}) if uid else []:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if failed(node):
+            LOG.info("server %s: launcher pod %s on %s deleted (forced)", uuid, pod["metadata"]["name"], node)
+            ctx.cluster.force_delete_pod(namespace, pod["metadata"]["name"])
+            forced.append(pod["metadata"]["name"])
+    return forced
 
 
 def _make_on(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str, dest: str) -> None:
