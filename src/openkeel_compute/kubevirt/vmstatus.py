@@ -43,7 +43,7 @@ _DONE_WHEN_RUNNING = {
 }
 _HARD_REBOOT = (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, task_states.REBOOT_STARTED_HARD)
 # Nova's power sync leaves these vm_states alone when the guest is off.
-_LEFT_ALONE = (BUILDING, "rescued", "resized", SUSPENDED, ERROR, "soft-delete")
+_LEFT_ALONE = (BUILDING, "rescued", "resized", SUSPENDED, ERROR, "soft-delete", "shelved", "shelved_offloaded")
 
 
 class Fault(NamedTuple):

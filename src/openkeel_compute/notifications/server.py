@@ -85,6 +85,9 @@ EVENTS: dict[str, Event] = {
     # a backup is a snapshot to Nova's compute (backup_instance → _snapshot_instance): snapshot.start/end
     ev.SNAPSHOT: Event("snapshot", "snapshot"),
     ev.BACKUP: Event("snapshot", "snapshot"),
+    ev.SHELVE: Event("shelve", "shelve"),
+    ev.SHELVE_OFFLOAD: Event("shelve_offload", "shelve_offload"),
+    ev.UNSHELVE: Event("unshelve", "unshelve"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }

@@ -24,6 +24,7 @@ from openkeel_compute.controller.steps import (
     rescue,
     resize,
     revert,
+    shelve,
     snapshot,
     volume_attach,
 )
@@ -74,6 +75,9 @@ TABLE: dict[str, Operation] = {
     ops.SWAP_VOLUME: Operation(volume_attach.swap),
     ops.SNAPSHOT: Operation(snapshot.run, events.SNAPSHOT, give_up=snapshot.give_up),
     ops.BACKUP: Operation(snapshot.run, events.BACKUP, give_up=snapshot.give_up),
+    ops.SHELVE: Operation(shelve.shelve, events.SHELVE, give_up=snapshot.give_up),
+    ops.SHELVE_OFFLOAD: Operation(shelve.offload, events.SHELVE_OFFLOAD),
+    ops.UNSHELVE: Operation(shelve.unshelve),  # its event started by the step (steps/shelve.py)
 }
 
 __all__ = ["TABLE", "Operation"]
