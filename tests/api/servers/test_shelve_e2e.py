@@ -19,8 +19,8 @@ from openkeel_compute.controller.servers import make_loop
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.images import glance
-from openkeel_compute.placement.client import PlacementClient
 from openkeel_compute.placement import embedded
+from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import admin, conf_on
 from tests.server_world import DEMO, IMAGE, image_service, server_world, until
 
@@ -149,7 +149,7 @@ def test_shelved_offloaded_then_unshelved(world):
 
 
 def test_kept_shelved_then_offloaded_on_request_and_checks(kept_world):
-    client, controller, cluster, url, _tmp, placement = kept_world
+    client, controller, cluster, _url, _tmp, placement = kept_world
     uuid = _boot(client, controller)
     offload = client.post(f"/v2.1/servers/{uuid}/action", headers=admin(), json_body={"shelveOffload": None})
     assert offload.status_code == 409, offload.text  # only a SHELVED server

@@ -44,9 +44,8 @@ from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
-from openkeel_compute.model import events
+from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model import operations as ops
-from openkeel_compute.model import states, sysmeta
 from openkeel_compute.model.states import power_state, task_states
 
 LOG = logging.getLogger(__name__)
