@@ -175,3 +175,20 @@ def test_kept_shelved_then_offloaded_on_request_and_checks(kept_world):
     got = client.post(f"/v2.1/servers/{uuid}/action", headers=v277, json_body={"unshelve": {"availability_zone": "nova"}})
     assert got.status_code == 202, got.text
     assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+
+
+@pytest.fixture
+def timed_world(tmp_path, db_engine, placement_service):
+    yield from _world(tmp_path, db_engine, placement_service, 1)
+
+
+def test_offloaded_by_the_periodic_task_after_shelved_offload_time(timed_world):
+    client, controller, cluster, _url, _tmp, placement = timed_world
+    uuid = _boot(client, controller)
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"shelve": None}).status_code == 202
+    assert until(client, controller, uuid, _settled("SHELVED")).json["server"]["status"] == "SHELVED"
+    assert _in_cluster(cluster, uuid)["VirtualMachine"] and _allocations(placement, uuid)
+    got = until(client, controller, uuid, _settled("SHELVED_OFFLOADED"))
+    assert got.json["server"]["status"] == "SHELVED_OFFLOADED"
+    assert not any(_in_cluster(cluster, uuid).values()) and not _allocations(placement, uuid)
+    assert _action(client, uuid, "shelve") == [("compute_shelve_instance", "Success")]
