@@ -279,6 +279,8 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
             return Observation(STOPPED, None, power_state.NOSTATE, **base)
         if task is None and vm_state not in _LEFT_ALONE and vm_state != STOPPED:
             return Observation(STOPPED, None, power_state.NOSTATE, stopped_by_sync=True, **base)
+        if task is None and vm_state == "shelved_offloaded":  # Nova keeps the power state it had when offloaded
+            return Observation(vm_state, None, power_state.SHUTDOWN, **base)
         return Observation(vm_state, task, power_state.NOSTATE if task is None else power, **base)
     if unresponsive:
         return Observation(vm_state, task, power, **base)

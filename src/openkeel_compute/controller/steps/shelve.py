@@ -115,17 +115,13 @@ def _offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if vm is not None or vmi is not None or dvs:
         ctx.cluster.delete_server(namespace, uuid)
         return Waiting("waiting for the shelved server's objects to leave the cluster")
+    if ctx.claims is not None:  # before the state, as Nova's (a client polling for it may unshelve at once)
+        ctx.claims.release(uuid)  # Placement away: tried again
     with transaction(ctx.engine) as conn:
-        if not cas.save_state(conn, uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
-                              vm_state=states.SHELVED_OFFLOADED, task_state=None, host=None, node=None,
-                              power_state=power_state.SHUTDOWN):
-            return DONE
-        tasks.finish(conn, tasks.of(conn, uuid), None, server.get("host"))
-    if ctx.claims is not None:
-        try:
-            ctx.claims.release(uuid)
-        except Exception as exc:  # noqa: BLE001 - the audit gives back what no live server holds
-            LOG.warning("server %s: offloaded, its allocations not given back yet: %s", uuid, exc)
+        if cas.save_state(conn, uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
+                          vm_state=states.SHELVED_OFFLOADED, task_state=None, host=None, node=None,
+                          power_state=power_state.SHUTDOWN):
+            tasks.finish(conn, tasks.of(conn, uuid), None, server.get("host"))
     return DONE
 
 
@@ -159,8 +155,9 @@ def unshelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     vm_state, task = server["vm_state"], server.get("task_state")
     image_id = server["system_metadata"].get(SHELVED_IMAGE_ID)
     if task == task_states.UNSHELVING and vm_state in (states.SHELVED, states.SHELVED_OFFLOADED):
-        _start_event(ctx, row, server)
         vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
+        if vm is not None:
+            _start_event(ctx, row, server)
         if vm is None:
             if vm_state != states.SHELVED_OFFLOADED or not image_id:
                 return _no_host(ctx, server, f"Instance {uuid} has no shelved image to unshelve from.")
@@ -200,10 +197,12 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -
     if row.payload.get("host"):
         wanted["system_metadata"][sysmeta.REQUESTED_HOST] = row.payload["host"]
         wanted["system_metadata"].pop(sysmeta.REQUESTED_NODE, None)
+    _conductor_event(ctx, row, "get_image_info")  # Nova's conductor reads the shelved image, then schedules
     if ctx.claims is not None:
         try:
             node, _alternates = ctx.claims.claim(wanted)
         except NoValidHost as exc:
+            _conductor_event(ctx, row, "schedule_instances", exc.fault.message)
             return _no_host(ctx, server, exc.fault.message)
         wanted["host"] = wanted["node"] = node
         with transaction(ctx.engine) as conn:
@@ -211,6 +210,8 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -
             if "availability_zone" in row.payload:
                 changes["availability_zone"] = row.payload["availability_zone"]
             cas.save_state(conn, uuid, **changes)
+    _conductor_event(ctx, row, "schedule_instances")
+    _start_event(ctx, row, server)
     try:
         objects = ctx.objects(wanted)
     except ValueError as exc:
@@ -221,6 +222,20 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -
     ctx.pass_state.placed.append((uuid, namespace, name))
     ctx.cluster.subresource(namespace, name, "start")
     return None
+
+
+def _conductor_event(ctx: Context, row: ServerRow, event: str, error: str | None = None) -> None:
+    """One of Nova's conductor events of an unshelve (started and finished at once; no host)."""
+    if not row.request_id:
+        return
+    with transaction(ctx.engine) as conn:
+        action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
+        if action_id is not None:
+            event_id = instance_actions.start_event(conn, action_id, event)
+            if error is None:
+                instance_actions.finish_event(conn, event_id, "Success")
+            else:
+                instance_actions.finish_event(conn, event_id, "Error", traceback=error, details=error)
 
 
 def _no_host(ctx: Context, server: dict[str, Any], message: str) -> Failed:
