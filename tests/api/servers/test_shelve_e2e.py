@@ -194,3 +194,16 @@ def test_offloaded_by_the_periodic_task_after_shelved_offload_time(timed_world):
     assert got.json["server"]["status"] == "SHELVED_OFFLOADED"
     assert not any(_in_cluster(cluster, uuid).values()) and not _allocations(placement, uuid)
     assert _action(client, uuid, "shelve") == [("compute_shelve_instance", "Success")]
+
+
+def test_a_shelved_server_deleted_takes_its_image(world):
+    client, controller, cluster, url, _tmp, placement = world
+    uuid = _boot(client, controller)
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"shelve": None}).status_code == 202
+    assert until(client, controller, uuid, _settled("SHELVED_OFFLOADED")).json["server"]["status"] \
+        == "SHELVED_OFFLOADED"
+    [image] = _images_named(url, "web-1-shelved")
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    assert until(client, controller, uuid, lambda got: got.status_code == 404).status_code == 404
+    assert _image(url, image["id"]) is None
+    assert not any(_in_cluster(cluster, uuid).values()) and not _allocations(placement, uuid)

@@ -21,7 +21,7 @@ from openkeel_compute.compute import soft_delete, working_state
 from openkeel_compute.compute.instances import cas, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
-from openkeel_compute.controller.steps import ports, resize, snapshot, volumes
+from openkeel_compute.controller.steps import ports, resize, shelve, snapshot, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -48,6 +48,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     resize.close_on_delete(ctx, row.server_uuid)
     volumes.on_delete(ctx, row.server_uuid, server)
     snapshot.on_delete(ctx, row.server_uuid)  # the image of a capture the delete cut short
+    shelve.on_delete(ctx, server)  # a shelved server's image goes with it, as Nova's API deletes it
     with transaction(ctx.engine) as conn:  # nothing left to carry on: a resize is closed, no build to retry
         working_state.forget(conn, row.server_uuid)
     return DONE

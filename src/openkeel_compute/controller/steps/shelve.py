@@ -268,3 +268,17 @@ def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
     with transaction(ctx.engine) as conn:
         for key in SHELVED_KEYS:
             instance_sysmeta.set_system_metadata_item(conn, uuid, key, None)
+
+
+def on_delete(ctx: Context, server: dict[str, Any]) -> None:
+    """A SHELVED or SHELVED_OFFLOADED server deleted: its shelved image deleted (what cannot be is logged)."""
+    if server.get("vm_state") in (states.SHELVED, states.SHELVED_OFFLOADED):
+        image_id = server["system_metadata"].get(SHELVED_IMAGE_ID)
+        if image_id and ctx.objects.images is not None:
+            glance, environ = ctx.objects.images.glance()
+            try:
+                glance.delete(None, str(image_id), environ)
+            except image_errors.ImageNotFound:
+                pass
+            except image_errors.ImageError as exc:
+                LOG.warning("server %s: shelved image %s not deleted: %s", server["uuid"], image_id, exc)
