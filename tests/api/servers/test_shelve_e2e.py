@@ -207,3 +207,22 @@ def test_a_shelved_server_deleted_takes_its_image(world):
     assert until(client, controller, uuid, lambda got: got.status_code == 404).status_code == 404
     assert _image(url, image["id"]) is None
     assert not any(_in_cluster(cluster, uuid).values()) and not _allocations(placement, uuid)
+
+
+def test_a_shelved_server_unshelved_is_started(kept_world):
+    client, controller, cluster, url, _tmp, placement = kept_world
+    uuid = _boot(client, controller)
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"shelve": None}).status_code == 202
+    server = until(client, controller, uuid, _settled("SHELVED")).json["server"]
+    assert (server["status"], server["OS-EXT-STS:power_state"]) == ("SHELVED", 4)
+    [image] = _images_named(url, "web-1-shelved")
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"unshelve": None}).status_code == 202
+    assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    for _ in range(20):
+        controller.run_once()
+        if _image(url, image["id"]) is None:
+            break
+    assert _image(url, image["id"]) is None
+    assert _in_cluster(cluster, uuid)["VirtualMachineInstance"] and _allocations(placement, uuid)
+    # as Nova 34.0.0's (the servers oracle with shelved_offload_time -1): the conductor starts it
+    assert _action(client, uuid, "unshelve") == [("compute_start_instance", "Success")]

@@ -9,7 +9,8 @@
 - offload (shelveOffload, the shelve above, or the periodic task for ``shelved_offload_time`` > 0): the
   server's objects deleted from the cluster (the VM, its disks, Secrets), then the Placement claim given
   back, host and node cleared: SHELVED_OFFLOADED.
-- unshelve (task ``unshelving``): a SHELVED server's VM is started again; a SHELVED_OFFLOADED one is
+- unshelve (task ``unshelving``): a SHELVED server's VM is started again (task ``powering-on``, event
+  ``compute_start_instance``, as Nova's conductor asks its compute to start it); a SHELVED_OFFLOADED one is
   claimed again (any node; the zone and host the request named) and its VM made from the shelved image
   (the build's objects, the image the shelved one) and started. The observation ends the task (ACTIVE)
   once the guest runs; the step deletes the shelved image and the ``shelved_*`` keys once it does.
@@ -154,7 +155,21 @@ def unshelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     vm_state, task = server["vm_state"], server.get("task_state")
     image_id = server["system_metadata"].get(SHELVED_IMAGE_ID)
-    if task == task_states.UNSHELVING and vm_state in (states.SHELVED, states.SHELVED_OFFLOADED):
+    if vm_state == states.SHELVED and task in (task_states.UNSHELVING, task_states.POWERING_ON):
+        # Nova's conductor: a SHELVED server is only started (task powering-on, event compute_start_instance)
+        if task == task_states.UNSHELVING:
+            with transaction(ctx.engine) as conn:
+                if not cas.save_state(conn, uuid, expected_task_state=task, task_state=task_states.POWERING_ON):
+                    return DONE
+        _start_event(ctx, row, server, events.START)
+        vmi = ctx.cluster.vmi(namespace, uuid)
+        if vmi_phase(vmi) != "Running":
+            if vmi is None or vmi_phase(vmi) in FINAL_PHASES:
+                ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
+            return Waiting("waiting for the unshelved guest to run")
+        _forget(ctx, uuid, image_id)  # the guest runs: the observation ends the task (ACTIVE)
+        return DONE
+    if task == task_states.UNSHELVING and vm_state == states.SHELVED_OFFLOADED:
         vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
         if vm is not None:
             _start_event(ctx, row, server)
@@ -176,14 +191,14 @@ def unshelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     return DONE  # deleted, failed or reset meanwhile: the shelved image stays, as Nova leaves it
 
 
-def _start_event(ctx: Context, row: ServerRow, server: dict[str, Any]) -> None:
+def _start_event(ctx: Context, row: ServerRow, server: dict[str, Any], event: str = events.UNSHELVE) -> None:
     """The unshelve's event, once per row (the step's row outlives the task: the loop would start it again)."""
     if (server["system_metadata"].get(sysmeta.TASK_EVENT) or "").startswith(f"{row.id}:") or not row.request_id:
         return
     with transaction(ctx.engine) as conn:
         action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
         if action_id is not None:
-            event_id = instance_actions.start_event(conn, action_id, events.UNSHELVE)
+            event_id = instance_actions.start_event(conn, action_id, event)
             tasks.keep(conn, row.id, row.server_uuid, event_id)
             server["system_metadata"][sysmeta.TASK_EVENT] = f"{row.id}:{event_id}"
 
