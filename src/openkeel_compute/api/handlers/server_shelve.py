@@ -16,8 +16,8 @@ import logging
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import actor_of, image_service, policy_target, read_server
-from openkeel_compute.api.handlers.server_images import _create
-from openkeel_compute.api.handlers.servers_create import _check_zone
+from openkeel_compute.api.handlers.server_images import make_image
+from openkeel_compute.api.handlers.servers_create import check_zone
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import (
@@ -54,7 +54,7 @@ def shelve(req, server_id):
             row = read_server(conn, req, server_id)
             unsupported.fail(conn, row, pre, actor, Ending("compute_shelve_offload_instance"))
         return Response(None)
-    image = _create(req, row, f"{row['display_name']}-shelved", "snapshot", {})
+    image = make_image(req, row, f"{row['display_name']}-shelved", "snapshot", {})
     try:
         with common.write(req) as conn:
             row = read_server(conn, req, server_id)
@@ -108,7 +108,7 @@ def unshelve(req, server_id):
                 f'"{row["vm_state"]}" is not supported. The server status must be SHELVED_OFFLOADED.')
     zone = entity["availability_zone"] if az_passed else None  # the zone asked at boot is not kept apart
     if az_passed and zone:
-        _check_zone(req, zone)
+        check_zone(req, zone)
     if host:
         common.can(req, rules.SHELVE % "unshelve_to_host", policy_target(row, user=True))
         with common.read(req) as conn:
