@@ -3,7 +3,8 @@
 As Nova's API: the server (404), the policy (403), the lock and the state (409); shelve makes the image
 ``<name>-shelved`` in the image service (createImage's record, compute/snapshot_image.py) and sets the task
 ``shelving``; shelveOffload sets ``shelving_offloading``; unshelve checks, from 2.77, a zone (only for a
-SHELVED_OFFLOADED server, 409; a zone that is not available, 400) and, from 2.91, a host (admin policy
+SHELVED_OFFLOADED server, 409; a zone that is not available, 400; with cores and RAM counted from
+Placement, an offloaded server's flavor must fit the quota, 403) and, from 2.91, a host (admin policy
 ``unshelve_to_host``, an unknown host 400, a host outside the zone 409), then sets ``unshelving``. The
 controller does the rest (controller/steps/shelve.py). A volume-backed server's shelve (no image, offloaded
 at once) is not done yet: it ends as Nova's compute ends an action its driver lacks (compute/unsupported.py).
@@ -26,6 +27,7 @@ from openkeel_compute.compute import (
     block_devices,
     compute_services,
     preconditions,
+    quotas,
     unsupported,
 )
 from openkeel_compute.compute.instances import cas, store, updates
@@ -82,6 +84,17 @@ def shelve_offload(req, server_id):
     return Response(None)
 
 
+def _check_quota(conn, conf, row: dict) -> None:
+    """Nova's _check_quota_unshelve_offloaded: when cores and RAM are counted from Placement, an offloaded
+    server holds none, so its unshelve must fit them (the instance itself is still counted)."""
+    if row["vm_state"] != states.SHELVED_OFFLOADED or not conf.quota.count_usage_from_placement:
+        return
+    over = quotas.check_deltas(conn, conf, row["project_id"], row["user_id"],
+                               {"instances": 0, "cores": int(row["vcpus"] or 0), "ram": int(row["memory_mb"] or 0)})
+    if over is not None:
+        raise faults.Forbidden(f"Quota exceeded for resources: {over[0]}")
+
+
 def _host_zone(conn, conf, host: str) -> str:
     zones = [zone for _id, zone in aggregates.host_zones(conn, [host])]
     return zones[0] if zones else conf.default_availability_zone
@@ -102,6 +115,7 @@ def unshelve(req, server_id):
         row = read_server(conn, req, server_id)
         common.can(req, rules.SHELVE % "unshelve", policy_target(row, user=False))
         pre.check(row, is_admin=actor.is_admin)
+        _check_quota(conn, conf, row)
         if (az_passed or host) and row["vm_state"] != states.SHELVED_OFFLOADED:
             raise faults.Conflict(
                 f'Specifying an availability zone or a host when unshelving server "{row["uuid"]}" with status '
