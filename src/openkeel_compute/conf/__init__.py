@@ -49,6 +49,13 @@ DEFAULT_OPTS = [
         "controller deletes it for good; 0 deletes servers at once. As Nova's option of the same name.",
     ),
     cfg.IntOpt(
+        "shelved_offload_time",
+        default=0,
+        min=-1,
+        help="Seconds a shelved server keeps its VM (stopped) before it is offloaded: 0 offloads at once, "
+        "-1 never. As Nova's option of the same name.",
+    ),
+    cfg.IntOpt(
         "resize_confirm_window",
         default=0,
         min=0,

@@ -39,7 +39,7 @@ from openkeel_compute.controller.kube import ClusterError, Retry, transient
 from openkeel_compute.controller.observe import Observer, root_device_name, utc_now
 from openkeel_compute.controller.resize_allocations import Allocations
 from openkeel_compute.controller.settings import ServerSettings
-from openkeel_compute.controller.steps import TABLE, confirm, delete, net_events, volume_events
+from openkeel_compute.controller.steps import TABLE, confirm, delete, net_events, shelve, volume_events
 from openkeel_compute.controller.steps.base import (
     Context,
     Done,
@@ -141,6 +141,8 @@ class ServerLoop:
         self.observe_all(problems)
         if self.settings.reclaim_interval > 0:
             delete.reclaim(ctx, self.settings.reclaim_interval, self.now())
+        if self.settings.shelved_offload_time > 0:
+            shelve.offload_due(ctx, self.settings.shelved_offload_time, self.now())
         confirm.auto_confirm(ctx, self.settings.resize_confirm_window)
         confirm.close_reset(ctx)
         if self.clock() >= self._next_sweep:

@@ -54,6 +54,8 @@ class ServerSettings:
     batch_size: int = 100
     #: [DEFAULT] reclaim_instance_interval (0: deleted servers are not kept)
     reclaim_interval: float = 0.0
+    #: [DEFAULT] shelved_offload_time (0: offloaded at once, -1: never, >0: by the periodic task after so long)
+    shelved_offload_time: float = 0.0
     #: [DEFAULT] resize_confirm_window (0: resizes wait for the user)
     resize_confirm_window: float = 0.0
     #: [DEFAULT] allow_resize_to_same_host (False: a resize claims on another node)
@@ -92,6 +94,7 @@ class ServerSettings:
         return cls(options=options, build_timeout=float(conf.instance_build_timeout),
                    unschedulable_grace=float(c.unschedulable_grace), network_name=c.network_name,
                    batch_size=c.batch_size, reclaim_interval=float(conf.reclaim_instance_interval),
+                   shelved_offload_time=float(conf.shelved_offload_time),
                    resize_confirm_window=float(conf.resize_confirm_window),
                    allow_resize_to_same_host=conf.allow_resize_to_same_host,
                    orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,

@@ -43,7 +43,7 @@ _DONE_WHEN_RUNNING = {
 }
 _HARD_REBOOT = (task_states.REBOOTING_HARD, task_states.REBOOT_PENDING_HARD, task_states.REBOOT_STARTED_HARD)
 # Nova's power sync leaves these vm_states alone when the guest is off.
-_LEFT_ALONE = (BUILDING, "rescued", "resized", SUSPENDED, ERROR, "soft-delete")
+_LEFT_ALONE = (BUILDING, "rescued", "resized", SUSPENDED, ERROR, "soft-delete", "shelved", "shelved_offloaded")
 
 
 class Fault(NamedTuple):
@@ -279,6 +279,8 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
             return Observation(STOPPED, None, power_state.NOSTATE, **base)
         if task is None and vm_state not in _LEFT_ALONE and vm_state != STOPPED:
             return Observation(STOPPED, None, power_state.NOSTATE, stopped_by_sync=True, **base)
+        if task is None and vm_state == "shelved_offloaded":  # Nova keeps the power state it had when offloaded
+            return Observation(vm_state, None, power_state.SHUTDOWN, **base)
         return Observation(vm_state, task, power_state.NOSTATE if task is None else power, **base)
     if unresponsive:
         return Observation(vm_state, task, power, **base)

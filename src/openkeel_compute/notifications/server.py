@@ -91,6 +91,9 @@ EVENTS: dict[str, Event] = {
     ev.ATTACH_INTERFACE: Event("interface_attach", None, error=True,
                                error_on="Failed to attach network adapter device"),
     ev.DETACH_INTERFACE: Event("interface_detach", None),
+    ev.SHELVE: Event("shelve", "shelve"),
+    ev.SHELVE_OFFLOAD: Event("shelve_offload", "shelve_offload"),
+    ev.UNSHELVE: Event("unshelve", "unshelve"),
     "api_lock": Event("lock", None, api=True),
     "api_unlock": Event("unlock", None, api=True),
 }

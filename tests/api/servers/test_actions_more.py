@@ -222,13 +222,38 @@ def test_rescue_answers_the_password_and_starts_the_task(client, engine):
     assert answer_of(got) == (409, f"Cannot 'rescue' instance {UUID} while it is in task_state rescuing")
 
 
-def test_shelve_fails_and_the_server_stays(client, engine):
-    assert client.post(PATH, headers=demo(), json_body={"shelve": None}).status_code == 202
-    row = server_row(engine)
-    assert (row["vm_state"], row["task_state"]) == ("active", None)
-    assert last_action(engine) == ("shelve", [("compute_shelve_instance", "Error", "NotImplementedError")])
+def test_unshelve_of_an_active_server_conflicts(client, engine):
+    # the controller's part: tests/api/servers/test_shelve_e2e.py
+    got = client.post(PATH, headers=demo(), json_body={"shelveOffload": None})
+    assert answer_of(got) == (403, "Policy doesn't allow os_compute_api:os-shelve:shelve_offload to be performed.")
     got = client.post(PATH, headers=demo(), json_body={"unshelve": None})
     assert answer_of(got) == (409, f"Cannot 'unshelve' instance {UUID} while it is in vm_state active")
+    assert server_row(engine)["task_state"] is None
+
+
+def test_shelve_makes_the_shelved_image_and_starts_the_task(client, engine, images):
+    assert client.post(PATH, headers=demo(), json_body={"shelve": None}).status_code == 202
+    row = server_row(engine)
+    assert (row["vm_state"], row["task_state"]) == ("active", "shelving")
+    [(_operation, payload)] = [r for r in outbox_rows(engine) if r[0] == "shelve"]
+    assert payload["image_id"]
+    assert last_action(engine)[0] == "shelve"
+    again = client.post(PATH, headers=demo(), json_body={"shelve": None})
+    assert answer_of(again) == (409, f"Cannot 'shelve' instance {UUID} while it is in task_state shelving")
+
+
+def test_unshelve_of_an_offloaded_server_checks_cores_and_ram_counted_from_placement(client, engine, conf):
+    from openkeel_compute.compute import quotas
+
+    set_server(engine, vm_state=states.SHELVED_OFFLOADED, host=None, node=None)
+    conf.set_override("count_usage_from_placement", True, group="quota")
+    with db_api.transaction(engine) as conn:
+        quotas.set_project_limit(conn, server_row(engine)["project_id"], "cores", 0)
+    got = client.post(PATH, headers=demo(), json_body={"unshelve": None})
+    assert answer_of(got) == (403, "Quota exceeded for resources: ['cores']")
+    conf.set_override("count_usage_from_placement", False, group="quota")  # Nova's default: no check
+    assert client.post(PATH, headers=demo(), json_body={"unshelve": None}).status_code == 202
+    assert server_row(engine)["task_state"] == "unshelving"
 
 
 def test_change_password_is_not_implemented(client, engine):

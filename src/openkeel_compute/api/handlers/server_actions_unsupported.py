@@ -1,7 +1,8 @@
 """POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
 
-shelve, shelveOffload, unshelve, changePassword, trigger_crash_dump and os-migrateLive (resize:
-server_resize.py, migrate: server_migrate.py, rescue: server_rescue.py, createImage and createBackup: server_images.py). Each is checked as Nova checks it (body
+changePassword, trigger_crash_dump and os-migrateLive (resize:
+server_resize.py, migrate: server_migrate.py, rescue: server_rescue.py, createImage and createBackup: server_images.py, shelve:
+server_shelve.py). Each is checked as Nova checks it (body
 schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
 as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
 virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
@@ -33,34 +34,6 @@ def _fail(req, server_id: str, rule: str, action: str, ending: Ending, *, user: 
         row = read_server(conn, req, server_id)
         common.can(req, rule, policy_target(row, user=user))
         return unsupported.fail(conn, row, preconditions.precondition(action), actor, ending, values=values)
-
-
-# --- shelve ---------------------------------------------------------------------------------------
-
-@operation(body={"2.0-": schema.shelve}, success=202, expected=(400, 403, 404, 409))
-@wsgi_path_params
-def shelve(req, server_id):
-    _fail(req, server_id, rules.SHELVE % "shelve", "shelve", Ending("compute_shelve_instance"), user=True)
-    return Response(None)
-
-
-@operation(body={"2.0-": schema.shelve_offload}, success=202, expected=(400, 404, 409))
-@wsgi_path_params
-def shelve_offload(req, server_id):
-    # only a SHELVED server may be offloaded, and a KubeVirt server never gets there
-    _fail(req, server_id, rules.SHELVE % "shelve_offload", "shelveOffload",
-          Ending("compute_shelve_offload_instance"), user=True)
-    return Response(None)
-
-
-@operation(body={"2.0-2.76": schema.unshelve, "2.77-2.90": schema.unshelve_v277, "2.91-": schema.unshelve_v291},
-           success=202, expected=(400, 403, 404, 409))
-@wsgi_path_params
-def unshelve(req, server_id):
-    _fail(req, server_id, rules.SHELVE % "unshelve", "unshelve", Ending("compute_unshelve_instance"), user=False)
-    return Response(None)
-
-
 
 
 # --- password and crash dump ---------------------------------------------------------------------------

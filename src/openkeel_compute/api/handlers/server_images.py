@@ -52,7 +52,9 @@ def _image_url(req, image_id: str) -> str:
     return f"{base.rstrip('/')}/images/{image_id}"
 
 
-def _create(req, row: dict, name: str, image_type: str, extra: dict) -> dict:
+def make_image(req, row: dict, name: str, image_type: str, extra: dict) -> dict:
+    """The image made in the image service as Nova's compute.utils.create_image makes it (createImage,
+    createBackup, shelve: server_shelve.py), Nova's faults for what the image service refuses."""
     conf = common.services(req).conf
     made = snapshot_image(row, row["system_metadata"], name=name, image_type=image_type,
                           caller_project=req.context.project_id, caller_user=req.context.user_id, extra=extra,
@@ -101,7 +103,7 @@ def _start(req, server_id: str, rule: str, action: str, operation_name: str, nam
             row = read_server(conn, req, server_id)
             unsupported.fail(conn, row, pre, actor, Ending("compute_snapshot_instance"))
         return None
-    image = _create(req, row, name, image_type, extra)
+    image = make_image(req, row, name, image_type, extra)
     try:
         with common.write(req) as conn:
             row = read_server(conn, req, server_id)

@@ -138,7 +138,7 @@ def _key_pair(conn, req, key_name: str | None) -> dict | None:
         raise faults.BadRequest("Invalid key_name provided.") from None
 
 
-def _check_zone(req, zone: str) -> None:
+def check_zone(req, zone: str) -> None:
     """The zone must have a ready node (as the controller published them), as in Nova."""
     with common.read(req) as conn:
         available, _unavailable = zones(conn, common.services(req).conf)
@@ -225,7 +225,7 @@ def create(req):
         extra_specs = catalog.extra_specs_of(conn, [flavor["id"]]).get(flavor["id"], {})
     server_networks.check_multiple(networks, max_count)
     if zone and not forced:
-        _check_zone(req, zone)
+        check_zone(req, zone)
     image = fetch_image(req, image_id) if image_id else server_volumes.boot_image(req, bdms, legacy_bdm)
     flavor_with_specs = dict(flavor, extra_specs=extra_specs)
     try:

@@ -25,6 +25,7 @@ from openkeel_compute.controller.steps import (
     rescue,
     resize,
     revert,
+    shelve,
     snapshot,
     volume_attach,
 )
@@ -78,6 +79,9 @@ TABLE: dict[str, Operation] = {
     ops.BACKUP: Operation(snapshot.run, events.BACKUP, give_up=snapshot.give_up),
     ops.ATTACH_INTERFACE: Operation(interfaces.attach, give_up=interfaces.give_up),
     ops.DETACH_INTERFACE: Operation(interfaces.detach),
+    ops.SHELVE: Operation(shelve.shelve, events.SHELVE, give_up=snapshot.give_up),
+    ops.SHELVE_OFFLOAD: Operation(shelve.offload, events.SHELVE_OFFLOAD),
+    ops.UNSHELVE: Operation(shelve.unshelve),  # its event started by the step (steps/shelve.py)
 }
 
 __all__ = ["TABLE", "Operation"]

@@ -25,7 +25,7 @@ from openkeel_compute.compute import errors, soft_delete, working_state
 from openkeel_compute.compute.instances import cas, store, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import compute_services, tasks
-from openkeel_compute.controller.steps import evacuate, ports, resize, snapshot, volumes
+from openkeel_compute.controller.steps import evacuate, ports, resize, shelve, snapshot, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -58,6 +58,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     resize.close_on_delete(ctx, row.server_uuid)
     volumes.on_delete(ctx, row.server_uuid, server)
     snapshot.on_delete(ctx, row.server_uuid)  # the image of a capture the delete cut short
+    shelve.on_delete(ctx, server)  # a shelved server's image goes with it, as Nova's API deletes it
     with transaction(ctx.engine) as conn:  # nothing left to carry on: a resize is closed, no build to retry
         working_state.forget(conn, row.server_uuid)
     return DONE

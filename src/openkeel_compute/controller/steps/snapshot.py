@@ -191,12 +191,21 @@ def _root_claim(ctx: Context, namespace: str, image_id: str) -> str | None:
 
 
 def _upload(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str, image_id: str) -> Outcome:
+    pushed = push(ctx, namespace, image_id)
+    if isinstance(pushed, Failed):
+        return pushed
+    return _finish(ctx, row, server, namespace, image_id, uploaded=pushed)
+
+
+def push(ctx: Context, namespace: str, image_id: str) -> Failed | bool:
+    """The root disk's bytes streamed from the export's link into the image: True once the image is
+    ``active``, False when it was deleted meanwhile, Failed when the link gives nothing (tried again)."""
     assert ctx.objects.images is not None, "a controller that uploads images has the image service"
     glance, environ = ctx.objects.images.glance()
     try:
         image = glance.show(None, image_id, environ)
     except image_errors.ImageNotFound:  # deleted meanwhile: Nova ends the task, no fault
-        return _finish(ctx, row, server, namespace, image_id)
+        return False
     if image.get("status") != "active":
         _, export_name, token_name = names(image_id)
         export = ctx.cluster.get("VirtualMachineExport", export_name, namespace) or {}
@@ -211,10 +220,10 @@ def _upload(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str
             with export_link.download(link[0], token, link[1]) as chunks:
                 glance.upload(None, image_id, chunks, environ)
         except image_errors.ImageNotFound:
-            return _finish(ctx, row, server, namespace, image_id)
+            return False
         except httpx2.HTTPError as exc:
             return Failed(f"the export's link did not give the disk: {exc}")
-    return _finish(ctx, row, server, namespace, image_id, uploaded=True)
+    return True
 
 
 def _finish(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str, image_id: str, *,
@@ -292,6 +301,12 @@ def on_delete(ctx: Context, uuid: str) -> None:
             pass
         except image_errors.ImageError as exc:
             LOG.warning("server %s: image %s of an unfinished snapshot not deleted: %s", uuid, image_id, exc)
+
+
+#: the capture's stages as shelve reuses them (controller/steps/shelve.py)
+capture = _capture
+export = _export
+fail = _fail
 
 
 def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -> Failed:

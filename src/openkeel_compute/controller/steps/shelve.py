@@ -1,0 +1,299 @@
+"""shelve, shelveOffload and unshelve (docs/servers.md, "Shelve").
+
+- shelve (task ``shelving``): the guest stopped (Nova's compute powers it off first), then its root disk
+  captured and uploaded into the image the API made (``<name>-shelved``) by createImage's own stages
+  (steps/snapshot.py: VirtualMachineSnapshot → ``shelving_image_pending_upload``, VirtualMachineExport →
+  ``shelving_image_uploading``, the bytes streamed into the image service); then SHELVED with the system
+  metadata ``shelved_at``/``shelved_image_id``/``shelved_host``. With ``[DEFAULT] shelved_offload_time`` 0
+  the offload follows at once in the same step (task ``shelving_offloading``), as Nova's compute does.
+- offload (shelveOffload, the shelve above, or the periodic task for ``shelved_offload_time`` > 0): the
+  server's objects deleted from the cluster (the VM, its disks, Secrets), then the Placement claim given
+  back, host and node cleared: SHELVED_OFFLOADED.
+- unshelve (task ``unshelving``): a SHELVED server's VM is started again (task ``powering-on``, event
+  ``compute_start_instance``, as Nova's conductor asks its compute to start it); a SHELVED_OFFLOADED one is
+  claimed again (any node; the zone and host the request named) and its VM made from the shelved image
+  (the build's objects, the image the shelved one) and started. The observation ends the task (ACTIVE)
+  once the guest runs; the step deletes the shelved image and the ``shelved_*`` keys once it does.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any
+
+from sqlalchemy import select
+
+from openkeel_compute.compute.instances import cas, instance_actions, instance_sysmeta, updates
+from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.controller import tasks
+from openkeel_compute.controller.claims import NoValidHost
+from openkeel_compute.controller.desired import ObjectKey
+from openkeel_compute.controller.steps import snapshot, vm_edits
+from openkeel_compute.controller.steps.base import (
+    DONE,
+    FINAL_PHASES,
+    Context,
+    Failed,
+    Outcome,
+    ServerRow,
+    Waiting,
+    vmi_phase,
+)
+from openkeel_compute.db.api import reader, transaction
+from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES
+from openkeel_compute.images import errors as image_errors
+from openkeel_compute.kubevirt.names import server_vm_name
+from openkeel_compute.kubevirt.vmstatus import Fault
+from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.model import operations as ops
+from openkeel_compute.model.states import power_state, task_states
+
+LOG = logging.getLogger(__name__)
+SHELVED_AT, SHELVED_IMAGE_ID, SHELVED_HOST = "shelved_at", "shelved_image_id", "shelved_host"
+SHELVED_KEYS = (SHELVED_AT, SHELVED_IMAGE_ID, SHELVED_HOST)
+
+
+def _advance(ctx: Context, uuid: str, expected: str, task: str) -> str | None:
+    with transaction(ctx.engine) as conn:
+        return task if cas.save_state(conn, uuid, expected_task_state=expected, task_state=task) else None
+
+
+def shelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    uuid, namespace = row.server_uuid, ctx.namespace_of(server)
+    image_id = str(row.payload["image_id"])
+    task = server.get("task_state")
+    if task == task_states.SHELVING:
+        if vmi_phase(ctx.cluster.vmi(namespace, uuid)) not in (None, *FINAL_PHASES):
+            ctx.cluster.subresource(namespace, server_vm_name(uuid), "stop")
+            return Waiting("waiting for the guest to stop before it is shelved")
+        outcome = snapshot.capture(ctx, row, server, namespace, image_id)
+        if outcome is not None:
+            return outcome
+        task = _advance(ctx, uuid, task, task_states.SHELVING_IMAGE_PENDING_UPLOAD)
+    if task == task_states.SHELVING_IMAGE_PENDING_UPLOAD:
+        outcome = snapshot.export(ctx, namespace, image_id, server)
+        if outcome is not None:
+            return outcome
+        task = _advance(ctx, uuid, task, task_states.SHELVING_IMAGE_UPLOADING)
+    if task == task_states.SHELVING_IMAGE_UPLOADING:
+        pushed = snapshot.push(ctx, namespace, image_id)
+        if isinstance(pushed, Failed):
+            return pushed
+        if not pushed:  # the image deleted during the upload: Nova's shelve fails (ImageNotFound)
+            return snapshot.fail(ctx, row, server, f"Image {image_id} could not be found.",
+                                 "the shelved image was deleted during its upload")
+        ctx.cluster.delete(ObjectKey("VirtualMachineSnapshot", namespace, snapshot.names(image_id)[0]))
+        offload_now = ctx.settings.shelved_offload_time == 0
+        with transaction(ctx.engine) as conn:
+            if not cas.save_state(conn, uuid, expected_task_state=task, vm_state=states.SHELVED,
+                                  power_state=power_state.SHUTDOWN,
+                                  task_state=task_states.SHELVING_OFFLOADING if offload_now else None):
+                return DONE
+            for key, value in ((SHELVED_AT, dt.datetime.now(dt.UTC).replace(tzinfo=None).isoformat()),
+                               (SHELVED_IMAGE_ID, image_id), (SHELVED_HOST, server.get("host") or "")):
+                instance_sysmeta.set_system_metadata_item(conn, uuid, key, value)
+            if not offload_now:
+                tasks.finish(conn, tasks.of(conn, uuid), None, server.get("host"))
+                return DONE
+        task = task_states.SHELVING_OFFLOADING
+    if task == task_states.SHELVING_OFFLOADING:
+        return _offload(ctx, row, server)
+    return DONE  # no longer this shelve's (deleted, reset)
+
+
+def offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    """The server's objects out of the cluster, then its claim given back: SHELVED_OFFLOADED."""
+    if server.get("task_state") != task_states.SHELVING_OFFLOADING:
+        return DONE  # no longer this offload's (deleted, reset)
+    return _offload(ctx, row, server)
+
+
+def _offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    uuid, namespace = row.server_uuid, ctx.namespace_of(server)
+    vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
+    print("OFFLOAD", vm is not None, vmi is not None, [d["metadata"]["name"] for d in dvs], flush=True)
+    if vm is not None or vmi is not None or dvs:
+        ctx.cluster.delete_server(namespace, uuid)
+        return Waiting("waiting for the shelved server's objects to leave the cluster")
+    if ctx.claims is not None:  # before the state, as Nova's (a client polling for it may unshelve at once)
+        ctx.claims.release(uuid)  # Placement away: tried again
+    with transaction(ctx.engine) as conn:
+        if cas.save_state(conn, uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
+                          vm_state=states.SHELVED_OFFLOADED, task_state=None, host=None, node=None,
+                          power_state=power_state.SHUTDOWN):
+            tasks.finish(conn, tasks.of(conn, uuid), None, server.get("host"))
+    return DONE
+
+
+def offload_due(ctx: Context, interval: float, now: dt.datetime) -> list[str]:
+    """Nova's ``_poll_shelved_instances``: the SHELVED servers shelved longer than ``interval`` seconds
+    are offloaded (task ``shelving_offloading``, an offload row without an instance action of its own)."""
+    with reader(ctx.engine) as conn:
+        rows = conn.execute(select(INSTANCES.c.uuid, INSTANCE_SYSTEM_METADATA.c.value).select_from(
+            INSTANCES.join(INSTANCE_SYSTEM_METADATA, INSTANCE_SYSTEM_METADATA.c.instance_uuid == INSTANCES.c.uuid))
+            .where(INSTANCES.c.deleted == 0, INSTANCES.c.vm_state == states.SHELVED,
+                   INSTANCES.c.task_state.is_(None), INSTANCE_SYSTEM_METADATA.c.key == SHELVED_AT,
+                   INSTANCE_SYSTEM_METADATA.c.deleted == 0)).all()
+    done = []
+    for uuid, shelved_at in rows:
+        try:
+            since = dt.datetime.fromisoformat(str(shelved_at))
+        except ValueError:
+            continue
+        if (now.replace(tzinfo=None) - since.replace(tzinfo=None)).total_seconds() < interval:
+            continue
+        with transaction(ctx.engine) as conn:
+            if cas.save_state(conn, uuid, expected_task_state=[None], vm_state=states.SHELVED,
+                              task_state=task_states.SHELVING_OFFLOADING):
+                updates.outbox(conn, uuid, ops.SHELVE_OFFLOAD, Actor(None, None))  # type: ignore[arg-type]
+                done.append(uuid)
+    return done
+
+
+def unshelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
+    uuid, namespace = row.server_uuid, ctx.namespace_of(server)
+    vm_state, task = server["vm_state"], server.get("task_state")
+    image_id = server["system_metadata"].get(SHELVED_IMAGE_ID)
+    if vm_state == states.SHELVED and task in (task_states.UNSHELVING, task_states.POWERING_ON):
+        # Nova's conductor: a SHELVED server is only started (task powering-on, event compute_start_instance)
+        if task == task_states.UNSHELVING:
+            with transaction(ctx.engine) as conn:
+                if not cas.save_state(conn, uuid, expected_task_state=task, task_state=task_states.POWERING_ON):
+                    return DONE
+        _start_event(ctx, row, server, events.START)
+        vmi = ctx.cluster.vmi(namespace, uuid)
+        if vmi_phase(vmi) != "Running":
+            if vmi is None or vmi_phase(vmi) in FINAL_PHASES:
+                ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
+            return Waiting("waiting for the unshelved guest to run")
+        _forget(ctx, uuid, image_id)  # the guest runs: the observation ends the task (ACTIVE)
+        return DONE
+    if task == task_states.UNSHELVING and vm_state == states.SHELVED_OFFLOADED:
+        vm, vmi, _dvs = ctx.cluster.look(namespace, uuid)
+        if vm is not None:
+            _start_event(ctx, row, server)
+        if vm is None:
+            if vm_state != states.SHELVED_OFFLOADED or not image_id:
+                return _no_host(ctx, server, f"Instance {uuid} has no shelved image to unshelve from.")
+            made = _boot(ctx, row, server, str(image_id))
+            if made is not None:
+                return made
+            return Waiting("waiting for the unshelved guest to run")
+        if vmi_phase(vmi) != "Running":
+            if vmi is None or vmi_phase(vmi) in FINAL_PHASES:
+                ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
+            return Waiting("waiting for the unshelved guest to run")
+        _forget(ctx, uuid, image_id)  # the guest runs: the observation ends the task (ACTIVE)
+        return DONE
+    if vm_state == states.ACTIVE and task is None and image_id:
+        _forget(ctx, uuid, image_id)  # the observation saw it run first
+    return DONE  # deleted, failed or reset meanwhile: the shelved image stays, as Nova leaves it
+
+
+def _start_event(ctx: Context, row: ServerRow, server: dict[str, Any], event: str = events.UNSHELVE) -> None:
+    """The unshelve's event, once per row (the step's row outlives the task: the loop would start it again)."""
+    if (server["system_metadata"].get(sysmeta.TASK_EVENT) or "").startswith(f"{row.id}:") or not row.request_id:
+        return
+    with transaction(ctx.engine) as conn:
+        action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
+        if action_id is not None:
+            event_id = instance_actions.start_event(conn, action_id, event)
+            tasks.keep(conn, row.id, row.server_uuid, event_id)
+            server["system_metadata"][sysmeta.TASK_EVENT] = f"{row.id}:{event_id}"
+
+
+def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -> Outcome | None:
+    """Claim again (the zone and host asked for) and make the VM from the shelved image."""
+    uuid = row.server_uuid
+    wanted = dict(server, image_ref=image_id, system_metadata=dict(server["system_metadata"]))
+    if "availability_zone" in row.payload:
+        wanted["availability_zone"] = row.payload["availability_zone"]
+    if row.payload.get("host"):
+        wanted["system_metadata"][sysmeta.REQUESTED_HOST] = row.payload["host"]
+        wanted["system_metadata"].pop(sysmeta.REQUESTED_NODE, None)
+    _conductor_event(ctx, row, "get_image_info")  # Nova's conductor reads the shelved image, then schedules
+    if ctx.claims is not None:
+        try:
+            node, _alternates = ctx.claims.claim(wanted)
+        except NoValidHost as exc:
+            _conductor_event(ctx, row, "schedule_instances", exc.fault.message)
+            return _no_host(ctx, server, exc.fault.message)
+        wanted["host"] = wanted["node"] = node
+        with transaction(ctx.engine) as conn:
+            changes: dict[str, Any] = {"host": node, "node": node}
+            if "availability_zone" in row.payload:
+                changes["availability_zone"] = row.payload["availability_zone"]
+            cas.save_state(conn, uuid, **changes)
+    _conductor_event(ctx, row, "schedule_instances")
+    _start_event(ctx, row, server)
+    try:
+        objects = ctx.objects(wanted)
+    except ValueError as exc:
+        return _no_host(ctx, server, str(exc))
+    namespace, name = ctx.namespace_of(server), server_vm_name(uuid)
+    ctx.ensure_namespace(namespace, str(server["project_id"]))
+    vm_edits.apply_server(ctx, objects, None)
+    ctx.pass_state.placed.append((uuid, namespace, name))
+    ctx.cluster.subresource(namespace, name, "start")
+    return None
+
+
+def _conductor_event(ctx: Context, row: ServerRow, event: str, error: str | None = None) -> None:
+    """One of Nova's conductor events of an unshelve (started and finished at once; no host)."""
+    if not row.request_id:
+        return
+    with transaction(ctx.engine) as conn:
+        action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
+        if action_id is not None:
+            event_id = instance_actions.start_event(conn, action_id, event)
+            if error is None:
+                instance_actions.finish_event(conn, event_id, "Success")
+            else:
+                instance_actions.finish_event(conn, event_id, "Error", traceback=error, details=error)
+
+
+def _no_host(ctx: Context, server: dict[str, Any], message: str) -> Failed:
+    """Nova's conductor when the unshelve finds no host: the task cleared, the server stays offloaded,
+    the action's event failed; no fault."""
+    uuid = server["uuid"]
+    fault = Fault(400, message, message)
+    if ctx.claims is not None:
+        try:
+            ctx.claims.release(uuid)
+        except Exception:  # noqa: BLE001 - the audit gives back what no live server holds
+            LOG.warning("server %s: its unshelve failed, its allocations not given back yet", uuid)
+    with transaction(ctx.engine) as conn:
+        if cas.save_state(conn, uuid, expected_task_state=task_states.UNSHELVING, task_state=None,
+                          host=None, node=None):
+            tasks.finish(conn, tasks.of(conn, uuid), fault, None)
+    return Failed(message, fault)
+
+
+def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
+    """The shelved image deleted (Nova logs what it cannot delete) and the ``shelved_*`` keys removed."""
+    if image_id and ctx.objects.images is not None:
+        glance, environ = ctx.objects.images.glance()
+        try:
+            glance.delete(None, str(image_id), environ)
+        except image_errors.ImageNotFound:
+            pass
+        except image_errors.ImageError as exc:
+            LOG.warning("server %s: shelved image %s not deleted: %s", uuid, image_id, exc)
+    with transaction(ctx.engine) as conn:
+        for key in SHELVED_KEYS:
+            instance_sysmeta.set_system_metadata_item(conn, uuid, key, None)
+
+
+def on_delete(ctx: Context, server: dict[str, Any]) -> None:
+    """A SHELVED or SHELVED_OFFLOADED server deleted: its shelved image deleted (what cannot be is logged)."""
+    if server.get("vm_state") in (states.SHELVED, states.SHELVED_OFFLOADED):
+        image_id = server["system_metadata"].get(SHELVED_IMAGE_ID)
+        if image_id and ctx.objects.images is not None:
+            glance, environ = ctx.objects.images.glance()
+            try:
+                glance.delete(None, str(image_id), environ)
+            except image_errors.ImageNotFound:
+                pass
+            except image_errors.ImageError as exc:
+                LOG.warning("server %s: shelved image %s not deleted: %s", server["uuid"], image_id, exc)
