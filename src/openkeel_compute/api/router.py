@@ -231,7 +231,7 @@ ROUTES = {
             "confirmResize": server_resize.confirm_resize,
             "revertResize": server_resize.revert_resize,
             "migrate": server_migrate.migrate,
-            "os-migrateLive": server_actions_unsupported.migrate_live,
+            "os-migrateLive": server_migrate.migrate_live,
             "evacuate": server_evacuate.evacuate,
         }
     },

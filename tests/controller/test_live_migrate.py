@@ -1,0 +1,181 @@
+"""Live migration (``os-migrateLive``) end to end on two nodes: the API, the controller and the built-in
+cluster's VirtualMachineInstanceMigration, on each database engine. Nova's checks and messages (compared
+with the servers oracle, which has two fake computes), the migration's statuses and events, the rollback
+to the source when KubeVirt's migration fails, and the allocations as Nova moves them."""
+
+from __future__ import annotations
+
+import pytest
+
+from openkeel_compute import policies
+from openkeel_compute.controller import compute_services, nodes
+from openkeel_compute.controller.kube import make_client
+from openkeel_compute.controller.service import gateway_from, server_loop_from
+from openkeel_compute.db import api as db_api
+from openkeel_compute.db import migration
+from openkeel_compute.emulator.faults import Fault
+from tests.conftest import admin, make_conf
+from tests.databases import ENGINES, throwaway_database
+from tests.server_world import DEMO, IMAGE, image_service, server_world, until
+
+NODE_1, NODE_2 = "emulated-node-1", "emulated-node-2"
+
+
+@pytest.fixture(params=ENGINES)
+def world(request, tmp_path):
+    yield from _world(request.param, tmp_path, None)
+
+
+@pytest.fixture(params=ENGINES)
+def placed_world(request, tmp_path, placement_service):
+    yield from _world(request.param, tmp_path, placement_service)
+
+
+def _world(engine_name, tmp_path, placement_url):
+    policies.reset()
+    with throwaway_database(engine_name, tmp_path) as url, image_service(tmp_path) as glance_url:
+        conf = make_conf(tmp_path, controller={"poll_interval": "0.05", "workers": "4"},
+                         glance={"api_servers": glance_url}, database={"connection": url})
+        engine = db_api.get_engine(conf)
+        migration.sync(engine)
+        with server_world(conf, lambda kube: server_loop_from(conf, engine, kube),
+                          placement_url, nodes=2) as (client, controller, cluster):
+            gateway = gateway_from(conf, make_client(cluster.kubeconfig()))
+            nodes.sync(engine, gateway)
+            compute_services.heartbeat(engine, gateway)
+            client.post("/v2.1/flavors", headers=admin(), json_body={
+                "flavor": {"name": "m1.small", "ram": 512, "vcpus": 1, "disk": 1, "id": "small"}})
+            try:
+                yield client, controller, cluster
+            finally:
+                gateway.close()
+
+
+def _until(client, controller, uuid, status="ACTIVE"):
+    got = until(client, controller, uuid, lambda got: got.json["server"]["status"] == status
+                and got.json["server"]["OS-EXT-STS:task_state"] is None)
+    assert got.json["server"]["status"] == status, got.json["server"]
+    return client.get(f"/v2.1/servers/{uuid}", headers=admin("2.96")).json["server"]
+
+
+def _boot(client, controller):
+    got = client.post("/v2.1/servers", headers=DEMO, json_body={
+        "server": {"name": "web-1", "imageRef": IMAGE, "flavorRef": "small", "networks": "none"}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    _until(client, controller, uuid)
+    return uuid
+
+
+def _live(client, uuid, version="2.96", **body):
+    return client.post(f"/v2.1/servers/{uuid}/action", headers=admin(version),
+                       json_body={"os-migrateLive": {"host": None, "block_migration": "auto", **body}})
+
+
+def _vmi_node(cluster, uuid):
+    found = [v for k, v in cluster.objects("VirtualMachineInstance").items() if k[1] == uuid]
+    return found[0]["status"].get("nodeName") if found else None
+
+
+def _migrations(client):
+    return client.get("/v2.1/os-migrations", headers=admin("2.96")).json["migrations"]
+
+
+def _events(client, uuid):
+    actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=admin("2.96")).json["instanceActions"]
+    request_id = [a["request_id"] for a in actions if a["action"] == "live-migration"][0]
+    got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{request_id}", headers=admin("2.96"))
+    return sorted((e["event"], e["result"]) for e in got.json["instanceAction"]["events"])
+
+
+LIVE_EVENTS = ("compute_check_can_live_migrate_destination", "compute_check_can_live_migrate_source",
+               "compute_pre_live_migration", "compute_live_migration", "compute_post_live_migration_at_destination")
+
+
+def test_a_live_migration_moves_the_running_guest_and_is_recorded_as_novas(world):
+    client, controller, cluster = world
+    uuid = _boot(client, controller)
+    source = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
+    other = NODE_2 if source == NODE_1 else NODE_1
+    launched = _vmi_uid = [v["metadata"]["uid"] for k, v in cluster.objects("VirtualMachineInstance").items()
+                           if k[1] == uuid]
+    assert _live(client, uuid, version="2.30", block_migration=False, host=other).status_code == 202
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] == other and _vmi_node(cluster, uuid) == other
+    # the same VMI, moved (not restarted)
+    assert [v["metadata"]["uid"] for k, v in cluster.objects("VirtualMachineInstance").items()
+            if k[1] == uuid] == launched == _vmi_uid
+    (m,) = _migrations(client)
+    assert {k: m[k] for k in ("migration_type", "status", "source_compute", "dest_compute", "dest_node")} == {
+        "migration_type": "live-migration", "status": "completed", "source_compute": source,
+        "dest_compute": other, "dest_node": other}
+    assert _events(client, uuid) == sorted((e, "Success") for e in ("conductor_migrate_server", *LIVE_EVENTS))
+    # and back without a host at 2.34+ (asynchronous; the conductor's event is live_migrate_instance)
+    assert _live(client, uuid).status_code == 202
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] == source and _vmi_node(cluster, uuid) == source
+    assert [m["status"] for m in _migrations(client)] == ["completed", "completed"]
+
+
+def test_novas_checks_and_messages(world):
+    client, controller, _cluster = world
+    uuid = _boot(client, controller)
+    host = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
+
+    def fault(got):
+        return got.status_code, got.json["badRequest"]["message"] if got.status_code == 400 else got.json
+
+    assert fault(_live(client, uuid, version="2.30", force=True)) == (
+        400, "Can't force to a non-provided destination")
+    assert fault(_live(client, uuid, version="2.30", host="nowhere")) == (
+        400, "Compute host nowhere could not be found.")
+    assert fault(_live(client, uuid, version="2.30", host=host)) == (
+        400, "No valid host was found. There are not enough hosts available.")
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] == host
+    # 2.68 removed force; before 2.25 disk_over_commit is required
+    assert _live(client, uuid, version="2.68", force=False).status_code == 400
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=admin("2.24"),
+                      json_body={"os-migrateLive": {"host": None, "block_migration": False}})
+    assert got.status_code == 400
+    # not an admin: the policy's 403
+    got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO,
+                      json_body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
+    assert got.status_code == 403
+    # at 2.34+ its own host is accepted and ends as Nova's conductor ends it
+    assert _live(client, uuid, host=host).status_code == 202
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] == host
+    assert [m["status"] for m in _migrations(client)] == ["error"]
+    assert _events(client, uuid)[0] == ("conductor_live_migrate_instance", "Error")
+
+
+def test_a_failed_transfer_rolls_back_to_the_source(world):
+    client, controller, cluster = world
+    uuid = _boot(client, controller)
+    source = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
+    cluster.inject(Fault(kind="migration-failure", name=uuid))
+    assert _live(client, uuid).status_code == 202
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] == source and _vmi_node(cluster, uuid) == source
+    (m,) = _migrations(client)
+    assert m["status"] == "error"
+    assert ("compute_live_migration", "Error") in _events(client, uuid)
+
+
+def test_allocations_move_to_the_migration_as_novas(placed_world):
+    client, controller, _cluster = placed_world
+    placement = controller.servers.claims.placement
+    uuid = _boot(client, controller)
+    source = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
+
+    def by_node(consumer):
+        return {placement.provider(rp)["name"]: r for rp, r in placement.get_allocations(consumer).allocations.items()}
+
+    flavor = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    assert _live(client, uuid).status_code == 202
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] != source
+    (m,) = _migrations(client)
+    assert m["status"] == "completed"
+    assert by_node(m["uuid"]) == {} and by_node(uuid) == {server["OS-EXT-SRV-ATTR:host"]: flavor}
