@@ -83,7 +83,7 @@ def _migrations(client):
 
 def _events(client, uuid):
     actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=admin("2.96")).json["instanceActions"]
-    request_id = [a["request_id"] for a in actions if a["action"] == "live-migration"][0]
+    request_id = next(a["request_id"] for a in actions if a["action"] == "live-migration")
     got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{request_id}", headers=admin("2.96"))
     return sorted((e["event"], e["result"]) for e in got.json["instanceAction"]["events"])
 
@@ -97,14 +97,14 @@ def test_a_live_migration_moves_the_running_guest_and_is_recorded_as_novas(world
     uuid = _boot(client, controller)
     source = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
     other = NODE_2 if source == NODE_1 else NODE_1
-    launched = _vmi_uid = [v["metadata"]["uid"] for k, v in cluster.objects("VirtualMachineInstance").items()
+    launched = [v["metadata"]["uid"] for k, v in cluster.objects("VirtualMachineInstance").items()
                            if k[1] == uuid]
     assert _live(client, uuid, version="2.30", block_migration=False, host=other).status_code == 202
     server = _until(client, controller, uuid)
     assert server["OS-EXT-SRV-ATTR:host"] == other and _vmi_node(cluster, uuid) == other
     # the same VMI, moved (not restarted)
     assert [v["metadata"]["uid"] for k, v in cluster.objects("VirtualMachineInstance").items()
-            if k[1] == uuid] == launched == _vmi_uid
+            if k[1] == uuid] == launched
     (m,) = _migrations(client)
     assert {k: m[k] for k in ("migration_type", "status", "source_compute", "dest_compute", "dest_node")} == {
         "migration_type": "live-migration", "status": "completed", "source_compute": source,
@@ -179,3 +179,34 @@ def test_allocations_move_to_the_migration_as_novas(placed_world):
     (m,) = _migrations(client)
     assert m["status"] == "completed"
     assert by_node(m["uuid"]) == {} and by_node(uuid) == {server["OS-EXT-SRV-ATTR:host"]: flavor}
+
+
+def test_the_servers_migrations_show_the_live_migration_in_progress(world):
+    """GET /servers/{id}/migrations (2.23+) lists it while it is queued, preparing or running (Nova's view,
+    counters null: KubeVirt's status carries none), show answers it; once completed both forget it."""
+    client, controller, _cluster = world
+    uuid = _boot(client, controller)
+    source = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
+    assert client.get(f"/v2.1/servers/{uuid}/migrations", headers=admin("2.23")).json == {"migrations": []}
+    assert _live(client, uuid).status_code == 202
+    seen = until(client, controller, uuid, lambda _got: client.get(
+        f"/v2.1/servers/{uuid}/migrations", headers=admin("2.80")).json["migrations"] != [])
+    assert seen.json["server"]["status"] == "MIGRATING"
+    (m,) = client.get(f"/v2.1/servers/{uuid}/migrations", headers=admin("2.80")).json["migrations"]
+    assert m["status"] in ("queued", "preparing", "running") and m["server_uuid"] == uuid
+    assert m["source_compute"] == source and m["dest_compute"] not in (None, source)
+    assert sorted(m) == sorted(["created_at", "dest_compute", "dest_host", "dest_node", "disk_processed_bytes",
+                                "disk_remaining_bytes", "disk_total_bytes", "id", "memory_processed_bytes",
+                                "memory_remaining_bytes", "memory_total_bytes", "server_uuid", "source_compute",
+                                "source_node", "status", "updated_at", "uuid", "user_id", "project_id"])
+    shown = client.get(f"/v2.1/servers/{uuid}/migrations/{m['id']}", headers=admin("2.23"))
+    assert shown.status_code == 200 and shown.json["migration"]["id"] == m["id"]
+    assert "uuid" not in shown.json["migration"]
+    _until(client, controller, uuid)
+    assert client.get(f"/v2.1/servers/{uuid}/migrations", headers=admin("2.80")).json == {"migrations": []}
+    got = client.get(f"/v2.1/servers/{uuid}/migrations/{m['id']}", headers=admin("2.23"))
+    assert (got.status_code, got.json["itemNotFound"]["message"]) == (
+        404, f"Live migration {m['id']} for server {uuid} is not in progress.")
+    got = client.get(f"/v2.1/servers/{uuid}/migrations/999", headers=admin("2.23"))
+    assert (got.status_code, got.json["itemNotFound"]["message"]) == (
+        404, f"In-progress live migration 999 is not found for server {uuid}.")

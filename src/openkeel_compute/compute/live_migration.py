@@ -26,19 +26,11 @@ from openkeel_compute.model.sysmeta import RESIZE_STEP_EVENT
 M = MIGRATIONS.c
 TYPE = "live-migration"
 #: the statuses Nova's server migrations list (an in-progress live migration)
-IN_PROGRESS = ("queued", "preparing", "running")
+IN_PROGRESS = ("queued", "preparing", "running", "post-migrating")
 OPEN = ("accepted", *IN_PROGRESS)
 
-__all__ = [
-    "completed",
-    "failed",
-    "in_progress",
-    "move_migration",
-    "open_migration",
-    "set_step_event",
-    "start",
-    "step_event",
-]
+__all__ = ["by_id", "completed", "failed", "in_progress", "move_migration", "open_migration", "set_step_event",
+           "start", "step_event"]
 
 
 def step_event(conn: Connection, uuid: str) -> int | None:
@@ -79,6 +71,15 @@ def in_progress(conn: Connection, instance_uuid: str) -> list[dict]:
         M.instance_uuid == instance_uuid, M.deleted == 0, M.migration_type == TYPE,
         M.status.in_(IN_PROGRESS)).order_by(M.id)).all()
     return [dict(r._mapping) for r in rows]
+
+
+def by_id(conn: Connection, instance_uuid: str, migration_id: str) -> dict | None:
+    """The server's migration of that id (any type, any status; None: none, or an id that is no integer)."""
+    if not str(migration_id).isdigit():
+        return None
+    row = conn.execute(select(MIGRATIONS).where(M.id == int(migration_id), M.instance_uuid == instance_uuid,
+                                                M.deleted == 0)).first()
+    return dict(row._mapping) if row is not None else None
 
 
 def completed(conn: Connection, uuid: str, migration: str, node: str) -> bool:

@@ -83,3 +83,4 @@ def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) 
         shown.difference_update(_HOSTS)
     times = {"created_at": _time(row["created_at"]), "updated_at": _time(row["updated_at"])}
     return {name: times.get(name, row[name]) for name in _ORDER if name in shown}
+iso = _time
