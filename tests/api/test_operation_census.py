@@ -27,9 +27,6 @@ NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-o
 TO_COME = {
     # networks (floating IPs, Nova's network proxies, security groups, interfaces, fixed IPs)
     "POST /servers/{server_id}/os-interface", "DELETE /servers/{server_id}/os-interface/{id}",
-    # moves (live migrations in progress)
-    "DELETE /servers/{server_id}/migrations/{id}",
-    "POST /servers/{server_id}/migrations/{id}/action force_complete",
 }
 
 

@@ -210,3 +210,44 @@ def test_the_servers_migrations_show_the_live_migration_in_progress(world):
     got = client.get(f"/v2.1/servers/{uuid}/migrations/999", headers=admin("2.23"))
     assert (got.status_code, got.json["itemNotFound"]["message"]) == (
         404, f"In-progress live migration 999 is not found for server {uuid}.")
+
+
+def _running(client, controller, uuid):
+    until(client, controller, uuid, lambda _got: [m["status"] for m in client.get(
+        f"/v2.1/servers/{uuid}/migrations", headers=admin("2.80")).json["migrations"]] == ["running"])
+    found = client.get(f"/v2.1/servers/{uuid}/migrations", headers=admin("2.80")).json["migrations"]
+    assert [m["status"] for m in found] == ["running"], (_migrations(client), client.get(
+        f"/v2.1/servers/{uuid}", headers=admin("2.96")).json["server"]["OS-EXT-STS:task_state"])
+    return found[0]
+
+
+def test_force_complete_and_abort_of_a_running_live_migration(world):
+    """A running transfer: force_complete is Nova's answer with a driver that
+    lacks it (202, its event failed), abort cancels KubeVirt's migration and the server stays on its source
+    (migration cancelled); Nova's refusals for the wrong migration or state."""
+    client, controller, cluster = world
+    uuid = _boot(client, controller)
+    source = _until(client, controller, uuid)["OS-EXT-SRV-ATTR:host"]
+    delays = cluster.lifecycle.delays  # a transfer long enough to be caught running
+    cluster.lifecycle.delays = type(delays)(**{**delays.__dict__, "migration_transfer": 8.0})
+    path = f"/v2.1/servers/{uuid}/migrations"
+    got = client.delete(f"{path}/1", headers=admin("2.24"))
+    assert (got.status_code, got.json["conflictingRequest"]["message"]) == (
+        409, f"Instance {uuid} is in an invalid state for 'abort live migration'")  # Nova's form for a None state
+    assert _live(client, uuid).status_code == 202
+    m = _running(client, controller, uuid)
+    got = client.post(f"{path}/999/action", headers=admin("2.22"), json_body={"force_complete": None})
+    assert (got.status_code, got.json["badRequest"]["message"]) == (
+        400, f"Migration 999 not found for instance {uuid}")
+    got = client.post(f"{path}/{m['id']}/action", headers=admin("2.22"), json_body={"force_complete": None})
+    assert got.status_code == 202, got.text
+    assert client.delete(f"{path}/999", headers=admin("2.24")).status_code == 404
+    assert client.delete(f"{path}/{m['id']}", headers=admin("2.23")).status_code == 404  # before 2.24: no route
+    got = client.delete(f"{path}/{m['id']}", headers=admin("2.24"))
+    assert got.status_code == 202, got.text
+    server = _until(client, controller, uuid)
+    assert server["OS-EXT-SRV-ATTR:host"] == source and _vmi_node(cluster, uuid) == source
+    assert [m["status"] for m in _migrations(client)] == ["cancelled"]
+    actions = {a["action"] for a in client.get(f"/v2.1/servers/{uuid}/os-instance-actions",
+                                               headers=admin("2.96")).json["instanceActions"]}
+    assert {"live-migration", "live_migration_force_complete", "live_migration_cancel"} <= actions

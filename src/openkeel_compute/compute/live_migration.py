@@ -29,7 +29,7 @@ TYPE = "live-migration"
 IN_PROGRESS = ("queued", "preparing", "running", "post-migrating")
 OPEN = ("accepted", *IN_PROGRESS)
 
-__all__ = ["by_id", "completed", "failed", "in_progress", "move_migration", "open_migration", "set_step_event",
+__all__ = ["abort_requested", "by_id", "completed", "failed", "in_progress", "move_migration", "open_migration", "request_abort", "set_step_event",
            "start", "step_event"]
 
 
@@ -82,17 +82,32 @@ def by_id(conn: Connection, instance_uuid: str, migration_id: str) -> dict | Non
     return dict(row._mapping) if row is not None else None
 
 
+ABORT_KEY = "live_migration_abort"
+
+
+def request_abort(conn: Connection, uuid: str, migration: str) -> None:
+    """Mark the migration for the controller to cancel (its live_migrate step reads the mark)."""
+    instance_sysmeta.set_system_metadata_item(conn, uuid, ABORT_KEY, migration)
+
+
+def abort_requested(conn: Connection, uuid: str, migration: str) -> bool:
+    return instance_sysmeta.system_metadata_item(conn, uuid, ABORT_KEY) == migration
+
+
 def completed(conn: Connection, uuid: str, migration: str, node: str) -> bool:
     """The guest runs on ``node``: the server's host and node there, no task, the migration completed."""
     if not cas.save_state(conn, uuid, expected_task_state=task_states.MIGRATING, task_state=None, host=node,
                           node=node):
         return False
     move_migration(conn, migration, "completed", expected=OPEN)
+    instance_sysmeta.set_system_metadata_item(conn, uuid, ABORT_KEY, None)
     return True
 
 
-def failed(conn: Connection, uuid: str, migration: str) -> bool:
-    """The migration did not happen: the server where it was, in its vm_state, no task; migration error."""
+def failed(conn: Connection, uuid: str, migration: str, status: str = "error") -> bool:
+    """The migration did not happen: the server where it was, in its vm_state, no task; migration ``status``
+    (error; cancelled when aborted)."""
     moved = cas.save_state(conn, uuid, expected_task_state=task_states.MIGRATING, task_state=None)
-    move_migration(conn, migration, "error", expected=OPEN)
+    move_migration(conn, migration, status, expected=OPEN)
+    instance_sysmeta.set_system_metadata_item(conn, uuid, ABORT_KEY, None)
     return moved

@@ -26,6 +26,7 @@ from openkeel_compute.compute import live_migration
 from openkeel_compute.compute.image_meta import image_from_system_metadata
 from openkeel_compute.compute.instances import instance_actions, instance_faults, store
 from openkeel_compute.controller.claims import NoValidHost
+from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.kube import ClusterError
 from openkeel_compute.controller.steps import placing, ports, vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Failed, Outcome, ServerRow, Wait
@@ -49,10 +50,15 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     migration = row.payload["migration"]
     with reader(ctx.engine) as conn:
         record = live_migration.open_migration(conn, migration)
+        aborted = live_migration.abort_requested(conn, uuid, migration)
     if record is None or record["status"] not in live_migration.OPEN or \
             server.get("task_state") != task_states.MIGRATING:
         return DONE  # over (deleted, reset, ended by another pass)
     status = record["status"]
+    if aborted:
+        ended = _abort(ctx, row, server, migration, status)
+        if ended is not None:
+            return ended
     if status == "accepted":
         ended = _claim(ctx, row, server, migration)
         if ended is not None:
@@ -113,6 +119,22 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     return DONE
 
 
+def _abort(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str, status: str) -> Outcome | None:
+    """An abort asked for (DELETE .../migrations/{id}): KubeVirt's cancel is the migration object's deletion.
+    None: it completed before the cancel reached it (ended as a success)."""
+    namespace = ctx.namespace_of(server)
+    job = ctx.cluster.get(KIND, migration_name(migration), namespace)
+    phase = ((job or {}).get("status") or {}).get("phase")
+    if phase == "Succeeded":
+        return None
+    if job is not None and phase != "Failed":
+        if not (job.get("metadata") or {}).get("deletionTimestamp"):
+            ctx.cluster.delete(ObjectKey(KIND, namespace, migration_name(migration)))
+        raise Wait("waiting for KubeVirt to cancel the migration")
+    return _failed(ctx, row, server, migration, "Live migration has been aborted", claimed=status != "accepted",
+                   status="cancelled")
+
+
 def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str) -> Outcome | None:
     """The destination claimed and recorded (None), or the migration's end when no node may take it."""
     uuid = row.server_uuid
@@ -146,7 +168,7 @@ def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str)
 
 
 def _failed(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str, why: str | Fault, *,
-            claimed: bool = True) -> Outcome:
+            claimed: bool = True, status: str = "error") -> Outcome:
     """Nova's rollback: the allocation back onto the server, the server as it was on its source, no task;
     the migration in error; the running event (or the conductor's, before a claim) failed; the fault
     recorded (Nova's set_vm_state_and_notify; an ACTIVE server does not show it)."""
@@ -161,7 +183,7 @@ def _failed(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str
             vm_edits.pin(ctx, namespace, uuid, vm, home)  # the guest stays on its source: so does the VM's pin
         ctx.allocations.revert(uuid, migration)
     with transaction(ctx.engine) as conn:
-        if not live_migration.failed(conn, uuid, migration):
+        if not live_migration.failed(conn, uuid, migration, status):
             return DONE
         instance_faults.add_fault(conn, uuid, code=fault.code, message=fault.message, details=fault.details)
         if claimed:
