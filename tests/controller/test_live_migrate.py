@@ -199,6 +199,10 @@ def test_the_servers_migrations_show_the_live_migration_in_progress(world):
                                 "disk_remaining_bytes", "disk_total_bytes", "id", "memory_processed_bytes",
                                 "memory_remaining_bytes", "memory_total_bytes", "server_uuid", "source_compute",
                                 "source_node", "status", "updated_at", "uuid", "user_id", "project_id"])
+    (listed,) = client.get("/v2.1/os-migrations", headers=admin("2.23")).json["migrations"]
+    assert [link["rel"] for link in listed["links"]] == ["self", "bookmark"]
+    assert listed["links"][0]["href"].endswith(f"/v2.1/servers/{uuid}/migrations/{m['id']}")
+    assert "links" not in client.get("/v2.1/os-migrations", headers=admin("2.22")).json["migrations"][0]
     shown = client.get(f"/v2.1/servers/{uuid}/migrations/{m['id']}", headers=admin("2.23"))
     assert shown.status_code == 200 and shown.json["migration"]["id"] == m["id"]
     assert "uuid" not in shown.json["migration"]

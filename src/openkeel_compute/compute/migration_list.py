@@ -74,7 +74,7 @@ def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) 
     """One migration as Nova shows it at the caller's microversion, in Nova's key order."""
     shown = set(_FIELDS)
     if links:
-        shown.add("migration_type")  # links only for a live migration in progress: never here
+        shown.add("migration_type")  # links: added by the API for a live migration in progress
     if uuid:
         shown.add("uuid")
     if user_project:

@@ -87,14 +87,21 @@ def index(req):
             rows = migration_list.query(conn, filters, paged=paged, limit=limit, marker=marker)
         except migration_list.MarkerNotFound:
             raise faults.BadRequest(f"Marker {marker} could not be found.") from None
-    body = {"migrations": [migration_list.view(row, links=req.version >= (2, 23), uuid=paged,
-                                               user_project=req.version >= (2, 80), host=add_host)
-                           for row in rows]}
+    body = {"migrations": [_listed(req, row, paged, add_host) for row in rows]}
     if paged and limit and len(rows) == limit:
         params = {k: v[-1] for k, v in req.query.items() if k != "marker" and v}
         body["migrations_links"] = [{"rel": "next", "href": common.links(req).next_link(
             "os-migrations", params, rows[-1]["uuid"])}]
     return body
+
+
+def _listed(req, row: dict, paged: bool, add_host: bool) -> dict:
+    """One row of os-migrations; from 2.23 a live migration in progress links to its server migration."""
+    links = req.version >= (2, 23)
+    shown = migration_list.view(row, links=links, uuid=paged, user_project=req.version >= (2, 80), host=add_host)
+    if links and row["migration_type"] == live_migration.TYPE and row["status"] in live_migration.IN_PROGRESS:
+        shown["links"] = common.links(req).links(f"servers/{row['instance_uuid']}/migrations", str(row["id"]))
+    return shown
 
 
 def _naive(value):
