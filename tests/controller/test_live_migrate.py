@@ -131,8 +131,14 @@ def test_novas_checks_and_messages(world):
         400, "Compute host nowhere could not be found.")
     assert fault(_live(client, uuid, version="2.30", host=host)) == (
         400, "No valid host was found. There are not enough hosts available.")
+    assert fault(_live(client, uuid, version="2.30", host=host, force=True)) == (
+        400, f"Unable to migrate instance ({uuid}) to current host ({host}).")
     server = _until(client, controller, uuid)
     assert server["OS-EXT-SRV-ATTR:host"] == host
+    # as the oracle: each refusal is a live migration in error (the forced one names its destination), the
+    # conductor's event failed with the message
+    assert [(m["status"], m["dest_compute"]) for m in _migrations(client)] == [("error", host), ("error", None)]
+    assert ("conductor_migrate_server", "Error") in _events(client, uuid)
     # 2.68 removed force; before 2.25 disk_over_commit is required
     assert _live(client, uuid, version="2.68", force=False).status_code == 400
     got = client.post(f"/v2.1/servers/{uuid}/action", headers=admin("2.24"),
@@ -146,7 +152,8 @@ def test_novas_checks_and_messages(world):
     assert _live(client, uuid, host=host).status_code == 202
     server = _until(client, controller, uuid)
     assert server["OS-EXT-SRV-ATTR:host"] == host
-    assert [m["status"] for m in _migrations(client)] == ["error"]
+    newest = _migrations(client)[0]
+    assert (newest["status"], newest["dest_compute"]) == ("error", None)
     assert _events(client, uuid)[0] == ("conductor_live_migrate_instance", "Error")
 
 

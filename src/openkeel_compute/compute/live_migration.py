@@ -29,7 +29,7 @@ TYPE = "live-migration"
 IN_PROGRESS = ("queued", "preparing", "running", "post-migrating")
 OPEN = ("accepted", *IN_PROGRESS)
 
-__all__ = ["abort_requested", "by_id", "completed", "failed", "in_progress", "move_migration", "open_migration", "request_abort", "set_step_event",
+__all__ = ["abort_requested", "by_id", "completed", "failed", "in_progress", "move_migration", "open_migration", "record", "request_abort", "set_step_event",
            "start", "step_event"]
 
 
@@ -44,19 +44,25 @@ def set_step_event(conn: Connection, uuid: str, event_id: int | None) -> None:
 
 
 def start(conn: Connection, row: dict, actor: Actor, *, host: str | None, block_migration: bool | None,
-          conductor_event: str) -> str:
+          conductor_event: str, force: bool = False) -> str:
     """Record an accepted live migration of ``row`` (toward ``host`` when given). Returns the migration's uuid."""
     pre = preconditions.precondition("os-migrateLive")
     checked = cas.begin_action(conn, row, pre, actor, instance_action="live-migration")
-    migration = str(uuidlib.uuid4())
-    flavor_id = store.flavors_of(checked).cur["id"]
-    conn.execute(insert(MIGRATIONS).values(
-        uuid=migration, source_compute=checked["host"], dest_compute=host, source_node=checked["node"],
-        dest_node=None, dest_host=None, old_instance_type_id=flavor_id, new_instance_type_id=flavor_id,
-        instance_uuid=checked["uuid"], migration_type=TYPE, hidden=False, status="accepted", cross_cell_move=False,
-        user_id=actor.user_id, project_id=actor.project_id, created_at=utcnow(), deleted=0))
+    migration = record(conn, checked, actor, "accepted", dest=host if force else None)
     updates.outbox(conn, checked["uuid"], operations.LIVE_MIGRATE, actor, migration=migration, host=host,
                    block_migration=block_migration, conductor_event=conductor_event, old_vm_state=checked["vm_state"])
+    return migration
+
+
+def record(conn: Connection, row: dict, actor: Actor, status: str, *, dest: str | None) -> str:
+    """The live migration's row (Nova's conductor names the destination at once only when forced)."""
+    migration = str(uuidlib.uuid4())
+    flavor_id = store.flavors_of(row).cur["id"]
+    conn.execute(insert(MIGRATIONS).values(
+        uuid=migration, source_compute=row["host"], dest_compute=dest, source_node=row["node"],
+        dest_node=None, dest_host=None, old_instance_type_id=flavor_id, new_instance_type_id=flavor_id,
+        instance_uuid=row["uuid"], migration_type=TYPE, hidden=False, status=status, cross_cell_move=False,
+        user_id=actor.user_id, project_id=actor.project_id, created_at=utcnow(), deleted=0))
     return migration
 
 

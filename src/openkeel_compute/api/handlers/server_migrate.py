@@ -94,10 +94,12 @@ def migrate_live(req, server_id):
         if synchronous and host and host == row["host"]:
             refusal = (f"Unable to migrate instance ({row['uuid']}) to current host ({host})." if force
                        else "No valid host was found. There are not enough hosts available.")
-            unsupported.fail(conn, row, pre, actor, Ending(conductor, fault=None), instance_action="live-migration")
+            ending = Ending(conductor, fault=(400 if force else 500, refusal), message=refusal, details=refusal)
+            unsupported.fail(conn, row, pre, actor, ending, instance_action="live-migration")
+            live_migration.record(conn, row, actor, "error", dest=host if force else None)
         else:
             live_migration.start(conn, row, actor, host=host, block_migration=block_migration,
-                                 conductor_event=conductor)
+                                 conductor_event=conductor, force=force)
     if refusal is not None:
         raise faults.BadRequest(refusal)
     return Response(None)
