@@ -110,6 +110,13 @@ def test_a_live_migration_moves_the_running_guest_and_is_recorded_as_novas(world
         "migration_type": "live-migration", "status": "completed", "source_compute": source,
         "dest_compute": other, "dest_node": other}
     assert _events(client, uuid) == sorted((e, "Success") for e in ("conductor_migrate_server", *LIVE_EVENTS))
+    actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=admin("2.96")).json["instanceActions"]
+    got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{actions[0]['request_id']}", headers=admin("2.96"))
+    hosts = {e["event"]: e["host"] for e in got.json["instanceAction"]["events"]}
+    assert {k: hosts[k] for k in LIVE_EVENTS} == {  # as the oracle: each on the compute that records it
+        "compute_check_can_live_migrate_destination": other, "compute_check_can_live_migrate_source": source,
+        "compute_pre_live_migration": other, "compute_live_migration": source,
+        "compute_post_live_migration_at_destination": other}
     # and back without a host at 2.34+ (asynchronous; the conductor's event is live_migrate_instance)
     assert _live(client, uuid).status_code == 202
     server = _until(client, controller, uuid)

@@ -163,7 +163,7 @@ def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str)
         host = server.get("host")
         conductor = row.payload.get("conductor_event") or events.LIVE_MIGRATE
         for name in (conductor, *events.BEFORE_LIVE_MIGRATION[1:]):
-            _event(conn, row, name, host=dest if name == events.CHECK_LIVE_DEST else host)
+            _event(conn, row, name, host=dest if name in (events.CHECK_LIVE_DEST, events.PRE_LIVE_MIGRATION) else host)
     return None
 
 
