@@ -269,3 +269,20 @@ def test_force_complete_and_abort_of_a_running_live_migration(world):
     actions = {a["action"] for a in client.get(f"/v2.1/servers/{uuid}/os-instance-actions",
                                                headers=admin("2.96")).json["instanceActions"]}
     assert {"live-migration", "live_migration_force_complete", "live_migration_cancel"} <= actions
+
+
+def test_a_server_deleted_mid_migration_leaves_no_allocation(placed_world):
+    client, controller, cluster = placed_world
+    placement = controller.servers.claims.placement
+    delays = cluster.lifecycle.delays
+    cluster.lifecycle.delays = type(delays)(**{**delays.__dict__, "migration_transfer": 8.0})
+    uuid = _boot(client, controller)
+    assert _live(client, uuid).status_code == 202
+    m = _running(client, controller, uuid)
+    assert placement.get_allocations(m["uuid"]).allocations  # the migration holds the source
+    assert client.delete(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 204
+    until(client, controller, uuid, lambda got: got.status_code == 404)
+    assert client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404
+    assert placement.get_allocations(m["uuid"]).allocations == {}
+    assert placement.get_allocations(uuid).allocations == {}
+    assert [x["status"] for x in _migrations(client)] == ["error"]
