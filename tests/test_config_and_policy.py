@@ -82,6 +82,8 @@ SERVER_RULES = {
     "os_compute_api:os-migrate-server:migrate:host": "rule:context_is_admin",
     "os_compute_api:os-migrate-server:migrate_live": "rule:project_manager_or_admin",
     "os_compute_api:os-migrate-server:migrate_live:host": "rule:context_is_admin",
+    "os_compute_api:servers:migrations:delete": "rule:project_manager_or_admin",
+    "os_compute_api:servers:migrations:force_complete": "rule:project_manager_or_admin",
     "os_compute_api:os-evacuate": "rule:context_is_admin",
     "os_compute_api:os-instance-actions:list": "rule:project_reader_or_admin",
     "os_compute_api:os-instance-actions:show": "rule:project_reader_or_admin",

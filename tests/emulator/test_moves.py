@@ -73,7 +73,9 @@ def _migration(cluster):
 
 def test_a_vm_on_a_claim_that_is_not_shared_is_not_live_migratable(nodes3):
     cluster, client = nodes3
-    vmi = start(cluster, client, server_vm())
+    vm = server_vm()  # a claim that asks for ReadWriteOnce (the built-in StorageProfile would give ReadWriteMany)
+    vm["spec"]["dataVolumeTemplates"][0]["spec"]["storage"]["accessModes"] = ["ReadWriteOnce"]
+    vmi = start(cluster, client, vm)
     cond = _cond(vmi, "LiveMigratable")
     message = (f"cannot migrate VMI: PVC {VM_NAME}-root is not shared, live migration requires that all PVCs must "
                "be shared (using ReadWriteMany access mode)")

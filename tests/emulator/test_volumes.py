@@ -167,7 +167,7 @@ def test_a_volume_hotplugged_through_the_vms_template_goes_through_every_phase_a
     root = _status(vmi, "root")
     assert root["target"] == "vda"
     assert root["persistentVolumeClaimInfo"]["claimName"] == f"{VM_NAME}-root"
-    assert root["persistentVolumeClaimInfo"]["accessModes"] == ["ReadWriteOnce"]
+    assert root["persistentVolumeClaimInfo"]["accessModes"] == ["ReadWriteMany"]
     client.create(PersistentVolume.from_dict(static_pv()))
     client.create(PersistentVolumeClaim.from_dict(claim()), namespace=NS)
     cluster.wait_for("PersistentVolumeClaim", f"vol-{VOLUME_ID}", NS, lambda o: _phase(o) == "Bound")

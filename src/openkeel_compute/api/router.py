@@ -40,6 +40,7 @@ from openkeel_compute.api.handlers import (
     server_ips,
     server_metadata,
     server_migrate,
+    server_migration_actions,
     server_network_actions,
     server_password,
     server_rebuild,
@@ -129,7 +130,10 @@ ROUTES = {
     "/servers/{server_id}/os-server-password": {"GET": server_password.index, "DELETE": server_password.clear},
     "/servers/{server_id}/os-security-groups": {"GET": server_security_groups.index},
     "/servers/{server_id}/migrations": {"GET": migrations.server_index},
-    "/servers/{server_id}/migrations/{migration_id}": {"GET": migrations.server_show},
+    "/servers/{server_id}/migrations/{migration_id}": {"GET": migrations.server_show,
+                                                        "DELETE": server_migration_actions.abort},
+    "/servers/{server_id}/migrations/{migration_id}/action": {
+        "POST": {"force_complete": server_migration_actions.force_complete}},
     "/os-migrations": {"GET": migrations.index},
     "/servers/{server_id}/shares": {"GET": server_shares.index, "POST": server_shares.create},
     "/servers/{server_id}/shares/{share_id}": {"GET": server_shares.show, "DELETE": server_shares.delete},
@@ -233,7 +237,7 @@ ROUTES = {
             "confirmResize": server_resize.confirm_resize,
             "revertResize": server_resize.revert_resize,
             "migrate": server_migrate.migrate,
-            "os-migrateLive": server_actions_unsupported.migrate_live,
+            "os-migrateLive": server_migrate.migrate_live,
             "evacuate": server_evacuate.evacuate,
         }
     },

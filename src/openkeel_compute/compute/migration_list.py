@@ -74,7 +74,7 @@ def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) 
     """One migration as Nova shows it at the caller's microversion, in Nova's key order."""
     shown = set(_FIELDS)
     if links:
-        shown.add("migration_type")  # links only for a live migration in progress: never here
+        shown.add("migration_type")  # links: added by the API for a live migration in progress
     if uuid:
         shown.add("uuid")
     if user_project:
@@ -83,3 +83,4 @@ def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) 
         shown.difference_update(_HOSTS)
     times = {"created_at": _time(row["created_at"]), "updated_at": _time(row["updated_at"])}
     return {name: times.get(name, row[name]) for name in _ORDER if name in shown}
+iso = _time

@@ -60,6 +60,8 @@ RESOURCES: dict[str, Any] = {
     "Node": Node,
     "Pod": Pod,
     "Lease": Lease,
+    "VirtualMachineInstanceMigration": create_namespaced_resource(
+        "kubevirt.io", "v1", "VirtualMachineInstanceMigration", "virtualmachineinstancemigrations"),
     "VirtualMachineSnapshot": create_namespaced_resource("snapshot.kubevirt.io", "v1beta1", "VirtualMachineSnapshot",
                                                          "virtualmachinesnapshots"),
     "VirtualMachineSnapshotContent": create_namespaced_resource(

@@ -36,6 +36,9 @@ from openkeel_compute.emulator.volumes import Binder
 VM_FINALIZER = "kubevirt.io/virtualMachineControllerFinalize"
 VMI_FINALIZERS = ["kubevirt.io/virtualMachineControllerFinalize", "kubevirt.io/foregroundDeleteVirtualMachine"]
 NODE = "emulated-node-1"
+#: the access modes CDI's StorageProfile of the built-in storage class gives a DataVolume that names none:
+#: shared storage (as a Ceph RBD or NFS class), so a server's root disk does not keep it from live migrating
+STORAGE_PROFILE_ACCESS_MODES = ("ReadWriteMany",)
 CLUSTER_IT, IT = "VirtualMachineClusterInstancetype", "VirtualMachineInstancetype"
 CLUSTER_PREF, PREF = "VirtualMachineClusterPreference", "VirtualMachinePreference"
 
@@ -293,7 +296,7 @@ class Lifecycle:
             return
         storage = (dv.get("spec") or {}).get("storage") or (dv.get("spec") or {}).get("pvc") or {}
         size = ((storage.get("resources") or {}).get("requests") or {}).get("storage", "1Gi")
-        modes = list(storage.get("accessModes") or ["ReadWriteOnce"])
+        modes = list(storage.get("accessModes") or STORAGE_PROFILE_ACCESS_MODES)
         self._write({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
                      "metadata": {"name": name, "namespace": ns, "ownerReferences": [_owner(dv)],
                                   "labels": dict(dv["metadata"].get("labels") or {})},

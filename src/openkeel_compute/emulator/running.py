@@ -208,6 +208,9 @@ class Running:
         live = vmi is not None and not vmi["metadata"].get("deletionTimestamp")
         error = None
         if live:
+            placed = _placement_sync(template_spec, vmi)  # KubeVirt's LiveUpdate of node selector and affinity
+            if placed is not None:
+                vmi = self.store.put({**vmi, "spec": placed})
             new_spec = networks.sync_vmi(template_spec, vmi)
             if new_spec is not None:
                 vmi = self.store.put({**vmi, "spec": new_spec})
@@ -239,6 +242,21 @@ class Running:
         last = copy.deepcopy((((revision.get("data") or {}).get("spec") or {}).get("template") or {}).get("spec") or {})
         current = ((vm.get("spec") or {}).get("template") or {}).get("spec") or {}
         return not live_equal(last, current, vmi.get("spec") or {}, (vm.get("spec") or {}).get("updateVolumesStrategy"))
+
+
+def _placement_sync(template_spec: dict[str, Any], vmi: dict[str, Any]) -> dict[str, Any] | None:
+    """The VM controller's live update (rollout strategy LiveUpdate) of ``nodeSelector`` and ``affinity``:
+    the VMI's spec takes the template's (a later migration's target pod follows them); None: unchanged."""
+    spec = vmi.get("spec") or {}
+    if all(template_spec.get(field) == spec.get(field) for field in ("nodeSelector", "affinity")):
+        return None
+    new = copy.deepcopy(spec)
+    for field in ("nodeSelector", "affinity"):
+        if template_spec.get(field) is not None:
+            new[field] = copy.deepcopy(template_spec[field])
+        else:
+            new.pop(field, None)
+    return new
 
 
 def live_equal(last: dict[str, Any], current: dict[str, Any], vmi_spec: dict[str, Any],

@@ -29,6 +29,16 @@ FINISH_REVERT_RESIZE = "compute_finish_revert_resize"
 #: the events a resize records, finished, before compute_resize_instance
 BEFORE_RESIZE = (CONDUCTOR_MIGRATE, COLD_MIGRATE, PREP_RESIZE)
 
+# A live migration: the conductor's, the computes' checks, then the move and its end on the destination.
+CHECK_LIVE_DEST = "compute_check_can_live_migrate_destination"
+CHECK_LIVE_SOURCE = "compute_check_can_live_migrate_source"
+PRE_LIVE_MIGRATION = "compute_pre_live_migration"
+LIVE_MIGRATION = "compute_live_migration"
+POST_LIVE_MIGRATION_DEST = "compute_post_live_migration_at_destination"
+ROLLBACK_LIVE_MIGRATION = "compute_rollback_live_migration_at_destination"
+#: the events the checks record, finished, once the destination is claimed
+BEFORE_LIVE_MIGRATION = (CONDUCTOR_MIGRATE, CHECK_LIVE_DEST, CHECK_LIVE_SOURCE, PRE_LIVE_MIGRATION)
+
 # What Nova's compute records for operations a KubeVirt server cannot do yet (compute/unsupported.py).
 SHELVE = "compute_shelve_instance"
 SHELVE_OFFLOAD = "compute_shelve_offload_instance"

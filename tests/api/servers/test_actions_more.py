@@ -183,13 +183,19 @@ def test_resize_refusals_as_nova(client, engine):
     assert outbox_rows(engine) == [] and server_row(engine)["task_state"] is None
 
 
-def test_migrations_by_an_admin(client, engine):
+def test_a_live_migration_is_recorded_for_the_controller(client, engine):
+    """tests/controller/test_live_migrate.py carries it out."""
     got = client.post(PATH, headers=admin("2.96"),
                       json_body={"os-migrateLive": {"host": None, "block_migration": "auto"}})
     assert got.status_code == 202, got.text
-    assert last_action(engine) == ("live-migration", [("conductor_live_migrate_instance", "Error",
-                                                        "NotImplementedError")])
-    assert server_row(engine)["task_state"] is None
+    assert last_action(engine) == ("live-migration", [])
+    assert server_row(engine)["task_state"] == "migrating"
+    ((operation, payload),) = outbox_rows(engine)
+    assert (operation, payload["host"], payload["block_migration"], payload["conductor_event"]) == (
+        "live-migrate", None, None, "conductor_live_migrate_instance")
+
+
+def test_migrations_by_an_admin(client, engine):
     # a named destination must be known, and not the server's own host for a cold migration
     got = client.post(PATH, headers=admin("2.96"), json_body={"migrate": {"host": "nohost"}})
     assert answer_of(got) == (400, "Compute host nohost could not be found.")

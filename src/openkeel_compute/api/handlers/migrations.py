@@ -2,8 +2,7 @@
 34.0.0 answers them.
 
 /os-migrations lists the ``migrations`` table (resizes; compute/migration_list.py holds the query
-and Nova's view). OpenKeel servers are not live-migrated, so a server never has a live migration in
-progress and its migrations list is empty, as Nova's is for a server that is only resized. The
+and Nova's view); a server's migrations are its live migrations in progress (compute/live_migration.py). The
 query schemas, policies and checks are Nova's at every microversion (2.23 links, migration_type
 and the server's migrations, 2.59 uuid, paging and changes-since, 2.66 changes-before, 2.80 user
 and project).
@@ -21,7 +20,7 @@ from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import read_server
 from openkeel_compute.api.wsgi import operation
-from openkeel_compute.compute import migration_list
+from openkeel_compute.compute import live_migration, migration_list
 from openkeel_compute.policies import server_subresources as rules
 
 _PARAM = {"type": "array", "items": {"type": "string"}}
@@ -88,14 +87,21 @@ def index(req):
             rows = migration_list.query(conn, filters, paged=paged, limit=limit, marker=marker)
         except migration_list.MarkerNotFound:
             raise faults.BadRequest(f"Marker {marker} could not be found.") from None
-    body = {"migrations": [migration_list.view(row, links=req.version >= (2, 23), uuid=paged,
-                                               user_project=req.version >= (2, 80), host=add_host)
-                           for row in rows]}
+    body = {"migrations": [_listed(req, row, paged, add_host) for row in rows]}
     if paged and limit and len(rows) == limit:
         params = {k: v[-1] for k, v in req.query.items() if k != "marker" and v}
         body["migrations_links"] = [{"rel": "next", "href": common.links(req).next_link(
             "os-migrations", params, rows[-1]["uuid"])}]
     return body
+
+
+def _listed(req, row: dict, paged: bool, add_host: bool) -> dict:
+    """One row of os-migrations; from 2.23 a live migration in progress links to its server migration."""
+    links = req.version >= (2, 23)
+    shown = migration_list.view(row, links=links, uuid=paged, user_project=req.version >= (2, 80), host=add_host)
+    if links and row["migration_type"] == live_migration.TYPE and row["status"] in live_migration.IN_PROGRESS:
+        shown["links"] = common.links(req).links(f"servers/{row['instance_uuid']}/migrations", str(row["id"]))
+    return shown
 
 
 def _naive(value):
@@ -109,8 +115,28 @@ def server_index(req, server_id):
         row = read_server(conn, req, server_id)
     target = {"project_id": row["project_id"]}
     common.can(req, rules.SERVER_MIGRATIONS % "index", target)
-    common.can(req, rules.SERVER_MIGRATIONS % "index:host", target, fatal=False)
-    return {"migrations": []}
+    include_host = common.can(req, rules.SERVER_MIGRATIONS % "index:host", target, fatal=False)
+    with common.read(req) as conn:
+        found = live_migration.in_progress(conn, row["uuid"])
+    return {"migrations": [_server_view(m, req, include_host) for m in found]}
+
+
+def _server_view(m: dict, req, include_host: bool = True) -> dict:
+    """Nova's server migration view: the counters as the migration holds them (KubeVirt reports none in its
+    status: null), the hosts only where the policy allows (else null), 2.59 uuid, 2.80 user and project."""
+    body = {"created_at": migration_list.iso(m["created_at"]), "dest_compute": None, "dest_host": None,
+            "dest_node": None, "disk_processed_bytes": m["disk_processed"], "disk_remaining_bytes": m["disk_remaining"],
+            "disk_total_bytes": m["disk_total"], "id": m["id"], "memory_processed_bytes": m["memory_processed"],
+            "memory_remaining_bytes": m["memory_remaining"], "memory_total_bytes": m["memory_total"],
+            "server_uuid": m["instance_uuid"], "source_compute": None, "source_node": None, "status": m["status"],
+            "updated_at": migration_list.iso(m["updated_at"])}
+    if req.version >= (2, 59):
+        body["uuid"] = m["uuid"]
+    if req.version >= (2, 80):
+        body.update(user_id=m["user_id"], project_id=m["project_id"])
+    if include_host:
+        body.update({k: m[k] for k in ("dest_compute", "dest_host", "dest_node", "source_compute", "source_node")})
+    return body
 
 
 @operation(versions="2.23-", query=SERVER_QUERY, expected=(404,))
@@ -119,4 +145,12 @@ def server_show(req, server_id, migration_id):
     with common.read(req) as conn:
         row = read_server(conn, req, server_id)
     common.can(req, rules.SERVER_MIGRATIONS % "show", {"project_id": row["project_id"]})
-    raise faults.NotFound(f"In-progress live migration {migration_id} is not found for server {server_id}.")
+    with common.read(req) as conn:
+        m = live_migration.by_id(conn, row["uuid"], migration_id)
+    if m is None:
+        raise faults.NotFound(f"In-progress live migration {migration_id} is not found for server {server_id}.")
+    if m["migration_type"] != live_migration.TYPE:
+        raise faults.NotFound(f"Migration {migration_id} for server {server_id} is not live-migration.")
+    if m["status"] not in live_migration.IN_PROGRESS:
+        raise faults.NotFound(f"Live migration {migration_id} for server {server_id} is not in progress.")
+    return {"migration": _server_view(m, req)}

@@ -1,8 +1,7 @@
 """POST /servers/{server_id}/action: the actions KubeVirt servers cannot do yet.
 
-changePassword, trigger_crash_dump and os-migrateLive (resize:
-server_resize.py, migrate: server_migrate.py, rescue: server_rescue.py, createImage and createBackup: server_images.py, shelve:
-server_shelve.py). Each is checked as Nova checks it (body
+changePassword and trigger_crash_dump (resize: server_resize.py, migrate and os-migrateLive: server_migrate.py,
+rescue: server_rescue.py, createImage and createBackup: server_images.py, shelve: server_shelve.py). Each is checked as Nova checks it (body
 schema per microversion, policy, lock, vm_state and task_state, with Nova's 409s) and answered
 as Nova's API answers it; the action then ends at once as Nova's compute service ends it when its
 virt driver raises NotImplementedError (compute/unsupported.py). docs/servers.md lists, for
@@ -75,35 +74,3 @@ def trigger_crash_dump(req, server_id):
     return Response(None)
 
 
-# --- resize and migrations ------------------------------------------------------------------------------
-
-def _check_host(conn, row: dict, host: str | None, *, cold: bool) -> None:
-    """A named destination must be a known host (the API knows the hosts servers run on; it does
-    not ask the cluster), and for a cold migration not the server's own."""
-    if not host:
-        return
-    if cold and host == row["host"]:
-        raise faults.BadRequest("Cannot migrate to the host where the server exists.")
-    if not unsupported.host_in_use(conn, host):
-        raise faults.BadRequest(f"Compute host {host} could not be found.")
-
-
-@operation(body={"2.0-2.24": schema.migrate_live, "2.25-2.29": schema.migrate_live_v225,
-                 "2.30-2.67": schema.migrate_live_v230, "2.68-": schema.migrate_live_v225},
-           success=202, expected=(400, 403, 404, 409))
-@wsgi_path_params
-def migrate_live(req, server_id):
-    host = req.body["os-migrateLive"]["host"]
-    actor = actor_of(req)
-    with common.write(req) as conn:
-        row = read_server(conn, req, server_id)
-        common.can(req, rules.MIGRATE % ("migrate_live:host" if host else "migrate_live"), policy_target(row, user=False))
-        pre = preconditions.precondition("os-migrateLive")
-        pre.check(row, is_admin=actor.is_admin)
-        _check_host(conn, row, host, cold=False)
-        # the conductor finds no host to move a KubeVirt server to yet: the server goes back
-        # to its state, the action's event failed, no fault (as Nova's asynchronous live
-        # migration ends when its pre-checks fail)
-        unsupported.fail(conn, row, pre, actor, Ending("conductor_live_migrate_instance", fault=None),
-                         instance_action="live-migration")
-    return Response(None)

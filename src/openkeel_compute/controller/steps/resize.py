@@ -45,6 +45,8 @@ from openkeel_compute.placement.errors import PlacementUnavailable
 LOG = logging.getLogger(__name__)
 # the statuses of a resize not yet over
 OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming", "reverting")
+# the statuses of a live migration not yet over (compute/live_migration.py): closed the same way on delete
+LIVE_OPEN = ("accepted", "queued", "preparing", "running")
 
 
 def start_event(conn: Connection, row: ServerRow, name: str, *, done: bool = False, host: str | None = None) -> None:
@@ -208,14 +210,14 @@ def _no_valid_host(ctx: Context, row: ServerRow, server: dict[str, Any], migrati
 
 
 def close_on_delete(ctx: Context, uuid: str) -> None:
-    """A server deleted with a resize open: a finished one is confirmed (as Nova confirms a resize before
+    """A server deleted with a resize (or a live migration) open: a finished one is confirmed (as Nova confirms a resize before
     it deletes the server), one under way ends in error; the migration's allocation is given back.
 
     The allocation goes before the migration is closed, in its transaction: a controller killed between
     the two finds the migration still open when it deletes again (the give-back is idempotent); closed
     first, the migration's allocation stayed in Placement for good."""
     with transaction(ctx.engine) as conn:
-        open_ = resize.migration_of(conn, uuid, OPEN)
+        open_ = resize.migration_of(conn, uuid, OPEN + LIVE_OPEN)
         if open_ is None:
             return
         try:
