@@ -19,6 +19,7 @@ from openkeel_compute.api.views import servers as view
 from openkeel_compute.compute import compute_services, errors, networks, server_groups
 from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.compute.instances.base import Actor
+from openkeel_compute.compute.snapshot_image import snapshot_image
 from openkeel_compute.db import models
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.model import events
@@ -194,3 +195,35 @@ def compute_down(req, conn, row: dict) -> bool:
         return False
     service = compute_services.listed(conn, host=row["host"], binary="nova-compute")
     return bool(service) and not compute_services.is_up(service[0], common.services(req).conf.service_down_time)
+
+
+def check_zone(req, zone: str) -> None:
+    """The zone must have a ready node (as the controller published them), as in Nova."""
+    with common.read(req) as conn:
+        available, _unavailable = zones(conn, common.services(req).conf)
+    if zone not in available:
+        raise faults.BadRequest("The requested availability zone is not available")
+
+
+def make_image(req, row: dict, name: str, image_type: str, extra: dict) -> dict:
+    """The image made in the image service as Nova's compute.utils.create_image makes it (createImage,
+    createBackup, shelve: server_shelve.py), Nova's faults for what the image service refuses."""
+    conf = common.services(req).conf
+    made = snapshot_image(row, row["system_metadata"], name=name, image_type=image_type,
+                          caller_project=req.context.project_id, caller_user=req.context.user_id, extra=extra,
+                          non_inheritable=conf.non_inheritable_image_properties)
+    try:
+        image = image_service(req).create(req.context, made["body"], req.environ)
+        if made["member"]:  # the server's project may read a snapshot someone else made of its server
+            try:
+                image_service(req).add_member(req.context, image["id"], made["member"], req.environ)
+            except image_errors.ImageError:
+                image_service(req).delete(req.context, image["id"], req.environ)  # no half-made image
+                raise
+        return image
+    except image_errors.ImageBadRequest as exc:  # Nova's ImageBadRequest is an Invalid: 400
+        raise faults.BadRequest(exc.message) from None
+    except image_errors.ImageNotAuthorized as exc:
+        raise faults.Forbidden(exc.message) from None
+    except image_errors.ImageServiceUnavailable as exc:  # Nova's generic 500 naming GlanceConnectionFailed
+        raise faults.Fault(exc.explanation, 500) from None

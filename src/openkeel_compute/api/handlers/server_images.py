@@ -20,12 +20,17 @@ import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_common import actor_of, image_service, policy_target, read_server
+from openkeel_compute.api.handlers.server_common import (
+    actor_of,
+    image_service,
+    make_image,
+    policy_target,
+    read_server,
+)
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import block_device_rows, block_devices, preconditions, quotas, unsupported
 from openkeel_compute.compute.instances import cas, store, updates
-from openkeel_compute.compute.snapshot_image import snapshot_image
 from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.model import operations as ops
@@ -50,30 +55,6 @@ def _image_url(req, image_id: str) -> str:
     except image_errors.ImageError:  # no catalogue entry: the configured default
         base = ""
     return f"{base.rstrip('/')}/images/{image_id}"
-
-
-def make_image(req, row: dict, name: str, image_type: str, extra: dict) -> dict:
-    """The image made in the image service as Nova's compute.utils.create_image makes it (createImage,
-    createBackup, shelve: server_shelve.py), Nova's faults for what the image service refuses."""
-    conf = common.services(req).conf
-    made = snapshot_image(row, row["system_metadata"], name=name, image_type=image_type,
-                          caller_project=req.context.project_id, caller_user=req.context.user_id, extra=extra,
-                          non_inheritable=conf.non_inheritable_image_properties)
-    try:
-        image = image_service(req).create(req.context, made["body"], req.environ)
-        if made["member"]:  # the server's project may read a snapshot someone else made of its server
-            try:
-                image_service(req).add_member(req.context, image["id"], made["member"], req.environ)
-            except image_errors.ImageError:
-                image_service(req).delete(req.context, image["id"], req.environ)  # no half-made image
-                raise
-        return image
-    except image_errors.ImageBadRequest as exc:  # Nova's ImageBadRequest is an Invalid: 400
-        raise faults.BadRequest(exc.message) from None
-    except image_errors.ImageNotAuthorized as exc:
-        raise faults.Forbidden(exc.message) from None
-    except image_errors.ImageServiceUnavailable as exc:  # Nova's generic 500 naming GlanceConnectionFailed
-        raise faults.Fault(exc.explanation, 500) from None
 
 
 def _start(req, server_id: str, rule: str, action: str, operation_name: str, name: str, image_type: str,

@@ -16,9 +16,14 @@ import logging
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
-from openkeel_compute.api.handlers.server_common import actor_of, image_service, policy_target, read_server
-from openkeel_compute.api.handlers.server_images import make_image
-from openkeel_compute.api.handlers.servers_create import check_zone
+from openkeel_compute.api.handlers.server_common import (
+    actor_of,
+    check_zone,
+    image_service,
+    make_image,
+    policy_target,
+    read_server,
+)
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import (

@@ -23,9 +23,9 @@ from openkeel_compute.api.handlers import server_boot_options as options
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
+    check_zone,
     fetch_image,
     generated_password,
-    zones,
 )
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.wsgi import Response, operation
@@ -136,14 +136,6 @@ def _key_pair(conn, req, key_name: str | None) -> dict | None:
         return keypairs.get(conn, req.context.user_id, key_name)
     except keypairs.KeypairNotFound:
         raise faults.BadRequest("Invalid key_name provided.") from None
-
-
-def check_zone(req, zone: str) -> None:
-    """The zone must have a ready node (as the controller published them), as in Nova."""
-    with common.read(req) as conn:
-        available, _unavailable = zones(conn, common.services(req).conf)
-    if zone not in available:
-        raise faults.BadRequest("The requested availability zone is not available")
 
 
 def _limit_checks(conn, req, server: dict) -> None:
