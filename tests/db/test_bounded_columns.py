@@ -83,7 +83,10 @@ def test_the_keys_kept_in_system_metadata_are_bounded():
     bounded = {sysmeta.TASK_EVENT, sysmeta.RESIZE_STEP_EVENT, sysmeta.REPLACED_VMI,
                sysmeta.IMAGE_NAME,  # cut to 255 bytes (compute/image_meta.name_metadata)
                sysmeta.BOOT_FROM_VOLUME, sysmeta.HAS_VOLUMES, sysmeta.HAS_BLOCK_DEVICES,  # "True"
-               sysmeta.VIF_WAIT}  # an ISO 8601 time
+               sysmeta.VIF_WAIT, sysmeta.DETACH_WAIT,  # an ISO 8601 time
+               sysmeta.INTERFACE_EVENT,  # "<outbox row id>:<event id>"
+               sysmeta.RESCUE_IMAGE_REF,  # an image id (the rescue schema's uuid format) or ""
+               sysmeta.RESCUE_IMAGE_NAME}  # cut to 255 bytes (api/handlers/server_rescue.py)
     keys = {v for k, v in vars(sysmeta).items() if k.isupper() and isinstance(v, str) and v.startswith("openkeel_")}
     assert keys == bounded | set(sysmeta.WORKING_STATE)
     assert not bounded & sysmeta.WORKING_STATE

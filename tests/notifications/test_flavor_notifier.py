@@ -74,6 +74,7 @@ def test_list_opts_shows_openkeel_defaults_without_changing_oslo_messaging() -> 
         "default_level": "INFO",
         "send_queue_size": 10000,
         "send_max_wait": 300.0,
+        "bdms_in_notifications": False,
         "send_flush_seconds": 10.0,
     }
     assert listed["oslo_messaging_notifications"]["driver"] == ["noop"]
