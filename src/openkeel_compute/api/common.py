@@ -44,11 +44,19 @@ def limit(req) -> int:
     newline through: anything int() refuses is its 400, never a server error.
     """
     max_limit = services(req).conf.api.max_limit
-    values = req.query.get("limit")
+    asked = query_int(req, "limit")
+    return max_limit if asked is None else min(asked, max_limit)
+
+
+def query_int(req, name: str) -> int | None:
+    """The last ``name`` of the query as Nova's ``common._get_int_param`` reads it (None: not given): oslo's
+    integer check, non-negative, its failure Nova's 400 "Invalid input received: <name> must be an integer".
+    The query schemas' pattern ``^[0-9]*$`` lets a lone newline through, as Nova's does."""
+    values = req.query.get(name)
     if not values:
-        return max_limit
+        return None
     try:
-        return min(strutils.validate_integer(values[-1], "limit", min_value=0), max_limit)
+        return strutils.validate_integer(values[-1], name, min_value=0)
     except ValueError as exc:
         raise faults.BadRequest(f"Invalid input received: {exc}") from None
 

@@ -14,8 +14,6 @@ it may not see, a delete refused for the image's state, the service unreachable)
 
 from __future__ import annotations
 
-from oslo_utils import strutils
-
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.handlers import wsgi_path_params
 from openkeel_compute.api.handlers.server_common import IMAGE_NOT_FOUND, image_service, unavailable_as_503
@@ -64,13 +62,7 @@ def _glance_filters(req) -> dict[str, str]:
 
 
 def _integer(req, name: str) -> int | None:
-    values = req.query.get(name)
-    if not values:
-        return None
-    try:
-        return strutils.validate_integer(values[-1], name, min_value=0)
-    except ValueError as exc:
-        raise faults.BadRequest(f"Invalid input received: {exc}") from None
+    return common.query_int(req, name)
 
 
 def _images(req) -> list[dict]:

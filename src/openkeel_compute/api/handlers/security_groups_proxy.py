@@ -64,8 +64,7 @@ _names = network_common.remote_names
 
 
 def _last_int(req, name: str) -> int:
-    values = req.query.get(name)
-    return int(values[-1]) if values and values[-1] else 0
+    return common.query_int(req, name) or 0  # Nova's 400 for what int() refuses (a lone newline passes the schema)
 
 
 @operation(versions=VERSIONS, query=INDEX_QUERY, expected=(404,))
@@ -83,9 +82,9 @@ def index(req):
         except net_errors.NetworkError as exc:
             raise network_common.answer(exc) from None
         groups = [_group_view(g, names) for g in raw]
-    offset = _last_int(req, "offset")
     limit = min(_last_int(req, "limit") or common.services(req).conf.api.max_limit,
                 common.services(req).conf.api.max_limit)
+    offset = _last_int(req, "offset")  # read after limit, as Nova's pagination reads them
     # Nova pages Neutron's order, then sorts the page by project and name
     return {"security_groups": sorted(groups[offset:offset + limit], key=lambda g: (g["tenant_id"] or "",
                                                                                    g["name"] or ""))}

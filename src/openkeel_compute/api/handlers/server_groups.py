@@ -91,8 +91,8 @@ def index(req):
     every = "all_projects" in req.query and req.context.is_admin
     if every:
         common.can(req, rules.SERVER_GROUPS % "index:all_projects", {"project_id": project_id})
-    offset = int((req.query.get("offset") or ["0"])[-1])
-    limit = common.limit(req)
+    limit = common.limit(req)  # Nova's pagination reads limit, then offset: each int() refuses is its 400
+    offset = common.query_int(req, "offset") or 0
     with common.read(req) as conn:
         found = groups.listed(conn, None if every else project_id)[offset:offset + limit]
         live = groups.members(conn, [g["id"] for g in found])

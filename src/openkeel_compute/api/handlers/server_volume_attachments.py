@@ -43,8 +43,7 @@ def view(req, bdm: dict) -> dict:
 
 
 def _last_int(req, name: str) -> int:
-    values = req.query.get(name)
-    return int(values[-1]) if values and values[-1] else 0
+    return common.query_int(req, name) or 0  # Nova's 400 for what int() refuses (a lone newline passes the schema)
 
 
 def _volumes(req, server_id: str, rule: str) -> tuple[dict, list[dict]]:
@@ -62,8 +61,8 @@ def _volumes(req, server_id: str, rule: str) -> tuple[dict, list[dict]]:
 def index(req, server_id):
     _row, bdms = _volumes(req, server_id, "index")
     max_limit = common.services(req).conf.api.max_limit
-    offset = _last_int(req, "offset")
     limit = min(_last_int(req, "limit") or max_limit, max_limit)
+    offset = _last_int(req, "offset")  # read after limit, as Nova's pagination reads them
     return {"volumeAttachments": [view(req, b) for b in bdms[offset:offset + limit]]}
 
 

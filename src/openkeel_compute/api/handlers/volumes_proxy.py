@@ -100,18 +100,12 @@ def snapshot_view(snap: dict) -> dict:
 def _limited(req, items: list) -> list:
     """Nova's common.limited: ``offset`` and ``limit`` (0 or absent: [api] max_limit)."""
     def last(name: str) -> int:
-        values = req.query.get(name)
-        if not values:
-            return 0
-        try:
-            return strutils.validate_integer(values[-1], name, min_value=0)
-        except ValueError as exc:
-            raise faults.BadRequest(f"Invalid input received: {exc}") from None
+        return common.query_int(req, name) or 0
 
-    offset = last("offset")
-    last("page_size")
     max_limit = common.services(req).conf.api.max_limit
-    limit = min(max_limit, last("limit") or max_limit)
+    limit = min(max_limit, last("limit") or max_limit)  # limit, page_size, offset: Nova's order
+    last("page_size")
+    offset = last("offset")
     return items[offset:offset + limit]
 
 

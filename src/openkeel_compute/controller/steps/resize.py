@@ -217,7 +217,10 @@ def close_on_delete(ctx: Context, uuid: str) -> None:
     the two finds the migration still open when it deletes again (the give-back is idempotent); closed
     first, the migration's allocation stayed in Placement for good."""
     with transaction(ctx.engine) as conn:
-        open_ = resize.migration_of(conn, uuid, OPEN + LIVE_OPEN)
+        open_ = resize.migration_of(conn, uuid, OPEN)
+        if open_ is None:  # a live migration's statuses: an evacuation still "accepted" is the heartbeat's
+            live = resize.migration_of(conn, uuid, LIVE_OPEN)
+            open_ = live if live is not None and live.get("migration_type") == "live-migration" else None
         if open_ is None:
             return
         try:
