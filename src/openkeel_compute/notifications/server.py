@@ -121,8 +121,10 @@ def _addresses(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_id: str | None = None,
-              project_id: str | None = None) -> sp.ServerView | None:
-    """The server as a payload describes it, read now (deleted servers too); None when it never existed."""
+              project_id: str | None = None, volumes: bool = True) -> sp.ServerView | None:
+    """The server as a payload describes it, read now (deleted servers too); None when it never existed.
+    ``volumes``: read its volume mappings (an update's or exists' payload lists them only with
+    ``bdms_in_notifications``: no query for them on every state change otherwise)."""
     from openkeel_compute.compute.instances import store
 
     with reader(engine) as conn:
@@ -142,7 +144,7 @@ def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_
             row=row, flavor=copy.cur, new_flavor=copy.new, metadata=metadata,
             system_metadata=system_metadata, tags=store.tags_of(conn, uuid),
             keypairs=keypairs, addresses=_addresses(row), request_id=request_id, user_id=user_id,
-            project_id=project_id, volumes=_volumes(conn, row))
+            project_id=project_id, volumes=_volumes(conn, row) if volumes else [])
 
 
 def _volumes(conn: Any, row: dict[str, Any]) -> list[dict[str, Any]]:
@@ -336,7 +338,7 @@ class ServerNotifier(VersionedNotifier):
         if not self.wants_updates or self.engine is None:
             return
         context = _actor_context(actor) if actor is not None else self._latest_context(uuid)
-        view = load_view(self.engine, uuid, **context)
+        view = load_view(self.engine, uuid, volumes=self.bdms_in_notifications, **context)
         if view is None:
             return
         if old.get("deleting"):  # Nova saves the deleted state, then destroys the row (deleted_at)
@@ -396,7 +398,7 @@ class ServerNotifier(VersionedNotifier):
         """``compute.instance.exists`` / ``instance.exists`` for the audit period [begin, end)."""
         if not self.sends_servers or self.engine is None:
             return False
-        view = load_view(self.engine, uuid)
+        view = load_view(self.engine, uuid, volumes=self.bdms_in_notifications)
         if view is None:
             return False
         self._exists(view, begin, end, host)
