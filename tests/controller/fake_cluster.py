@@ -19,6 +19,7 @@ class FakeCluster:
         self.sizing: dict[str, list[ObjectKey]] = {}  # server uuid -> its own instancetypes and preferences
         self.revisions: dict[str, list[str]] = {}  # instancetype or preference name -> its ControllerRevisions
         self.patches: list[tuple[str, str, Any]] = []  # (kind, name, body) of each patch sent
+        self.applies: list[dict[str, Any]] = []  # the body of each apply sent
         self.launchers: list[dict[str, Any]] = []  # the launcher pods ``pods`` lists (by their created-by label)
         self.logs: dict[str, bytes] = {}  # pod name -> its guest-console-log container's log
         self.calls: list[tuple[Any, ...]] = []
@@ -53,6 +54,7 @@ class FakeCluster:
 
     def apply(self, body: dict[str, Any]) -> None:
         self._write("apply", body["kind"], body["metadata"]["name"])
+        self.applies.append(body)
 
     def applied(self, body: dict[str, Any]) -> dict[str, Any]:
         self.apply(body)

@@ -102,6 +102,22 @@ def test_missing_instancetype_is_a_failure_condition(cluster, client):
         c["type"] == "Failure" for c in ((o or {}).get("status") or {}).get("conditions", [])))
     failure = next(c for c in obj["status"]["conditions"] if c["type"] == "Failure")
     assert "virtualmachineclusterinstancetypes.instancetype.kubevirt.io \"nope\" not found" in failure["message"]
+    assert failure["reason"] == "FailedFindInstancetype"  # KubeVirt v1.9's VM controller: admitted, then waiting
+
+
+def test_a_vm_admitted_before_its_instancetype_starts_once_it_exists(cluster, client):
+    """As KubeVirt's own test (a VM referencing a missing instancetype is created, does not start, and
+    starts once the instancetype is made): the order in which OpenKeel applies a new VM and its sizing."""
+    client.create(VM.from_dict(server_vm()), namespace=NS)
+    put(client, "virtualmachines", VM_NAME, "start")
+    cluster.wait_for("VirtualMachine", VM_NAME, NS, lambda o: any(
+        c["type"] == "Failure" and c["reason"] == "FailedFindInstancetype"
+        for c in ((o or {}).get("status") or {}).get("conditions", [])))
+    assert cluster.get("VirtualMachineInstance", VM_NAME, NS) is None
+    client.create(CIT.from_dict(instancetype()))
+    client.create(CPREF.from_dict(preference()))
+    obj = running(cluster)
+    assert not any(c["type"] == "Failure" for c in obj["status"].get("conditions", []))
 
 
 def test_stop_start_restart(cluster, client, vm):

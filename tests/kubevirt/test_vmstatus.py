@@ -314,3 +314,18 @@ def test_a_restart_between_its_stop_and_its_start_is_not_a_guest_that_shut_down(
     assert run(server("active"), restarting, vmi("Succeeded"))[:2] == ("active", None)
     # without the pending start it is what it looks like
     assert run(server("active"), vm(), None)[:2] == ("stopped", None)
+
+
+@pytest.mark.parametrize(("reason", "age", "vm_state"), [
+    ("FailedFindInstancetype", 2, "building"),  # the new VM applied, its own instancetype a request later
+    ("FailedFindPreference", 2, "building"),
+    ("FailedFindInstancetype", 61, "error"),  # still missing a minute on: the build's fault
+    ("FailedCreate", 2, "error"),  # any other Failure ends the build at once
+])
+def test_a_new_vm_waiting_for_its_own_sizing_is_still_building(reason, age, vm_state):
+    since = (NOW - dt.timedelta(seconds=age)).isoformat()
+    failure = {**cond("Failure", "True", reason, 'virtualmachineinstancetypes.instancetype.kubevirt.io "x" not found'),
+               "lastTransitionTime": since}
+    result = observe(server("building", "scheduling", launched=False), vm(failure), None, [], NOW,
+                     NOW - dt.timedelta(seconds=age), 3600)
+    assert result.vm_state == vm_state

@@ -807,8 +807,13 @@ class Lifecycle:
         if failures:
             keep = old.get("Failure")
             message = "; ".join(failures)
-            reason = "HotPlugVolumeError" if message.startswith("Error encountered while handling declarative") \
-                else "FailedCreate"
+            if message.startswith("Error encountered while handling declarative"):
+                reason = "HotPlugVolumeError"
+            elif message.startswith(("failed to find instancetype", "failed to find preference")):
+                # KubeVirt v1.9's VM controller (checkResourcesExist): the VM is admitted, then waits
+                reason = "FailedFindInstancetype" if "instancetype" in message.split(":")[0] else "FailedFindPreference"
+            else:
+                reason = "FailedCreate"
             new_conditions.append(keep if keep and keep.get("message") == message
                                   else condition("Failure", "True", reason, message))
         status["conditions"] = new_conditions

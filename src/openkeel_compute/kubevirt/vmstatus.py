@@ -163,6 +163,13 @@ def _import_failure(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+#: KubeVirt's reasons (its VM controller's ``Failure`` condition) for a VM whose instancetype or preference
+#: is not in the cluster: OpenKeel applies a new VM before them, so for a moment each new VM has one
+SIZING_NOT_FOUND = ("FailedFindInstancetype", "FailedFindPreference")
+#: how long such a condition is taken for that moment, not a fault (seconds since its transition)
+SIZING_GRACE = 60.0
+
+
 def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, uuid: str,
                    data_volumes: Sequence[Mapping[str, Any]], now: dt.datetime, grace: float) -> Fault | None:
     """The fault of a VM that cannot start, naming KubeVirt's reason, or None."""
@@ -180,6 +187,8 @@ def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, 
         reason, message = synchronized.get("reason"), synchronized.get("message") or ""
         return Fault(500, f"Build of instance {uuid} aborted: {reason}: {message}", f"KubeVirt: {reason}: {message}")
     failure = _conditions(vm).get("Failure")
+    if failure is not None and failure.get("reason") in SIZING_NOT_FOUND and _within(failure, now, SIZING_GRACE):
+        return None  # a new VM's own instancetype and preference are applied just after it (KubeVirt then starts it)
     if failure is not None and _is(failure, "True"):
         reason, message = failure.get("reason") or "Failure", failure.get("message") or ""
         return Fault(500, f"Build of instance {uuid} aborted: {reason}: {message}", f"KubeVirt: {reason}: {message}")

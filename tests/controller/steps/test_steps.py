@@ -46,12 +46,12 @@ def test_build_applies_the_objects_then_starts_the_vm(ctx, db, cluster):
     uuid = boot(db)
     assert build.run(ctx, _row(uuid, ops.CREATE), _server(db, uuid)) is DONE
     kinds = [call[1] for call in cluster.calls if call[0] == "apply"]
-    # the server's own instancetype and preference before the VM (it names them), then owned by it once it
-    # exists (a patch of their owner references); then the start
+    # the VM, then the server's own instancetype and preference it names, owned by it (KubeVirt admits the
+    # VM first and starts it once they exist); no patch; then the start
     sizing = ["VirtualMachineInstancetype", "VirtualMachinePreference"]
     assert cluster.calls[0][0] == "namespace" and "Secret" in kinds
-    assert kinds[kinds.index("VirtualMachineInstancetype"):] == [*sizing, "VirtualMachine"]
-    assert [p[0] for p in cluster.patches] == sizing
+    assert kinds[kinds.index("VirtualMachine"):] == ["VirtualMachine", *sizing]
+    assert cluster.patches == []
     assert cluster.verbs() == ["start"] and [p[0] for p in ctx.pass_state.placed] == [uuid]
 
 

@@ -1,9 +1,9 @@
 """create: a new server's objects, then its start.
 
-The project's namespace if missing, the server's Secrets, its own instancetype and preference (copies of
-its flavor's in its namespace: the VM never depends on the catalogue's objects, which may not be synced
-yet, or not be in this namespace) and its VirtualMachine by server-side apply, the instancetype and
-preference then owned by the VM, then KubeVirt's ``start``. With ``[neutron]`` the server's ports are
+The project's namespace if missing, the server's Secrets, its VirtualMachine and its own instancetype and
+preference (copies of its flavor's in its namespace, owned by the VM: the VM never depends on the
+catalogue's objects, which may not be synced yet, or not be in this namespace) by server-side apply,
+then KubeVirt's ``start``. With ``[neutron]`` the server's ports are
 created or bound after the claim (steps/ports.py) and each of their networks is made a Multus network
 of the namespace (steps/attachments.py) before the VM, whose interfaces are the ports; Neutron refusing
 them ends the build in Nova's "Failed to allocate the network(s), not rescheduling." and gives back

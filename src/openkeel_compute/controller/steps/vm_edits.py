@@ -75,32 +75,27 @@ def apply_sizing(ctx: Context, objects: ServerObjects, vm: dict[str, Any] | None
 
 def apply_server(ctx: Context, objects: ServerObjects, vm: dict[str, Any] | None) -> dict[str, Any]:
     """Every object of the server (``vm``: its VirtualMachine as the cluster has it, None when there is
-    none yet): the Secrets, its own instancetype and preference, then the VM, and the instancetype and
-    preference owned by the VM once it exists. A VM whose matchers name something else (another size,
-    a revert's pinned revision) gets them in one JSON patch first: KubeVirt refuses a matcher's new name
-    beside its old revision name, which an apply would keep. Returns the VM as the cluster has it."""
+    none yet): the Secrets, its own instancetype and preference, and the VM. A new VM is applied first and
+    its instancetype and preference then, already owned by it (one request each: KubeVirt v1.9 admits a
+    VM whose instancetype is not there yet and starts it once it is, its ``Failure`` condition
+    ``FailedFindInstancetype`` in between). An existing VM gets them before it, owned by it; a VM whose
+    matchers name something else (another size, a revert's pinned revision) gets them in one JSON patch
+    first: KubeVirt refuses a matcher's new name beside its old revision name, which an apply would keep.
+    Returns the VM as the cluster has it."""
     for body in objects.secrets:
         ctx.cluster.apply(body)
+    if vm is None:
+        made = ctx.cluster.applied(objects.vm)
+        apply_sizing(ctx, objects, made)
+        return made
     apply_sizing(ctx, objects, vm)
-    if vm is not None:
-        spec = vm.get("spec") or {}
-        patch(ctx, objects.namespace, objects.vm["metadata"]["name"], matcher_patch(
-            vm, {f: objects.vm["spec"][f] for f in MATCHERS if spec.get(f) != objects.vm["spec"][f]}))
+    spec = vm.get("spec") or {}
+    patch(ctx, objects.namespace, objects.vm["metadata"]["name"], matcher_patch(
+        vm, {f: objects.vm["spec"][f] for f in MATCHERS if spec.get(f) != objects.vm["spec"][f]}))
     made = ctx.cluster.applied(objects.vm)
-    if ((vm or {}).get("metadata") or {}).get("uid") != (made.get("metadata") or {}).get("uid"):
-        own_sizing(ctx, objects, made)
+    if (vm.get("metadata") or {}).get("uid") != (made.get("metadata") or {}).get("uid"):
+        apply_sizing(ctx, objects, made)  # made again meanwhile (deleted behind our back): owned by the new one
     return made
-
-
-def own_sizing(ctx: Context, objects: ServerObjects, vm: dict[str, Any]) -> None:
-    """The server's own instancetype and preference, just applied, owned by ``vm`` (just made): a merge
-    patch of their owner references only, not a second apply of the whole objects (half the requests'
-    weight on the cluster for every build). The next apply of them (a resize, a rebuild) carries the same
-    reference, so server-side apply's field ownership never conflicts."""
-    for body in objects.owned_by(vm).sizing:
-        meta = body["metadata"]
-        ctx.cluster.patch(body["kind"], meta.get("namespace") or objects.namespace, meta["name"],
-                          {"metadata": {"ownerReferences": meta["ownerReferences"]}}, patch="merge")
 
 
 def matcher_patch(vm: dict[str, Any], wanted: dict[str, dict[str, Any] | None]) -> list[dict[str, Any]]:
