@@ -395,11 +395,15 @@ def test_a_source_node_lost_while_running_freezes_the_migration_until_the_vmi_fa
     with pytest.raises(AssertionError):  # longer than the transfer: its virt-handler reports nothing
         cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
                          lambda o: (o.get("status") or {}).get("phase") != "Running", timeout=1.5)
+    client.delete(VMIM, name, namespace=NS)  # an abort waits for the source's virt-handler too
+    with pytest.raises(AssertionError):
+        cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
+                         lambda o: (o.get("status") or {}).get("phase") != "Running", timeout=0.5)
     node = cluster.get("Node", source)
     client.patch(Node, source, {"spec": {"taints": [*node["spec"].get("taints", []), {
         "key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}},
         patch_type=PatchType.MERGE)
-    failed = cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
-                              lambda o: (o.get("status") or {}).get("phase") in ("Failed", "Succeeded"))
-    assert failed["status"]["phase"] == "Failed"
+    ended = cluster.wait_for("VirtualMachineInstanceMigration", name, NS, lambda o: o is None or (
+        o.get("status") or {}).get("phase") in ("Failed", "Succeeded"))
+    assert ended is None or ended["status"]["phase"] == "Failed"  # failed, and gone once its abort was asked
     assert phase(cluster.get("VirtualMachineInstance", VM_NAME, NS)) == "Failed"

@@ -239,6 +239,8 @@ class Migrator:
             self._fail(migration, new, vmi, clock)
             return
         state = (vmi.get("status") or {}).get("migrationState") or {}
+        if nodes.is_down(self.store, state.get("sourceNode")) and not state.get("completed"):
+            return  # the abort is the source virt-handler's, silent with its node
         if state.get("migrationUid") != migration["metadata"]["uid"] or state.get("completed"):
             self._fail(migration, new, vmi, clock)
             return
