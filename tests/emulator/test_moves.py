@@ -1,6 +1,7 @@
 """Moves on the built-in cluster, over HTTP as the controller will drive them: KubeVirt's LiveMigratable rule,
 VirtualMachineInstanceMigration through its phases (vm/migrate, addedNodeSelector, abort, post-copy by
-MigrationPolicy, an unschedulable target), cordoned and NotReady nodes, pod (anti-)affinity."""
+MigrationPolicy, an unschedulable target), a node lost during a migration, cordoned and NotReady nodes, pod
+(anti-)affinity."""
 
 from __future__ import annotations
 
@@ -350,3 +351,59 @@ def test_a_migration_under_way_goes_on_after_a_restart(kept):
     assert moved["status"]["nodeName"] != vmi["status"]["nodeName"]
     assert moved["status"]["migrationState"]["migrationUid"] == done["metadata"]["uid"]
     assert again.lifecycle.launchers.pod_of(moved)["spec"]["nodeName"] == moved["status"]["nodeName"]
+
+
+def _running_migration(cluster, client, transfer: float):
+    """A VM migrating to emulated-node-3, caught in Running; (its source node, the migration's name)."""
+    vmi = start(cluster, client, shared_vm())
+    cluster.lifecycle.delays = Delays(**{**Delays.fast().__dict__, "migration_transfer": transfer})
+    assert put(client, "virtualmachines", VM_NAME, "migrate",
+               {"addedNodeSelector": {"kubernetes.io/hostname": "emulated-node-3"}}).status_code == 202
+    name = _migration(cluster)["metadata"]["name"]
+    cluster.wait_for("VirtualMachineInstanceMigration", name, NS, lambda o: (o.get("status") or {}).get("phase") == "Running")
+    return vmi["status"]["nodeName"], name
+
+
+def test_a_target_node_lost_while_running_stalls_the_transfer_and_the_source_aborts_it(nodes3):
+    cluster, client = nodes3
+    source, name = _running_migration(cluster, client, 1.0)
+    assert cluster.set_node_ready("emulated-node-3", "Unknown")
+    failed = cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
+                              lambda o: (o.get("status") or {}).get("phase") in ("Failed", "Succeeded"))
+    assert failed["status"]["phase"] == "Failed"
+    state = cluster.get("VirtualMachineInstance", VM_NAME, NS)["status"]
+    assert (state["nodeName"], state["migrationState"]["failed"], state["migrationState"]["abortStatus"],
+            state["migrationState"]["failureReason"]) == (source, True, "Succeeded", "Live migration has been aborted")
+    assert list(state["activePods"].values()) == [source]
+
+
+def test_a_target_pod_gone_while_running_fails_the_migration(nodes3):
+    cluster, client = nodes3
+    source, name = _running_migration(cluster, client, 30.0)
+    state = cluster.get("VirtualMachineInstance", VM_NAME, NS)["status"]["migrationState"]
+    client.delete(Pod, state["targetPod"], namespace=NS, grace_period=0)
+    failed = cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
+                              lambda o: (o.get("status") or {}).get("phase") in ("Failed", "Succeeded"))
+    assert failed["status"]["phase"] == "Failed"
+    assert cluster.get("VirtualMachineInstance", VM_NAME, NS)["status"]["nodeName"] == source
+
+
+def test_a_source_node_lost_while_running_freezes_the_migration_until_the_vmi_fails(nodes3):
+    cluster, client = nodes3
+    source, name = _running_migration(cluster, client, 0.3)
+    assert cluster.set_node_ready(source, "Unknown")
+    with pytest.raises(AssertionError):  # longer than the transfer: its virt-handler reports nothing
+        cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
+                         lambda o: (o.get("status") or {}).get("phase") != "Running", timeout=1.5)
+    client.delete(VMIM, name, namespace=NS)  # an abort waits for the source's virt-handler too
+    with pytest.raises(AssertionError):
+        cluster.wait_for("VirtualMachineInstanceMigration", name, NS,
+                         lambda o: (o.get("status") or {}).get("phase") != "Running", timeout=0.5)
+    node = cluster.get("Node", source)
+    client.patch(Node, source, {"spec": {"taints": [*node["spec"].get("taints", []), {
+        "key": "node.kubernetes.io/out-of-service", "value": "nodeshutdown", "effect": "NoExecute"}]}},
+        patch_type=PatchType.MERGE)
+    ended = cluster.wait_for("VirtualMachineInstanceMigration", name, NS, lambda o: o is None or (
+        o.get("status") or {}).get("phase") in ("Failed", "Succeeded"))
+    assert ended is None or ended["status"]["phase"] == "Failed"  # failed, and gone once its abort was asked
+    assert phase(cluster.get("VirtualMachineInstance", VM_NAME, NS)) == "Failed"

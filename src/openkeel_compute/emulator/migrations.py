@@ -13,6 +13,9 @@ the source pod Completed). Deleting the migration aborts it (KubeVirt keeps it, 
 (abortRequested, abortStatus Aborting then Succeeded, failed, failureReason ``Live migration has been aborted``).
 Faults: ``migration-stall`` (the guest dirties memory faster than it moves: with ``allowPostCopy`` the migration
 switches to PostCopy and completes, without it is aborted on its completion timeout) and ``migration-failure``.
+A node lost once the target is handed off (migrator.Migrator._node_lost): the target node not Ready stalls the
+transfer and the source aborts it (``Live migration has been aborted``); the target pod gone fails it; the source
+node not Ready freezes it until the source pod is gone and the VMI with it fails.
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from openkeel_compute.emulator import migrations as mig
+from openkeel_compute.emulator import nodes
 from openkeel_compute.emulator.store import clone, now
 
 
@@ -62,6 +63,8 @@ class Migrator:
             self._abort(migration, new, vmi, clock)
             return
         delays = self.delays()
+        if phase in mig.HANDED_OFF and self._node_lost(migration, new, vmi, phase, clock):
+            return
         if phase is None:
             mig.stamp(st, "Pending")
             self._put(migration, new, clock)
@@ -89,6 +92,36 @@ class Migrator:
                 self._put(migration, new, clock)
         elif phase == "Running":
             self._transfer(migration, new, vmi, clock)
+
+    def _node_lost(self, migration: dict[str, Any], new: dict[str, Any], vmi: dict[str, Any], phase: str,
+                   clock: float) -> bool:
+        """A node of a handed-off migration lost (True: this pass is over).
+
+        - The source node not Ready: its virt-handler, which drives the transfer and reports its end, is
+          silent; the migration makes no move until the source pod is gone (the VMI then fails, and so does
+          the migration: KubeVirt's "Migration failed because vmi is final").
+        - The target pod gone (its node deleted, the pod force-deleted): KubeVirt's "Migration target pod was
+          removed during active migration" fails it.
+        - The target node not Ready: before the transfer its virt-handler never prepares the target; once
+          running, the stream makes no progress and the source's migration monitor aborts it after its progress
+          timeout (``Delays.migration_transfer`` here): abortStatus Succeeded, failureReason "Live migration has
+          been aborted" (KubeVirt's setMigrationResult once an abort succeeded)."""
+        state = (vmi.get("status") or {}).get("migrationState") or {}
+        if nodes.is_down(self.store, state.get("sourceNode")):
+            return True
+        target = self._target(migration, vmi)
+        if target is None:
+            self._fail(migration, new, vmi, clock)
+            return True
+        if not nodes.is_down(self.store, (target.get("spec") or {}).get("nodeName")):
+            return False
+        if phase == "Running" and not state.get("completed") and self.lifecycle.due_key(
+                f"{migration['metadata']['uid']}/stuck", self.delays().migration_transfer, clock):
+            self.store.put(self._vmi_state(vmi, abortStatus="Succeeded", completed=True, failed=True,
+                                           endTimestamp=now(), failureReason=mig.ABORTED))
+            self.lifecycle._moved(migration, clock)
+            return True
+        return not state.get("completed")
 
     def _schedule(self, migration: dict[str, Any], new: dict[str, Any], vmi: dict[str, Any], clock: float) -> None:
         target = self._target(migration, vmi)
@@ -206,6 +239,8 @@ class Migrator:
             self._fail(migration, new, vmi, clock)
             return
         state = (vmi.get("status") or {}).get("migrationState") or {}
+        if nodes.is_down(self.store, state.get("sourceNode")) and not state.get("completed"):
+            return  # the abort is the source virt-handler's, silent with its node
         if state.get("migrationUid") != migration["metadata"]["uid"] or state.get("completed"):
             self._fail(migration, new, vmi, clock)
             return
