@@ -154,3 +154,20 @@ def test_2_93_reimage_failed_or_never_ends_in_error(controller_world, cinder, re
         controller.run_once()
         time.sleep(0.05)
     assert cinder.attachments == {}
+
+
+def test_stopped_server_stays_stopped_on_its_volume(controller_world, cinder):
+    """A SHUTOFF volume-backed server rebuilt (re-imaged at 2.93) ends SHUTOFF once its VM is recreated on
+    the volume's claim: no root disk is imported, so none is waited for."""
+    client, controller, cluster, _conf = controller_world
+    cinder.nova = _tell_nova(client)
+    uuid, root = _boot(client, controller, cinder)
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=ADMIN, json_body={"os-stop": None}).status_code == 202
+    assert _settle(client, controller, uuid)["status"] == "SHUTOFF"
+    for version in ("2.92", "2.93"):
+        assert _rebuild(client, uuid, IMAGE, version).status_code == 202
+        server = _settle(client, controller, uuid, timeout=15)
+        assert (server["status"], server["OS-EXT-STS:task_state"]) == ("SHUTOFF", None), server
+    assert _claims(cluster, uuid)[0] == {"root": f"vol-{root['id']}"}
+    assert cinder.volumes[root["id"]]["status"] == "in-use"
+    assert len([r for r in cinder.requests if "os-reimage" in (r["body"] or {})]) == 1
