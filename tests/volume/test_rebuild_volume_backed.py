@@ -171,3 +171,18 @@ def test_stopped_server_stays_stopped_on_its_volume(controller_world, cinder):
     assert _claims(cluster, uuid)[0] == {"root": f"vol-{root['id']}"}
     assert cinder.volumes[root["id"]]["status"] == "in-use"
     assert len([r for r in cinder.requests if "os-reimage" in (r["body"] or {})]) == 1
+
+
+def test_2_93_reimage_failed_notifies_the_error(volume_world, cinder, notified):
+    client, controller, _cluster = volume_world
+    cinder.nova = _tell_nova(client)
+    cinder.reimage_result = "failed"
+    uuid, root = _boot(client, controller, cinder)
+    assert _rebuild(client, uuid, IMAGE_ALT).status_code == 202
+    assert _settle(client, controller, uuid)["status"] == "ERROR"
+    sent = [(t, prio, p) for t, prio, p in notified() if t.startswith("instance.rebuild.")]
+    assert [(t, prio) for t, prio, _ in sent] == [("instance.rebuild.start", "INFO"), ("instance.rebuild.error", "ERROR")]
+    data = sent[-1][2]["nova_object.data"]
+    assert data["fault"]["nova_object.data"]["exception_message"] == (
+        f"Build of instance {uuid} aborted: Failed to rebuild volume backed instance.")
+    assert [d["nova_object.data"]["volume_id"] for d in data["block_devices"]] == [root["id"]]
