@@ -140,6 +140,7 @@ def test_2_93_reimage_failed_or_never_ends_in_error(controller_world, cinder, re
     cinder.nova = _tell_nova(client)
     cinder.reimage_result = result
     uuid, root = _boot(client, controller, cinder)
+    (old,) = cinder.attachments
     assert _rebuild(client, uuid, IMAGE_ALT).status_code == 202
     server = _settle(client, controller, uuid)
     message = f"Build of instance {uuid} aborted: Failed to rebuild volume backed instance."
@@ -147,7 +148,8 @@ def test_2_93_reimage_failed_or_never_ends_in_error(controller_world, cinder, re
     assert _events(client, uuid)["compute_rebuild_instance"] == ("Error", message)
     (new,) = cinder.attachments  # the mapping names the attachment Cinder has: a delete gives it back
     got = client.get(f"/v2.1/servers/{uuid}/os-volume_attachments", headers=ADMIN).json
-    assert got["volumeAttachments"][0]["volumeId"] == root["id"]
+    assert [(a["volumeId"], a["attachment_id"]) for a in got["volumeAttachments"]] == [(root["id"], new)]
+    assert not [k for k in cluster.objects("PersistentVolume") if old in k[-1]]
     assert client.delete(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code == 204
     deadline = time.monotonic() + 30
     while cinder.attachments and time.monotonic() < deadline:
