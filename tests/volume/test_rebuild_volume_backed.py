@@ -188,3 +188,20 @@ def test_2_93_reimage_failed_notifies_the_error(volume_world, cinder, notified):
     assert data["fault"]["nova_object.data"]["exception_message"] == (
         f"Build of instance {uuid} aborted: Failed to rebuild volume backed instance.")
     assert [d["nova_object.data"]["volume_id"] for d in data["block_devices"]] == [root["id"]]
+
+
+def test_volume_reimaged_nobody_waits_for_is_dropped(controller_world, cinder):
+    from openkeel_compute.compute import external_events
+    from openkeel_compute.db import api as db_api
+
+    client, controller, _cluster, conf = controller_world
+    uuid, root = _boot(client, controller, cinder)
+    _tell_nova(client)({"name": "volume-reimaged", "server_uuid": uuid, "tag": root["id"]})
+    engine = db_api.get_engine(conf)
+    with db_api.reader(engine) as conn:
+        assert [e["name"] for e in external_events.pending(conn, uuid)] == ["volume-reimaged"]
+    controller.run_once()
+    with db_api.reader(engine) as conn:
+        assert external_events.pending(conn, uuid) == []
+    server = client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"]
+    assert (server["status"], server["OS-EXT-STS:task_state"]) == ("ACTIVE", None)
