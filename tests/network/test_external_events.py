@@ -146,3 +146,22 @@ def test_policy_service_or_admin(client, engine):
         403, "Policy doesn't allow os_compute_api:os-server-external-events:create to be performed.")
     service = user("service", name="neutron", version="2.1", **{"X-Roles": "service"})
     assert _post(client, events, headers=service).status_code == 200
+
+
+def test_tags_required_as_novas(client, engine):
+    """As the oracle answered: power-update and accelerator-request-bound without a tag are 400 (207 in
+    all), volume-reimaged without one is accepted (Cinder always names the volume; an untagged one then
+    matches no rebuild's wait)."""
+    server = _server(engine)
+    resp = _post(client, [{"name": "power-update", "server_uuid": server},
+                          {"name": "accelerator-request-bound", "server_uuid": server}])
+    assert (resp.status_code, [e["code"] for e in resp.json["events"]]) == (207, [400, 400])
+    resp = _post(client, [{"name": "volume-reimaged", "server_uuid": server, "status": "failed"}])
+    assert (resp.status_code, resp.json) == (200, {"events": [
+        {"name": "volume-reimaged", "server_uuid": server, "status": "completed", "code": 200}]})
+    resp = _post(client, [{"name": "volume-reimaged", "server_uuid": server, "tag": "v", "status": "failed"},
+                          {"name": "volume-reimaged", "server_uuid": UNKNOWN, "tag": "v"}])
+    assert (resp.status_code, [e["code"] for e in resp.json["events"]]) == (207, [200, 404])
+    with db_api.reader(engine) as conn:
+        kept = [(e["name"], e["tag"], e["status"]) for e in external_events.pending(conn, server)]
+    assert kept == [("volume-reimaged", None, "failed"), ("volume-reimaged", "v", "failed")]

@@ -1,5 +1,7 @@
 """An in-memory Cinder v3 for tests: volumes, snapshots, volume types and the attachments API
-(3.44: create reserved or with a connector, update with the connector, os-complete, delete), with
+(3.44: create reserved or with a connector, update with the connector, os-complete, delete), os-reimage
+(3.68) with the volume-reimaged event posted back to Nova's API as Cinder's volume manager does once the
+image is written (``nova``: a callable given the event; ``reimage_result``: its status, None: never), with
 Cinder's status changes (available → reserved → attaching → in-use → available), its error bodies
 (``{"badRequest": {"message", "code"}}``, ``itemNotFound``) and the NFS backend's connection_info
 as measured on Cinder 29.0.0. Every request is recorded (method, path, tokens, microversion header)
@@ -33,6 +35,9 @@ class FakeCinder:
         self.settles_to = "available"  # ... and, when that is "creating", ends as after ``creating_reads`` reads
         self.creating_reads = 0
         self._settling: dict[str, int] = {}
+        self.nova = None  # called with each event Cinder tells Nova (POST /os-server-external-events)
+        self.reimage_result: str | None = "completed"  # the status of the volume-reimaged event (None: never)
+        self.reimage_delay = 0.2  # seconds Cinder takes to write the image
 
     # -- data --------------------------------------------------------------------------------
     def volume(self, size=1, status="available", zone="nova", bootable=False, multiattach=False,
@@ -174,8 +179,11 @@ class FakeCinder:
             if method == "DELETE" and len(parts) == 2:
                 del self.attachments[parts[1]]
                 vol = self.volumes.get(att["volume_id"])
-                if vol is not None and not any(a["volume_id"] == vol["id"] for a in self.attachments.values()):
+                left = [a for a in self.attachments.values() if vol is not None and a["volume_id"] == vol["id"]]
+                if vol is not None and not left:
                     vol.update(status="available", attachments=[])
+                elif vol is not None and all(a["status"] == "reserved" for a in left):
+                    vol.update(status="reserved", attachments=[])
                 return 200, {"attachments": []}
         return 404, {"error": "not found"}
 
@@ -193,16 +201,47 @@ class FakeCinder:
             if vol["status"] == "detaching":
                 vol["status"] = "in-use"
             return 202, None
+        if "os-reimage" in body:
+            spec = body["os-reimage"]
+            allowed = ("available", "error") + (("reserved",) if spec.get("reimage_reserved") else ())
+            if vol["status"] not in allowed:
+                return self._error(400, "badRequest", f"Invalid volume: Volume {volume_id} status must be "
+                                                      f"{' or '.join(allowed)}, but current status is: "
+                                                      f"{vol['status']}.")
+            before = vol["status"]
+            vol["status"] = "downloading"
+            timer = threading.Timer(self.reimage_delay, self._reimaged, (vol, before, spec["image_id"]))
+            timer.daemon = True
+            timer.start()
+            return 202, None
         if "os-extend" in body:
             vol["size"] = body["os-extend"]["new_size"]
             return 202, None
         return self._error(400, "badRequest", "Invalid request.")
 
+    def _reimaged(self, vol: dict, before: str, image_id: str) -> None:
+        """The image written (or not): the volume back to what it was (``error`` on failure), its image
+        metadata the new image's, and Nova told with volume-reimaged (the server: the volume's attachment's)."""
+        result = self.reimage_result
+        if result is None:
+            return
+        vol["status"] = before if result == "completed" else "error"
+        if result == "completed":
+            vol["volume_image_metadata"] = {"image_id": image_id}
+            vol["bootable"] = "true"
+        servers = {a["instance"] for a in self.attachments.values() if a["volume_id"] == vol["id"]}
+        for server in sorted(servers):
+            if self.nova is not None:
+                self.nova({"name": "volume-reimaged", "server_uuid": server, "tag": vol["id"], "status": result})
+
     def _attachment_create(self, spec):
         vol = self.volumes.get(spec["volume_uuid"])
         if vol is None:
             return self._error(404, "itemNotFound", f"Volume {spec['volume_uuid']} could not be found.")
-        if vol["status"] not in ("available", "downloading") and not (vol["multiattach"] and vol["status"] == "in-use"):
+        same = vol["status"] == "in-use" and any(a["volume_id"] == vol["id"] and a["instance"] == spec["instance_uuid"]
+                                                 for a in self.attachments.values())  # Cinder lets the same server
+        if vol["status"] not in ("available", "downloading") and not same and \
+                not (vol["multiattach"] and vol["status"] == "in-use"):
             return self._error(400, "badRequest", f"Invalid volume: Volume {vol['id']} status must be available or "
                                                   f"downloading to reserve, but the current status is "
                                                   f"{vol['status']}.")
@@ -210,7 +249,8 @@ class FakeCinder:
                "status": "reserved", "attach_mode": "rw", "connector": None, "connection_info": {},
                "attached_at": None, "detached_at": None}
         self.attachments[att["id"]] = att
-        vol["status"] = "reserved"
+        if not same:
+            vol["status"] = "reserved"
         if spec.get("connector"):
             att.update(connector=spec["connector"], status="attaching",
                        connection_info=self.connection_info(vol["id"]))

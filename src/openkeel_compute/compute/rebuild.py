@@ -49,11 +49,15 @@ def _replace_image_metadata(conn: Connection, instance_uuid: str, new: dict[str,
 
 
 def begin_rebuild(conn: Connection, row: dict, actor: Actor, *, image: dict, flavor: dict,
-                  changes: dict, metadata: dict[str, str] | None) -> dict:
+                  changes: dict, metadata: dict[str, str] | None, volume_backed: bool = False,
+                  reimage_volume: str | None = None) -> dict:
     """Start the rebuild of ``row`` with ``image`` (Glance's fields; the server keeps ``flavor``).
 
     ``changes``: instance columns from the request (keys of COLUMNS); ``metadata``: the server's new
-    metadata, replacing the old (None: unchanged). Raises the precondition's 409 when the server
+    metadata, replacing the old (None: unchanged). ``volume_backed``: the server keeps its empty
+    ``image_ref`` (Nova's sign of a server booted from a volume). ``reimage_volume``: the root volume
+    Cinder writes the image into (2.93's ``reimage_boot_volume``), None: the guest is recreated on its
+    disk as it is. Raises the precondition's 409 when the server
     may not be rebuilt. Returns the row as the check saw it."""
     unknown = set(changes) - set(COLUMNS)
     if unknown:
@@ -62,7 +66,9 @@ def begin_rebuild(conn: Connection, row: dict, actor: Actor, *, image: dict, fla
     values = {COLUMNS[k]: v for k, v in changes.items()}
     if "trusted_certs" in values and values["trusted_certs"] is not None:
         values["trusted_certs"] = json.dumps(values["trusted_certs"])
-    values.update(image_ref=image["id"], progress=0, kernel_id="", ramdisk_id="")
+    values.update(progress=0, kernel_id="", ramdisk_id="")
+    if not volume_backed:
+        values["image_ref"] = image["id"]
     checked = cas.begin_action(conn, row, pre, actor, values=values)
     uuid = row["uuid"]
     if metadata is not None:
@@ -72,5 +78,5 @@ def begin_rebuild(conn: Connection, row: dict, actor: Actor, *, image: dict, fla
     system.update(image_meta.name_metadata(image))
     _replace_image_metadata(conn, uuid, system)
     updates.outbox(conn, uuid, operations.REBUILD, actor, task_state=pre.next_task_state, image_ref=image["id"],
-                   old_vm_state=checked["vm_state"])
+                   old_vm_state=checked["vm_state"], **({"reimage_volume": reimage_volume} if reimage_volume else {}))
     return checked

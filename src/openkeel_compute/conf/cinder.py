@@ -62,6 +62,10 @@ BLOCK_DEVICE_OPTS = [
     cfg.IntOpt("block_device_allocate_retries_interval", default=3, min=0,
                help="Seconds between two reads of a volume the build made. As Nova's option of the same "
                     "name."),
+    cfg.IntOpt("reimage_timeout_per_gb", default=20, min=1,
+               help="Seconds per GiB of the image that the rebuild of a volume-backed server (2.93) waits for "
+                    "Cinder's volume-reimaged event before it fails (an image of 6 GiB: 120 seconds). As Nova's "
+                    "option of the same name."),
 ]
 
 

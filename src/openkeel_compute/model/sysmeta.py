@@ -85,8 +85,12 @@ NETWORK_INFO = "openkeel_network_info"
 #: the volumes a build made and is waiting for (JSON {volume id: {"started": epoch seconds, "attempts":
 #: reads}}), as Nova's _await_block_device_map_created counts them
 VOLUME_WAITS = "openkeel_volume_waits"
+#: the rebuild of a volume-backed server that Cinder re-images (JSON {"old": the root's attachment before,
+#: "until": ISO time the wait for volume-reimaged ends, once os-reimage was asked}), as Nova's
+#: _rebuild_volume_backed_instance waits
+REIMAGE = "openkeel_reimage"
 #: the keys of the controller's working state table
-WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES, NETWORK_INFO, VOLUME_WAITS})
+WORKING_STATE = frozenset({TRIED_NODES, RESIZE_FROM, RESIZE_NODES, NETWORK_INFO, VOLUME_WAITS, REIMAGE})
 
 
 def requested_nodes(system_metadata: dict[str, str] | None) -> tuple[str, ...]:

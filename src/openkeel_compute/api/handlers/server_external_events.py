@@ -3,7 +3,8 @@
 
 Each event is answered on its own: 200 "completed" when accepted (the server exists and is on a
 host), 404 for an unknown or deleted server, 422 for a server not on a host yet, 400 for a
-volume-extended without its tag (the volume id); the whole answer is 200 when all were accepted,
+volume-extended, power-update or accelerator-request-bound without its tag (volume-reimaged needs none:
+one without a tag is accepted and then matches no wait, as in Nova); the whole answer is 200 when all were accepted,
 207 otherwise, even when none was (Nova 34 no longer answers 404 then). The event names grow with
 the microversion: volume-extended at 2.51, power-update at 2.76, accelerator-request-bound at 2.82,
 volume-reimaged at 2.93. Accepted events are recorded for the controller (compute/external_events.py).
@@ -24,6 +25,8 @@ from openkeel_compute.policies import contract as rules
 LOG = logging.getLogger(__name__)
 
 STATUSES = ["failed", "completed", "in-progress"]
+#: the events refused (400) without a tag, as Nova's TAG_REQUIRED
+TAG_REQUIRED = ("volume-extended", "power-update", "accelerator-request-bound")
 NAMES = ["network-changed", "network-vif-plugged", "network-vif-unplugged", "network-vif-deleted"]
 
 
@@ -69,7 +72,7 @@ def create(req):
             LOG.debug("Dropping event %s:%s for unknown instance %s", name, tag, uuid)
             event.update(status="failed", code=404)
             result = 207
-        elif name == "volume-extended" and tag is None:
+        elif name in TAG_REQUIRED and tag is None:
             event.update(status="failed", code=400)
             result = 207
         elif hosts[uuid]:

@@ -13,7 +13,7 @@ server's task becomes ``rebuilding`` with its new fields and image system metada
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers import volume_common, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
@@ -26,7 +26,14 @@ from openkeel_compute.api.handlers.server_common import (
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import boot_checks, keypairs, preconditions, quotas
+from openkeel_compute.compute import (
+    block_device_rows,
+    block_devices,
+    boot_checks,
+    keypairs,
+    preconditions,
+    quotas,
+)
 from openkeel_compute.compute import rebuild as rebuilding
 from openkeel_compute.compute.instances import store
 from openkeel_compute.policies import server_actions as rules
@@ -89,6 +96,12 @@ def rebuild(req, server_id):
         changes.update(key_name=key_pair["name"], key_data=key_pair["public_key"])
     image = fetch_image(req, image_id, "Cannot find image for rebuild")
     _check_disk_config(image, changes.get("auto_disk_config"))
+    with common.read(req) as conn:
+        bdms = block_device_rows.of(conn, row["uuid"])
+    root = block_devices.root_of(bdms) if block_devices.volume_backed(bdms) else None
+    volumes = _volumes_of(req, bdms)
+    if root is not None:
+        _check_volume_backed(req, body, image_id, volumes.get(str(root.get("volume_id"))))
     metadata = body.get("metadata")
     if metadata is not None:
         with common.read(req) as conn:  # the metadata_items quota, as at boot
@@ -98,15 +111,50 @@ def rebuild(req, server_id):
     try:
         boot_checks.check_image(
             flavor, image,
-            zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, target, fatal=False))
+            zero_disk_allowed=lambda: common.can(req, boot_checks.ZERO_DISK_FLAVOR_RULE, target, fatal=False),
+            root_volume_gb=root.get("volume_size") if root is not None else None, volume_backed=root is not None)
     except boot_checks.BootRefused as exc:
         raise (faults.Forbidden if exc.code == 403 else faults.BadRequest)(exc.message) from None
+    for volume_id, volume in volumes.items():  # Nova's _check_volume_status: each volume still in use
+        if volume.get("status") != "in-use":
+            raise faults.BadRequest(f"Invalid volume: volume '{volume_id}' status must be 'in-use'. Currently in "
+                                    f"'{volume.get('status')}' status")
 
+    reimage = None
+    if root is not None and req.version >= (2, 93):  # reimage_boot_volume: the root volume written anew
+        reimage = str(root["volume_id"])
     with common.write(req) as conn:
-        rebuilding.begin_rebuild(conn, row, actor, image=image, flavor=flavor, changes=changes, metadata=metadata)
+        rebuilding.begin_rebuild(conn, row, actor, image=image, flavor=flavor, changes=changes, metadata=metadata,
+                                 volume_backed=root is not None, reimage_volume=reimage)
         row = store.get(conn, row["uuid"])
         data = server_data(conn, req, row, host_status=req.version >= (2, 75))  # 2.75: the body of a show
     return _answer(req, row, data, password)
+
+
+def _volumes_of(req, bdms: list[dict]) -> dict[str, dict]:
+    """The server's volumes as Cinder shows them to the caller (Nova's API reads each one), by id; none
+    read when Cinder is not configured."""
+    from openkeel_compute.volume import errors as volume_errors
+
+    ids = [str(b["volume_id"]) for b in bdms if b.get("volume_id")]
+    if not ids or not volume_common.enabled(req):
+        return {}
+    calls = volume_common.calls(req)
+    try:
+        return {volume_id: calls.get_volume(volume_id) for volume_id in ids}
+    except volume_errors.VolumeError as exc:
+        raise volume_common.answer(exc) from None
+
+
+def _check_volume_backed(req, body: dict, image_href: str, volume: dict | None) -> None:
+    """Nova's refusals for a volume-backed server: no certificate validation, and before 2.93 no other
+    image than the one the root volume was made from (its ``volume_image_metadata``)."""
+    if req.version >= (2, 63) and body.get("trusted_image_certificates"):
+        raise faults.BadRequest("Image certificate validation is not supported for volume-backed servers.")
+    original = ((volume or {}).get("volume_image_metadata") or {}).get("image_id")
+    if volume is not None and original != image_href and req.version < (2, 93):
+        raise faults.BadRequest(f"Image {image_href} is unacceptable: Unable to rebuild with a different image "
+                                f"for a volume-backed server.")
 
 
 def _answer(req, row: dict, data, password: str) -> Response:

@@ -8,16 +8,19 @@ SHUTOFF, it stays stopped and the task ends here once the new disk is imported, 
 ports, the guest started again waits in ``rebuild_spawning`` for network-vif-plugged of each port the
 network info shows unplugged (a network-vif-unplugged came while the guest was stopped, or it was never
 plugged), as Nova's spawn waits for the ports its network info shows inactive (``vif_plugging_timeout``;
-fatal: ERROR with "Virtual Interface creation failed")."""
+fatal: ERROR with "Virtual Interface creation failed"). A volume-backed server keeps its root volume (no
+new disk is imported: the VM is recreated on the volume's claim); from 2.93 Cinder first writes the new
+image into that volume (steps/reimage.py)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from openkeel_compute.compute.instances import cas, instance_actions, instance_faults
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps import ports, power, vif_wait, vm_edits
+from openkeel_compute.controller.steps import ports, power, reimage, vif_wait, vm_edits, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -34,6 +37,8 @@ from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model.states import task_states
 
+LOG = logging.getLogger(__name__)
+
 
 def _root(row: ServerRow) -> str:
     return rebuild_root_volume(row.server_uuid, row.request_id or str(row.id))
@@ -47,13 +52,23 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         if vmi is not None and ((vmi.get("status") or {}).get("phase")) not in FINAL_PHASES:
             ctx.cluster.subresource(namespace, server_vm_name(uuid), "stop")
             return Waiting("waiting for the server's virtual machine to stop before its root disk is replaced")
+        reimaged = bool(row.payload.get("reimage_volume"))
+        if reimaged:  # 2.93: Cinder writes the image into the root volume first (steps/reimage.py)
+            outcome = reimage.run(ctx, row, server)
+            if outcome is not None:
+                return outcome
+            refused = volumes.prepare(ctx, server)  # exported again on its new attachment, its claim made again
+            if refused is not None:
+                return reimage.fail(ctx, row, server, refused)
         _replace_root_disk(ctx, row, server, namespace, vm, dvs)
+        if reimaged:
+            _complete_root(ctx, server)
         with transaction(ctx.engine) as conn:
             if not cas.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
                                   task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
                 return DONE  # deleted or reset meanwhile: that task wins
             action_id = instance_actions.action_for_request(conn, uuid, row.request_id)
-            if action_id is not None:
+            if action_id is not None and not reimaged:  # a re-image started it before it asked Cinder
                 tasks.keep(conn, row.id, uuid, instance_actions.start_event(conn, action_id, events.REBUILD))
         task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
     if task == task_states.REBUILD_SPAWNING and server["system_metadata"].get(sysmeta.VIF_WAIT):
@@ -85,7 +100,7 @@ def _end_stopped(ctx: Context, row: ServerRow, server: dict[str, Any], namespace
     disk is imported, the guest is off."""
     uuid, root = row.server_uuid, _root(row)
     _vm, _vmi, dvs = ctx.cluster.look(namespace, uuid)
-    phase = next((((dv.get("status") or {}).get("phase")) for dv in dvs
+    phase = "Succeeded" if reimage.root_of(server) is not None else next((((dv.get("status") or {}).get("phase")) for dv in dvs
                   if (dv.get("metadata") or {}).get("name") == root), None)
     expected = task_states.REBUILD_BLOCK_DEVICE_MAPPING
     if phase == "Failed":
@@ -106,6 +121,20 @@ def _end_stopped(ctx: Context, row: ServerRow, server: dict[str, Any], namespace
                           power_state=states.power_state.SHUTDOWN):
             tasks.finish(conn, tasks.of(conn, uuid), None)
     return DONE
+
+
+def _complete_root(ctx: Context, server: dict[str, Any]) -> None:
+    """The root volume's new attachment completed: Cinder shows it ``in-use`` by the server again."""
+    from openkeel_compute.volume import errors as volume_errors
+
+    root = reimage.root_of(server)
+    if root is None or ctx.volumes is None:
+        return
+    try:
+        ctx.volumes.admin().attachment_complete(str(root["attachment_id"]))
+    except volume_errors.VolumeError as exc:
+        LOG.warning("server %s: attachment of volume %s not completed: %s", server["uuid"], root["volume_id"],
+                    exc.message)
 
 
 def _replace_root_disk(ctx: Context, row: ServerRow, server: dict[str, Any], namespace: str,

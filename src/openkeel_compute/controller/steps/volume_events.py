@@ -7,6 +7,10 @@ dropped, as Nova's compute does), the volume's size read from Cinder and kept in
 storage grown: the PersistentVolume's capacity and the claim's request (KubeVirt sees the claim's new
 capacity and the guest its disk grow). The action's ``compute_extend_volume`` event ends Success.
 Cinder away: the event stays for the next pass.
+
+Cinder's ``volume-reimaged`` events are read by the rebuild that waits for them (steps/reimage.py); one
+for a server that is gone or not rebuilding is dropped here (logged), as Nova drops an event nobody waits
+for.
 """
 
 from __future__ import annotations
@@ -25,11 +29,13 @@ from openkeel_compute.kubevirt import volumes as kube_volumes
 
 LOG = logging.getLogger(__name__)
 NAMES = ("volume-extended",)
+REIMAGED = "volume-reimaged"
 ACTION = "extend_volume"
 EVENT = "compute_extend_volume"
 
 
 def consume(ctx: Context, limit: int = 500) -> None:
+    _drop_unwaited(ctx, limit)
     with reader(ctx.engine) as conn:
         events = external_events.pending(conn, limit=limit, names=NAMES)
     for event in events:
@@ -43,6 +49,23 @@ def consume(ctx: Context, limit: int = 500) -> None:
             continue
         with transaction(ctx.engine) as conn:
             external_events.handled(conn, [event["id"]])
+
+
+def _drop_unwaited(ctx: Context, limit: int) -> None:
+    from openkeel_compute.model.states import task_states
+
+    with reader(ctx.engine) as conn:
+        events = external_events.pending(conn, limit=limit, names=(REIMAGED,))
+    dropped = []
+    for event in events:
+        server = read_server(ctx.engine, event["instance_uuid"])
+        if server is None or server.get("task_state") != task_states.REBUILDING:
+            LOG.info("server %s: no rebuild waits for %s:%s, dropped", event["instance_uuid"], REIMAGED,
+                     event["tag"])
+            dropped.append(event["id"])
+    if dropped:
+        with transaction(ctx.engine) as conn:
+            external_events.handled(conn, dropped)
 
 
 class _CinderAway(Exception):
