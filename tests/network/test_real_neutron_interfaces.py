@@ -6,7 +6,8 @@ its own attached; each comes back bound to the server's node with Nova's fields 
 is registered for the cluster's nodes, as neutron-up.sh's ``agent`` does) and the VM has its interface; once
 detached, the project's port is unbound and kept, the port OpenKeel made is deleted, and the VM no longer
 has them. No agent plugs the ports here: ``vif_plugging_timeout = 0`` (the build and the attach do not
-wait for network-vif-plugged)."""
+wait for network-vif-plugged). A server's ports across shelve offload (unbound from the node, still the
+server's) and unshelve (bound to the node claimed again) are checked the same way."""
 
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def world(tmp_path, cloud, placement_service):
                      DEFAULT={"vif_plugging_timeout": "0"}, neutron=service,
                      keystone_authtoken={**service, "www_authenticate_uri": ks["KEYSTONE_URL"].removesuffix("/v3"),
                                          "interface": "public", "service_type": "compute"})
+    conf.set_override("shelved_offload_time", 0)  # a shelve offloads at once
     engine = db_api.get_engine(conf)
     migration.sync(engine)
     with image_service(tmp_path) as url:
@@ -84,7 +86,7 @@ def world(tmp_path, cloud, placement_service):
         conf.set_override("api_servers", [url], group="glance")
         network = NeutronClient(conf)
         make = lambda kube: make_loop(kube, engine, images=ImageAccess.from_conf(conf), network=network,
-                                      vif_plugging_timeout=0)
+                                      vif_plugging_timeout=0, shelved_offload_time=0.0)
         with server_world(conf, make, placement_service) as (client, controller, cluster):
             yield types.SimpleNamespace(api=client, controller=controller, cluster=cluster, neutron=network.admin(),
                                         made=[])
@@ -204,3 +206,45 @@ def test_attach_and_detach_against_a_real_neutron(world, cloud):
             neutron.request("DELETE", f"/ports/{port['id']}", ok=(204, 404))
         neutron.request("DELETE", f"/ports/{user_port['id']}", ok=(204, 404))
         neutron.request("DELETE", f"/networks/{own['id']}", ok=(204, 404))
+
+
+def test_shelve_offload_unbinds_and_unshelve_binds_against_a_real_neutron(world, cloud):
+    api, neutron = world.api, world.neutron
+    demo, admin = _h(cloud.demo), _h(cloud.admin)
+    got = api.post("/v2.1/flavors", headers=admin, json_body={
+        "flavor": {"name": "m1.rs", "ram": 512, "vcpus": 1, "disk": 1, "id": "rs"}})
+    assert got.status_code == 200, got.text
+    got = api.post("/v2.1/servers", headers=demo, json_body={"server": {
+        "name": "rs-1", "imageRef": IMAGE, "flavorRef": "rs", "networks": [{"uuid": cloud.nets["PRIVATE_NETWORK_ID"]}]}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+
+    def settled(status):
+        def check():
+            server = api.get(f"/v2.1/servers/{uuid}", headers=admin).json["server"]
+            return server if server["status"] == status and server["OS-EXT-STS:task_state"] is None else None
+        return check
+
+    try:
+        node = _until(world, settled("ACTIVE"), what="ACTIVE")["OS-EXT-SRV-ATTR:host"]
+        [port] = neutron.list_ports(device_id=uuid)
+        assert (port["device_owner"], port["binding:host_id"], port["binding:vif_type"]) == ("compute:nova", node, "ovs")
+        assert api.post(f"/v2.1/servers/{uuid}/action", headers=demo, json_body={"shelve": None}).status_code == 202
+        _until(world, settled("SHELVED_OFFLOADED"), what="SHELVED_OFFLOADED")
+        [offloaded] = neutron.list_ports(device_id=uuid)
+        assert (offloaded["id"], offloaded["device_owner"], offloaded["binding:host_id"],
+                offloaded["binding:vif_type"], offloaded["fixed_ips"]) == (
+            port["id"], "compute:nova", "", "unbound", port["fixed_ips"])
+        assert api.post(f"/v2.1/servers/{uuid}/action", headers=demo, json_body={"unshelve": None}).status_code == 202
+        again = _until(world, settled("ACTIVE"), what="ACTIVE again")["OS-EXT-SRV-ATTR:host"]
+        [unshelved] = neutron.list_ports(device_id=uuid)
+        assert (unshelved["id"], unshelved["device_owner"], unshelved["binding:host_id"],
+                unshelved["binding:vif_type"]) == (port["id"], "compute:nova", again, "ovs")
+        assert _vm_macs(world, uuid) == [port["mac_address"]]
+    finally:
+        api.delete(f"/v2.1/servers/{uuid}", headers=admin)
+        try:
+            _until(world, lambda: api.get(f"/v2.1/servers/{uuid}", headers=admin).status_code == 404, 60)
+        except AssertionError:
+            pass
+    assert neutron.list_ports(device_id=uuid) == []
