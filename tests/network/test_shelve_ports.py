@@ -80,6 +80,9 @@ def test_offload_unbinds_the_ports_and_unshelve_binds_them_on_the_new_node(world
     shown = client.get(f"/v2.1/servers/{uuid}", headers=DEMO).json["server"]
     assert shown["addresses"]["private"][0]["addr"] == made["fixed_ips"][0]["ip_address"]
     assert _vm_macs(cluster, uuid) is None
+    # its interfaces still listed, as the servers oracle lists an offloaded server's (Neutron's device_id)
+    listed = client.get(f"/v2.1/servers/{uuid}/os-interface", headers=DEMO).json["interfaceAttachments"]
+    assert sorted(i["port_id"] for i in listed) == sorted([made["id"], mine["id"]])
 
     binds = len(neutron.requests)
     got = client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"unshelve": None})
