@@ -48,7 +48,8 @@ def _token(ks, who):
 def _agents(base: pathlib.Path) -> None:
     """An Open vSwitch agent reported alive on each node (neutron-up.sh agent): Neutron binds ports there."""
     cache = pathlib.Path(os.environ.get("OPENKEEL_CACHE", pathlib.Path.home() / ".cache" / "openkeel"))
-    venv = os.environ.get("NEUTRON_VENV") or str(cache / "shared-neutron" / "neutron-venv")
+    own = base / "neutron-venv"  # neutron-up.sh's default: a Neutron OPENKEEL_TEST_NEUTRON_DIR names may have it
+    venv = os.environ.get("NEUTRON_VENV") or str(own if own.exists() else cache / "shared-neutron" / "neutron-venv")
     env = {**os.environ, "OKC_SERVICES_DIR": str(base), "HARNESS_DIR": str(base / "harness"), "NEUTRON_VENV": venv,
            "PYTHONWARNINGS": "ignore"}
     subprocess.run([str(RECIPES / "neutron-up.sh"), "agent", *NODES], env=env, check=True, capture_output=True,

@@ -285,7 +285,7 @@ def bind_to_node(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]
 
 def unbind_from_node(ctx: Context, server: dict[str, Any]) -> None:
     """The server's ports no longer bound to the node it leaves (a shelve offload, as Nova's
-    ``cleanup_instance_network_on_host``): ``binding:host_id`` cleared, the ports kept the server's
+    ``unbind_ports(detach=False)``): ``binding:host_id`` cleared, the ports kept the server's
     (``device_id``, ``device_owner``), the network info following. A port gone meanwhile is left to
     the events. Raises NeutronUnavailable (the offload is tried again)."""
     if not wanted(ctx, server):
@@ -297,6 +297,8 @@ def unbind_from_node(ctx: Context, server: dict[str, Any]) -> None:
     calls = ctx.network.admin()
     changed = False
     for vif in info:
+        if vif.get("host") is None:
+            continue  # unbound already (an offload's pass before this one)
         try:
             port = calls.update_port(vif["port_id"], {BINDING_HOST: None})
         except net_errors.PortNotFound:

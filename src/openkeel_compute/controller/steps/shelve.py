@@ -115,13 +115,13 @@ def offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
 def _offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
-    if vm is not None or vmi is not None or dvs:
-        ctx.cluster.delete_server(namespace, uuid)
-        return Waiting("waiting for the shelved server's objects to leave the cluster")
-    try:  # its ports no longer bound to the node it leaves, as Nova's shelve offload
+    try:  # its ports no longer bound to the node it leaves, before its guest goes, as Nova's shelve offload
         ports.unbind_from_node(ctx, server)
     except NeutronUnavailable as exc:
         return Waiting(f"waiting for Neutron to unbind the shelved server's ports: {exc.message}")
+    if vm is not None or vmi is not None or dvs:
+        ctx.cluster.delete_server(namespace, uuid)
+        return Waiting("waiting for the shelved server's objects to leave the cluster")
     if ctx.claims is not None:  # before the state, as Nova's (a client polling for it may unshelve at once)
         ctx.claims.release(uuid)  # Placement away: tried again
     with transaction(ctx.engine) as conn:
