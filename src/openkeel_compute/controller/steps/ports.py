@@ -283,6 +283,63 @@ def bind_to_node(ctx: Context, server: dict[str, Any], info: list[dict[str, Any]
     return changed
 
 
+def unbind_from_node(ctx: Context, server: dict[str, Any]) -> None:
+    """The server's ports no longer bound to the node it leaves (a shelve offload, as Nova's
+    ``unbind_ports(detach=False)``): ``binding:host_id`` cleared, the ports kept the server's
+    (``device_id``, ``device_owner``), the network info following. A port gone meanwhile is left to
+    the events. Raises NeutronUnavailable (the offload is tried again)."""
+    if not wanted(ctx, server):
+        return
+    info = info_of(server)
+    if not info:
+        return
+    assert ctx.network is not None
+    calls = ctx.network.admin()
+    changed = False
+    for vif in info:
+        if vif.get("host") is None:
+            continue  # unbound already (an offload's pass before this one)
+        try:
+            port = calls.update_port(vif["port_id"], {BINDING_HOST: None})
+        except net_errors.PortNotFound:
+            continue
+        changed = changed or vif.get("host") != (port.get(BINDING_HOST) or None)
+        vif["host"] = port.get(BINDING_HOST) or None
+        vif["active"] = port.get("status") == "ACTIVE"
+    if changed:
+        save(ctx, server, info)
+
+
+def bind_for_unshelve(ctx: Context, server: dict[str, Any]) -> None:
+    """The server's ports bound to the node its unshelve claimed, before its VM is made (Nova's
+    ``setup_instance_network_on_host``: ``binding:host_id`` the node, ``device_owner`` ``compute:<zone>``
+    of the zone it now is in). Raises AllocationFailed (a binding Neutron fails) or NeutronUnavailable."""
+    node = server.get("node") or server.get("host")
+    if not node or not wanted(ctx, server):
+        return
+    info = info_of(server)
+    if not info:
+        return
+    assert ctx.network is not None
+    calls = ctx.network.admin()
+    zone = server.get("availability_zone") or ctx.settings.options.default_availability_zone
+    changed = False
+    for vif in info:
+        if vif.get("host") == node:
+            continue
+        try:
+            port = calls.update_port(vif["port_id"], {BINDING_HOST: node, "device_owner": f"compute:{zone}"})
+        except net_errors.PortNotFound:
+            continue
+        if port.get("binding:vif_type") == BINDING_FAILED:
+            raise AllocationFailed(f"Binding failed for port {vif['port_id']}, please check neutron logs for more "
+                                   "information.")
+        vif["host"], vif["vif_type"] = port.get(BINDING_HOST), port.get("binding:vif_type")
+        changed = True
+    if changed:
+        save(ctx, server, info)
+
+
 def follow(ctx: Context, server: dict[str, Any], node: str | None) -> None:
     """The server's ports bound to ``node`` (a resize finished or reverted there, a start moved it), as
     Nova's ``migrate_instance_finish`` updates the bindings. Neutron away raises (the step is tried

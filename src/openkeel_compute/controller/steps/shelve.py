@@ -8,10 +8,12 @@
   the offload follows at once in the same step (task ``shelving_offloading``), as Nova's compute does.
 - offload (shelveOffload, the shelve above, or the periodic task for ``shelved_offload_time`` > 0): the
   server's objects deleted from the cluster (the VM, its disks, Secrets), then the Placement claim given
-  back, host and node cleared: SHELVED_OFFLOADED.
+  back, host and node cleared: SHELVED_OFFLOADED. With Neutron the server's ports are unbound from the node
+  first (``binding:host_id`` cleared; they stay the server's), as Nova's offload cleans the host's bindings.
 - unshelve (task ``unshelving``): a SHELVED server's VM is started again (task ``powering-on``, event
   ``compute_start_instance``, as Nova's conductor asks its compute to start it); a SHELVED_OFFLOADED one is
-  claimed again (any node; the zone and host the request named) and its VM made from the shelved image
+  claimed again (any node; the zone and host the request named), its Neutron ports bound to that node
+  (``binding:host_id``, ``device_owner`` ``compute:<zone>``) and its VM made from the shelved image
   (the build's objects, the image the shelved one) and started. The observation ends the task (ACTIVE)
   once the guest runs; the step deletes the shelved image and the ``shelved_*`` keys once it does.
 """
@@ -29,7 +31,7 @@ from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps import snapshot, vm_edits
+from openkeel_compute.controller.steps import attachments, ports, snapshot, vm_edits
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -48,6 +50,7 @@ from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model import operations as ops
 from openkeel_compute.model.states import power_state, task_states
+from openkeel_compute.network.errors import NeutronUnavailable
 
 LOG = logging.getLogger(__name__)
 SHELVED_AT, SHELVED_IMAGE_ID, SHELVED_HOST = "shelved_at", "shelved_image_id", "shelved_host"
@@ -112,7 +115,10 @@ def offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
 def _offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
-    print("OFFLOAD", vm is not None, vmi is not None, [d["metadata"]["name"] for d in dvs], flush=True)
+    try:  # its ports no longer bound to the node it leaves, before its guest goes, as Nova's shelve offload
+        ports.unbind_from_node(ctx, server)
+    except NeutronUnavailable as exc:
+        return Waiting(f"waiting for Neutron to unbind the shelved server's ports: {exc.message}")
     if vm is not None or vmi is not None or dvs:
         ctx.cluster.delete_server(namespace, uuid)
         return Waiting("waiting for the shelved server's objects to leave the cluster")
@@ -227,12 +233,22 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -
             cas.save_state(conn, uuid, **changes)
     _conductor_event(ctx, row, "schedule_instances")
     _start_event(ctx, row, server)
+    namespace, name = ctx.namespace_of(server), server_vm_name(uuid)
+    ctx.ensure_namespace(namespace, str(server["project_id"]))
+    if ports.wanted(ctx, server):  # the ports bound to the node claimed before the VM is made, as Nova's
+        try:
+            ports.bind_for_unshelve(ctx, wanted)
+            info = ports.info_of(wanted) or []
+            if info:
+                attachments.ensure(ctx, namespace, ports.networks_of(ctx, info))
+        except ports.AllocationFailed as exc:
+            return _no_host(ctx, server, str(exc))
+        except NeutronUnavailable as exc:  # tried again: the claim made is found again
+            return Waiting(f"waiting for Neutron to bind the unshelved server's ports: {exc.message}")
     try:
         objects = ctx.objects(wanted)
     except ValueError as exc:
         return _no_host(ctx, server, str(exc))
-    namespace, name = ctx.namespace_of(server), server_vm_name(uuid)
-    ctx.ensure_namespace(namespace, str(server["project_id"]))
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((uuid, namespace, name))
     ctx.cluster.subresource(namespace, name, "start")
