@@ -19,7 +19,6 @@ import configparser
 import contextlib
 import json
 import socket
-import struct
 import subprocess
 import time
 import urllib.error
@@ -189,10 +188,9 @@ def test_the_api_the_controller_and_the_console_proxy_start_as_rendered_and_serv
                 assert page[0] == 404 and b"install noVNC" in page[1], (page, logs())
             refused = websocket.create_connection(f"ws://{console}/?token=0c7f5f0e-0000-4000-8000-000000000000",
                                                   timeout=10, subprotocols=["binary"])
-            frame = refused.recv_frame()
-            assert frame.opcode == websocket.ABNF.OPCODE_CLOSE, frame
-            assert (struct.unpack(">H", frame.data[:2])[0], frame.data[2:].decode()) == (
-                1008, "The token '***' is invalid or has expired"), logs()
+            with pytest.raises(websocket.WebSocketConnectionClosedException):  # dropped, as Nova's proxy does
+                refused.recv_frame()
+            assert "The token '***' is invalid or has expired" in log_paths["console-proxy"].read_text(), logs()
             # The metadata service: the EC2 versions to anyone; no server has this test's address.
             meta = f"http://127.0.0.1:{ports['metadata']}"
             versions = _until("answering /", lambda: _page(meta + "/"), procs, logs)
