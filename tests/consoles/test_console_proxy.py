@@ -18,8 +18,6 @@ import websocket
 from openkeel_compute.consoles import novnc
 from tests.consoles.conftest import boot
 
-INVALID = "The token '***' is invalid or has expired"
-
 
 def console_url(stack, server_id: str, protocol: str = "vnc", kind: str = "novnc") -> str:
     status, body = stack.call("POST", f"/v2.1/servers/{server_id}/remote-consoles",
@@ -44,6 +42,14 @@ def closed_with(ws: websocket.WebSocket) -> tuple[int, str]:
     frame = ws.recv_frame()
     assert frame.opcode == websocket.ABNF.OPCODE_CLOSE, frame
     return struct.unpack(">H", frame.data[:2])[0], frame.data[2:].decode()
+
+
+def dropped(ws: websocket.WebSocket) -> bool:
+    """The connection ends with nothing sent, not even a close frame: Nova's proxy refusing a console (its
+    InvalidToken leaves websockify's handler, which drops the connection; Tempest's test_novnc_bad_token)."""
+    with pytest.raises(websocket.WebSocketConnectionClosedException):
+        ws.recv_frame()
+    return True
 
 
 def rfb_handshake(ws: websocket.WebSocket) -> tuple[int, int, str]:
@@ -121,9 +127,8 @@ def test_forged_expired_foreign_origin_and_deleted_tokens_are_refused(stack):
     server_id = boot(stack, "refusals")
     url = console_url(stack, server_id)
     forged = re.sub(r"token%3D[0-9a-f-]{36}", "token%3D" + "0" * 8 + "-0000-0000-0000-" + "0" * 12, url)
-    assert closed_with(websocket_of(stack, forged)) == (1008, INVALID)
-    assert closed_with(websocket_of(stack, url, origin="http://evil.example:80")) == (
-        1008, "Origin header does not match this host.")
+    assert dropped(websocket_of(stack, forged))
+    assert dropped(websocket_of(stack, url, origin="http://evil.example:80"))
     ws = websocket_of(stack, url)  # still good
     ws.close()
     status, _ = stack.call("DELETE", f"/v2.1/servers/{server_id}", token="demo:demo")
@@ -132,7 +137,7 @@ def test_forged_expired_foreign_origin_and_deleted_tokens_are_refused(stack):
     while stack.call("GET", f"/v2.1/servers/{server_id}", token="demo:demo")[0] != 404:
         assert time.monotonic() < deadline
         time.sleep(0.2)
-    assert closed_with(websocket_of(stack, url)) == (1008, INVALID)
+    assert dropped(websocket_of(stack, url))
 
 
 def test_a_server_not_running_closes_the_console_as_websockify_does(stack):

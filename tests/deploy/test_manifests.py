@@ -96,11 +96,13 @@ def _pod(objects, kind: str, name: str) -> dict[str, Any]:
     return find(objects, kind, name)["spec"]["template"]["spec"]
 
 
-@pytest.mark.parametrize(("render", "api", "controller", "proxy"), [("production", 3, 2, 2), ("dev", 1, 1, 1)])
-def test_replicas(rendered, render, api, controller, proxy):
+@pytest.mark.parametrize(("render", "api", "controller", "proxy", "metadata"),
+                         [("production", 3, 2, 2, 2), ("dev", 1, 1, 1, 1)])
+def test_replicas(rendered, render, api, controller, proxy, metadata):
     assert find(rendered[render], "Deployment", "openkeel-compute-api")["spec"]["replicas"] == api
     assert find(rendered[render], "Deployment", "openkeel-compute-controller")["spec"]["replicas"] == controller
     assert find(rendered[render], "Deployment", "openkeel-compute-console-proxy")["spec"]["replicas"] == proxy
+    assert find(rendered[render], "Deployment", "openkeel-compute-metadata")["spec"]["replicas"] == metadata
 
 
 def test_api_probes_resources_budget_and_spread(rendered):
@@ -147,6 +149,38 @@ def test_console_proxy_probes_budget_service_and_spread(rendered):
     # Only the database's Secret: the proxy needs no Keystone password.
     env = {e["name"] for e in container["env"] if "secretKeyRef" in e.get("valueFrom", {})}
     assert env == {"OS_DATABASE__CONNECTION"}
+
+
+@pytest.mark.parametrize("render", ["production", "dev"])
+def test_metadata_service_probes_budget_service_and_config(rendered, render):
+    """nova-api-metadata's place: `openkeel-compute metadata` on port 8775 behind a Service of that port, no
+    Kubernetes token, the database and (optional) Neutron proxy secret only, its own options last."""
+    objects = rendered[render]
+    deployment = find(objects, "Deployment", "openkeel-compute-metadata")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["args"][0] == "metadata"
+    assert container["args"][-1] == "/etc/openkeel-compute/metadata.conf"
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {"metadata": 8775}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/", "port": "metadata"}
+    assert container["livenessProbe"]["tcpSocket"] == {"port": "metadata"}
+    assert pod["automountServiceAccountToken"] is False
+    labels = deployment["spec"]["selector"]["matchLabels"]
+    assert labels["app.kubernetes.io/component"] == "metadata"
+    assert [c["labelSelector"]["matchLabels"] for c in pod["topologySpreadConstraints"]] == [labels]
+    assert deployment["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    budget = find(objects, "PodDisruptionBudget", "openkeel-compute-metadata")
+    assert budget["spec"]["selector"]["matchLabels"] == labels and budget["spec"]["maxUnavailable"] == 1
+    service = find(objects, "Service", "openkeel-compute-metadata")
+    assert service["spec"]["selector"] == labels
+    assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(8775, "metadata")]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]
+            if "secretKeyRef" in e.get("valueFrom", {})}
+    assert set(refs) == {"OS_DATABASE__CONNECTION", "OS_NEUTRON__METADATA_PROXY_SHARED_SECRET"}
+    assert refs["OS_NEUTRON__METADATA_PROXY_SHARED_SECRET"]["optional"] is True
+    own = configparser.ConfigParser(interpolation=None)
+    own.read_string(find(objects, "ConfigMap", "openkeel-compute-config")["data"]["metadata.conf"])
+    assert own["DEFAULT"]["metadata_listen_port"] == "8775" and own["DEFAULT"]["metadata_listen"] == "0.0.0.0"
 
 
 @pytest.mark.parametrize(("render", "vnc", "serial"), [
@@ -246,7 +280,8 @@ def test_production_references_secrets_and_writes_none(rendered):
     assert [o for o in objects if o["kind"] == "Secret"] == []
     assert _secret_refs(objects) == {("openkeel-compute-database", "connection"),
                                      ("openkeel-compute-keystone", "password"),
-                                     ("openkeel-compute-keystone-admin", None)}
+                                     ("openkeel-compute-keystone-admin", None),
+                                     ("openkeel-compute-metadata", "shared-secret")}
     registration = find(objects, "Job", "openkeel-compute-keystone-registration")
     assert registration["spec"]["template"]["spec"]["automountServiceAccountToken"] is False
 
@@ -260,7 +295,8 @@ def test_dev_generates_the_secret_its_pods_reference(rendered):
     assert {n for n, _ in refs if n not in secrets} == {"openkeel-compute-keystone-admin"}
     for name, key in refs:
         if name in secrets:
-            assert name.startswith(("openkeel-compute-database-", "openkeel-compute-keystone-")), name
+            assert name.startswith(("openkeel-compute-database-", "openkeel-compute-keystone-",
+                                    "openkeel-compute-metadata-")), name
             assert key in secrets[name]["data"], (name, key)
 
 

@@ -1,4 +1,4 @@
-"""Each overlay's API, controller and console proxy start from its configuration as rendered, and serve.
+"""Each overlay's API, controller, console proxy and metadata service start from its configuration as rendered, and serve.
 
 `kubectl kustomize` renders the overlay, and each pod's container runs here as its pod would
 (tests/deploy/pods.py: the ConfigMap's files, the arguments and the environment exactly as
@@ -9,7 +9,8 @@ Placement (Placement's own service, embedded), and the ports are free ones (a po
 its own). The API must answer `/`, a user's token, and refuse a request without one; the controller
 must hold its Lease and publish the cluster's node as a resource provider; the console proxy must serve
 noVNC's page (when noVNC is installed here, as the image has it) and check a console's token against the
-database of the Secret (an unknown one is refused with Nova's message).
+database of the Secret (an unknown one is refused with Nova's message); the metadata service must answer
+the EC2 versions and find no server behind an address the database does not know.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import configparser
 import contextlib
 import json
 import socket
-import struct
 import subprocess
 import time
 import urllib.error
@@ -114,9 +114,10 @@ def test_the_api_the_controller_and_the_console_proxy_start_as_rendered_and_serv
     sync = Pod(objects, "Job", "openkeel-compute-db-sync", tmp_path / "db-sync", secrets)
     wait = Pod(objects, "Deployment", "openkeel-compute-api", tmp_path / "wait", secrets, container="wait-for-schema")
     proxy = Pod(objects, "Deployment", "openkeel-compute-console-proxy", tmp_path / "console-proxy", secrets)
+    metadata = Pod(objects, "Deployment", "openkeel-compute-metadata", tmp_path / "metadata", secrets)
     keystone_base = _keystone_base(api)
     procs: dict[str, subprocess.Popen] = {}
-    log_paths = {name: tmp_path / f"{name}.log" for name in ("api", "controller", "console-proxy")}
+    log_paths = {name: tmp_path / f"{name}.log" for name in ("api", "controller", "console-proxy", "metadata")}
 
     def logs() -> str:
         return "\n".join(f"--- {name}\n{path.read_text(errors='replace')[-6000:]}"
@@ -134,7 +135,8 @@ def test_the_api_the_controller_and_the_console_proxy_start_as_rendered_and_serv
             _apply(cluster.url, find(objects, "Namespace", NAMESPACE))  # kubectl apply -k makes it first
 
             # A pod has a network of its own; here each named port is a free one.
-            ports = {"compute-api": free_port(), "metrics": free_port(), "console": free_port()}
+            ports = {"compute-api": free_port(), "metrics": free_port(), "console": free_port(),
+                     "metadata": free_port()}
 
             def start(name: str, pod: Pod, **extra: str) -> None:
                 with log_paths[name].open("wb") as log:
@@ -153,9 +155,11 @@ def test_the_api_the_controller_and_the_console_proxy_start_as_rendered_and_serv
             # The proxy's one port serves noVNC and the serial consoles (console-proxy.conf): both moved together.
             start("console-proxy", proxy, OS_VNC__NOVNCPROXY_PORT=str(ports["console"]),
                   OS_SERIAL_CONSOLE__SERIALPROXY_PORT=str(ports["console"]))
+            start("metadata", metadata, OS_DEFAULT__METADATA_LISTEN_PORT=str(ports["metadata"]))
 
             assert (api.port("compute-api"), controller.port("metrics")) == (8774, 9465)  # what the probes reach
             assert proxy.port("console") == 6080
+            assert metadata.port("metadata") == 8775
             url = f"http://127.0.0.1:{ports['compute-api']}"
             _until("answering /", lambda: _get(url + "/")[0] == 200, procs, logs)
             user = keystone.issue("a-user", "a-project", ["member", "reader"])
@@ -184,12 +188,16 @@ def test_the_api_the_controller_and_the_console_proxy_start_as_rendered_and_serv
                 assert page[0] == 404 and b"install noVNC" in page[1], (page, logs())
             refused = websocket.create_connection(f"ws://{console}/?token=0c7f5f0e-0000-4000-8000-000000000000",
                                                   timeout=10, subprotocols=["binary"])
-            frame = refused.recv_frame()
-            assert frame.opcode == websocket.ABNF.OPCODE_CLOSE, frame
-            assert (struct.unpack(">H", frame.data[:2])[0], frame.data[2:].decode()) == (
-                1008, "The token '***' is invalid or has expired"), logs()
+            with pytest.raises(websocket.WebSocketConnectionClosedException):  # dropped, as Nova's proxy does
+                refused.recv_frame()
+            assert "The token '***' is invalid or has expired" in log_paths["console-proxy"].read_text(), logs()
+            # The metadata service: the EC2 versions to anyone; no server has this test's address.
+            meta = f"http://127.0.0.1:{ports['metadata']}"
+            versions = _until("answering /", lambda: _page(meta + "/"), procs, logs)
+            assert versions[0] == 200 and b"2009-04-04" in versions[1], (versions, logs())
+            assert _page(meta + "/openstack/latest/meta_data.json")[0] == 404, logs()
             # The probes as rendered pass: a pod failing them would never be ready, or be restarted.
-            for pod in (api, controller, *((proxy,) if web is not None else ())):
+            for pod in (api, controller, metadata, *((proxy,) if web is not None else ())):
                 for kind in ("readinessProbe", "livenessProbe"):
                     if kind in pod.container:
                         assert _probe(pod.container[kind], ports), (pod.container["name"], kind, logs())

@@ -5,7 +5,7 @@ id, both descending) with a marker (a migration uuid) and a limit. Hidden migrat
 The view is Nova's Migration object without its internal fields (deleted, deleted_at, hidden,
 cross_cell_move, the memory/disk progress counters), with migration_type and links from 2.23 (links
 only for a live migration in progress), uuid from 2.59, user_id and project_id from 2.80, and the
-hosts only for callers the ``index:host`` policy allows.
+hosts (null for callers the ``index:host`` policy does not allow, as Nova nulls them).
 """
 
 from __future__ import annotations
@@ -79,8 +79,8 @@ def view(row: dict, *, links: bool, uuid: bool, user_project: bool, host: bool) 
         shown.add("uuid")
     if user_project:
         shown.update(("user_id", "project_id"))
-    if not host:
-        shown.difference_update(_HOSTS)
     times = {"created_at": _time(row["created_at"]), "updated_at": _time(row["updated_at"])}
+    if not host:  # Nova keeps the keys and nulls them (a project manager's list; Tempest's schema wants them)
+        times.update(dict.fromkeys(_HOSTS))
     return {name: times.get(name, row[name]) for name in _ORDER if name in shown}
 iso = _time

@@ -4,8 +4,10 @@ A plain GET serves noVNC's files (the page of [vnc] novncproxy_base_url). A webs
 console client's on [serial_console] base_url) is checked as nova-novncproxy checks it, in Nova's order:
 the token (``?token=``, or noVNC's ``token`` cookie) must name a console authorisation that has not expired
 and whose server exists; an ``Origin`` header must name this host (or one of [console] allowed_origins);
-the server must still be on the node the token was given for. A refused websocket is closed with Nova's
-message ("The token '***' is invalid or has expired", "Origin header does not match this host.", ...).
+the server must still be on the node the token was given for. A refused websocket is closed as Nova's proxy
+closes it: the connection dropped without a websocket close frame (websockify's answer to the handler's
+exception), Nova's message ("The token '***' is invalid or has expired", "Origin header does not match this
+host.", ...) in the proxy's log only.
 Then the proxy opens KubeVirt's ``vnc`` (noVNC tokens) or ``console`` (serial tokens) subresource of the
 server's VMI with the controller's credentials and relays the bytes both ways until either side closes.
 """
@@ -34,7 +36,6 @@ from openkeel_compute.db.models import INSTANCES
 
 LOG = logging.getLogger(__name__)
 INVALID_TOKEN = "The token '***' is invalid or has expired"
-POLICY_VIOLATION = 1008  # the websocket close code of a refused console
 
 
 class Refused(Exception):
@@ -114,8 +115,11 @@ class ConsoleHandler(WebSockifyRequestHandler):
             target = check(self.server.engine, token_of(self.path, self.headers.get("Cookie")), self.headers,
                            allowed_origins=self.server.allowed_origins)
         except Refused as exc:
+            # Nova's InvalidToken (or ValidationError) leaves websockify's handler: the connection is closed
+            # with nothing sent, which is what Tempest's test_novnc_bad_token checks
             LOG.info("console refused: %s", exc)
-            raise self.CClose(POLICY_VIOLATION, str(exc)) from None
+            self.close_connection = True
+            return
         try:
             upstream = self.server.cluster().open(target["namespace"], target["vm_name"], target["subresource"])
         except (OSError, websocket.WebSocketException) as exc:

@@ -1,0 +1,49 @@
+"""The moves, images and consoles phases of scripts/conformance (and its masakari phase): their lists of the
+tests OpenKeel cannot pass yet, their gate and where they run."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests._shared import shared_path
+from tests.scripts.checkout import ROOT
+
+AREAS = ("moves", "images", "consoles")
+
+
+def _expected(area: str):
+    for line in (ROOT / f"tests/conformance/tempest-{area}-expected.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            uuid, test, reason = (part.strip() for part in line.split("|", 2))
+            yield uuid, test, reason
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_every_expected_failure_names_a_test_of_its_area_and_why(area):
+    listed = [line.strip() for line in
+              shared_path(f"reference/tempest/tempest-compute-{area}.txt").read_text().splitlines() if line.strip()]
+    seen = set()
+    for uuid, test, reason in _expected(area):
+        assert re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", uuid), uuid
+        assert uuid not in seen, f"{uuid} twice"
+        seen.add(uuid)
+        [full] = [t for t in listed if f"id-{uuid}" in t and t.startswith(f"tempest.api.compute.{test}[")]
+        assert full, (test, uuid)
+        assert len(reason) > 30, reason
+
+
+def test_the_area_phases_gate_run_by_default_and_share_the_admin_phase_openkeel():
+    script = (ROOT / "scripts/conformance").read_text()
+    [phases] = re.findall(r'^PHASES="([^"]+)"', script, re.MULTILINE)
+    assert {*AREAS, "masakari"} <= set(phases.split(","))
+    assert 'gate_var=OPENKEEL_CONFORMANCE_${area^^}_GATE' in script and "${!gate_var:-1} == 1" in script
+    assert '[[ ${AREA_OK[$area]:-0} == 1 ]] || exit 1' in script
+    main = script[script.index("# ---------------------------------------------------------------- main"):]
+    # after the admin phase, on its two-node OpenKeel, before the network phase restarts it with Neutron
+    assert main.index("run_admin_phase") < main.index("run_area_phase") < main.index("run_network_phase")
+    body = script[script.index("run_area_phase() {"):]
+    assert body.index("two_node_openkeel") < body.index("tempest\" run")
+    # the masakari phase runs last, after the pytest phases
+    assert main.index("run_pytest_phase clients") < main.index("run_pytest_phase masakari")
