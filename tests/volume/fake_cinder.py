@@ -178,8 +178,11 @@ class FakeCinder:
             if method == "DELETE" and len(parts) == 2:
                 del self.attachments[parts[1]]
                 vol = self.volumes.get(att["volume_id"])
-                if vol is not None and not any(a["volume_id"] == vol["id"] for a in self.attachments.values()):
+                left = [a for a in self.attachments.values() if vol is not None and a["volume_id"] == vol["id"]]
+                if vol is not None and not left:
                     vol.update(status="available", attachments=[])
+                elif vol is not None and all(a["status"] == "reserved" for a in left):
+                    vol.update(status="reserved", attachments=[])
                 return 200, {"attachments": []}
         return 404, {"error": "not found"}
 
@@ -206,7 +209,10 @@ class FakeCinder:
         vol = self.volumes.get(spec["volume_uuid"])
         if vol is None:
             return self._error(404, "itemNotFound", f"Volume {spec['volume_uuid']} could not be found.")
-        if vol["status"] not in ("available", "downloading") and not (vol["multiattach"] and vol["status"] == "in-use"):
+        again = vol["status"] == "in-use" and any(a["volume_id"] == vol["id"] and a["instance"] == spec["instance_uuid"]
+                                                  for a in self.attachments.values())  # Cinder's same-instance override
+        if vol["status"] not in ("available", "downloading") and not (vol["multiattach"] and vol["status"] == "in-use") \
+                and not again:
             return self._error(400, "badRequest", f"Invalid volume: Volume {vol['id']} status must be available or "
                                                   f"downloading to reserve, but the current status is "
                                                   f"{vol['status']}.")
@@ -214,7 +220,8 @@ class FakeCinder:
                "status": "reserved", "attach_mode": "rw", "connector": None, "connection_info": {},
                "attached_at": None, "detached_at": None}
         self.attachments[att["id"]] = att
-        vol["status"] = "reserved"
+        if not again:
+            vol["status"] = "reserved"
         if spec.get("connector"):
             att.update(connector=spec["connector"], status="attaching",
                        connection_info=self.connection_info(vol["id"]))
