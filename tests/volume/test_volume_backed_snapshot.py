@@ -116,3 +116,25 @@ def test_create_image_refusals(controller_world, cinder):
         409, f"Cannot 'createImage' instance {uuid} while it is in vm_state error")
     got = _action(client, uuid, {"createBackup": {"name": "b", "backup_type": "daily", "rotation": 1}})
     assert got.status_code == 409  # the state before the volume-backed refusal, as Nova's
+
+
+def test_a_server_booted_from_the_snapshot_image_gets_volumes_made_from_the_snapshots(controller_world, cinder):
+    client, controller, cluster, _conf = controller_world
+    uuid, root = _boot_from_volume(client, controller, cinder)
+    image_id = _action(client, uuid, {"createImage": {"name": "snap"}}).json["image_id"]
+    (snapshot,) = cinder.snapshots.values()
+    snapshot["status"] = "available"
+    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
+        "name": "again", "imageRef": image_id, "flavorRef": "small", "networks": "none"}})
+    assert got.status_code == 202, got.text
+    server = _until(client, controller, got.json["server"]["id"], "ACTIVE")
+    assert server["status"] == "ACTIVE", server
+    (made,) = [v for v in cinder.volumes.values() if v["snapshot_id"] == snapshot["id"]]
+    assert made["id"] != root["id"] and made["status"] == "in-use"
+    listed = client.get(f"/v2.1/servers/{server['id']}/os-volume_attachments", headers=ADMIN).json
+    assert [a["volumeId"] for a in listed["volumeAttachments"]] == [made["id"]]
+    vm = next(v for k, v in cluster.objects("VirtualMachine").items() if k[1].endswith(server["id"]))
+    assert "dataVolumeTemplates" not in vm["spec"]  # its root is the volume: no image imported
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"] for v in vm["spec"]["template"]["spec"]["volumes"]
+              if "persistentVolumeClaim" in v}
+    assert claims == {"root": f"vol-{made['id']}"}
