@@ -76,3 +76,18 @@ def test_a_volume_backed_server_shelves_offloaded_and_unshelves_on_its_volume(co
     action, events = _events(client, uuid)
     assert action == "unshelve" and ("get_image_info", "Success") not in events
     assert ("compute_unshelve_instance", "Success") in events
+
+
+def test_the_volume_backed_shelve_notifies_shelve_offload_only(volume_world, cinder, notified):
+    client, controller, _cluster = volume_world
+    root = cinder.volume(bootable=True, size=1)
+    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
+        "name": "bfv", "flavorRef": "small", "networks": "none", "block_device_mapping_v2": [
+            {"source_type": "volume", "destination_type": "volume", "uuid": root["id"], "boot_index": 0}]}})
+    uuid = got.json["server"]["id"]
+    assert _until(client, controller, uuid, "ACTIVE")["status"] == "ACTIVE"
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=ADMIN, json_body={"shelve": None}).status_code == 202
+    assert _until(client, controller, uuid, "SHELVED_OFFLOADED")["status"] == "SHELVED_OFFLOADED"
+    sent = [event for event, _priority, _payload in notified()]
+    assert "instance.shelve_offload.start" in sent and "instance.shelve_offload.end" in sent
+    assert not [e for e in sent if e.startswith(("instance.shelve.", "compute.instance.shelve."))]
