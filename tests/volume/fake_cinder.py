@@ -30,6 +30,7 @@ class FakeCinder:
         self.attachments: dict[str, dict] = {}
         self.requests: list[dict] = []
         self.fail_with: int | None = None
+        self.max_snapshots = -1  # Cinder's snapshot quota of the project (-1: unlimited)
         self.page_size = 1000  # Cinder's osapi_max_limit
         self.created_status = "available"  # what a volume created through the API starts as
         self.settles_to = "available"  # ... and, when that is "creating", ends as after ``creating_reads`` reads
@@ -92,8 +93,11 @@ class FakeCinder:
         parts = path.strip("/").split("/")
         if parts[:1] != ["v3"]:
             return 404, {"error": "not found"}
-        collections = ("types", "volumes", "snapshots", "attachments")
+        collections = ("types", "volumes", "snapshots", "attachments", "limits")
         parts = parts[2:] if len(parts) > 1 and parts[1] not in collections else parts[1:]  # /v3/<project>/...
+        if parts == ["limits"] and method == "GET":
+            return 200, {"limits": {"rate": [], "absolute": {
+                "maxTotalSnapshots": self.max_snapshots, "totalSnapshotsUsed": len(self.snapshots)}}}
         if parts == ["types"] and method == "GET":
             return 200, {"volume_types": self.types}
         if parts[:1] == ["volumes"] and len(parts) == 2 and parts[1] != "detail":

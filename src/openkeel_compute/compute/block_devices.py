@@ -20,6 +20,7 @@ service itself: the caller hands the volumes, snapshots and types read from Cind
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -177,10 +178,15 @@ def blank_mapping(size: int, guest_format: str | None = None) -> dict[str, Any]:
 
 
 def from_legacy_mapping(items: Sequence[Mapping[str, Any]], image_uuid: str,
-                        root_device_name: str = ROOT_DEVICE_NAME) -> list[dict[str, Any]]:
+                        root_device_name: str = ROOT_DEVICE_NAME, no_root: bool = False) -> list[dict[str, Any]]:
     """Nova's conversion of legacy mappings: the volume or snapshot on the root device boots; an image
-    boot without one gets the image's own root mapping first."""
+    boot without one gets the image's own root mapping first. ``no_root``: the image's own mappings
+    have the root (none of these boots)."""
     converted = [_from_legacy(item) for item in items]
+    if no_root:
+        for bdm in converted:
+            bdm["boot_index"] = -1
+        return converted
     volume_backed = False
     for bdm in converted:
         if bdm["source_type"] in ("volume", "snapshot", "image") \
@@ -256,18 +262,43 @@ def image_meta_of_volume(volume: Mapping[str, Any]) -> dict[str, Any]:
     return meta
 
 
+def image_defined(image: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Nova's _get_image_defined_bdms: the image's ``block_device_mapping`` property (JSON in Glance),
+    each a BlockDeviceDict when ``bdm_v2`` is true, else converted from the legacy form. (The image's
+    ``mappings`` property, ephemeral and swap names of EC2 images, is not read.)"""
+    properties = (image or {}).get("properties") or {}
+    found = properties.get("block_device_mapping") or []
+    if isinstance(found, str):
+        try:
+            found = json.loads(found)
+        except ValueError:
+            raise invalid_format("The image's block_device_mapping is not JSON.") from None
+    if not isinstance(found, list):
+        return []
+    if _bool(properties.get("bdm_v2", False)):
+        return [_dict(bdm) for bdm in found]
+    return from_legacy_mapping(found, "")
+
+
 def transform(bdms: list[dict[str, Any]], legacy: bool, image_ref: str, flavor: Mapping[str, Any],
-              min_count: int, max_count: int) -> list[dict[str, Any]]:
-    """Nova's _check_and_transform_bdm (mappings the image itself defines are not read)."""
+              min_count: int, max_count: int, image_bdms: Sequence[Mapping[str, Any]] = ()) -> list[dict[str, Any]]:
+    """Nova's _check_and_transform_bdm; ``image_bdms``: the image's own mappings (``image_defined``),
+    which the request's override by device name (and replace the image's root when they have one)."""
     if image_ref and not legacy:
         for bdm in bdms:
             if bdm.get("destination_type") == "volume" and strip_dev(bdm.get("device_name")) == ROOT_DEVICE_NAME:
                 raise Refused(f"The volume cannot be assigned the same device name as the root device "
                               f"{ROOT_DEVICE_NAME}")
+    root_in_image = any(bdm.get("boot_index") == 0 for bdm in image_bdms)
     if legacy:
-        bdms = from_legacy_mapping(bdms, image_ref)
+        bdms = from_legacy_mapping(bdms, image_ref, no_root=root_in_image)
     elif not bdms and image_ref:
-        bdms = [image_mapping(image_ref)]
+        bdms = [] if root_in_image else [image_mapping(image_ref)]
+    elif root_in_image:
+        bdms = [bdm for bdm in bdms if not (bdm.get("boot_index") == 0 and bdm.get("source_type") == "image")]
+    if image_bdms:
+        names = {bdm.get("device_name") for bdm in bdms if bdm.get("device_name")}
+        bdms = bdms + [dict(bdm) for bdm in image_bdms if bdm.get("device_name") not in names]
     if (min_count > 1 or max_count > 1) and any(bdm.get("source_type") == "volume" for bdm in bdms):
         raise Refused("Cannot attach one or more volumes to multiple instances")
     if flavor.get("ephemeral_gb") and not any(is_ephemeral(bdm) for bdm in bdms):

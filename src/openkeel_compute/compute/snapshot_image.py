@@ -23,15 +23,18 @@ NEVER_INHERITED = frozenset({
 NEVER_INHERITED_NAMESPACES = ("os_glance",)
 
 
-def snapshot_image(server: Mapping[str, Any], system_metadata: Mapping[str, str], *, name: str, image_type: str,
+def snapshot_image(server: Mapping[str, Any], system_metadata: Mapping[str, str], *, name: str, image_type: str | None,
                    caller_project: str | None, caller_user: str | None, extra: Mapping[str, Any] | None,
                    non_inheritable: Iterable[str] = ()) -> dict[str, Any]:
-    """The Glance v2 fields of the new image (base fields at the top, custom properties beside them)."""
+    """The Glance v2 fields of the new image (base fields at the top, custom properties beside them).
+    ``image_type`` None: a volume-backed server's snapshot, which Nova gives no ``instance_uuid``,
+    ``user_id`` nor ``image_type`` (compute/volume_snapshot.py)."""
     image = image_from_system_metadata({k: v for k, v in system_metadata.items()
                                         if k.startswith(sysmeta.IMAGE_PREFIX)})
     properties: dict[str, Any] = image.pop("properties")
     image["name"] = name
-    own: dict[str, Any] = {"instance_uuid": server["uuid"], "user_id": str(caller_user), "image_type": image_type}
+    own: dict[str, Any] = {} if image_type is None else {
+        "instance_uuid": server["uuid"], "user_id": str(caller_user), "image_type": image_type}
     own.update(extra or {})
     if caller_project != server["project_id"]:
         image["visibility"] = "shared"

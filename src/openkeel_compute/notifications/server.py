@@ -40,8 +40,10 @@ from openkeel_compute.db.models import (
     INSTANCE_METADATA,
     INSTANCE_SYSTEM_METADATA,
     KEY_PAIRS,
+    OUTBOX,
 )
 from openkeel_compute.model import events as ev
+from openkeel_compute.model import operations as ops
 from openkeel_compute.model import sysmeta
 from openkeel_compute.notifications import server_payload as sp
 from openkeel_compute.notifications.base import VersionedNotifier, legacy_notifications_enabled
@@ -86,8 +88,8 @@ EVENTS: dict[str, Event] = {
     ev.RESCUE: Event("rescue", "rescue", "rescue", exists_before_end=True),
     ev.UNRESCUE: Event("unrescue", "unrescue"),
     # a backup is a snapshot to Nova's compute (backup_instance → _snapshot_instance): snapshot.start/end
-    ev.SNAPSHOT: Event("snapshot", "snapshot"),
-    ev.BACKUP: Event("snapshot", "snapshot"),
+    ev.SNAPSHOT: Event("snapshot", "snapshot", "snapshot"),
+    ev.BACKUP: Event("snapshot", "snapshot", "snapshot"),
     ev.ATTACH_INTERFACE: Event("interface_attach", None, error=True,
                                error_on="Failed to attach network adapter device"),
     ev.DETACH_INTERFACE: Event("interface_detach", None),
@@ -231,8 +233,10 @@ class ServerNotifier(VersionedNotifier):
                 fault: sp.Fault | None = None, action: str | None = None, legacy: str | None = None) -> None:
         name = action or event.action
         suffix = f".{phase}" if phase else ""
+        extra = {"snapshot_image_id": self._snapshot_image(view)} if event.kind == "snapshot" else None
         versioned = (f"instance.{name}{suffix}", sp.versioned_payload(
-            event.kind, view, fault=fault, with_block_devices=name in WITH_BLOCK_DEVICES or self.bdms_in_notifications))
+            event.kind, view, fault=fault, extra=extra,
+            with_block_devices=name in WITH_BLOCK_DEVICES or self.bdms_in_notifications))
         legacy_name = legacy if legacy is not None else event.legacy
         old = (f"compute.instance.{legacy_name}{suffix}", sp.legacy_payload(
             view, fault=fault, with_network=f"{legacy_name}.{phase}" in WITH_NETWORK,
@@ -415,6 +419,17 @@ class ServerNotifier(VersionedNotifier):
                           source="nova-compute", host=host)
 
     # -- reading ---------------------------------------------------------------------------------------
+
+    def _snapshot_image(self, view: sp.ServerView) -> str | None:
+        """The image a createImage or createBackup makes (its request's outbox row names it)."""
+        assert self.engine is not None
+        with reader(self.engine) as conn:
+            rows = conn.execute(select(OUTBOX.c.payload).where(
+                OUTBOX.c.kind == ops.SERVER, OUTBOX.c.object_id == view.row["uuid"],
+                OUTBOX.c.operation.in_((ops.SNAPSHOT, ops.BACKUP))).order_by(OUTBOX.c.id.desc())).all()
+        payloads = [p if isinstance(p, dict) else json.loads(p or "{}") for (p,) in rows]
+        mine = [p for p in payloads if p.get("request_id") == view.request_id] or payloads
+        return str(mine[0]["image_id"]) if mine and mine[0].get("image_id") else None
 
     def _view_of_action(self, action_id: int) -> sp.ServerView | None:
         assert self.engine is not None

@@ -41,6 +41,7 @@ PAYLOADS: dict[str, tuple[str, str]] = {
     "exists": ("InstanceExistsPayload", "2.1"),
     "volume": ("InstanceActionVolumePayload", "1.7"),
     "volume_swap": ("InstanceActionVolumeSwapPayload", "1.9"),
+    "snapshot": ("InstanceActionSnapshotPayload", "1.10"),  # with snapshot_image_id (the image being made)
 }
 EXCEPTION_PAYLOAD = ("ExceptionPayload", "1.1")
 STATE_UPDATE_PAYLOAD = ("InstanceStateUpdatePayload", "1.0")

@@ -264,6 +264,10 @@ class Calls:
         except errors.OverQuota:
             raise errors.OverQuota("Quota exceeded for resources: snapshots") from None
 
+    def absolute_limits(self) -> dict:
+        """Cinder's absolute limits of the caller's project (``maxTotalSnapshots``, ``totalSnapshotsUsed``...)."""
+        return (self.request("GET", "/limits") or {}).get("limits", {}).get("absolute", {})
+
     def delete_snapshot(self, snapshot_id: str) -> None:
         quoted = urllib.parse.quote(snapshot_id, safe="")
         self._one("DELETE", f"/snapshots/{quoted}", errors.SnapshotNotFound(snapshot_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from sqlalchemy import select
@@ -205,21 +206,28 @@ def check_zone(req, zone: str) -> None:
         raise faults.BadRequest("The requested availability zone is not available")
 
 
-def make_image(req, row: dict, name: str, image_type: str, extra: dict) -> dict:
+def make_image(req, row: dict, name: str, image_type: str | None, extra: dict, *,
+               finish: Callable[[dict], dict] | None = None) -> dict:
     """The image made in the image service as Nova's compute.utils.create_image makes it (createImage,
-    createBackup, shelve: server_shelve.py), Nova's faults for what the image service refuses."""
+    createBackup, shelve: server_shelve.py), Nova's faults for what the image service refuses.
+    ``finish``: a volume-backed server's snapshot (image_type None): the record's last touches, and the
+    image activated empty (no data), as Nova's image API does for an image of size 0."""
     conf = common.services(req).conf
     made = snapshot_image(row, row["system_metadata"], name=name, image_type=image_type,
                           caller_project=req.context.project_id, caller_user=req.context.user_id, extra=extra,
                           non_inheritable=conf.non_inheritable_image_properties)
+    body = made["body"] if finish is None else finish(made["body"])
     try:
-        image = image_service(req).create(req.context, made["body"], req.environ)
-        if made["member"]:  # the server's project may read a snapshot someone else made of its server
-            try:
+        image = image_service(req).create(req.context, body, req.environ)
+        try:
+            if made["member"]:  # the server's project may read a snapshot someone else made of its server
                 image_service(req).add_member(req.context, image["id"], made["member"], req.environ)
-            except image_errors.ImageError:
-                image_service(req).delete(req.context, image["id"], req.environ)  # no half-made image
-                raise
+            if finish is not None:
+                image_service(req).upload(req.context, image["id"], iter([b""]), req.environ)
+                image = dict(image, status="active", size=0)
+        except image_errors.ImageError:
+            image_service(req).delete(req.context, image["id"], req.environ)  # no half-made image
+            raise
         return image
     except image_errors.ImageBadRequest as exc:  # Nova's ImageBadRequest is an Invalid: 400
         raise faults.BadRequest(exc.message) from None

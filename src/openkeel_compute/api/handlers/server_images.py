@@ -8,18 +8,20 @@ and the controller asked to capture and upload the root disk (controller/steps/s
 the image id from 2.45, a Location before (createBackup: none when ``rotation`` is 0). When the task cannot
 be set after all (another request won the race), the image is deleted again and the 409 answered.
 
-createBackup of a volume-backed server is Nova's 400. createImage of a volume-backed server (Cinder
-snapshots and an image with ``block_device_mapping``) is not done yet: it ends as Nova's compute ends an
-action its driver lacks (compute/unsupported.py), as before.
+createBackup of a volume-backed server is Nova's 400 (after the state's 409). createImage of a
+volume-backed server is done here, synchronously, as Nova's API does it (``_snapshot_volume_backed``): no
+task state, no controller, no notification; each volume snapshotted in Cinder (forced: the volume is in
+use) with the caller's token, then an image without data whose ``block_device_mapping`` names the
+snapshots (compute/volume_snapshot.py). The guest is not quiesced: the API cannot reach it, so the
+snapshot is crash-consistent (an image with ``os_require_quiesce`` is refused, 400).
 """
 
 from __future__ import annotations
 
 import logging
-import uuid as uuidlib
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers import volume_common, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     image_service,
@@ -29,12 +31,13 @@ from openkeel_compute.api.handlers.server_common import (
 )
 from openkeel_compute.api.schemas import server_actions as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import block_device_rows, block_devices, preconditions, quotas, unsupported
-from openkeel_compute.compute.instances import cas, store, updates
-from openkeel_compute.compute.unsupported import Ending
+from openkeel_compute.compute import block_device_rows, block_devices, preconditions, quotas, volume_snapshot
+from openkeel_compute.compute.instances import cas, instance_actions, store, updates
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.model import operations as ops
+from openkeel_compute.model import states
 from openkeel_compute.policies import server_actions as rules
+from openkeel_compute.volume import errors as volume_errors
 
 LOG = logging.getLogger(__name__)
 
@@ -58,9 +61,9 @@ def _image_url(req, image_id: str) -> str:
 
 
 def _start(req, server_id: str, rule: str, action: str, operation_name: str, name: str, image_type: str,
-           extra: dict, payload: dict) -> str | None:
+           extra: dict, payload: dict) -> str:
     """Nova's handler and compute API in order: the server, the policy, the quota, the volume-backed
-    check, the state; then the image and the task. The image's id (None: ended as unsupported)."""
+    check, the state; then the image and the task. The image's id."""
     actor = actor_of(req)
     pre = preconditions.precondition(action)
     with common.read(req) as conn:
@@ -79,11 +82,8 @@ def _start(req, server_id: str, rule: str, action: str, operation_name: str, nam
         else:
             pre.check(row, is_admin=actor.is_admin)  # check_instance_state, before the image is made
             volume_backed = False
-    if volume_backed:  # Cinder snapshots: not yet (module docstring)
-        with common.write(req) as conn:
-            row = read_server(conn, req, server_id)
-            unsupported.fail(conn, row, pre, actor, Ending("compute_snapshot_instance"))
-        return None
+    if volume_backed:
+        return _snapshot_volume_backed(req, server_id, row, pre, actor, name, extra)
     image = make_image(req, row, name, image_type, extra)
     try:
         with common.write(req) as conn:
@@ -101,6 +101,61 @@ def _start(req, server_id: str, rule: str, action: str, operation_name: str, nam
     return str(image["id"])
 
 
+def _cinder_fault(exc: volume_errors.VolumeError) -> faults.Fault:
+    """Nova's handler: Cinder's over-quota 403, its refusal (Invalid) 400, anything else its generic 500."""
+    if isinstance(exc, volume_errors.OverQuota):
+        return faults.Forbidden(exc.message)
+    if isinstance(exc, volume_errors.InvalidInput):
+        return faults.BadRequest(exc.message)
+    if isinstance(exc, volume_errors.CinderUnavailable):
+        return volume_common.answer(exc)
+    return faults.Fault(f"Unexpected API Error. Please contact the administrator\n<class "
+                        f"'nova.exception.{type(exc).__name__}'>", 500)
+
+
+def _snapshot_volume_backed(req, server_id: str, row: dict, pre, actor, name: str, metadata: dict) -> str:
+    """Nova's compute API snapshot_volume_backed, synchronous in the API: the state (no task is set, the
+    lock does not refuse), Cinder's snapshot limit, the quiesce (compute/volume_snapshot.py), the
+    ``createImage`` action with its event ``api_snapshot_instance`` around a forced Cinder snapshot of
+    each volume, then the image with the mappings (no data)."""
+    with common.read(req) as conn:
+        pre.check(row, is_admin=actor.is_admin)  # (its 409 mapped by the transaction's error handling)
+        kept, volumes = volume_snapshot.split(block_device_rows.of(conn, row["uuid"]))
+    calls = volume_common.calls(req)
+    if volumes:
+        try:
+            limits = calls.absolute_limits()
+        except volume_errors.VolumeError as exc:
+            raise _cinder_fault(exc) from None
+        if volume_snapshot.over_snapshot_quota(limits, len(volumes)):
+            raise faults.Forbidden("Quota exceeded for resources: snapshots")
+    if row["vm_state"] == states.ACTIVE:
+        refusal = volume_snapshot.quiesce_refusal(row["system_metadata"], row["uuid"])
+        if refusal is not None:
+            raise faults.BadRequest(refusal)
+    with common.write(req) as conn:
+        action_id = instance_actions.start_action(conn, row["uuid"], "createImage", actor)
+        event_id = instance_actions.start_event(conn, action_id, "api_snapshot_instance", host=row["host"])
+    mapping = list(kept)
+    try:
+        for bdm in volumes:
+            volume = calls.get_volume(bdm["volume_id"])
+            snapshot = calls.create_snapshot(volume["id"], True, f"snapshot for {name}", volume.get("description"))
+            if bdm.get("boot_index") == 0 and not bdm.get("device_name"):  # Nova's compute named it at build
+                bdm = dict(bdm, device_name=row.get("root_device_name"))
+            mapping.append(volume_snapshot.snapshot_mapping(snapshot["id"], bdm))
+    except volume_errors.VolumeError as exc:
+        with common.write(req) as conn:
+            instance_actions.finish_event(conn, event_id, "Error", traceback=f"{type(exc).__name__}: {exc.message}\n",
+                                          details=type(exc).__name__)
+        raise _cinder_fault(exc) from None
+    with common.write(req) as conn:
+        instance_actions.finish_event(conn, event_id, "Success")
+    image = make_image(req, row, name, None, metadata, finish=lambda body: volume_snapshot.finish_image(
+        body, row.get("root_device_name"), mapping))
+    return str(image["id"])
+
+
 @operation(body={"2.0": schema.create_image_v20, "2.1-": schema.create_image}, success=202,
            expected=(400, 403, 404, 409))
 @wsgi_path_params
@@ -110,8 +165,6 @@ def create_image(req, server_id):
     metadata = entity.get("metadata") or {}
     image_id = _start(req, server_id, rules.SERVERS % "create_image", "createImage", ops.SNAPSHOT, name,
                       "snapshot", metadata, {})
-    if image_id is None:  # as Nova's, an id whose image is deleted again when the driver fails
-        image_id = str(uuidlib.uuid4())
     if req.version >= (2, 45):
         return {"image_id": image_id}
     return Response(None, headers={"Location": _image_url(req, image_id)}, content_type="text/html")

@@ -6,8 +6,10 @@ As Nova's API: the server (404), the policy (403), the lock and the state (409);
 SHELVED_OFFLOADED server, 409; a zone that is not available, 400; with cores and RAM counted from
 Placement, an offloaded server's flavor must fit the quota, 403) and, from 2.91, a host (admin policy
 ``unshelve_to_host``, an unknown host 400, a host outside the zone 409), then sets ``unshelving``. The
-controller does the rest (controller/steps/shelve.py). A volume-backed server's shelve (no image, offloaded
-at once) is not done yet: it ends as Nova's compute ends an action its driver lacks (compute/unsupported.py).
+controller does the rest (controller/steps/shelve.py). A volume-backed server's shelve makes no image
+(its volumes keep the data): the task ``shelving`` is set and the controller offloads it at once (event
+``compute_shelve_offload_instance``, notifications ``instance.shelve_offload.*``), as Nova's API asks its
+compute.
 """
 
 from __future__ import annotations
@@ -33,10 +35,8 @@ from openkeel_compute.compute import (
     compute_services,
     preconditions,
     quotas,
-    unsupported,
 )
 from openkeel_compute.compute.instances import cas, store, updates
-from openkeel_compute.compute.unsupported import Ending
 from openkeel_compute.images import errors as image_errors
 from openkeel_compute.model import operations as ops
 from openkeel_compute.model import states
@@ -56,10 +56,11 @@ def shelve(req, server_id):
         pre.check(row, is_admin=actor.is_admin)
         row["system_metadata"] = store.metadata_of(conn, row["uuid"], system=True)
         volume_backed = block_devices.volume_backed(block_device_rows.of(conn, row["uuid"]))
-    if volume_backed:  # shelved straight to offloaded, without an image: not yet (module docstring)
+    if volume_backed:  # no image (the volumes keep the data): offloaded at once, as Nova's compute is asked
         with common.write(req) as conn:
             row = read_server(conn, req, server_id)
-            unsupported.fail(conn, row, pre, actor, Ending("compute_shelve_offload_instance"))
+            cas.begin_action(conn, row, pre, actor)
+            updates.outbox(conn, row["uuid"], ops.SHELVE_OFFLOAD, actor)
         return Response(None)
     image = make_image(req, row, f"{row['display_name']}-shelved", "snapshot", {})
     try:

@@ -102,9 +102,10 @@ def _bootable(volume: Mapping[str, Any]) -> bool:
 
 
 def prepare(bdms: list[dict[str, Any]], legacy: bool, image_id: str, flavor: Mapping[str, Any], min_count: int,
-            max_count: int) -> list[dict[str, Any]]:
+            max_count: int, image: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     try:
-        return block_devices.transform(bdms, legacy, image_id, flavor, min_count, max_count)
+        image_bdms = block_devices.image_defined(image) if image_id else []
+        return block_devices.transform(bdms, legacy, image_id, flavor, min_count, max_count, image_bdms)
     except block_devices.Refused as exc:
         raise _bad(exc) from None
 

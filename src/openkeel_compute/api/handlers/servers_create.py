@@ -226,8 +226,9 @@ def create(req):
         with common.read(req) as conn:
             key_pair = _key_pair(conn, req, server.get("key_name"))
             _limit_checks(conn, req, server)
-        if bdms or legacy_bdm:
-            bdms = server_volumes.prepare(bdms, legacy_bdm, image_id, flavor, min_count, max_count)
+        image_bdms = bool(image_id and image and (image.get("properties") or {}).get("block_device_mapping"))
+        if bdms or legacy_bdm or image_bdms:  # (an image of a volume-backed server's snapshot has its own)
+            bdms = server_volumes.prepare(bdms, legacy_bdm, image_id, flavor, min_count, max_count, image)
         if image:  # none for a boot from a blank volume: nothing to check the flavor against
             boot_checks.check_image(
                 flavor_with_specs, image,

@@ -6,15 +6,20 @@
   ``shelving_image_uploading``, the bytes streamed into the image service); then SHELVED with the system
   metadata ``shelved_at``/``shelved_image_id``/``shelved_host``. With ``[DEFAULT] shelved_offload_time`` 0
   the offload follows at once in the same step (task ``shelving_offloading``), as Nova's compute does.
-- offload (shelveOffload, the shelve above, or the periodic task for ``shelved_offload_time`` > 0): the
-  server's objects deleted from the cluster (the VM, its disks, Secrets), then the Placement claim given
-  back, host and node cleared: SHELVED_OFFLOADED. With Neutron the server's ports are unbound from the node
-  first (``binding:host_id`` cleared; they stay the server's), as Nova's offload cleans the host's bindings.
+- offload (shelveOffload, the shelve above, the periodic task for ``shelved_offload_time`` > 0, or at once
+  the shelve of a volume-backed server, task ``shelving``, which makes no image): with Neutron the server's
+  ports unbound from the node first (``binding:host_id`` cleared; they stay the server's), as Nova's offload
+  cleans the host's bindings; the server's objects deleted from the cluster (the VM, its disks, Secrets, its
+  volumes' claims and PersistentVolumes), each Cinder volume kept reserved for the server (a new attachment
+  without a connector, the old one deleted, as Nova's ``_terminate_volume_connections``), then the Placement
+  claim given back, host and node cleared: SHELVED_OFFLOADED.
 - unshelve (task ``unshelving``): a SHELVED server's VM is started again (task ``powering-on``, event
   ``compute_start_instance``, as Nova's conductor asks its compute to start it); a SHELVED_OFFLOADED one is
   claimed again (any node; the zone and host the request named), its Neutron ports bound to that node
-  (``binding:host_id``, ``device_owner`` ``compute:<zone>``) and its VM made from the shelved image
-  (the build's objects, the image the shelved one) and started. The observation ends the task (ACTIVE)
+  (``binding:host_id``, ``device_owner`` ``compute:<zone>``), its volumes exported to the new node (each
+  attachment given the node's connector, its PersistentVolume and claim made, completed once the VM is
+  applied) and its VM made from the shelved image (the build's objects, the image the shelved one; a
+  volume-backed server boots from its volume, no image read) and started. The observation ends the task (ACTIVE)
   once the guest runs; the step deletes the shelved image and the ``shelved_*`` keys once it does.
 """
 
@@ -26,12 +31,13 @@ from typing import Any
 
 from sqlalchemy import select
 
+from openkeel_compute.compute import block_device_rows, block_devices
 from openkeel_compute.compute.instances import cas, instance_actions, instance_sysmeta, updates
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps import attachments, ports, snapshot, vm_edits
+from openkeel_compute.controller.steps import attachments, ports, snapshot, vm_edits, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -106,8 +112,11 @@ def shelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
 
 
 def offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
-    """The server's objects out of the cluster, then its claim given back: SHELVED_OFFLOADED."""
-    if server.get("task_state") != task_states.SHELVING_OFFLOADING:
+    """The server's objects out of the cluster, then its claim given back: SHELVED_OFFLOADED. A
+    volume-backed server's shelve comes here at once (task ``shelving``, no image)."""
+    task = server.get("task_state")
+    if task != task_states.SHELVING_OFFLOADING and not (
+            task == task_states.SHELVING and block_devices.volume_backed(server.get("block_devices") or ())):
         return DONE  # no longer this offload's (deleted, reset)
     return _offload(ctx, row, server)
 
@@ -122,14 +131,50 @@ def _offload(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if vm is not None or vmi is not None or dvs:
         ctx.cluster.delete_server(namespace, uuid)
         return Waiting("waiting for the shelved server's objects to leave the cluster")
+    failed = _terminate_volume_connections(ctx, uuid)
+    if failed is not None:
+        return failed
     if ctx.claims is not None:  # before the state, as Nova's (a client polling for it may unshelve at once)
         ctx.claims.release(uuid)  # Placement away: tried again
     with transaction(ctx.engine) as conn:
-        if cas.save_state(conn, uuid, expected_task_state=task_states.SHELVING_OFFLOADING,
+        if cas.save_state(conn, uuid, expected_task_state=[task_states.SHELVING, task_states.SHELVING_OFFLOADING],
                           vm_state=states.SHELVED_OFFLOADED, task_state=None, host=None, node=None,
                           power_state=power_state.SHUTDOWN):
             tasks.finish(conn, tasks.of(conn, uuid), None, server.get("host"))
     return DONE
+
+
+def _terminate_volume_connections(ctx: Context, uuid: str) -> Failed | None:
+    """Nova's ``_terminate_volume_connections``: each volume keeps a reservation for the server (a new
+    Cinder attachment without a connector, made before the old one is deleted), so that it stays the
+    server's while no node has it; its connection forgotten. Cinder's refusal is tried again."""
+    from openkeel_compute.volume import errors as volume_errors
+
+    with reader(ctx.engine) as conn:
+        rows = [r for r in block_device_rows.volumes_of(conn, uuid) if r["attachment_id"]]
+    if not rows or ctx.volumes is None:
+        return None
+    calls = ctx.volumes.admin()
+    for bdm in rows:
+        try:
+            old = calls.attachment_get(bdm["attachment_id"])
+        except volume_errors.AttachmentNotFound:
+            old = None
+        except volume_errors.VolumeError as exc:
+            return Failed(f"volume {bdm['volume_id']}: {exc.message}")
+        if old is not None and old.get("status") == "reserved":
+            continue  # reserved already (a pass that stopped after the swap)
+        try:
+            new = calls.attachment_create(bdm["volume_id"], uuid)
+            with transaction(ctx.engine) as conn:
+                block_device_rows.set_fields(conn, bdm["uuid"], attachment_id=new["id"], connection_info=None)
+            if old is not None:
+                calls.attachment_delete(old["id"])
+        except volume_errors.VolumeError as exc:
+            LOG.warning("server %s: volume %s not reserved for the offloaded server: %s", uuid, bdm["volume_id"],
+                        exc.message)
+            return Failed(f"volume {bdm['volume_id']}: {exc.message}")
+    return None
 
 
 def offload_due(ctx: Context, interval: float, now: dt.datetime) -> list[str]:
@@ -180,9 +225,10 @@ def unshelve(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         if vm is not None:
             _start_event(ctx, row, server)
         if vm is None:
-            if vm_state != states.SHELVED_OFFLOADED or not image_id:
+            volume_backed = block_devices.volume_backed(server.get("block_devices") or ())
+            if not image_id and not volume_backed:
                 return _no_host(ctx, server, f"Instance {uuid} has no shelved image to unshelve from.")
-            made = _boot(ctx, row, server, str(image_id))
+            made = _boot(ctx, row, server, str(image_id) if image_id else None)
             if made is not None:
                 return made
             return Waiting("waiting for the unshelved guest to run")
@@ -209,16 +255,20 @@ def _start_event(ctx: Context, row: ServerRow, server: dict[str, Any], event: st
             server["system_metadata"][sysmeta.TASK_EVENT] = f"{row.id}:{event_id}"
 
 
-def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -> Outcome | None:
-    """Claim again (the zone and host asked for) and make the VM from the shelved image."""
+def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str | None) -> Outcome | None:
+    """Claim again (the zone and host asked for) and make the VM from the shelved image (None: a
+    volume-backed server, whose root is its volume); the volumes exported to the new node."""
     uuid = row.server_uuid
-    wanted = dict(server, image_ref=image_id, system_metadata=dict(server["system_metadata"]))
+    wanted = dict(server, system_metadata=dict(server["system_metadata"]))
+    if image_id is not None:
+        wanted["image_ref"] = image_id
     if "availability_zone" in row.payload:
         wanted["availability_zone"] = row.payload["availability_zone"]
     if row.payload.get("host"):
         wanted["system_metadata"][sysmeta.REQUESTED_HOST] = row.payload["host"]
         wanted["system_metadata"].pop(sysmeta.REQUESTED_NODE, None)
-    _conductor_event(ctx, row, "get_image_info")  # Nova's conductor reads the shelved image, then schedules
+    if image_id is not None:  # Nova's conductor reads the shelved image (a volume-backed one has none)
+        _conductor_event(ctx, row, "get_image_info")
     if ctx.claims is not None:
         try:
             node, _alternates = ctx.claims.claim(wanted)
@@ -249,9 +299,15 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -
         objects = ctx.objects(wanted)
     except ValueError as exc:
         return _no_host(ctx, server, str(exc))
+    refused = volumes.prepare(ctx, wanted)  # Nova's _prep_block_device: the volumes exported to the node
+    if refused:
+        return _no_host(ctx, server, refused)
+    if wanted.get("block_devices"):
+        objects = ctx.objects(wanted)  # with the volumes' claims
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((uuid, namespace, name))
     ctx.cluster.subresource(namespace, name, "start")
+    volumes.complete(ctx, wanted)
     return None
 
 
