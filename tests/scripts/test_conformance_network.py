@@ -38,7 +38,7 @@ def test_the_network_phase_gates_unless_told_not_to():
     [gate] = re.findall(r"\$\{OPENKEEL_CONFORMANCE_NETWORK_GATE:-(\d)\}", script)
     assert gate == "1"
     assert "OPENKEEL_CONFORMANCE_NETWORK_GATE  1 (default)" in script
-    assert 'PHASES="tempest,personas,clients,servers,admin,network"' in script  # on by default, in CI too
+    assert 'PHASES="tempest,personas,clients,servers,admin,network,volume"' in script  # on by default, in CI too
     # CI does not turn the gate off any more: the tier plays the node's network agent (node_agent.py)
     ci = (ROOT / ".ci/run").read_text()
     assert "OPENKEEL_CONFORMANCE_NETWORK_GATE" not in ci
