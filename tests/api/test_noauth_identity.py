@@ -107,3 +107,22 @@ def test_the_catalog_names_the_configured_image_service(tmp_path):
         assert got.header("X-Subject-Token") == "admin:admin"
     finally:
         db_api.dispose_all()
+
+
+def test_the_catalog_names_cinder_for_the_project(tmp_path):
+    conf = make_conf(tmp_path, cinder={"endpoint_template": "http://127.0.0.1:8776/v3/%(project_id)s"})
+    migration.sync(db_api.get_engine(conf))
+    try:
+        client = Client(deploy(conf))
+        token = _token_request(client, {"methods": ["token"], "token": {"id": "demo:demo"}},
+                               {"project": {"id": "p1"}}).json["token"]
+        catalog = {entry["type"]: {e["interface"]: e["url"] for e in entry["endpoints"]} for entry in token["catalog"]}
+        # as Cinder registers itself (types block-storage and volumev3), the project filled in
+        assert catalog["block-storage"]["public"] == catalog["volumev3"]["public"] == "http://127.0.0.1:8776/v3/p1"
+    finally:
+        db_api.dispose_all()
+
+
+def test_no_cinder_no_volume_service(client):
+    token = _token_request(client, {"methods": ["token"], "token": {"id": "demo:demo"}}).json["token"]
+    assert not {"block-storage", "volumev3"} & {entry["type"] for entry in token["catalog"]}

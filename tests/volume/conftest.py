@@ -100,3 +100,13 @@ def controller_world(request, tmp_path, cinder):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "volume_options(**groups): configuration of controller_world")
+
+
+@pytest.fixture(scope="session")
+def real_cinder_dir():
+    """cinder-up.sh's services dir of a real Cinder 29: OPENKEEL_TEST_CINDER_DIR's, or one started once for
+    the session from ../shared's recipes (tests/volume/shared_cinder.py); skips with the reason when there
+    is none."""
+    from tests.volume.shared_cinder import session_cinder
+
+    yield from session_cinder()

@@ -61,9 +61,10 @@ class FakeCinder:
 
     def connection_info(self, volume_id: str) -> dict:
         kind = self.volumes.get(volume_id, {}).get("driver_volume_type", "nfs")  # a test may name another
-        return {"driver_volume_type": kind, "data": {
-            "export": "127.0.0.1:/srv/okc-nfs", "name": f"volume-{volume_id}", "format": "raw", "options": None,
-            "access_mode": "rw", "mount_point_base": "/var/lib/cinder/mnt"}}
+        # flat, as Cinder's 3.44 attachments answer it (Nova nests the data under "data" itself)
+        return {"driver_volume_type": kind, "export": "127.0.0.1:/srv/okc-nfs", "name": f"volume-{volume_id}",
+                "format": "raw", "options": None, "access_mode": "rw", "mount_point_base": "/var/lib/cinder/mnt",
+                "attachment_id": None}
 
     # -- HTTP --------------------------------------------------------------------------------
     def __call__(self, environ, start_response):

@@ -152,8 +152,15 @@ def test_attachment_flow_at_344(cinder):
     assert cinder.requests[-1]["body"] == {"attachment": {"volume_uuid": vol["id"], "instance_uuid": SERVER}}
     connector = {"host": "node-1", "platform": "x86_64", "os_type": "linux", "multipath": False}
     updated = calls.attachment_update(attachment["id"], connector, mountpoint="/dev/vdb")
-    assert updated["connection_info"]["driver_volume_type"] == "nfs"
+    # Cinder answers connection_info flat; it is read nested under "data", as Nova's _translate_attachment_ref
+    assert "export" in cinder.attachments[attachment["id"]]["connection_info"]
+    info = updated["connection_info"]
+    assert info["driver_volume_type"] == "nfs" and info["status"] == "attaching" and info["instance"] == SERVER
+    assert info["data"] == {"export": "127.0.0.1:/srv/okc-nfs", "name": f"volume-{vol['id']}", "format": "raw",
+                            "options": None, "access_mode": "rw", "mount_point_base": "/var/lib/cinder/mnt"}
+    assert updated["status"] == "attaching" and updated["attach_mode"] == "rw"
     assert cinder.requests[-1]["body"] == {"attachment": {"connector": dict(connector, mountpoint="/dev/vdb")}}
+    assert calls.attachment_get(attachment["id"])["connection_info"] == info
     calls.attachment_complete(attachment["id"])
     assert cinder.volumes[vol["id"]]["status"] == "in-use"
     assert calls.attachment_get(attachment["id"])["status"] == "attached"

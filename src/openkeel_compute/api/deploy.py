@@ -314,6 +314,15 @@ def _catalog_placement_url(conf) -> str | None:
     return conf.placement.endpoint_override
 
 
+def _catalog_volume_template(conf) -> str | None:
+    """Cinder in the noauth2 identity answer's catalog: ``[cinder] endpoint_template`` (a Cinder behind the
+    catalog of a real Keystone is not known here)."""
+    from openkeel_compute.conf import cinder
+
+    cinder.register_cinder_opts(conf)
+    return conf.cinder.endpoint_template or None
+
+
 def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
     """Build the WSGI application for ``conf``."""
     logsafe.install()  # whoever configured logging: no log line a client can forge
@@ -337,7 +346,8 @@ def deploy(conf: cfg.ConfigOpts, services: Services | None = None):
         # /identity: tokens with a catalog, and what the openstack CLI reads before flavor create/set
         # The URLs are read at the first identity request: reading them registers [glance] and
         # [placement], keystoneauth's options, which a worker that serves no such request never imports.
-        app = NoAuthIdentity(app, urls=lambda: (_catalog_image_url(conf), _catalog_placement_url(conf)))
+        app = NoAuthIdentity(app, urls=lambda: (_catalog_image_url(conf), _catalog_placement_url(conf),
+                                                _catalog_volume_template(conf)))
     if conf.oslo_middleware.enable_proxy_headers_parsing:
         # Off by default; the middleware inspects itself on every call, so it is only mounted when on.
         app = HTTPProxyToWSGI(app, conf)

@@ -13,8 +13,10 @@ read and nothing more:
                                   "password" method (any password), scoped to the project asked for;
                                   the token is ``user:project`` (X-Subject-Token) and its catalog
                                   lists compute, identity and, when ``[glance] api_servers`` names
-                                  one, the image service, and Placement when ``[placement]`` points at the
-                                  embedded one (``auth_type = admin_token``)
+                                  one, the image service, Placement when ``[placement]`` points at the
+                                  embedded one (``auth_type = admin_token``), and Cinder (types
+                                  block-storage and volumev3, the project filled in) when ``[cinder]
+                                  endpoint_template`` names it
   GET  /identity/v3/projects/ID   project ID, for any ID (its name is its id, domain "default")
   GET  /identity/v3/projects      ?name=N gives project N; without a name, an empty list
 
@@ -79,9 +81,11 @@ def _entry(service_type: str, name: str, url: str) -> dict:
         for interface in ("public", "internal")]}
 
 
-def catalog(environ, image_url: str | None, placement_url: str | None = None) -> list[dict]:
-    """The service catalog of every token: this endpoint's compute and identity, the image service and
-    Placement if known."""
+def catalog(environ, image_url: str | None, placement_url: str | None = None, volume_template: str | None = None,
+            project: str = "") -> list[dict]:
+    """The service catalog of every token: this endpoint's compute and identity, the image service,
+    Placement and Cinder (``volume_template``, e.g. ``http://cinder/v3/%(project_id)s``, for ``project``) if
+    known."""
     base = _base(environ)
     root = base[: -len(PREFIX)]
     services = [_entry("compute", "nova", root + "/v2.1"), _entry("identity", "keystone", base)]
@@ -89,10 +93,20 @@ def catalog(environ, image_url: str | None, placement_url: str | None = None) ->
         services.append(_entry("image", "glance", image_url.rstrip("/")))
     if placement_url:
         services.append(_entry("placement", "placement", placement_url.rstrip("/")))
+    if volume_template:
+        values = {"project_id": project, "tenant": project, "user_id": "", "user": ""}
+        try:
+            url = volume_template % values
+        except (KeyError, ValueError, TypeError):
+            url = None  # a template the volume client cannot fill in either: no entry
+        if url:
+            services += [_entry("block-storage", "cinder", url.rstrip("/")),
+                         _entry("volumev3", "cinderv3", url.rstrip("/"))]
     return services
 
 
-def _token(environ, image_url: str | None, placement_url: str | None = None) -> tuple[str, dict, str | None]:
+def _token(environ, image_url: str | None, placement_url: str | None = None,
+           volume_template: str | None = None) -> tuple[str, dict, str | None]:
     """POST /v3/auth/tokens: (status, body, subject token)."""
     body = _read_json(environ)
     auth: Any = body.get("auth") if isinstance(body, dict) else None
@@ -129,11 +143,12 @@ def _token(environ, image_url: str | None, placement_url: str | None = None) -> 
         "audit_ids": [hashlib.sha1(subject.encode(), usedforsecurity=False).hexdigest()[:22]],
         "issued_at": now.strftime(stamp),
         "expires_at": (now + datetime.timedelta(days=1)).strftime(stamp),
-        "catalog": catalog(environ, image_url, placement_url),
+        "catalog": catalog(environ, image_url, placement_url, volume_template, str(project)),
     }}, subject
 
 
-def answer(environ, image_url: str | None = None, placement_url: str | None = None) -> tuple[str, dict, str | None]:
+def answer(environ, image_url: str | None = None, placement_url: str | None = None,
+           volume_template: str | None = None) -> tuple[str, dict, str | None]:
     """Status line, JSON body and subject token (or None) for one request under /identity.
 
     PATH_INFO includes the prefix; ``image_url`` is the image service the catalog names, if any.
@@ -141,7 +156,7 @@ def answer(environ, image_url: str | None = None, placement_url: str | None = No
     path = environ.get("PATH_INFO", "")[len(PREFIX):].rstrip("/")
     base = _base(environ)
     if path == "/v3/auth/tokens" and environ.get("REQUEST_METHOD") == "POST":
-        return _token(environ, image_url, placement_url)
+        return _token(environ, image_url, placement_url, volume_template)
     if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
         return (*_error(405, "Method Not Allowed",
                         "The identity answer of noauth2 only issues tokens; everything else is read-only."), None)
@@ -163,12 +178,13 @@ class NoAuthIdentity:
     """Answer /identity… here (see the module docstring); pass everything else to ``app``."""
 
     def __init__(self, app, image_url: str | None = None, placement_url: str | None = None, *,
-                 urls: Callable[[], tuple[str | None, str | None]] | None = None):
-        """``urls``, when given, returns (image_url, placement_url); it is called once, at the first
-        identity request, instead of passing the URLs here."""
+                 urls: Callable[[], tuple[str | None, ...]] | None = None):
+        """``urls``, when given, returns (image_url, placement_url[, volume_template]); it is called once, at
+        the first identity request, instead of passing the URLs here."""
         self.app = app
         self.image_url = image_url
         self.placement_url = placement_url
+        self.volume_template: str | None = None
         self._urls = urls
         self._lock = threading.Lock()
 
@@ -179,9 +195,10 @@ class NoAuthIdentity:
         if self._urls is not None:
             with self._lock:
                 if self._urls is not None:
-                    self.image_url, self.placement_url = self._urls()
+                    self.image_url, self.placement_url, *more = self._urls()
+                    self.volume_template = more[0] if more else None
                     self._urls = None
-        status, body, subject = answer(environ, self.image_url, self.placement_url)
+        status, body, subject = answer(environ, self.image_url, self.placement_url, self.volume_template)
         data = json.dumps(body).encode()
         headers = [("Content-Type", "application/json"), ("Content-Length", str(len(data)))]
         if subject is not None:

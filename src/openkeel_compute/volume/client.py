@@ -69,6 +69,22 @@ def cinder_text(resp) -> str:
     return message
 
 
+def translated_attachment(attachment: dict) -> dict:
+    """The attachment with ``connection_info`` in the shape the rest of the code reads, as Nova's
+    ``_translate_attachment_ref`` builds it: Cinder's 3.44 attachments answer it flat (the driver's data with
+    ``driver_volume_type`` beside it), the old style nests the data under ``data``. The attachment's own fields
+    stay where they are."""
+    info = attachment.get("connection_info")
+    if not isinstance(info, dict) or not info or "data" in info:
+        return attachment
+    data = dict(info)
+    data.pop("attachment_id", None)
+    old_style = {"driver_volume_type": data.pop("driver_volume_type", None), "data": data}
+    for key in ("status", "instance", "attached_at", "detached_at"):
+        old_style[key] = attachment.get(key)
+    return {**attachment, "connection_info": old_style}
+
+
 class CinderClient:
     """Cinder for one OpenKeel process (thread-safe: one keystoneauth session, its pool shared)."""
 
@@ -305,8 +321,8 @@ class Calls:
         if connector is not None:
             attachment["connector"] = dict(connector, **({"mountpoint": mountpoint} if mountpoint else {}))
         try:
-            return self.request("POST", "/attachments", version=ATTACHMENTS, body={"attachment": attachment})[
-                "attachment"]
+            return translated_attachment(self.request("POST", "/attachments", version=ATTACHMENTS,
+                                                      body={"attachment": attachment})["attachment"])
         except errors.CinderError as exc:
             if exc.status == 404:
                 raise errors.VolumeNotFound(volume_id) from None
@@ -314,15 +330,15 @@ class Calls:
 
     def attachment_get(self, attachment_id: str) -> dict:
         quoted = urllib.parse.quote(attachment_id, safe="")
-        return self._one("GET", f"/attachments/{quoted}", errors.AttachmentNotFound(attachment_id),
-                         version=ATTACHMENTS)["attachment"]
+        return translated_attachment(self._one("GET", f"/attachments/{quoted}", errors.AttachmentNotFound(attachment_id),
+                                               version=ATTACHMENTS)["attachment"])
 
     def attachment_update(self, attachment_id: str, connector: dict, mountpoint: str | None = None) -> dict:
         """The connector given (the node): Cinder exports the volume and answers ``connection_info``."""
         quoted = urllib.parse.quote(attachment_id, safe="")
         body = {"attachment": {"connector": dict(connector, **({"mountpoint": mountpoint} if mountpoint else {}))}}
-        return self._one("PUT", f"/attachments/{quoted}", errors.AttachmentNotFound(attachment_id),
-                         version=ATTACHMENTS, body=body)["attachment"]
+        return translated_attachment(self._one("PUT", f"/attachments/{quoted}", errors.AttachmentNotFound(attachment_id),
+                                               version=ATTACHMENTS, body=body)["attachment"])
 
     def attachment_complete(self, attachment_id: str) -> None:
         """The volume is in use (``os-complete``)."""

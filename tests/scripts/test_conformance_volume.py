@@ -1,0 +1,45 @@
+"""The volume phase of scripts/conformance: its list of the tests OpenKeel cannot pass yet, and its gate."""
+
+from __future__ import annotations
+
+import re
+
+from tests._shared import shared_path
+from tests.scripts.checkout import ROOT
+
+EXPECTED = ROOT / "tests/conformance/tempest-volume-expected.txt"
+
+
+def _expected():
+    for line in EXPECTED.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            uuid, test, reason = (part.strip() for part in line.split("|", 2))
+            yield uuid, test, reason
+
+
+def test_every_expected_failure_names_a_volume_test_and_why():
+    listed = [line.strip() for line in
+              shared_path("reference/tempest/tempest-compute-volume.txt").read_text().splitlines() if line.strip()]
+    seen = set()
+    for uuid, test, reason in _expected():
+        assert re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", uuid), uuid
+        assert uuid not in seen, f"{uuid} twice"
+        seen.add(uuid)
+        [full] = [t for t in listed if f"id-{uuid}" in t]
+        assert full.startswith(f"tempest.api.compute.{test}["), (test, full)
+        assert len(reason) > 30, reason
+    assert len(seen) == 3
+
+
+def test_the_volume_phase_gates_and_runs_by_default():
+    script = (ROOT / "scripts/conformance").read_text()
+    [gate] = re.findall(r"\$\{OPENKEEL_CONFORMANCE_VOLUME_GATE:-(\d)\}", script)
+    assert gate == "1"
+    assert "OPENKEEL_CONFORMANCE_VOLUME_GATE   1 (default)" in script
+    assert re.search(r'^PHASES="[a-z,]*\bvolume\b[a-z,]*"$', script, re.MULTILINE)  # on by default, in CI too
+    assert "OPENKEEL_CONFORMANCE_VOLUME_GATE" not in (ROOT / ".ci/run").read_text()
+    # every OpenKeel configuration of the run has [cinder] and sends the service token Cinder wants
+    assert "$(openkeel_cinder_section)" in script and "send_service_user_token = true" in script
+    # Cinder starts beside the other services and is waited for only when the phase's turn comes
+    assert "[[ $VOLUME == 1 ]] && start_cinder\n" in script
+    assert "run_volume_phase() {\n  local ws t0 rc=0\n  start_cinder_wait\n" in script
