@@ -301,3 +301,29 @@ def test_a_task_running_refuses_and_a_stopped_server_takes_the_volume(volume_wor
     assert got.status_code == 200, got.text  # a stopped server takes it, and has it at its next start
     assert _settle(controller, lambda: cinder.volumes[volume["id"]]["status"] == "in-use")
     assert f"vol-{volume['id']}" in _vm_volumes(cluster=_cluster, uuid=uuid)
+
+
+def test_the_servers_body_lists_its_volumes_as_nova(volume_world, cinder):
+    """``os-extended-volumes:volumes_attached`` in show and detail: each volume with its id, from 2.3 with
+    ``delete_on_termination``; a kept page of /servers/detail is not shown once a volume came or went."""
+    client, controller, _cluster = volume_world
+    uuid = _server(client, controller)
+
+    def attached(version, path=f"/v2.1/servers/{uuid}"):
+        got = client.get(path, headers=admin(version)).json
+        body = got["server"] if "server" in got else next(s for s in got["servers"] if s["id"] == uuid)
+        return body["os-extended-volumes:volumes_attached"]
+
+    assert attached("2.3") == [] and attached("2.3", "/v2.1/servers/detail") == []  # the page kept
+    volume = cinder.volume(size=1)
+    path = f"/v2.1/servers/{uuid}/os-volume_attachments"
+    got = client.post(path, headers=admin("2.79"), json_body={"volumeAttachment": {
+        "volumeId": volume["id"], "delete_on_termination": True}})
+    assert got.status_code == 200, got.text
+    assert attached("2.1") == [{"id": volume["id"]}]
+    assert attached("2.3") == [{"id": volume["id"], "delete_on_termination": True}]
+    assert attached("2.3", "/v2.1/servers/detail") == [{"id": volume["id"], "delete_on_termination": True}]
+    assert _settle(controller, lambda: cinder.volumes[volume["id"]]["status"] == "in-use")
+    assert client.delete(f"{path}/{volume['id']}", headers=ADMIN).status_code == 202
+    assert _settle(controller, lambda: cinder.volumes[volume["id"]]["status"] == "available")
+    assert attached("2.3") == [] and attached("2.3", "/v2.1/servers/detail") == []

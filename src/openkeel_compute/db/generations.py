@@ -27,11 +27,12 @@ from sqlalchemy import Engine, event
 # frozen flavor copy, addresses, lock, host and node, the scheduler hints,
 # trusted certificates), user metadata, system metadata (image properties from 2.98, security
 # groups), tags (2.26 and the tag filters) and the newest fault of a server in ERROR or DELETED.
-# From 2.16 host_status reads the cluster's nodes as the controller publishes them (node_zones).
+# From 2.16 host_status reads the cluster's nodes as the controller publishes them (node_zones); every
+# detail body lists the server's volumes (block_device_mapping).
 # The ``flavor`` filter reads the flavors, whose own generation the triggers of migration 0005 raise.
 WATCHED = {
     "servers": frozenset({"instances", "instance_metadata", "instance_system_metadata", "tags",
-                          "instance_faults", "node_zones"}),
+                          "instance_faults", "node_zones", "block_device_mapping"}),
 }
 
 # The table an INSERT, UPDATE or DELETE writes, whatever the dialect's spelling and quoting.

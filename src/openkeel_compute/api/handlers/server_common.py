@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.views import servers as view
-from openkeel_compute.compute import compute_services, errors, networks, server_groups
+from openkeel_compute.compute import block_device_rows, compute_services, errors, networks, server_groups
 from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.compute.snapshot_image import snapshot_image
@@ -65,7 +65,8 @@ def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
     """What a server's body shows besides its row; ``host_status``: whether the body may show it (the
     caller's policy allows it at this microversion), which costs a read of the nodes."""
     uuid = row["uuid"]
-    data = view.ServerData(row=row, metadata=store.metadata_of(conn, uuid))
+    data = view.ServerData(row=row, metadata=store.metadata_of(conn, uuid),
+                           volumes=block_device_rows.attached_by_instance(conn, [uuid]).get(uuid, []))
     if req.version >= (2, 98):
         data.system_metadata = store.metadata_of(conn, uuid, system=True)
     if req.version >= (2, 26):

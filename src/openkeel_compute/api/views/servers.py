@@ -61,6 +61,7 @@ class ServerData:
     security_groups: list[str] = dataclasses.field(default_factory=list)  # names, [] hides the key
     host_status: str | None = None  # its host's state as its node shows it (None: from the row alone)
     server_groups: list[str] = dataclasses.field(default_factory=list)  # uuids of its groups (2.71)
+    volumes: list[dict] = dataclasses.field(default_factory=list)  # its block devices with a volume id, in order
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,7 +193,7 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     body["OS-EXT-STS:task_state"] = row["task_state"]
     body["OS-EXT-STS:vm_state"] = row["vm_state"]
     body["OS-EXT-STS:power_state"] = row["power_state"]
-    body["os-extended-volumes:volumes_attached"] = []
+    body["os-extended-volumes:volumes_attached"] = _volumes_attached(version, data.volumes)
     if version >= (2, 9):
         body["locked"] = bool(row["locked_by"])
     if version >= (2, 16) and not in_list and shown.host_status is not None:
@@ -220,6 +221,13 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
         # Lists add the groups of all their servers last.
         body["security_groups"] = [{"name": name} for name in data.security_groups]
     return body
+
+
+def _volumes_attached(version, volumes: list[dict]) -> list[dict]:
+    """Each block device with a volume, in the order written; ``delete_on_termination`` from 2.3."""
+    if version >= (2, 3):
+        return [{"id": v["volume_id"], "delete_on_termination": bool(v["delete_on_termination"])} for v in volumes]
+    return [{"id": v["volume_id"]} for v in volumes]
 
 
 def _update_tail(version, body: dict, data: ServerData, shown: Shown) -> dict:
