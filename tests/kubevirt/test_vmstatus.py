@@ -49,12 +49,13 @@ def test_power_state(name, the_vmi, power, unknown):
 
 BUILD_ROWS = [
     ("row written, no VM yet", None, None, (), ("building", "scheduling", "BUILD")),
-    ("VM created, disks to come", vm(), None, (), ("building", "block_device_mapping", "BUILD")),
-    ("DV importing", vm(), None, (IMPORTING,), ("building", "block_device_mapping", "BUILD")),
+    # the VM made and started: Nova's spawn, which makes the root disk from the image, then boots the guest
+    ("VM created, disks to come", vm(), None, (), ("building", "spawning", "BUILD")),
+    ("DV importing", vm(), None, (IMPORTING,), ("building", "spawning", "BUILD")),
     ("DV retried once", vm(), None, (dv("ImportInProgress", None, cond("Running", "False", "Error"), restarts=1),),
-     ("building", "block_device_mapping", "BUILD")),
-    ("VMI Pending", vm(), vmi("Pending"), (), ("building", "networking", "BUILD")),
-    ("VMI Scheduling", vm(), vmi("Scheduling"), (), ("building", "networking", "BUILD")),
+     ("building", "spawning", "BUILD")),
+    ("VMI Pending", vm(), vmi("Pending"), (), ("building", "spawning", "BUILD")),
+    ("VMI Scheduling", vm(), vmi("Scheduling"), (), ("building", "spawning", "BUILD")),
     ("VMI Scheduled", vm(), vmi("Scheduled"), (), ("building", "spawning", "BUILD")),
     ("VMI Running", vm(), vmi("Running"), (), ("active", None, "ACTIVE")),
     ("Unschedulable", vm(UNSCHEDULABLE), vmi("Scheduling", UNSCHEDULABLE), (), ("error", None, "ERROR")),
@@ -81,6 +82,14 @@ def test_build(name, the_vm, the_vmi, dvs, expected):
     assert (result.vm_state, result.task_state, status_from_state(result.vm_state, result.task_state)) == expected
     assert (result.fault is not None) == (expected[0] == "error")
     assert result.launched == (expected[0] == "active")
+
+
+@pytest.mark.parametrize("task", [None, "networking", "block_device_mapping"])
+def test_build_keeps_the_build_steps_stage_until_the_vm_exists(task):
+    """The build step writes Nova's stages before it makes the VM (placed: no task, networking, block device
+    mapping): the observation of a server with no VM yet keeps them, never back to scheduling."""
+    result = run(server("building", task, launched=False), None, None, ())
+    assert (result.vm_state, result.task_state) == ("building", task)
 
 
 def test_build_progress_is_the_import_progress():

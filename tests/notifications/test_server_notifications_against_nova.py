@@ -69,18 +69,29 @@ STEPS: list[tuple[str, tuple[str, str, Any], str]] = [
 
 #: (operation, event type, field) -> why OpenKeel's value differs from Nova's fake-driver cloud
 KNOWN: dict[tuple[str, str, str], str] = {
-    ("create", "instance.create.start", "task_state"):
-        "the build's event starts before the node is chosen: still scheduling (Nova: chosen, task cleared)",
-    ("create", "compute.instance.create.start", "state_description"): "as task_state above",
-    ("create", "instance.create.start", "availability_zone"): "the zone is known once the node is chosen",
-    ("create", "compute.instance.create.start", "availability_zone"): "as above",
-    ("reboot", "instance.reboot.start", "task_state"): "no reboot_pending stage: KubeVirt reboots in one call",
-    ("reboot", "compute.instance.reboot.start", "state_description"): "as task_state above",
-    ("create", "instance.update", "state_update"):
-        "the task stages a build passes through are the cluster's (no spawning stage once the disk is in)",
-    ("create", "compute.instance.update", "old_task_state"): "as state_update above",
-    ("reboot", "instance.update", "state_update"): "no reboot_pending/reboot_started stages (see reboot.start)",
-    ("reboot", "compute.instance.update", "old_task_state"): "as state_update above",
+    ("create", "instance.create.start", "updated_at"):
+        "Nova's payload of the build's first compute stage carries no update time yet (its instance.update of "
+        "that save neither); OpenKeel's is the time of the write that chose the node",
+    # Nova's compute saves the server once more after these operations' end (the claim's migration context
+    # dropped: rt.finish_evacuation, drop_migration_context), a save with no state change that is its last
+    # update; OpenKeel keeps no migration context on the server's row, its last update is the one that ends
+    # the task (compared: the same change, one save earlier)
+    ("rebuild", "instance.update", "state_update"): "Nova's save after rebuild.end (see above)",
+    ("rebuild", "compute.instance.update", "old_task_state"): "as above",
+    ("revert", "instance.update", "state_update"): "Nova's save after resize_revert.end (see above)",
+    ("revert", "compute.instance.update", "old_state"): "as above",
+    ("revert", "compute.instance.update", "old_task_state"): "as above",
+    ("confirm", "instance.update", "state_update"): "Nova's save after resize_confirm.end (see above)",
+    ("confirm", "compute.instance.update", "old_state"): "as above",
+    ("resize", "instance.resize.end", "power_state"):
+        "Nova's fake driver's migrate_disk_and_power_off leaves the guest running; KubeVirt's VM is stopped for "
+        "the resize, as libvirt's guest is powered off",
+    ("resize", "instance.resize_finish.start", "power_state"): "as above: off until finish_resize starts it",
+    ("resize again", "instance.resize.end", "power_state"): "as for resize",
+    ("resize again", "instance.resize_finish.start", "power_state"): "as for resize",
+    ("soft delete", "instance.soft_delete.end", "power_state"):
+        "Nova's fake driver keeps a soft-deleted guest running; OpenKeel stops it, as Nova's libvirt driver does",
+    ("restore", "instance.restore.start", "power_state"): "as above: stopped until the restore starts it",
     ("pause", "instance.pause.end", "power_state"): "Nova's fake driver leaves a paused guest running",
     ("pause", "instance.update", "power_state"): "as above",
     ("soft delete", "instance.update", "power_state"): "Nova's fake driver keeps a soft-deleted guest running; "
@@ -100,16 +111,6 @@ KNOWN: dict[tuple[str, str, str], str] = {
         "Nova's fake driver reports a rescued guest shut down; KubeVirt's rescue guest runs, as libvirt's does",
     ("unrescue", "instance.update", "power_state"): "as above",
 }
-
-# The controller records a rebuild's, a resize's, a revert's and a confirm's events when its step has run
-# (compute/resize.py, controller/steps/), so these payloads show the server a stage later than Nova's
-# compute does: its state, task and power state, and for finish_resize/revert the flavor it has by then.
-_LATER_STAGE = ("state", "task_state", "power_state", "state_description", "state_update", "old_state",
-                "old_task_state", "flavor", "disk_gb", "instance_flavor_id", "instance_type", "instance_type_id",
-                "memory_mb", "root_gb")
-for _step in ("rebuild", "resize", "revert", "resize again", "confirm", "soft delete", "restore"):
-    for _field in _LATER_STAGE:
-        KNOWN[(_step, "*", _field)] = "the controller records the step's events once the step has run"
 
 _TIME_KEYS = {"created_at", "launched_at", "updated_at", "deleted_at", "terminated_at", "audit_period_beginning",
               "audit_period_ending"}

@@ -148,6 +148,20 @@ def revert(conn: Connection, row: dict, actor: Actor) -> str:
 
 # --- the controller's steps ---------------------------------------------------------------------------
 
+def finishing(conn: Connection, uuid: str) -> bool:
+    """A resize's finish begins (``resize_migrated`` → ``resize_finish``): the new flavor becomes the
+    server's current one (the old kept for a revert), as Nova's finish_resize sets it before it saves
+    resize_finish. False when another task took over."""
+    row = store.get(conn, uuid)
+    copy = _flavor_json(row)
+    changes: dict = {}
+    if copy.get("new"):
+        copy["cur"] = copy["new"]
+        changes = {"flavor": _dump(copy), **_sizes(copy["new"])}
+    return cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATED,
+                          task_state=task_states.RESIZE_FINISH, **changes)
+
+
 def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, host: str | None) -> bool:
     """The end of a resize: the new flavor current (old kept for a revert), vm_state resized, no task,
     migration finished on ``host``."""
@@ -156,9 +170,10 @@ def finish(conn: Connection, uuid: str, migration: str, *, power_state: int, hos
     if not copy.get("new"):
         return False
     copy["cur"] = copy["new"]
+    where = {"host": host, "node": host} if host else {}  # the node it now runs on, in the same save
     if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_FINISH, vm_state=states.RESIZED,
                           task_state=None, power_state=power_state,
-                          flavor=_dump(copy), **_sizes(copy["new"])):
+                          flavor=_dump(copy), **_sizes(copy["new"]), **where):
         return False
     extra = {"dest_compute": host, "dest_node": host} if host else {}
     move_migration(conn, migration, "finished", **extra)

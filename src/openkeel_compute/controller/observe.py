@@ -54,7 +54,7 @@ POWER_SYNC = Actor(None, None)  # type: ignore[arg-type]
 _DISK_PREFIX = {"virtio": "vd", "scsi": "sd", "sata": "sd", "usb": "sd", "ide": "hd", "xen": "xvd"}
 # A build's steps as the cluster's objects show them, in the order it goes through them.
 _BUILD_STEPS: dict[tuple[str, str | None], int] = {(states.BUILDING, task): i for i, task in enumerate((
-    task_states.SCHEDULING, task_states.BLOCK_DEVICE_MAPPING, task_states.NETWORKING, task_states.SPAWNING))}
+    task_states.SCHEDULING, None, task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING, task_states.SPAWNING))}
 _BUILD_STEPS[(states.ACTIVE, None)] = len(_BUILD_STEPS)
 
 Write = Callable[[Connection], None]
@@ -256,9 +256,9 @@ class Observer:
                 # holds belong to no server now and the audit gives them back once it answers.
                 LOG.warning("server %s: deleted, its allocations not given back yet: %s", uuid, exc.message)
 
-        def gone(conn: Connection) -> None:
-            tasks.finish(conn, server, None, server.get("host"))
+        def gone(conn: Connection) -> None:  # deleted, then its event ends (delete.end shows it deleted)
             deletion.soft_delete(conn, uuid)
+            tasks.finish(conn, server, None, server.get("host"))
 
         _queue(ctx, writes, gone)
 

@@ -17,6 +17,7 @@ from openkeel_compute.compute.instances import cas, instance_actions, instance_f
 from openkeel_compute.db.models import INSTANCE_SYSTEM_METADATA, INSTANCES
 from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import sysmeta
+from openkeel_compute.notifications import server_events
 
 
 def start(conn: Connection, row_id: int, uuid: str, request_id: str, event: str) -> None:
@@ -48,6 +49,16 @@ def start_all(conn: Connection, rows: list[tuple[int, str, str, str]]) -> None:
             event_id = instance_actions.start_event(conn, action_id, event)
             current_of[uuid] = f"{row_id}:{event_id}"
             instance_sysmeta.set_system_metadata_item(conn, uuid, sysmeta.TASK_EVENT, current_of[uuid])
+
+
+def notify_start(conn: Connection, uuid: str, request_id: str, event: str, host: str | None, *,
+                 before_update: bool = False) -> None:
+    """The ``.start`` notification of the request's ``event`` (one its step sends at its own stage, as
+    Nova's compute does: a build's once its node is chosen, a reboot's once it is pending), after commit;
+    ``before_update``: before the transaction's update of the server (Nova's reboot sends it, then saves)."""
+    action_id = instance_actions.action_for_request(conn, uuid, request_id) if request_id else None
+    if action_id is not None:
+        server_events.step_started(conn, action_id, event, host, key=uuid if before_update else None)
 
 
 def keep(conn: Connection, row_id: int, uuid: str, event_id: int) -> None:
@@ -89,6 +100,16 @@ def end_in_fault(conn: Connection, server: dict[str, Any], fault: Fault, *, expe
     instance_faults.add_fault(conn, server["uuid"], code=fault.code, message=fault.message, details=fault.details,
                               host=host)
     finish(conn, server, fault, host)
+    return True
+
+
+def end_started(conn: Connection, uuid: str, expected: str, **changes: Any) -> bool:
+    """End the task ``expected`` with ``changes``, then finish its event (started with its row: its
+    ``.start`` notification showed the server before the step, its ``.end`` shows it after). False when
+    another task (a delete) took over."""
+    if not cas.save_state(conn, uuid, expected_task_state=expected, **changes):
+        return False
+    finish(conn, of(conn, uuid), None)
     return True
 
 

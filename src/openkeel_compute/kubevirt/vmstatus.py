@@ -32,6 +32,11 @@ IMPORT_RETRIES = 3
 
 _FINAL = ("Succeeded", "Failed")
 _NOT_STARTED = ("", "Pending", "Scheduling", "Scheduled")
+#: a build's stages (its task states) in order, as Nova's compute passes through them
+BUILD_STAGES = (task_states.SCHEDULING, None, task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING,
+                task_states.SPAWNING)
+#: those the build step writes before the VM exists (the observation keeps them)
+BEFORE_THE_VM = BUILD_STAGES[1:4]
 # Tasks a running VMI completes, and the vm_state each ends in.
 _DONE_WHEN_RUNNING = {
     task_states.POWERING_ON: ACTIVE,
@@ -271,13 +276,13 @@ def observe(server: Mapping[str, Any], vm: Mapping[str, Any] | None, vmi: Mappin
         if vm is None:
             if server.get("vm_name"):  # the controller created it (it records the name after): removed since
                 return Observation(ERROR, None, power, _gone(uuid), **base)
-            return Observation(BUILDING, task_states.SCHEDULING, power, **base)
-        if phase == "Scheduled":
-            return Observation(BUILDING, task_states.SPAWNING, power, **base)
-        if phase in _NOT_STARTED:
-            return Observation(BUILDING, task_states.NETWORKING, power, **base)
-        return Observation(BUILDING, task_states.BLOCK_DEVICE_MAPPING, power,
-                           progress=_progress(data_volumes), **base)
+            # the build step's stages before the VM is made (controller/steps/build.py): the host chosen
+            # (no task), the network allocated, the volumes mapped; before the claim still scheduling
+            return Observation(BUILDING, task if task in BEFORE_THE_VM else task_states.SCHEDULING, power, **base)
+        # The VM made and started: its guest is being spawned, as Nova's driver.spawn makes the root disk
+        # from the image (the DataVolume's import, its progress shown), then defines and boots the guest.
+        return Observation(BUILDING, task_states.SPAWNING, power,
+                           progress=_progress(data_volumes) if phase not in _NOT_STARTED else None, **base)
 
     if vm is None:
         # Gone from the cluster (removed behind our back): Nova's power sync finds no guest on the host. A

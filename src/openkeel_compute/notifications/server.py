@@ -64,14 +64,19 @@ class Event:
     #: with ``error``: only a failure whose message starts so sends .error (Nova's compute sends
     #: interface_attach.error when its driver failed, not when Neutron refused the port)
     error_on: str | None = None
+    #: .start is sent by the step at its own stage (server_events.step_started), not when the event starts
+    start_at_step: bool = False
+    #: the phases this event notifies (a revert's start is its first event's, its end its last one's)
+    phases: tuple[str, ...] = ("start", "end")
 
 
 EVENTS: dict[str, Event] = {
-    ev.BUILD: Event("create", "create", "create", error=True),
+    # the build's event starts with its row; Nova's compute sends create.start once the node is chosen
+    ev.BUILD: Event("create", "create", "create", error=True, start_at_step=True),
     ev.TERMINATE: Event("delete", "delete"),
     ev.START: Event("power_on", "power_on"),
     ev.STOP: Event("power_off", "power_off"),
-    ev.REBOOT: Event("reboot", "reboot", error=True),
+    ev.REBOOT: Event("reboot", "reboot", error=True, start_at_step=True),  # once pending (steps/reboot.py)
     ev.PAUSE: Event("pause", "pause"),
     ev.UNPAUSE: Event("unpause", "unpause"),
     ev.SUSPEND: Event("suspend", "suspend"),
@@ -83,7 +88,9 @@ EVENTS: dict[str, Event] = {
     ev.RESIZE: Event("resize", "resize", error=True),
     ev.FINISH_RESIZE: Event("resize_finish", "finish_resize"),
     ev.CONFIRM_RESIZE: Event("resize_confirm", "resize.confirm"),
-    ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True),
+    # Nova's revert_resize sends the start, finish_revert_resize (the revert done) the end
+    ev.REVERT_RESIZE: Event("resize_revert", "resize.revert", exists_first=True, phases=("start",)),
+    ev.FINISH_REVERT_RESIZE: Event("resize_revert", "resize.revert", phases=("end",)),
     ev.TRIGGER_CRASH_DUMP: Event("trigger_crash_dump", "trigger_crash_dump"),
     ev.RESCUE: Event("rescue", "rescue", "rescue", exists_before_end=True),
     ev.UNRESCUE: Event("unrescue", "unrescue"),
@@ -123,17 +130,20 @@ def _addresses(row: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
 
 
 def load_view(engine: Engine, uuid: str, *, request_id: str | None = None, user_id: str | None = None,
-              project_id: str | None = None, volumes: bool = True) -> sp.ServerView | None:
+              project_id: str | None = None, volumes: bool = True,
+              row: dict[str, Any] | None = None) -> sp.ServerView | None:
     """The server as a payload describes it, read now (deleted servers too); None when it never existed.
     ``volumes``: read its volume mappings (an update's or exists' payload lists them only with
-    ``bdms_in_notifications``: no query for them on every state change otherwise)."""
+    ``bdms_in_notifications``: no query for them on every state change otherwise). ``row``: the server's
+    row as it was when the event was recorded (server_events), else read now."""
     from openkeel_compute.compute.instances import store
 
     with reader(engine) as conn:
-        try:
-            row = store.get(conn, uuid, read_deleted="yes")
-        except Exception:  # noqa: BLE001 - gone for good (archived): nothing to describe
-            return None
+        if row is None:
+            try:
+                row = store.get(conn, uuid, read_deleted="yes")
+            except Exception:  # noqa: BLE001 - gone for good (archived): nothing to describe
+                return None
         copy = store.flavors_of(row)
         metadata, system_metadata = _metadata(conn, row)
         keypairs = []
@@ -259,11 +269,14 @@ class ServerNotifier(VersionedNotifier):
 
     # -- the hooks (notifications/server_events.py), after commit -----------------------------------
 
-    def action_event(self, action_id: int, event: str, phase: str, host: str | None) -> None:
+    def action_event(self, action_id: int, event: str, phase: str, host: str | None, at_step: bool = False,
+                     row: dict[str, Any] | None = None) -> None:
         found = EVENTS.get(event)
         if found is None or found.api or not self.sends_servers:
             return  # an API event notifies once, when it finishes
-        view = self._view_of_action(action_id)
+        if found.start_at_step != at_step or phase not in found.phases:
+            return  # its step sends it at its own stage, or another event of the operation does
+        view = self._view_of_action(action_id, row)
         if view is None:
             return
         if event == ev.REBUILD:  # the conductor's, once the rebuild is scheduled
@@ -281,7 +294,7 @@ class ServerNotifier(VersionedNotifier):
             self._action(view, found, "end", host, action="shutdown", legacy="shutdown")
 
     def finished_event(self, event_id: int, result: str, host: str | None, details: str | None,
-                       traceback: str | None) -> None:
+                       traceback: str | None, row: dict[str, Any] | None = None) -> None:
         if not self.sends_servers or self.engine is None:
             return
         with reader(self.engine) as conn:
@@ -291,7 +304,7 @@ class ServerNotifier(VersionedNotifier):
         if found is None or found[0] not in EVENTS:
             return
         event = EVENTS[found[0]]
-        view = self._view_of_action(found[1])
+        view = self._view_of_action(found[1], row)
         if view is None:
             return
         host = host or found[2]
@@ -304,6 +317,8 @@ class ServerNotifier(VersionedNotifier):
             fault = sp.Fault(exception=_exception_name(details), message=details or "", traceback=traceback or "",
                              function_name=found[0])
             self._action(view, event, "error", host, fault=fault)
+            return
+        if "end" not in event.phases:
             return
         if event.exists_before_end:
             begin, end = audit_period_now(self.audit_unit)
@@ -431,7 +446,7 @@ class ServerNotifier(VersionedNotifier):
         mine = [p for p in payloads if p.get("request_id") == view.request_id] or payloads
         return str(mine[0]["image_id"]) if mine and mine[0].get("image_id") else None
 
-    def _view_of_action(self, action_id: int) -> sp.ServerView | None:
+    def _view_of_action(self, action_id: int, row: dict[str, Any] | None = None) -> sp.ServerView | None:
         assert self.engine is not None
         with reader(self.engine) as conn:
             action = conn.execute(select(INSTANCE_ACTIONS.c.instance_uuid, INSTANCE_ACTIONS.c.request_id,
@@ -439,7 +454,8 @@ class ServerNotifier(VersionedNotifier):
                                   .where(INSTANCE_ACTIONS.c.id == action_id)).first()
         if action is None:
             return None
-        return load_view(self.engine, action[0], request_id=action[1], user_id=action[2], project_id=action[3])
+        return load_view(self.engine, action[0], request_id=action[1], user_id=action[2], project_id=action[3],
+                         row=row)
 
     def _latest_context(self, uuid: str) -> dict[str, Any]:
         assert self.engine is not None

@@ -11,8 +11,9 @@ without one (the default: nothing to send) every call here returns after one che
   notify_on_state_change``).
 
 What is noted goes out once the transaction has committed (``db.api.after_commit``): a write rolled
-back or lost to a concurrent one notifies nothing. The payload is read from the database then, as the
-server is after the change.
+back or lost to a concurrent one notifies nothing. The payload is read from the database then; an
+action event's shows the server's row (state, task, power state, flavor) as the transaction had it when
+the event was recorded, so a step records a start before its writes and an end after them.
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ class Emitter(Protocol):
     @property
     def wants_updates(self) -> bool: ...
 
-    def action_event(self, action_id: int, event: str, phase: str, host: str | None) -> None: ...
+    def action_event(self, action_id: int, event: str, phase: str, host: str | None, at_step: bool = False,
+                     row: dict[str, Any] | None = None) -> None: ...
 
     def finished_event(self, event_id: int, result: str, host: str | None, details: str | None,
-                       traceback: str | None) -> None: ...
+                       traceback: str | None, row: dict[str, Any] | None = None) -> None: ...
 
     def update(self, uuid: str, old: dict[str, Any], actor: Any = None) -> None: ...
 
@@ -59,22 +61,53 @@ def installed() -> Emitter | None:
     return _EMITTER
 
 
+def _row_now(conn: Connection, uuid: str | None) -> dict[str, Any] | None:
+    """The server's row as the transaction has it now: an event's payload shows the server's state, task,
+    power state and flavor at the point the event is recorded (a start before the step's writes, an end
+    after them, as Nova's compute sends them), not as the transaction leaves it."""
+    if uuid is None:
+        return None
+    row = conn.execute(select(INSTANCES).where(INSTANCES.c.uuid == uuid)).mappings().first()
+    return dict(row) if row is not None else None
+
+
+def _uuid_of_action(conn: Connection, action_id: int) -> str | None:
+    return conn.execute(select(INSTANCE_ACTIONS.c.instance_uuid).where(INSTANCE_ACTIONS.c.id == action_id)).scalar()
+
+
+def _sends(emitter: Emitter) -> bool:
+    return bool(getattr(emitter, "sends_servers", True))
+
+
 def event_started(conn: Connection, action_id: int, event: str, host: str | None) -> None:
     emitter = _EMITTER
-    if emitter is not None:
-        after_commit(conn, functools.partial(emitter.action_event, action_id, event, "start", host))
+    if emitter is not None and _sends(emitter):
+        row = _row_now(conn, _uuid_of_action(conn, action_id))
+        after_commit(conn, functools.partial(emitter.action_event, action_id, event, "start", host, row=row))
+
+
+def step_started(conn: Connection, action_id: int, event: str, host: str | None, key: str | None = None) -> None:
+    """The ``.start`` notification of an event whose step sends it at its own stage (``Event.start_at_step``:
+    a build's, once its node is chosen, as Nova's compute sends it), after commit; with ``key`` (the
+    server's uuid) before the transaction's updates, as Nova's reboot sends it before it saves the stage."""
+    emitter = _EMITTER
+    if emitter is not None and _sends(emitter):
+        row = _row_now(conn, _uuid_of_action(conn, action_id))
+        after_commit(conn, functools.partial(emitter.action_event, action_id, event, "start", host, at_step=True,
+                                             row=row), key=key, first=key is not None)
 
 
 def event_finished(conn: Connection, event_id: int, result: str, host: str | None, details: str | None,
                    traceback: str | None, uuid: str | None = None) -> None:
     emitter = _EMITTER
-    if emitter is not None:
+    if emitter is not None and _sends(emitter):
         if uuid is None:  # the key that orders a server's notifications in the transaction
             uuid = conn.execute(select(INSTANCE_ACTIONS.c.instance_uuid).where(
                 INSTANCE_ACTIONS.c.id == select(INSTANCE_ACTIONS_EVENTS.c.action_id).where(
                     INSTANCE_ACTIONS_EVENTS.c.id == event_id).scalar_subquery())).scalar()
-        after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback),
-                     key=uuid)
+        row = _row_now(conn, uuid)
+        after_commit(conn, functools.partial(emitter.finished_event, event_id, result, host, details, traceback,
+                                             row=row), key=uuid)
 
 
 def api_action(conn: Connection, uuid: str, action: str, actor: Any) -> None:

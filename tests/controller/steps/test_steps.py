@@ -63,12 +63,29 @@ def test_a_build_that_already_ended_makes_nothing(ctx, db, cluster):
 
 # -- power, reboot ------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize(("operation", "first", "stages"), [
+    (ops.REBOOT_SOFT, "rebooting", ["reboot_pending", "reboot_started"]),
+    (ops.REBOOT_HARD, "rebooting_hard", ["reboot_pending_hard", "reboot_started_hard"])])
+def test_a_reboot_passes_novas_stages_before_the_guest_is_asked(ctx, db, cluster, operation, first, stages):
+    uuid = boot(db)
+    cluster.vmi_in(uuid, "Running")
+    server = _server(db, uuid, vm_state=states.ACTIVE, task_state=first)
+    assert reboot.begin(ctx, _row(uuid, operation), server)
+    assert read_server(db, uuid)["task_state"] == server["task_state"] == stages[-1]
+    assert cluster.verbs() == []  # the stages come before the guest is asked
+    # tried again: nothing written again; another task took over: nothing written, not rebooted
+    assert reboot.begin(ctx, _row(uuid, operation), server)
+    other = _server(db, uuid, task_state="deleting")
+    assert not reboot.begin(ctx, _row(uuid, operation), other)
+    assert read_server(db, uuid)["task_state"] == "deleting"
+
 @pytest.mark.parametrize(("operation", "verb"), [(ops.STOP, "stop"), (ops.PAUSE, "pause"), (ops.UNPAUSE, "unpause"),
                                                  (ops.REBOOT_SOFT, "softreboot")])
 def test_a_power_operation_is_one_kubevirt_verb(ctx, db, cluster, operation, verb):
     uuid = boot(db)
     cluster.vmi_in(uuid, "Running")
-    assert power.run(ctx, _row(uuid, operation), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
+    task = {"task_state": "rebooting"} if operation == ops.REBOOT_SOFT else {}  # as the API leaves it
+    assert power.run(ctx, _row(uuid, operation), _server(db, uuid, vm_state=states.ACTIVE, **task)) is DONE
     assert cluster.verbs() == [verb]
 
 
@@ -78,7 +95,8 @@ def test_on_a_guest_that_does_not_run_a_soft_reboot_is_hard_a_pause_ends_in_a_fa
     if phase:
         cluster.vmi_in(uuid, phase)
     cluster.vms[uuid] = {"metadata": {"name": uuid, "uid": "vm-1"}}
-    assert power.run(ctx, _row(uuid, ops.REBOOT_SOFT), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
+    assert power.run(ctx, _row(uuid, ops.REBOOT_SOFT), _server(db, uuid, vm_state=states.ACTIVE,
+                                                               task_state="rebooting")) is DONE
     assert cluster.verbs() == ["start"]
     outcome = power.run(ctx, _row(uuid, ops.PAUSE), _server(db, uuid, vm_state=states.ACTIVE))
     assert outcome.final and outcome.fault.code == 409
@@ -103,14 +121,16 @@ def test_a_start_of_a_server_whose_vm_is_gone_makes_it_again_first(ctx, db, clus
 def test_a_hard_reboot_restarts_a_running_vm_and_remembers_the_vmi_it_replaces(ctx, db, cluster):
     uuid = boot(db)
     cluster.vmi_in(uuid, "Running", uid="old-vmi")
-    assert reboot.run(ctx, _row(uuid, ops.REBOOT_HARD), _server(db, uuid, vm_state=states.ACTIVE)) is DONE
+    assert reboot.run(ctx, _row(uuid, ops.REBOOT_HARD), _server(db, uuid, vm_state=states.ACTIVE,
+                                                                task_state="rebooting_hard")) is DONE
     assert cluster.verbs() == ["restart"]
     assert _server(db, uuid)["system_metadata"][sysmeta.REPLACED_VMI] == "old-vmi"
 
 
 def test_a_hard_reboot_of_a_server_that_does_not_run_starts_it(ctx, db, cluster):
     uuid = boot(db)
-    assert reboot.run(ctx, _row(uuid, ops.REBOOT_HARD), _server(db, uuid, vm_state=states.STOPPED)) is DONE
+    assert reboot.run(ctx, _row(uuid, ops.REBOOT_HARD), _server(db, uuid, vm_state=states.STOPPED,
+                                                                task_state="rebooting_hard")) is DONE
     assert cluster.verbs() == ["start"] and sysmeta.REPLACED_VMI not in _server(db, uuid)["system_metadata"]
 
 

@@ -45,9 +45,11 @@ from openkeel_compute.controller.steps.base import (
     read_servers,
 )
 from openkeel_compute.db.api import transaction
+from openkeel_compute.kubevirt import vmstatus
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.vmstatus import Fault
-from openkeel_compute.model import states, sysmeta
+from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.model.states import task_states
 from openkeel_compute.network.errors import NeutronUnavailable
 
 LOG = logging.getLogger(__name__)
@@ -77,9 +79,9 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             return Failed(fault.message + fault.details, fault)
         if (server.get("host"), server.get("node")) != where:
             objects = ctx.objects(server)  # pinned to the node claimed (the pass's claims usually chose it)
-    refused = volumes.prepare(ctx, server)  # the Cinder volumes exported to the node, their claims made
-    if refused:
-        return give_up(ctx, row, server, refused)
+    if not _stage(ctx, row, server, task_states.SCHEDULING, None):  # placed: the build's own work starts
+        return DONE
+    _stage(ctx, row, server, None, task_states.NETWORKING)
     namespace, name = ctx.namespace_of(server), server_vm_name(row.server_uuid)
     ctx.ensure_namespace(namespace, str(server["project_id"]))
     if ports.wanted(ctx, server):  # Neutron: the ports bound to the claimed node, their networks on Multus
@@ -92,15 +94,42 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             LOG.warning("server %s: Neutron: %s", row.server_uuid, exc.message)
             return Failed(ports.NETWORK_FAILED)
         attachments.ensure(ctx, namespace, ports.networks_of(ctx, info))
+    _stage(ctx, row, server, task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING)
+    refused = volumes.prepare(ctx, server)  # the Cinder volumes exported to the node, their claims made
+    if refused:
+        return give_up(ctx, row, server, refused)
     if ports.wanted(ctx, server) or server.get("block_devices"):
         objects = ctx.objects(server)  # with the ports' interfaces and the volumes' claims made just now
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
+    # the guest is being spawned: its root disk made from the image, then booted (the observation follows it)
+    _stage(ctx, row, server, task_states.BLOCK_DEVICE_MAPPING, task_states.SPAWNING)
     volumes.complete(ctx, server)
     if ports.wanted(ctx, server):
         return vif_wait.begin(ctx, server, ports.info_of(server) or [])
     return DONE
+
+
+def _stage(ctx: Context, row: ServerRow, server: dict[str, Any], expected: str | None, task: str | None) -> bool:
+    """The build moves on to its next stage as Nova's compute records them (visible as the task state):
+    placed (``expected`` scheduling: no task, the server in its zone, ``create.start`` sent), networking,
+    block_device_mapping, spawning. A stage already passed (a build tried again) is not written again.
+    False when the server left the build meanwhile (deleted)."""
+    order, current = vmstatus.BUILD_STAGES, server.get("task_state")
+    if current in order and order.index(current) > order.index(expected):
+        return True  # passed by an earlier attempt
+    changes: dict[str, Any] = {"task_state": task}
+    if expected == task_states.SCHEDULING and not server.get("availability_zone"):
+        changes["availability_zone"] = ctx.settings.options.default_availability_zone
+    with transaction(ctx.engine) as conn:
+        if not cas.save_state(conn, row.server_uuid, expected_task_state=expected, vm_state=states.BUILDING,
+                              **changes):
+            return False
+        if expected == task_states.SCHEDULING:  # Nova's compute has the build now: create.start
+            tasks.notify_start(conn, row.server_uuid, row.request_id, events.BUILD, server.get("host"))
+    server.update(changes)
+    return True
 
 
 def give_up(ctx: Context, row: ServerRow, server: dict[str, Any], reason: str) -> Failed:

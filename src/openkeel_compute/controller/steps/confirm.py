@@ -18,7 +18,7 @@ from openkeel_compute.compute.instances.base import Actor, new_request_id
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import vm_edits
 from openkeel_compute.controller.steps.base import DONE, Context, Outcome, ServerRow, read_server
-from openkeel_compute.controller.steps.resize import start_event
+from openkeel_compute.controller.steps.resize import Moot, end_event, start_event
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.db.models import INSTANCES, MIGRATIONS
 from openkeel_compute.model import events, states, sysmeta
@@ -32,12 +32,18 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     migration = row.payload["migration"]
     vm, _vmi, _dvs = ctx.cluster.look(namespace, uuid)
     _drop_old_revisions(ctx, uuid, namespace, vm)
-    with transaction(ctx.engine) as conn:
-        if resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
+    try:
+        with transaction(ctx.engine) as conn:
+            # its event starts with the server still resized (resize_confirm.start shows it), ends confirmed
+            start_event(conn, row, events.CONFIRM_RESIZE, host=server.get("host"))
+            if not resize.confirmed(conn, uuid, migration, power_state=server["power_state"]):
+                raise Moot  # confirmed or reset meanwhile: nothing recorded
             ctx.allocations.confirm(migration)
             working_state.put(conn, uuid, sysmeta.RESIZE_FROM, None)
             working_state.put(conn, uuid, sysmeta.RESIZE_NODES, None)
-            start_event(conn, row, events.CONFIRM_RESIZE, done=True, host=server.get("host"))
+            end_event(conn, uuid, host=server.get("host"))
+    except Moot:
+        pass
     return DONE
 
 

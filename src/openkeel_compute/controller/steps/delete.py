@@ -37,8 +37,8 @@ from openkeel_compute.controller.steps.base import (
 )
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
-from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model import operations as ops
+from openkeel_compute.model import states, sysmeta
 from openkeel_compute.model.states import task_states
 
 #: who deletes a server reclaimed: the controller itself
@@ -103,9 +103,9 @@ def soft(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if phase is not None and phase not in FINAL_PHASES:
         ctx.cluster.subresource(namespace, server_vm_name(row.server_uuid), "stop")
         return Waiting("waiting for the server's virtual machine to stop")
-    with transaction(ctx.engine) as conn:
-        tasks.end(conn, row.server_uuid, row.request_id, events.SOFT_DELETE, task_states.SOFT_DELETING,
-                  vm_state=states.SOFT_DELETED, task_state=None, power_state=states.power_state.SHUTDOWN)
+    with transaction(ctx.engine) as conn:  # its event started with the row, before the guest was stopped
+        tasks.end_started(conn, row.server_uuid, task_states.SOFT_DELETING, vm_state=states.SOFT_DELETED,
+                          task_state=None, power_state=states.power_state.SHUTDOWN)
     return DONE
 
 
@@ -115,9 +115,9 @@ def restore(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     namespace = ctx.namespace_of(server)
     phase = vmi_phase(ctx.cluster.look(namespace, row.server_uuid)[1])
     if phase == "Running":
-        with transaction(ctx.engine) as conn:
-            tasks.end(conn, row.server_uuid, row.request_id, events.RESTORE, task_states.RESTORING,
-                      vm_state=states.ACTIVE, task_state=None, power_state=states.power_state.RUNNING)
+        with transaction(ctx.engine) as conn:  # its event started with the row, before the guest was started
+            tasks.end_started(conn, row.server_uuid, task_states.RESTORING, vm_state=states.ACTIVE, task_state=None,
+                              power_state=states.power_state.RUNNING)
         return DONE
     if phase is None or phase in FINAL_PHASES:
         ctx.cluster.subresource(namespace, server_vm_name(row.server_uuid), "start")

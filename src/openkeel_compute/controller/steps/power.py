@@ -45,6 +45,8 @@ def verb_for(operation: str) -> str | None:
 
 def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     verb, namespace, uuid = VERBS[row.operation], ctx.namespace_of(server), row.server_uuid
+    if row.operation in reboot.STAGES and not reboot.begin(ctx, row, server):
+        return DONE  # another task took over (a delete)
     if verb in ON_THE_INSTANCE:
         vmi = ctx.cluster.vmi(namespace, uuid)
         if vmi_phase(vmi) in (None, *FINAL_PHASES):  # no guest runs (its VM may be gone from the cluster)

@@ -48,6 +48,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     uuid, namespace = row.server_uuid, ctx.namespace_of(server)
     task = server.get("task_state")
     if task == task_states.REBUILDING:
+        _start_event(ctx, row, server)
         vm, vmi, dvs = ctx.cluster.look(namespace, uuid)
         if vmi is not None and ((vmi.get("status") or {}).get("phase")) not in FINAL_PHASES:
             ctx.cluster.subresource(namespace, server_vm_name(uuid), "stop")
@@ -67,9 +68,6 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             if not cas.save_state(conn, uuid, expected_task_state=task_states.REBUILDING,
                                   task_state=task_states.REBUILD_BLOCK_DEVICE_MAPPING):
                 return DONE  # deleted or reset meanwhile: that task wins
-            action_id = instance_actions.action_for_request(conn, uuid, row.request_id)
-            if action_id is not None and not reimaged:  # a re-image started it before it asked Cinder
-                tasks.keep(conn, row.id, uuid, instance_actions.start_event(conn, action_id, events.REBUILD))
         task = task_states.REBUILD_BLOCK_DEVICE_MAPPING
     if task == task_states.REBUILD_SPAWNING and server["system_metadata"].get(sysmeta.VIF_WAIT):
         return vif_wait.check(ctx, row, server, _plug_failed, bind=False)
@@ -86,6 +84,19 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
     if unplugged:  # Nova's spawn waits for network-vif-plugged of the ports its network info shows unplugged
         return vif_wait.begin(ctx, server, unplugged)
     return DONE
+
+
+def _start_event(ctx: Context, row: ServerRow, server: dict[str, Any]) -> None:
+    """The rebuild's compute event, started once (kept as the task's), before the guest is stopped: Nova's
+    compute sends rebuild.start with the server still ``rebuilding``, then does the work."""
+    if (server["system_metadata"].get(sysmeta.TASK_EVENT) or "").split(":", 1)[0] == str(row.id):
+        return
+    with transaction(ctx.engine) as conn:
+        action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
+        if action_id is not None:
+            value = instance_actions.start_event(conn, action_id, events.REBUILD)
+            tasks.keep(conn, row.id, row.server_uuid, value)
+            server["system_metadata"][sysmeta.TASK_EVENT] = f"{row.id}:{value}"
 
 
 def _plug_failed(ctx: Context, row: ServerRow, server: dict[str, Any], _reason: str) -> Failed:

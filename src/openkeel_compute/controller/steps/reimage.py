@@ -31,14 +31,13 @@ import math
 from typing import Any
 
 from openkeel_compute.compute import block_device_rows, external_events, working_state
-from openkeel_compute.compute.instances import instance_actions
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps.base import Context, Failed, Outcome, ServerRow, Waiting
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt import volumes as kube_volumes
 from openkeel_compute.kubevirt.vmstatus import Fault
-from openkeel_compute.model import events, states, sysmeta
+from openkeel_compute.model import states, sysmeta
 from openkeel_compute.model.states import task_states
 
 LOG = logging.getLogger(__name__)
@@ -75,11 +74,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome | None:
     state = _state(ctx, uuid)
     if state is None:
         state = {"old": root.get("attachment_id")}
-        with transaction(ctx.engine) as conn:
-            action_id = instance_actions.action_for_request(conn, uuid, row.request_id)
-            if action_id is not None:
-                tasks.keep(conn, row.id, uuid, instance_actions.start_event(conn, action_id, events.REBUILD,
-                                                                            host=server.get("host")))
+        with transaction(ctx.engine) as conn:  # the rebuild's event was started by its step (rebuild.py)
             working_state.put(conn, uuid, sysmeta.REIMAGE, json.dumps(state))
     if "until" not in state:
         return _ask(ctx, row, server, root, state)

@@ -49,6 +49,10 @@ OPEN = ("pre-migrating", "migrating", "post-migrating", "finished", "confirming"
 LIVE_OPEN = ("accepted", "queued", "preparing", "running")
 
 
+class Moot(Exception):
+    """Raised in a transaction whose server another task took meanwhile: rolled back, nothing recorded."""
+
+
 def start_event(conn: Connection, row: ServerRow, name: str, *, done: bool = False, host: str | None = None) -> None:
     """Start event ``name`` in the request's action: finished at once with ``done``, else the step's."""
     action_id = instance_actions.action_for_request(conn, row.server_uuid, row.request_id)
@@ -79,7 +83,10 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         if vm is None:  # gone from the cluster (a resize is asked of a server that ran): made again first
             placing.make_again(ctx, server)
             raise Wait("the server's VirtualMachine was made again from its record")
-        ended = _prepare(ctx, row, server, vm, migration)
+        try:
+            ended = _prepare(ctx, row, server, vm, migration)
+        except Moot:
+            return DONE
         if ended is not None:
             return ended
         task = task_states.RESIZE_MIGRATING
@@ -92,7 +99,6 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
                 return DONE
             resize.move_migration(conn, migration, "post-migrating")
             end_event(conn, uuid, host=server.get("host"))
-            start_event(conn, row, events.FINISH_RESIZE, host=server.get("host"))
         task = task_states.RESIZE_MIGRATED
     copy = store.flavors_of(server)
     if task == task_states.RESIZE_MIGRATED:
@@ -108,9 +114,10 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
         if dest:
             vm_edits.pin(ctx, namespace, uuid, vm, dest)
         with transaction(ctx.engine) as conn:
-            if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_MIGRATED,
-                                  task_state=task_states.RESIZE_FINISH):
+            # Nova's finish_resize: the new flavor the server's, resize_finish, then finish_resize.start
+            if not resize.finishing(conn, uuid):
                 return DONE
+            start_event(conn, row, events.FINISH_RESIZE, host=server.get("host"))
         if row.payload.get("old_vm_state") != states.STOPPED:
             ctx.cluster.subresource(namespace, server_vm_name(uuid), "start")
         raise Wait("waiting for the VM on its new instancetype")
@@ -148,9 +155,12 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
     except NoValidHost as exc:
         return _no_valid_host(ctx, row, server, migration, exc)
     with transaction(ctx.engine) as conn:
+        host = server.get("host")
+        for name in events.BEFORE_RESIZE:  # done with the server still resize_prep (their notifications show it)
+            start_event(conn, row, name, done=True, host=host)
         if not cas.save_state(conn, uuid, expected_task_state=task_states.RESIZE_PREP,
                               task_state=task_states.RESIZE_MIGRATING):
-            return DONE  # deleted or reset meanwhile
+            raise Moot  # deleted or reset meanwhile: nothing recorded
         working_state.put(conn, uuid, sysmeta.RESIZE_FROM, json.dumps(before, sort_keys=True))
         if dest:
             nodes = json.dumps({"source": server.get("node"), "dest": dest}, sort_keys=True)
@@ -159,9 +169,6 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
             server.setdefault("working_state", {})[sysmeta.RESIZE_NODES] = nodes
         resize.move_migration(conn, migration, "migrating", **(
             {"dest_compute": dest, "dest_node": dest} if cold and dest else {}))
-        host = server.get("host")
-        for name in events.BEFORE_RESIZE:
-            start_event(conn, row, name, done=True, host=host)
         start_event(conn, row, events.RESIZE, host=host)
     return None
 
@@ -184,8 +191,6 @@ def _finish(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str, 
     with transaction(ctx.engine) as conn:
         if resize.finish(conn, uuid, row.payload["migration"], power_state=power, host=node):
             end_event(conn, uuid, host=node or server.get("host"))
-            if node:
-                cas.save_state(conn, uuid, host=node, node=node)
     return DONE
 
 
