@@ -160,6 +160,10 @@ def test_live_migrate_to_a_host(stack, cli, pair):
     gone = cli.run("server", "migration", "show", "mv-b", live["uuid"])
     assert gone.returncode == 1
     assert f"In-progress live migration {live['uuid']} is not found for server {peer['id']}" in gone.stderr
+    # by its number: python-openstackclient 10.5 passes server and migration to the SDK the other way round
+    # (GET /servers/<migration id>/migrations/<server id>), which any Nova answers 404
+    swapped = cli.run("server", "migration", "show", "mv-b", str(live["id"]))
+    assert swapped.returncode == 1 and f"Instance {live['id']} could not be found" in swapped.stderr, swapped.stderr
     refused = cli.run("server", "migration", "abort", "mv-b", str(live["id"]))
     assert refused.returncode == 1
     assert f"Instance {peer['id']} is in an invalid state for 'abort live migration'" in refused.stderr, \
