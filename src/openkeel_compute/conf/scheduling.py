@@ -1,5 +1,6 @@
 """What nodes offer Placement and how claims are tried: Nova's allocation ratio and reserved-resource
-options of [DEFAULT], [scheduler] max_attempts, and [placement_service] (the embedded Placement)."""
+options of [DEFAULT], [scheduler] max_attempts, [filter_scheduler] (which of Nova's scheduler filters are
+enabled) and [placement_service] (the embedded Placement)."""
 
 from oslo_config import cfg
 
@@ -42,6 +43,26 @@ SCHEDULER_OPTS = [
                help="The most allocation candidates asked of Placement for one server."),
 ]
 
+#: Nova's [filter_scheduler] enabled_filters default (nova/conf/scheduler.py)
+DEFAULT_FILTERS = ["ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
+                   "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter"]
+
+filter_group = cfg.OptGroup("filter_scheduler", title="Filter scheduler options")
+FILTER_OPTS = [
+    cfg.MultiStrOpt("available_filters", default=["nova.scheduler.filters.all_filters"],
+                    help="Filters the scheduler may use, as Nova's option (all of Nova's by default). Kept "
+                    "for configuration files written for Nova: which filters act is enabled_filters' matter."),
+    cfg.ListOpt("enabled_filters", default=list(DEFAULT_FILTERS),
+                help="Filters the scheduler uses, by Nova's class names. DifferentHostFilter and "
+                "SameHostFilter, off by default as in Nova, make the different_host and same_host scheduler "
+                "hints of a server act on where it is placed, at its build and at its moves (resize, cold "
+                "and live migration, evacuation, unshelve): a node holding one of the servers a "
+                "different_host hint names is refused, and with same_host only such a node is taken. The "
+                "server group filters, the compute service's state (ComputeFilter) and what Placement "
+                "matches (flavor and image requirements) always apply; other names are accepted and "
+                "have no effect."),
+]
+
 service_group = cfg.OptGroup("placement_service", title="Embedded Placement",
                              help="A Placement the controller may rely on when [placement] names none.")
 SERVICE_OPTS = [
@@ -57,9 +78,12 @@ def register_opts(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(RATIO_OPTS)
     conf.register_group(groups.own(scheduler_group))
     conf.register_opts(SCHEDULER_OPTS, group=scheduler_group)
+    conf.register_group(groups.own(filter_group))
+    conf.register_opts(FILTER_OPTS, group=filter_group)
     conf.register_group(groups.own(service_group))
     conf.register_opts(SERVICE_OPTS, group=service_group)
 
 
 def list_opts():
-    return [("DEFAULT", RATIO_OPTS), (scheduler_group, SCHEDULER_OPTS), (service_group, SERVICE_OPTS)]
+    return [("DEFAULT", RATIO_OPTS), (scheduler_group, SCHEDULER_OPTS), (filter_group, FILTER_OPTS),
+            (service_group, SERVICE_OPTS)]

@@ -233,9 +233,11 @@ class Claims:
             LOG.warning("server %s: no claim, Placement failed: %s", uuid, exc.message)
             raise NoValidHost(f"Placement could not be asked for resources: {exc.message}") from None
 
-    def move(self, server: Mapping[str, Any], exclude: set[str]) -> str | None:
+    def move(self, server: Mapping[str, Any], exclude: set[str],
+             usable: Callable[[str], bool] | None = None) -> str | None:
         """Claim the server's resources on another node than those in ``exclude`` (the alternates of a
-        build whose node could not run it): the first candidate on such a node replaces the server's
+        build whose node could not run it), one ``usable`` accepts when given (the scheduler's filters):
+        the first candidate on such a node replaces the server's
         allocations in one PUT at its consumer generation. The new node, or None when no other has room
         (the old claim is then left as it was)."""
         uuid = str(server["uuid"])
@@ -245,7 +247,7 @@ class Claims:
             found = self.placement.allocation_candidates(query, self.max_results)
             for candidate in found.candidates:
                 node = self.node_of(node_provider(candidate.allocations))
-                if node in exclude:
+                if node in exclude or (usable is not None and not usable(node)):
                     continue
                 try:
                     self.placement.put_allocations(uuid, candidate.allocations, project_id=str(server["project_id"]),

@@ -60,6 +60,9 @@ class ServerSettings:
     resize_confirm_window: float = 0.0
     #: [DEFAULT] allow_resize_to_same_host (False: a resize claims on another node)
     allow_resize_to_same_host: bool = False
+    #: [filter_scheduler] enabled_filters (Nova's default: the scheduler hints' filters off)
+    enabled_filters: tuple[str, ...] = ("ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
+                                        "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter")
     #: [controller] orphan_interval: seconds between two sweeps for objects whose server is gone
     orphan_interval: float = 300.0
     #: [controller] server_watch, off for a single pass (--once)
@@ -97,6 +100,7 @@ class ServerSettings:
                    shelved_offload_time=float(conf.shelved_offload_time),
                    resize_confirm_window=float(conf.resize_confirm_window),
                    allow_resize_to_same_host=conf.allow_resize_to_same_host,
+                   enabled_filters=tuple(conf.filter_scheduler.enabled_filters),
                    orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
                    keep_pod_address=c.keep_pod_address or "",
                    network_attachment_config=c.network_attachment_config or "",

@@ -34,8 +34,10 @@ class FakeClaims:
             raise NoValidHost("no node has room")
         return self.node, []
 
-    def move(self, server: dict[str, Any], exclude: set[str]) -> str | None:
-        self.excluded.append(set(exclude))
+    def move(self, server: dict[str, Any], exclude: set[str], usable=None) -> str | None:
+        """Records the nodes refused: those excluded and those of node-1..3 ``usable`` refuses."""
+        refused = {n for n in ("node-1", "node-2", "node-3") if usable is not None and not usable(n)}
+        self.excluded.append(set(exclude) | refused)
         return self.moves.pop(0)
 
 

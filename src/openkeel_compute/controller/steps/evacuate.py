@@ -105,12 +105,12 @@ def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: dict
     with reader(ctx.engine) as conn:
         rule = server_groups.placement_rule(conn, uuid)
         known = compute_services.hosts(conn)
-    group = placing.group_filter(ctx, uuid)
+    group, hints = placing.group_filter(ctx, uuid), placing.hint_filter(ctx, uuid)
 
     def usable(node: str) -> bool:
         if node == source or node not in known or (wanted and node != wanted):
             return False
-        return group is None or group(node)
+        return (group is None or group(node)) and (hints is None or hints(node))
 
     try:
         if ctx.claims is None:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from openkeel_compute.compute import compute_services, server_groups, working_state
+from openkeel_compute.compute import compute_services, scheduler_hints, server_groups, working_state
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import nodes, tasks
 from openkeel_compute.controller.claims import NoValidHost
@@ -31,7 +31,7 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
     assert ctx.claims is not None
     try:
         node, _alternates = ctx.claims.claim(server)
-        node = _as_group_allows(ctx, server, node)
+        node = as_filters_allow(ctx, server, node)
     except NoValidHost as exc:
         with transaction(ctx.engine) as conn:
             tasks.end_in_fault(conn, server, exc.fault, expected=[server.get("task_state")], vm_state=states.ERROR)
@@ -43,31 +43,58 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
     return None
 
 
-def _as_group_allows(ctx: Context, server: dict[str, Any], node: str) -> str:
-    """The node the server's group lets it run on (compute/server_groups.py), as Nova's late check on the
-    chosen host: ``node`` when it satisfies the policy, else the claim moves to a node that does. A hard
-    policy no node satisfies gives back the claim and is "No valid host"; a soft one keeps ``node``."""
+def as_filters_allow(ctx: Context, server: dict[str, Any], node: str, *, groups: bool = True) -> str:
+    """The node the scheduler's filters let the server run on, as Nova's late check on the chosen host: its
+    group's policy (compute/server_groups.py; not when ``groups`` is False) and its different_host /
+    same_host hints when their filters are enabled (compute/scheduler_hints.py). ``node`` when it satisfies
+    them all, else the claim moves to a node that does. When no node satisfies a hard policy or the hints,
+    the claim is given back and it is "No valid host"; a soft policy no node satisfies keeps the node."""
     with reader(ctx.engine) as conn:
-        rule = server_groups.placement_rule(conn, server["uuid"])
-        every = compute_services.hosts(conn) if rule is not None and not rule[0].endswith("anti-affinity") else set()
-    if rule is None:
+        rule = server_groups.placement_rule(conn, server["uuid"]) if groups else None
+        hints = scheduler_hints.host_filter(conn, server["uuid"], ctx.settings.enabled_filters)
+    if rule is None and hints is None:
         return node
-    policy, members, per_host = rule
-    if server_groups.allowed(policy, members, per_host, node):
+
+    def policy(n: str) -> bool:
+        return rule is None or server_groups.allowed(*rule, n)
+
+    def hard(n: str) -> bool:
+        return (hints is None or hints(n)) and (rule is None or rule[0] not in server_groups.HARD or policy(n))
+
+    def preferred(n: str) -> bool:
+        return hard(n) and policy(n)
+
+    if preferred(node):
         return node
     assert ctx.claims is not None
-    if policy.endswith("anti-affinity"):
-        exclude = {n for n, count in members.items() if count >= per_host} | {node}
-    else:
-        exclude = every - set(members) | {node}
-    moved = ctx.claims.move(server, exclude)
+    moved = ctx.claims.move(server, {node}, usable=preferred)
+    if moved is None and hard(node):
+        return node  # a soft policy only weighs
+    if moved is None and rule is not None and rule[0] not in server_groups.HARD:  # soft: any node hints allow
+        moved = ctx.claims.move(server, {node}, usable=hard)
     if moved is not None:
-        LOG.info("server %s: node %s breaks its group's %s policy, placed on %s", server["uuid"], node, policy, moved)
+        LOG.info("server %s: node %s breaks its group's policy or its scheduler hints, placed on %s",
+                 server["uuid"], node, moved)
         return moved
-    if policy not in server_groups.HARD:
-        return node
     ctx.claims.release(server["uuid"])
-    raise NoValidHost(f"No node satisfies the {policy} policy of the server's group")
+    if rule is not None and rule[0] in server_groups.HARD and not policy(node):
+        raise NoValidHost(f"No node satisfies the {rule[0]} policy of the server's group")
+    raise NoValidHost("No node satisfies the server's different_host / same_host hints", filtered=True)
+
+
+def hint_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
+    """Which nodes a move of the server may go to under its different_host / same_host hints (None: no
+    hint acts; see compute/scheduler_hints.py)."""
+    with reader(ctx.engine) as conn:
+        return scheduler_hints.host_filter(conn, uuid, ctx.settings.enabled_filters)
+
+
+def move_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
+    """``group_filter`` and ``hint_filter`` together: the nodes a resize or migration may go to."""
+    group, hints = group_filter(ctx, uuid), hint_filter(ctx, uuid)
+    if group is None or hints is None:
+        return group or hints
+    return lambda node: group(node) and hints(node)
 
 
 def group_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:

@@ -37,7 +37,7 @@ from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.desired import ObjectKey
-from openkeel_compute.controller.steps import attachments, ports, snapshot, vm_edits, volumes
+from openkeel_compute.controller.steps import attachments, placing, ports, snapshot, vm_edits, volumes
 from openkeel_compute.controller.steps.base import (
     DONE,
     FINAL_PHASES,
@@ -272,6 +272,7 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str | 
     if ctx.claims is not None:
         try:
             node, _alternates = ctx.claims.claim(wanted)
+            node = placing.as_filters_allow(ctx, wanted, node, groups=False)  # the hints, as at the build
         except NoValidHost as exc:
             _conductor_event(ctx, row, "schedule_instances", exc.fault.message)
             return _no_host(ctx, server, exc.fault.message)
