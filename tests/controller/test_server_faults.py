@@ -236,7 +236,7 @@ def test_a_restarted_controller_finishes_a_hard_reboot_only_on_the_new_vmi(db, c
 
         second = Both(ctl_here, make_loop(client, db))  # a new process: nothing in memory
         second.servers.observe_all()
-        assert row_of(db, uuid)["task_state"] == "rebooting_hard"  # the old VMI still runs: not done
+        assert row_of(db, uuid)["task_state"] == "reboot_started_hard"  # the old VMI still runs: not done
         row = until(second, db, uuid, active)
         assert cluster.get("VirtualMachineInstance", uuid, row["namespace"])["metadata"]["uid"] != old
         assert _events(db, uuid, OWNER.request_id) == [("compute_reboot_instance", "Success")]

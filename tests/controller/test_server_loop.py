@@ -315,12 +315,13 @@ def test_a_build_the_watches_show_further_on_is_concluded_without_reading_the_cl
     try:
         servers.observe_one(uuid, cached)
         assert active(row_of(db, uuid)) and fresh == []
-        # a second server whose row went further than the watches show (spawning; they show no VMI yet)
+        # a second server whose row went further than the watches show (spawning: its VM made; a lagging
+        # watch shows no VM yet, which alone would read as the VM gone)
         other = boot(db)
         loop.process_outbox()
         with db_api.transaction(db) as conn:
             cas.save_state(conn, other, task_state="spawning")
-        behind = dataclasses.replace(snapshot(), cached=True, vmis={})
+        behind = dataclasses.replace(snapshot(), cached=True, vms={}, vmis={}, dvs={})
         servers.observe_one(other, behind)
         assert fresh
     finally:
