@@ -91,3 +91,18 @@ def delete_one(conn: Connection, bdm_uuid: str) -> None:
 def set_fields(conn: Connection, bdm_uuid: str, **values: Any) -> None:
     """Columns of one live row (``attachment_id``, ``delete_on_termination``, ...)."""
     conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(updated_at=utcnow(), **values))
+
+
+def volumes_by_instance(conn: Connection, instance_uuids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:
+    """Each server's live mappings with a volume id (volume_id, delete_on_termination), in the order written:
+    what a server body shows as ``os-extended-volumes:volumes_attached``, as Nova's view reads its mappings."""
+    uuids = list(instance_uuids)
+    found: dict[str, list[dict[str, Any]]] = {}
+    if not uuids:
+        return found
+    query = select(_T.c.instance_uuid, _T.c.volume_id, _T.c.delete_on_termination).where(
+        _T.c.instance_uuid.in_(uuids), _T.c.deleted == 0, _T.c.volume_id.is_not(None)).order_by(_T.c.id)
+    for row in conn.execute(query):
+        found.setdefault(row.instance_uuid, []).append(
+            {"volume_id": row.volume_id, "delete_on_termination": row.delete_on_termination})
+    return found

@@ -17,7 +17,7 @@ from sqlalchemy import select
 
 from openkeel_compute.api import common, faults
 from openkeel_compute.api.views import servers as view
-from openkeel_compute.compute import compute_services, errors, networks, server_groups
+from openkeel_compute.compute import block_device_rows, compute_services, errors, networks, server_groups
 from openkeel_compute.compute.instances import instance_faults, store
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.compute.snapshot_image import snapshot_image
@@ -73,6 +73,7 @@ def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
     if networks.on_network(row):
         data.security_groups = (networks.groups_from(data.system_metadata) if req.version >= (2, 98)
                                 else networks.groups_of(conn, uuid))
+    data.volumes = block_device_rows.volumes_by_instance(conn, [uuid]).get(uuid, [])
     if store.status(row) in ("ERROR", "DELETED"):
         data.fault = instance_faults.latest_faults(conn, [uuid]).get(uuid)
     if host_status and req.version >= (2, 16) and row["host"]:

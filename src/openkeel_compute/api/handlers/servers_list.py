@@ -17,7 +17,7 @@ from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, dumps, operation
 from openkeel_compute.catalog import errors as catalog_errors
 from openkeel_compute.catalog import flavors as catalog
-from openkeel_compute.compute import networks
+from openkeel_compute.compute import block_device_rows, networks
 from openkeel_compute.compute.instances import instance_faults, listing, paging, store
 from openkeel_compute.db import generations, regex
 from openkeel_compute.db.models import INSTANCES, TAGS
@@ -305,6 +305,7 @@ def _details(req, conn, rows: list[dict], decisions: view.Shown) -> list[dict]:
     placed = [r["uuid"] for r in rows if networks.on_network(r)]
     groups = ({u: networks.groups_from(system.get(u, {})) for u in placed} if req.version >= (2, 98)
               else networks.groups_by_instance(conn, placed))
+    volumes = block_device_rows.volumes_by_instance(conn, uuids)
     faulty = [r["uuid"] for r in rows if store.status(r) in ("ERROR", "DELETED")]
     faults_by_uuid = instance_faults.latest_faults(conn, faulty)
     hosts = networks.host_states(conn, [r["host"] for r in rows]) if decisions.host_status is not None else {}
@@ -314,7 +315,8 @@ def _details(req, conn, rows: list[dict], decisions: view.Shown) -> list[dict]:
                                                   tags=tags.get(row["uuid"], []),
                                                   fault=faults_by_uuid.get(row["uuid"]),
                                                   security_groups=groups.get(row["uuid"], []),
-                                                  host_status=hosts.get(row["host"])),
+                                                  host_status=hosts.get(row["host"]),
+                                                  volumes=volumes.get(row["uuid"], [])),
                       decisions, in_list=True)
             for row in rows]
 

@@ -61,6 +61,7 @@ class ServerData:
     security_groups: list[str] = dataclasses.field(default_factory=list)  # names, [] hides the key
     host_status: str | None = None  # its host's state as its node shows it (None: from the row alone)
     server_groups: list[str] = dataclasses.field(default_factory=list)  # uuids of its groups (2.71)
+    volumes: list[dict] = dataclasses.field(default_factory=list)  # its mappings with a volume: volume_id, delete_on_termination
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -192,7 +193,9 @@ def full(req, links, data: ServerData, shown: Shown, *, in_list: bool = False, u
     body["OS-EXT-STS:task_state"] = row["task_state"]
     body["OS-EXT-STS:vm_state"] = row["vm_state"]
     body["OS-EXT-STS:power_state"] = row["power_state"]
-    body["os-extended-volumes:volumes_attached"] = []
+    body["os-extended-volumes:volumes_attached"] = [
+        {"id": v["volume_id"], "delete_on_termination": bool(v["delete_on_termination"])} if version >= (2, 3)
+        else {"id": v["volume_id"]} for v in data.volumes]
     if version >= (2, 9):
         body["locked"] = bool(row["locked_by"])
     if version >= (2, 16) and not in_list and shown.host_status is not None:
