@@ -155,6 +155,13 @@ def _cli(stack, *args):
     return json.loads(got.stdout) if got.stdout.strip() else None
 
 
+def _cli_text(stack, *args):
+    got = subprocess.run([str(BIN / "openstack"), *args], check=False, env=stack.env, capture_output=True,
+                         text=True, timeout=WAIT + 60, stdin=subprocess.DEVNULL)
+    assert got.returncode == 0, f"openstack {' '.join(args)} -> {got.returncode}\n{got.stderr}"
+    return got.stdout
+
+
 def _delete_servers(stack, *uuids):
     import time
 
@@ -279,3 +286,64 @@ def test_openstacksdk_networks_ports_and_security_groups(stack):
         conn.network.delete_port(user_port.id, ignore_missing=True)
         neutron.request("DELETE", f"/security-groups/{group['id']}", ok=(204, 404))
         conn.close()
+
+
+def _attached(cli_volumes, volume_id):
+    return next(v["Attached to"] for v in cli_volumes if v["ID"] == volume_id)
+
+
+def test_openstack_cli_volumes(stack):
+    """Boot from a volume (``--volume``, ``--block-device``), ``server add/remove volume`` and ``volume
+    list`` from the in-memory Cinder the API and the controller use ([cinder] endpoint_template) and the
+    CLI reaches by its block-storage endpoint override."""
+    cinder, tag = stack.cinder, uuidlib.uuid4().hex[:6]
+    boot = cinder.volume(size=1, bootable=True, name=f"boot-{tag}", image_metadata={"image_id": IMAGE})
+    other = cinder.volume(size=1, bootable=True, name=f"other-{tag}", image_metadata={"image_id": IMAGE})
+    data = cinder.volume(size=1, name=f"data-{tag}")
+    made = []
+    try:
+        server = _cli(stack, "server", "create", "--flavor", "m1.cli", "--volume", boot["id"], "--network",
+                      "private", "--wait", "-f", "json", f"cli-vol-{tag}")
+        made.append(server["id"])
+        assert server["status"] == "ACTIVE"
+        assert cinder.volumes[boot["id"]]["status"] == "in-use"
+        assert [a["server_id"] for a in cinder.volumes[boot["id"]]["attachments"]] == [server["id"]]
+        shown = _cli(stack, "server", "show", server["id"], "-f", "json")
+        assert [v["id"] for v in shown["volumes_attached"]] == [boot["id"]]
+
+        attached = _cli(stack, "server", "add", "volume", f"cli-vol-{tag}", data["id"], "-f", "json")
+        assert (attached["Volume ID"], attached["Server ID"]) == (data["id"], shown["id"]), attached
+        listed = _cli(stack, "server", "volume", "list", f"cli-vol-{tag}", "-f", "json")
+        assert sorted(v["Volume ID"] for v in listed) == sorted([boot["id"], data["id"]])
+        import time
+
+        deadline = time.monotonic() + WAIT
+        while cinder.volumes[data["id"]]["status"] != "in-use" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert cinder.volumes[data["id"]]["status"] == "in-use"
+        volumes = _cli(stack, "volume", "list", "-f", "json")
+        assert [a["server_id"] for a in _attached(volumes, data["id"])] == [shown["id"]]
+        assert [a["server_id"] for a in _attached(volumes, boot["id"])] == [shown["id"]]
+        rendered = _cli_text(stack, "volume", "list", "-f", "table", "-c", "ID", "-c", "Attached to")
+        line = next(line for line in rendered.splitlines() if data["id"] in line)
+        assert f"Attached to cli-vol-{tag} on /dev/vdb" in line, rendered  # the server's name, from compute
+
+        _cli(stack, "server", "remove", "volume", f"cli-vol-{tag}", data["id"])
+        deadline = time.monotonic() + WAIT
+        while cinder.volumes[data["id"]]["status"] != "available" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert cinder.volumes[data["id"]]["status"] == "available"
+        volumes = _cli(stack, "volume", "list", "-f", "json")
+        assert _attached(volumes, data["id"]) == []
+
+        server = _cli(stack, "server", "create", "--flavor", "m1.cli", "--block-device",
+                      f"uuid={other['id']},source_type=volume,destination_type=volume,boot_index=0",
+                      "--network", "private", "--wait", "-f", "json", f"cli-bdm-{tag}")
+        made.append(server["id"])
+        assert server["status"] == "ACTIVE"
+        assert [a["server_id"] for a in cinder.volumes[other["id"]]["attachments"]] == [server["id"]]
+        _delete_servers(stack, *made)
+        assert (cinder.volumes[boot["id"]]["status"], cinder.volumes[other["id"]]["status"]) == (
+            "available", "available")
+    finally:
+        _delete_servers(stack, *made)
