@@ -347,3 +347,47 @@ def test_openstack_cli_volumes(stack):
             "available", "available")
     finally:
         _delete_servers(stack, *made)
+
+
+def test_openstacksdk_volumes(stack):
+    """openstacksdk: a boot from a volume (block_device_mapping), a volume attached and detached
+    (create/delete_volume_attachment), and block_storage's volumes showing the attachment."""
+    import time
+
+    import openstack.config
+    import openstack.connection
+
+    cinder, tag = stack.cinder, uuidlib.uuid4().hex[:6]
+    boot = cinder.volume(size=1, bootable=True, name=f"sdk-boot-{tag}", image_metadata={"image_id": IMAGE})
+    data = cinder.volume(size=1, name=f"sdk-data-{tag}")
+    region = openstack.config.OpenStackConfig(config_files=[str(stack.clouds)], load_envvars=False).get_one(
+        cloud="demo")
+    conn = openstack.connection.Connection(config=region)
+    made = []
+    try:
+        flavor = conn.compute.find_flavor("m1.cli", ignore_missing=False)
+        server = conn.compute.create_server(name=f"sdk-vol-{tag}", flavor_id=flavor.id, networks="none",
+                                            block_device_mapping=[{"uuid": boot["id"], "source_type": "volume",
+                                                                   "destination_type": "volume", "boot_index": 0}])
+        made.append(server.id)
+        server = conn.compute.wait_for_server(server, status="ACTIVE", wait=WAIT, interval=0.5)
+        assert [v["id"] for v in server.attached_volumes] == [boot["id"]]
+        assert [a["server_id"] for a in conn.block_storage.get_volume(boot["id"]).attachments] == [server.id]
+
+        conn.compute.create_volume_attachment(server, volume_id=data["id"])
+        deadline = time.monotonic() + WAIT
+        while conn.block_storage.get_volume(data["id"]).status != "in-use" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        volume = conn.block_storage.get_volume(data["id"])
+        assert (volume.status, [a["server_id"] for a in volume.attachments]) == ("in-use", [server.id])
+        assert sorted(a.volume_id for a in conn.compute.volume_attachments(server)) == sorted(
+            [boot["id"], data["id"]])
+        conn.compute.delete_volume_attachment(server, data["id"])
+        deadline = time.monotonic() + WAIT
+        while conn.block_storage.get_volume(data["id"]).status != "available" and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert conn.block_storage.get_volume(data["id"]).attachments == []
+        assert [v["id"] for v in conn.compute.get_server(server.id).attached_volumes] == [boot["id"]]
+    finally:
+        _delete_servers(stack, *made)
+        conn.close()
