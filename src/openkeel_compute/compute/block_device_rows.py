@@ -106,3 +106,4 @@ def delete_one(conn: Connection, bdm_uuid: str) -> None:
 def set_fields(conn: Connection, bdm_uuid: str, **values: Any) -> None:
     """Columns of one live row (``attachment_id``, ``delete_on_termination``, ...)."""
     conn.execute(update(_T).where(_T.c.uuid == bdm_uuid, _T.c.deleted == 0).values(updated_at=utcnow(), **values))
+

@@ -128,7 +128,7 @@ def on_delete(ctx: Any, server_uuid: str, server: dict[str, Any]) -> None:
             except volume_errors.VolumeError as exc:
                 LOG.warning("server %s: volume %s not given back to Cinder on delete: %s", server_uuid,
                             row["volume_id"], exc.message)
-    elif rows:
+    elif any(row["volume_id"] or row["attachment_id"] for row in rows):  # an image's local disk is no volume
         LOG.warning("server %s: its volumes are not given back: [cinder] is not configured", server_uuid)
     with transaction(ctx.engine) as conn:
         block_device_rows.delete_all(conn, server_uuid)
