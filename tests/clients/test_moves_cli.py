@@ -179,7 +179,7 @@ def test_a_live_migration_in_progress_shown_force_completed_and_aborted(stack, c
     try:
         out, err = cli.session(f"server migrate --live-migration --host {target} mv-b")
         assert err.strip() == "", err
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while not (live := [m for m in _migrations(stack, peer["id"]) if m["status"] == "preparing"]):
             assert time.monotonic() < deadline, _migrations(stack, peer["id"])
             time.sleep(0.2)

@@ -178,7 +178,7 @@ def test_addresses_are_the_ones_the_guest_has_now(world):
     assert _addresses(client, uuid) == _vmi_addresses(cluster, uuid) != []
     _action(client, uuid, {"rebuild": {"imageRef": IMAGE_ALT}})
     seen_without = False  # while the old VMI is gone and the new one not yet there, no address
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while _server(client, uuid)["status"] != "ACTIVE" and time.monotonic() < deadline:
         controller.run_once()
         seen_without |= _server(client, uuid)["OS-EXT-STS:task_state"] in (

@@ -145,7 +145,7 @@ def test_the_controller_runs_the_server_loop_after_the_flavors(conf, apiserver, 
     try:
         controller = controller_for(conf, apiserver, servers=make_loop(client, db))
         uuid = boot(db)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while not active(row_of(db, uuid)) and time.monotonic() < deadline:
             controller.run_once()
             time.sleep(0.05)

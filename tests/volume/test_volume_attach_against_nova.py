@@ -70,7 +70,7 @@ def _nova_server(base: str) -> str:
     made = oracles.ask_nova(base, "POST", "/v2.1/servers", token=USER, version="2.37", body=body)
     assert made.status == 202, made.body
     uuid = made.json["server"]["id"]
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 120
     while oracles.ask_nova(base, "GET", f"/v2.1/servers/{uuid}", token=USER).json["server"]["status"] != "ACTIVE":
         assert time.monotonic() < deadline
         time.sleep(0.2)
@@ -83,7 +83,7 @@ def _our_server(client, controller) -> str:
         "name": "v", "imageRef": IMAGE, "flavorRef": "small", "networks": "none"}})
     assert got.status_code == 202, got.text
     uuid = got.json["server"]["id"]
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while client.get(f"/v2.1/servers/{uuid}", headers={"X-Auth-Token": USER}).json["server"]["status"] != "ACTIVE":
         assert time.monotonic() < deadline
         controller.run_once()
@@ -93,7 +93,7 @@ def _our_server(client, controller) -> str:
 
 def _settle(controller, cinder):
     """The controller carries out what the API asked (a detach needs the volume in-use, as Cinder wants)."""
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 120
     while any(v["status"] in ("reserved", "attaching", "detaching") for v in cinder.volumes.values()):
         assert time.monotonic() < deadline
         controller.run_once()
