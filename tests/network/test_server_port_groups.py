@@ -252,3 +252,27 @@ def test_neutron_unreachable(tmp_path):
         assert (resp.status_code, resp.json) == (500, {"computeFault": {"code": 500, "message": (
             "Unexpected API Error. Please contact the administrator\n"
             "<class 'keystoneauth1.exceptions.connection.ConnectFailure'>")}})
+
+
+def test_ids_are_asked_150_at_a_time():
+    """Nova's MAX_SEARCH_IDS: a page of 151 servers is two ports queries; a deleted port is no port."""
+    from openkeel_compute.network import errors, port_groups
+
+    class Calls:
+        def __init__(self):
+            self.asked = []
+
+        def list_ports(self, device_id, fields):
+            self.asked.append(("ports", len(device_id)))
+            if len(self.asked) == 1:
+                raise errors.NeutronError("Port p could not be found.", 404, "PortNotFound")
+            return [{"device_id": u, "security_groups": [f"g{i}"]} for i, u in enumerate(device_id)]
+
+        def list_security_groups(self, id, fields):
+            self.asked.append(("groups", len(id)))
+            return [{"id": g, "name": g} for g in id]
+
+    calls = Calls()
+    uuids = [f"s{i}" for i in range(151)]
+    assert port_groups.by_server(calls, uuids) == {"s150": [{"id": "g0", "name": "g0"}]}
+    assert calls.asked == [("ports", 150), ("ports", 1), ("groups", 1)]
