@@ -4,8 +4,8 @@ controller runs its passes in a thread on the built-in cluster, and the clients 
 as its demo user, take Neutron from Keystone's catalog and reach the API and the local image service by
 endpoint overrides (the catalog here has no compute or image entry). Servers booted with ``--network
 <name>`` and ``--nic port-id=<id>`` come up ACTIVE with their ports bound to the node with Nova's fields;
-``server add/remove security group`` change the port's groups in Neutron; ``port list --server`` finds
-the server's port; openstacksdk does the same with ``networks=[{"uuid"}]`` / ``[{"port"}]``."""
+``server add/remove security group`` change the port's groups in Neutron (``server show`` lists them);
+``port list --server`` finds the server's port; openstacksdk does the same with ``networks=[{"uuid"}]`` / ``[{"port"}]``."""
 
 from __future__ import annotations
 
@@ -219,8 +219,13 @@ def test_openstack_cli_networks_ports_and_security_groups(stack):
         _cli(stack, "server", "add", "security", "group", f"cli-net-{tag}", f"okc-web-{tag}")
         got = neutron.list_ports(id=port["id"])[0]
         assert sorted(got["security_groups"]) == sorted([_default_group(stack), group["id"]])
+        # server show: the groups of the server's port, as Nova's view reads them from Neutron
+        shown = _cli(stack, "server", "show", "-f", "json", f"cli-net-{tag}")["security_groups"]
+        assert sorted(g["name"] for g in shown) == sorted(["default", f"okc-web-{tag}"]), shown
         _cli(stack, "server", "remove", "security", "group", f"cli-net-{tag}", f"okc-web-{tag}")
         assert neutron.list_ports(id=port["id"])[0]["security_groups"] == [_default_group(stack)]
+        shown = _cli(stack, "server", "show", "-f", "json", f"cli-net-{tag}")["security_groups"]
+        assert [g["name"] for g in shown] == ["default"], shown
 
         # --nic port-id=<id>: the project's own port, bound to the node and kept after the server
         server = _cli(stack, "server", "create", "--flavor", "m1.cli", "--image", IMAGE, "--nic",

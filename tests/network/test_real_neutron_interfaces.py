@@ -7,7 +7,9 @@ is registered for the cluster's nodes, as neutron-up.sh's ``agent`` does) and th
 detached, the project's port is unbound and kept, the port OpenKeel made is deleted, and the VM no longer
 has them. No agent plugs the ports here: ``vif_plugging_timeout = 0`` (the build and the attach do not
 wait for network-vif-plugged). A server's ports across shelve offload (unbound from the node, still the
-server's) and unshelve (bound to the node claimed again) are checked the same way."""
+server's) and unshelve (bound to the node claimed again) are checked the same way. A server's body lists the
+security groups of its port as Neutron has them: after addSecurityGroup, removeSecurityGroup, and a change of
+the port's groups made in Neutron itself."""
 
 from __future__ import annotations
 
@@ -249,3 +251,59 @@ def test_shelve_offload_unbinds_and_unshelve_binds_against_a_real_neutron(world,
         except AssertionError:
             pass
     assert neutron.list_ports(device_id=uuid) == []
+
+
+def test_server_bodies_show_the_ports_security_groups_against_a_real_neutron(world, cloud):
+    """addSecurityGroup: the server's show lists the group; removeSecurityGroup: gone; the port's groups
+    emptied in Neutron itself: no ``security_groups`` at all (Nova's view reads them from the ports)."""
+    api, neutron = world.api, world.neutron
+    demo, admin = _h(cloud.demo), _h(cloud.admin)
+    got = api.post("/v2.1/flavors", headers=admin, json_body={
+        "flavor": {"name": "m1.sg", "ram": 512, "vcpus": 1, "disk": 1, "id": "sg"}})
+    assert got.status_code == 200, got.text
+    name = f"okc-sg-{os.getpid()}"
+    group = neutron.request("POST", "/security-groups", ok=(201,), body={"security_group": {
+        "name": name, "project_id": cloud.project}})["security_group"]
+    got = api.post("/v2.1/servers", headers=demo, json_body={"server": {
+        "name": "sg-1", "imageRef": IMAGE, "flavorRef": "sg", "networks": [{"uuid": cloud.nets["PRIVATE_NETWORK_ID"]}]}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+
+    def shown(version="2.1"):
+        return api.get(f"/v2.1/servers/{uuid}", headers=_h(cloud.demo, version)).json["server"]
+
+    def in_detail():
+        servers = api.get("/v2.1/servers/detail", headers=demo).json["servers"]
+        return next(s for s in servers if s["id"] == uuid).get("security_groups")
+
+    def port_names():
+        """The names of the port's groups in the order Neutron lists them."""
+        [port] = neutron.list_ports(device_id=uuid)
+        by_id = {g["id"]: g["name"] for g in neutron.list_security_groups(id=port["security_groups"])}
+        return [{"name": by_id[g]} for g in port["security_groups"]]
+
+    try:
+        _until(world, lambda: (s := shown()) and s["status"] == "ACTIVE" and s["OS-EXT-STS:task_state"] is None,
+               what="ACTIVE")
+        assert shown()["security_groups"] == [{"name": "default"}]
+        act = f"/v2.1/servers/{uuid}/action"
+        assert api.post(act, headers=demo, json_body={"addSecurityGroup": {"name": name}}).status_code == 202
+        assert sorted(g["name"] for g in shown()["security_groups"]) == sorted(["default", name])
+        assert shown()["security_groups"] == port_names() == in_detail()
+        assert shown("2.96")["security_groups"] == port_names()
+        assert api.post(act, headers=demo, json_body={"removeSecurityGroup": {"name": name}}).status_code == 202
+        assert shown()["security_groups"] == [{"name": "default"}] == in_detail()
+
+        # the port's groups changed in Neutron itself
+        [port] = neutron.list_ports(device_id=uuid)
+        neutron.update_port(port["id"], {"security_groups": [group["id"]]})
+        assert shown()["security_groups"] == [{"name": name}]
+        neutron.update_port(port["id"], {"security_groups": []})
+        assert "security_groups" not in shown() and in_detail() is None
+    finally:
+        api.delete(f"/v2.1/servers/{uuid}", headers=admin)
+        try:
+            _until(world, lambda: api.get(f"/v2.1/servers/{uuid}", headers=admin).status_code == 404, 60)
+        except AssertionError:
+            pass
+        neutron.request("DELETE", f"/security-groups/{group['id']}", ok=(204, 404))

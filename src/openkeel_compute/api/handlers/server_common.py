@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import select
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import network_common
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.compute import block_device_rows, compute_services, errors, networks, server_groups
 from openkeel_compute.compute.instances import instance_faults, store
@@ -71,7 +72,7 @@ def server_data(conn, req, row: dict, *, host_status: bool) -> view.ServerData:
         data.system_metadata = store.metadata_of(conn, uuid, system=True)
     if req.version >= (2, 26):
         data.tags = store.tags_of(conn, uuid)
-    if networks.on_network(row):
+    if networks.on_network(row) and not network_common.enabled(req):  # with Neutron: server_port_groups.fill
         data.security_groups = (networks.groups_from(data.system_metadata) if req.version >= (2, 98)
                                 else networks.groups_of(conn, uuid))
     if store.status(row) in ("ERROR", "DELETED"):

@@ -13,7 +13,7 @@ server's task becomes ``rebuilding`` with its new fields and image system metada
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import volume_common, wsgi_path_params
+from openkeel_compute.api.handlers import server_port_groups, volume_common, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
@@ -162,6 +162,7 @@ def _answer(req, row: dict, data, password: str) -> Response:
     target = {"project_id": row["project_id"]}
     links = common.links(req)
     if version >= (2, 75):
+        server_port_groups.fill(req, [data])  # the groups are in the body from 2.75, read after the write
         decisions = shown(req, target, server_groups=version >= (2, 71))
         server = view.full(req, links, data, decisions)
         server.pop("OS-EXT-SRV-ATTR:user_data", None)  # shown as user_data from 2.57 instead

@@ -56,22 +56,15 @@ def index(req, server_id):
 def _port_groups(req, server_uuid: str) -> list[dict]:
     """The groups of the server's ports in nova-network's shape (Nova's ``get_instance_security_groups``
     with details): one entry per port and group, rules with their remote groups by name."""
+    from openkeel_compute.network import port_groups
+
     calls = network_common.client(req).for_caller(req.context, req.environ)
     try:
-        ports = calls.list_ports(device_id=server_uuid, fields=["security_groups", "device_id"])
-        ids = list(dict.fromkeys(g for p in ports for g in p.get("security_groups") or ()))
-        found = {g["id"]: g for g in calls.list_security_groups(id=ids)} if ids else {}
-        names = network_common.remote_names(calls, list(found.values()))
+        found = port_groups.by_server(calls, [server_uuid], detailed=True).get(server_uuid, [])
+        names = network_common.remote_names(calls, list({g["id"]: g for g in found}.values()))
     except net_errors.NetworkError as exc:
         raise network_common.answer(exc) from None
-    groups = []
-    for port in ports:
-        for group_id in port.get("security_groups") or ():
-            group = found.get(group_id)
-            if group is None:
-                continue
-            groups.append(network_common.neutron_group_view(group, names))
-    return groups
+    return [network_common.neutron_group_view(group, names) for group in found]
 
 
 def _name(req, action: str) -> str:

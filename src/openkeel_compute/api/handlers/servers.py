@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from openkeel_compute.api import common, faults
-from openkeel_compute.api.handlers import wsgi_path_params
+from openkeel_compute.api.handlers import server_port_groups, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import (
     actor_of,
     canonical_ip,
@@ -29,6 +29,7 @@ def show(req, server_id):
         common.can(req, rules.SERVERS % "show", {"project_id": row["project_id"]})
         decisions = shown(req, {"project_id": row["project_id"]}, server_groups=req.version >= (2, 71))
         data = server_data(conn, req, row, host_status=decisions.host_status is not None)
+    server_port_groups.fill(req, [data])
     return {"server": view.full(req, common.links(req), data, decisions)}
 
 
@@ -62,6 +63,7 @@ def update(req, server_id):
     target = {"project_id": row["project_id"]}
     every = req.version >= (2, 75)
     if every:
+        server_port_groups.fill(req, [data])  # the groups are in the body from 2.75, read after the write
         decisions = shown(req, target, server_groups=req.version >= (2, 71))
     else:
         extra_specs = req.version >= (2, 47) and common.can(req, rules.SERVERS % "show:flavor-extra-specs", target,

@@ -11,6 +11,7 @@ from oslo_utils import strutils, timeutils
 from sqlalchemy import Boolean, Integer, and_, exists, select
 
 from openkeel_compute.api import common, faults
+from openkeel_compute.api.handlers import server_port_groups
 from openkeel_compute.api.handlers.server_common import shown
 from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
@@ -256,7 +257,9 @@ def _list(req, collection_name: str, detail: bool) -> Response:
     pages = common.services(req).server_pages
     with common.read_one(req) as raw:
         before = generations.current(raw, _GENERATIONS)
-    page = pages.get(key, before)
+    # A detail page whose groups come from Neutron is never kept: they change without the servers changing.
+    keep = not (detail and server_port_groups.from_neutron(req))
+    page = pages.get(key, before) if keep else None
     if page is not None:
         return Response(page)
     ip_filter = "ip" in search or "ip6" in search
@@ -283,41 +286,41 @@ def _list(req, collection_name: str, detail: bool) -> Response:
             conn, where, sort_keys=keys, sort_dirs=dirs, limit=limit, marker=marker,
             columns=None if detail else _BRIEF_COLUMNS)
         if detail:
-            items = _details(req, conn, rows, cast(view.Shown, decisions))  # taken for every detail list
+            datas = _details(conn, req, rows, cast(view.Shown, decisions))  # taken for every detail list
         after = generations.current(conn, _GENERATIONS)
     links = common.links(req)
-    if not detail:
+    if detail:
+        server_port_groups.fill(req, datas)  # one ports query for the page (Nova's), outside the transaction
+        items = [view.full(req, links, data, cast(view.Shown, decisions), in_list=True) for data in datas]
+    else:
         items = [view.brief(links, row) for row in rows]
     params = {k: v[-1] for k, v in q.items()}
     page = dumps(view.collection(req, links, rows, items, collection_name, limit, max_limit, params))
     # Kept only when the rows came from the one committed state the generation names, and when the
     # page shows no time of its own: a server never updated shows the current time as "updated".
-    if before == after and not (detail and any(r["updated_at"] is None or r["created_at"] is None for r in rows)):
+    if keep and before == after and not (detail and any(r["updated_at"] is None or r["created_at"] is None
+                                                        for r in rows)):
         pages.put(key, before, page)
     return Response(page)
 
 
-def _details(req, conn, rows: list[dict], decisions: view.Shown) -> list[dict]:
+def _details(conn, req, rows: list[dict], decisions: view.Shown) -> list[view.ServerData]:
+    """What the page's bodies show besides their rows, read for all of them at once."""
     uuids = [r["uuid"] for r in rows]
     metadata = paging.metadata_by_instance(conn, uuids)
     system = paging.metadata_by_instance(conn, uuids, system=True) if req.version >= (2, 98) else {}
     tags = paging.tags_by_instance(conn, uuids) if req.version >= (2, 26) else {}
-    placed = [r["uuid"] for r in rows if networks.on_network(r)]
+    placed = [] if server_port_groups.from_neutron(req) else [r["uuid"] for r in rows if networks.on_network(r)]
     groups = ({u: networks.groups_from(system.get(u, {})) for u in placed} if req.version >= (2, 98)
               else networks.groups_by_instance(conn, placed))
     faulty = [r["uuid"] for r in rows if store.status(r) in ("ERROR", "DELETED")]
     faults_by_uuid = instance_faults.latest_faults(conn, faulty)
     hosts = networks.host_states(conn, [r["host"] for r in rows]) if decisions.host_status is not None else {}
     volumes = block_device_rows.attached_by_instance(conn, uuids)
-    links = common.links(req)
-    return [view.full(req, links, view.ServerData(row=row, metadata=metadata.get(row["uuid"], {}),
-                                                  system_metadata=system.get(row["uuid"], {}),
-                                                  tags=tags.get(row["uuid"], []),
-                                                  fault=faults_by_uuid.get(row["uuid"]),
-                                                  security_groups=groups.get(row["uuid"], []),
-                                                  host_status=hosts.get(row["host"]),
-                                                  volumes=volumes.get(row["uuid"], [])),
-                      decisions, in_list=True)
+    return [view.ServerData(row=row, metadata=metadata.get(row["uuid"], {}), system_metadata=system.get(row["uuid"], {}),
+                            tags=tags.get(row["uuid"], []), fault=faults_by_uuid.get(row["uuid"]),
+                            security_groups=groups.get(row["uuid"], []), host_status=hosts.get(row["host"]),
+                            volumes=volumes.get(row["uuid"], []))
             for row in rows]
 
 
