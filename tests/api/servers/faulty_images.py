@@ -175,8 +175,8 @@ def events(client: Any, uuid: str, action: str) -> list[tuple[str, str]]:
 
 
 def of_server(cluster: Any, uuid: str, kinds: tuple[str, ...] = (
-        "VirtualMachine", "VirtualMachineInstance", "DataVolume", "PersistentVolumeClaim", *CAPTURE_KINDS,
-        "VirtualMachineRestore")) -> dict[str, list[Any]]:
+        "VirtualMachine", "VirtualMachineInstance", "DataVolume", "PersistentVolumeClaim", "Secret",
+        *CAPTURE_KINDS)) -> dict[str, list[Any]]:
     """The server's objects still in the cluster, by kind (those left empty dropped)."""
     found = {kind: [k for k, o in cluster.objects(kind).items()
                     if uuid in json.dumps(o.get("metadata", {}).get("labels") or {}) or uuid in k[1]]
