@@ -374,7 +374,7 @@ def _no_host(ctx: Context, server: dict[str, Any], message: str) -> Failed:
     return Failed(message, fault)
 
 
-def _delete_image(ctx: Context, uuid: str, image_id: str | None) -> None:
+def delete_image(ctx: Context, uuid: str, image_id: str | None) -> None:
     """The shelved image deleted (Nova logs what it cannot delete)."""
     if image_id and ctx.objects.images is not None:
         glance, environ = ctx.objects.images.glance()
@@ -388,7 +388,7 @@ def _delete_image(ctx: Context, uuid: str, image_id: str | None) -> None:
 
 def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
     """The shelved image deleted and the ``shelved_*`` keys removed."""
-    _delete_image(ctx, uuid, image_id)
+    delete_image(ctx, uuid, image_id)
     with transaction(ctx.engine) as conn:
         for key in SHELVED_KEYS:
             instance_sysmeta.set_system_metadata_item(conn, uuid, key, None)
@@ -397,4 +397,4 @@ def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
 def on_delete(ctx: Context, server: dict[str, Any]) -> None:
     """A SHELVED or SHELVED_OFFLOADED server deleted: its shelved image deleted (what cannot be is logged)."""
     if server.get("vm_state") in (states.SHELVED, states.SHELVED_OFFLOADED):
-        _delete_image(ctx, server["uuid"], server["system_metadata"].get(SHELVED_IMAGE_ID))
+        delete_image(ctx, server["uuid"], server["system_metadata"].get(SHELVED_IMAGE_ID))
