@@ -126,3 +126,18 @@ def test_the_image_service_down_for_a_shelve_leaves_the_server_unshelved(kept_wo
     assert until(client, controller, uuid, settled("SHELVED")).json["server"]["status"] == "SHELVED"
     # the first shelve's image, which the image service away kept from being deleted, stays queued beside it
     assert sorted(i["status"] for i in images.images() if i["name"] == "web-1-shelved") == ["active", "queued"]
+
+
+def test_a_shelve_whose_upload_keeps_breaking_leaves_no_image(kept_world):
+    """Nova's shelve would leave its ``<name>-shelved`` image queued (no ``delete_image_on_error``); OpenKeel
+    deletes it (docs/servers.md, "Shelve"): the server as Nova leaves it, nothing of the shelve left."""
+    client, controller, cluster, images, _tmp, placement = kept_world
+    uuid = boot(client, controller)
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"shelve": None}).status_code == 202
+    run_until_task(client, controller, uuid, "shelving_image_pending_upload")
+    images.cuts = 100
+    run_until_task(client, controller, uuid, None)
+    assert until(client, controller, uuid, settled("SHUTOFF")).json["server"]["status"] == "SHUTOFF"
+    assert events(client, uuid, "shelve") == [("compute_shelve_instance", "Error")]
+    assert [i for i in images.images() if i["name"] == "web-1-shelved"] == []
+    assert capture_left(cluster) == {} and placement.get_allocations(uuid).allocations
