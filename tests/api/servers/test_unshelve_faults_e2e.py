@@ -93,3 +93,26 @@ def test_a_server_deleted_before_its_unshelve_was_taken_leaves_nothing(world):
     assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"unshelve": None}).status_code == 202
     _gone(client, controller, cluster, placement, uuid)
     assert images.image(image_id) is None
+
+
+def test_an_unshelve_waits_for_the_image_service_without_holding_a_node(world):
+    """Nova's conductor, the image service away, raises out of the unshelve (the server stuck ``unshelving``);
+    OpenKeel's controller reads the image again on later passes, with no claim and nothing in the cluster
+    meanwhile, and unshelves once the image service is back."""
+    client, controller, cluster, images, _tmp, placement = world
+    uuid, image_id = _offloaded(client, controller, images)
+    images.down()
+    assert client.post(f"/v2.1/servers/{uuid}/action", headers=DEMO, json_body={"unshelve": None}).status_code == 202
+    for _ in range(10):
+        controller.run_once()
+    shown = client.get(f"/v2.1/servers/{uuid}", headers=admin("2.96")).json["server"]
+    assert (shown["status"], shown["OS-EXT-STS:task_state"]) == ("SHELVED_OFFLOADED", "unshelving")
+    assert of_server(cluster, uuid) == {} and placement.get_allocations(uuid).allocations == {}
+    images.up()
+    assert until(client, controller, uuid, settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
+    assert placement.get_allocations(uuid).allocations
+    for _ in range(20):
+        if images.image(image_id) is None:
+            break
+        controller.run_once()
+    assert images.image(image_id) is None  # the shelved image deleted once the guest runs
