@@ -16,8 +16,9 @@ from openkeel_compute.api.schemas import servers as schema
 from openkeel_compute.api.views import servers as view
 from openkeel_compute.api.wsgi import Response, operation
 from openkeel_compute.compute import errors, networks, soft_delete
-from openkeel_compute.compute.instances import cas, store, updates
+from openkeel_compute.compute.instances import cas, instance_sysmeta, store, updates
 from openkeel_compute.model import operations as ops
+from openkeel_compute.model import states
 from openkeel_compute.policies import servers as rules
 
 
@@ -88,8 +89,12 @@ def delete(req, server_id):
             except (errors.InstanceInvalidState, errors.InstanceIsLocked):
                 pass  # a task runs, never launched, or locked: deleted at once (or refused), as in Nova
         if down:  # Nova's local delete: gone at once, the controller cleans up
+            # a shelved server's image goes too, as Nova's API deletes it (named now: its keys go with the row)
+            shelved = instance_sysmeta.system_metadata_item(conn, row["uuid"], "shelved_image_id") \
+                if row["vm_state"] in (states.SHELVED, states.SHELVED_OFFLOADED) else None
             if cas.delete_locally(conn, row, actor, soft=_keeps_deleted(req)):
-                updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor)
+                updates.outbox(conn, row["uuid"], ops.LOCAL_DELETE, actor,
+                               **({"shelved_image_id": shelved} if shelved else {}))
         elif cas.begin_delete(conn, row, actor):
             updates.outbox(conn, row["uuid"], "delete", actor)
     return Response(None)

@@ -7,7 +7,8 @@
   open resize ends (``resize.close_on_delete``). The observation soft-deletes the row once none of
   them is left. The table marks it ``supersedes``: the server's earlier rows are moot and done.
 - local-delete: what a delete the API made itself leaves to do (Nova's local delete, the server's compute
-  service down): its ports, its VM with its launcher pods force-deleted, its volumes and allocations; not
+  service down): its ports, its VM with its launcher pods force-deleted, its volumes and allocations, a
+  shelved server's image; not
   ordered (its server is gone already: no row to read, no event).
 - soft-delete: the VM stopped (its disks stay), then vm_state soft-delete: what Nova's compute service
   does when its driver has no soft delete of its own.
@@ -85,6 +86,7 @@ def local(ctx: Context, row: ServerRow, _server: dict[str, Any]) -> Outcome:
     resize.close_on_delete(ctx, uuid)
     volumes.on_delete(ctx, uuid, {"system_metadata": {sysmeta.HAS_BLOCK_DEVICES: "True"}})  # its rows say
     snapshot.on_delete(ctx, uuid)
+    shelve.delete_image(ctx, uuid, row.payload.get("shelved_image_id"))  # a shelved server's, named by the API
     with transaction(ctx.engine) as conn:
         working_state.forget(conn, uuid)
     if ctx.claims is not None:

@@ -32,7 +32,13 @@ from typing import Any
 from sqlalchemy import select
 
 from openkeel_compute.compute import block_device_rows, block_devices
-from openkeel_compute.compute.instances import cas, instance_actions, instance_sysmeta, updates
+from openkeel_compute.compute.instances import (
+    cas,
+    instance_actions,
+    instance_faults,
+    instance_sysmeta,
+    updates,
+)
 from openkeel_compute.compute.instances.base import Actor
 from openkeel_compute.controller import tasks
 from openkeel_compute.controller.claims import NoValidHost
@@ -268,7 +274,9 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str | 
         wanted["system_metadata"][sysmeta.REQUESTED_HOST] = row.payload["host"]
         wanted["system_metadata"].pop(sysmeta.REQUESTED_NODE, None)
     if image_id is not None:  # Nova's conductor reads the shelved image (a volume-backed one has none)
-        _conductor_event(ctx, row, "get_image_info")
+        unreadable = _read_image(ctx, row, server, image_id)
+        if unreadable is not None:
+            return unreadable
     if ctx.claims is not None:
         try:
             node, _alternates = ctx.claims.claim(wanted)
@@ -312,6 +320,29 @@ def _boot(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str | 
     return None
 
 
+def _read_image(ctx: Context, row: ServerRow, server: dict[str, Any], image_id: str) -> Failed | None:
+    """Nova's conductor ``get_image_info`` before any claim: the image gone, the server in ERROR (its task
+    kept), a 404 fault, the event failed, as Nova's leaves it; the image service away: tried again."""
+    if ctx.objects.images is not None:
+        glance, environ = ctx.objects.images.glance()
+        try:
+            glance.show(None, image_id, environ)
+        except image_errors.ImageNotFound:
+            message = f"Unshelve attempted but the image {image_id} cannot be found."
+            fault = Fault(404, message, f"Image {image_id} could not be found.")
+            _conductor_event(ctx, row, "get_image_info", message)
+            with transaction(ctx.engine) as conn:
+                if cas.save_state(conn, row.server_uuid, expected_task_state=task_states.UNSHELVING,
+                                  vm_state=states.ERROR):
+                    instance_faults.add_fault(conn, row.server_uuid, code=fault.code, message=message,
+                                              details=fault.details)
+            return Failed(message, fault)
+        except image_errors.ImageError as exc:
+            return Failed(f"the shelved image {image_id} could not be read: {exc.message}")
+    _conductor_event(ctx, row, "get_image_info")
+    return None
+
+
 def _conductor_event(ctx: Context, row: ServerRow, event: str, error: str | None = None) -> None:
     """One of Nova's conductor events of an unshelve (started and finished at once; no host)."""
     if not row.request_id:
@@ -343,8 +374,8 @@ def _no_host(ctx: Context, server: dict[str, Any], message: str) -> Failed:
     return Failed(message, fault)
 
 
-def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
-    """The shelved image deleted (Nova logs what it cannot delete) and the ``shelved_*`` keys removed."""
+def delete_image(ctx: Context, uuid: str, image_id: str | None) -> None:
+    """The shelved image deleted (Nova logs what it cannot delete)."""
     if image_id and ctx.objects.images is not None:
         glance, environ = ctx.objects.images.glance()
         try:
@@ -353,6 +384,11 @@ def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
             pass
         except image_errors.ImageError as exc:
             LOG.warning("server %s: shelved image %s not deleted: %s", uuid, image_id, exc)
+
+
+def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
+    """The shelved image deleted and the ``shelved_*`` keys removed."""
+    delete_image(ctx, uuid, image_id)
     with transaction(ctx.engine) as conn:
         for key in SHELVED_KEYS:
             instance_sysmeta.set_system_metadata_item(conn, uuid, key, None)
@@ -361,12 +397,4 @@ def _forget(ctx: Context, uuid: str, image_id: str | None) -> None:
 def on_delete(ctx: Context, server: dict[str, Any]) -> None:
     """A SHELVED or SHELVED_OFFLOADED server deleted: its shelved image deleted (what cannot be is logged)."""
     if server.get("vm_state") in (states.SHELVED, states.SHELVED_OFFLOADED):
-        image_id = server["system_metadata"].get(SHELVED_IMAGE_ID)
-        if image_id and ctx.objects.images is not None:
-            glance, environ = ctx.objects.images.glance()
-            try:
-                glance.delete(None, str(image_id), environ)
-            except image_errors.ImageNotFound:
-                pass
-            except image_errors.ImageError as exc:
-                LOG.warning("server %s: shelved image %s not deleted: %s", server["uuid"], image_id, exc)
+        delete_image(ctx, server["uuid"], server["system_metadata"].get(SHELVED_IMAGE_ID))
