@@ -106,3 +106,45 @@ def test_filters_without_effect():
                            "AggregateInstanceExtraSpecsFilter", "NUMATopologyFilter", "IoOpsFilter",
                            "NumInstancesFilter"]) == ["NUMATopologyFilter", "IoOpsFilter"]
     assert FilterOptions().max_instances_per_host == 50
+
+
+def test_hints_read_as_novas_request_spec():
+    assert rules.hint({"cidr": ["/16"]}, "cidr") == "/16"
+    assert rules.hint({"x": ["a", "b"]}, "x") == ["a", "b"]
+    assert rules.hint({}, "cidr", "/24") == "/24"
+
+
+@pytest.mark.parametrize(("host_ip", "near", "cidr", "passes"), [
+    ("10.0.0.7", None, "/24", True),  # no hint: any host
+    ("10.0.0.7", "10.0.0.1", "/24", True), ("10.0.1.7", "10.0.0.1", "/24", False),
+    ("10.0.1.7", "10.0.0.1", "/16", True), ("10.0.1.7", "10.0.0.1", "/255.255.0.0", True),
+    ("10.0.0.7", "10.0.0.7", "/32", True), ("10.0.0.8", "10.0.0.7", "/32", False),
+    ("fd00::5", "fd00::1", "/64", True), ("fd01::5", "fd00::1", "/64", False),
+    (None, "10.0.0.1", "/24", False),  # a host without a known address
+    ("10.0.0.7", ["10.0.0.1", "10.0.0.2"], "/24", False),
+])
+def test_simple_cidr_affinity(host_ip, near, cidr, passes):
+    assert rules.cidr_passes(host_ip, near, cidr) is passes
+
+
+HOST = {"host": "node-1", "free_ram_mb": 2048, "vcpus_total": 8, "vcpus_used": 2, "num_instances": 3,
+        "stats": {"zone": "a"}}
+
+
+@pytest.mark.parametrize(("query", "passes"), [
+    (None, True), ("", True), ("[]", True),
+    ('["=", "$host", "node-1"]', True), ('["=", "$host", "node-2"]', False),
+    ('[">=", "$free_ram_mb", 1024]', True), ('[">=", "$free_ram_mb", 1024, 4096]', False),
+    ('["<", "$num_instances", 5]', True), ('["<=", "$vcpus_used", 1]', False),
+    ('["in", "$host", "node-2", "node-1"]', True), ('["in", "$host", "node-2"]', False),
+    ('["not", ["=", "$host", "node-1"]]', False), ('["not", ["=", "$host", "node-2"]]', True),
+    ('["and", [">=", "$free_ram_mb", 1024], ["=", "$host", "node-2"]]', False),
+    ('["or", [">=", "$free_ram_mb", 4096], ["=", "$host", "node-1"]]', True),
+    ('["=", "$stats.zone", "a"]', True), ('["=", "$stats.zone.more", "a"]', False),
+    ('["=", "$unknown", "x"]', False),  # unknown left out: one argument compares with nothing
+    ('["not", "$unknown"]', False),  # nothing to flip: an empty list, not true
+    ('[">=", "$free_ram_mb", "1024"]', False),  # a number against a word
+    ('["bogus", 1]', False), ("not json", False),
+])
+def test_json_filter_queries(query, passes):
+    assert rules.json_query_passes(query, HOST) is passes

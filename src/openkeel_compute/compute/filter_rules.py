@@ -8,9 +8,12 @@ host's aggregates, each value split at commas and stripped, the values of all ag
 
 from __future__ import annotations
 
+import ipaddress
+import json
 import logging
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 LOG = logging.getLogger(__name__)
 
@@ -226,3 +229,92 @@ def image_properties_pass(aggregates: Sequence[Metadata], properties: Mapping[st
         if prop is not None and prop != "False" and prop != "" and prop not in options:
             return False
     return True
+
+
+# --- the scheduler hints of SimpleCIDRAffinityFilter and JsonFilter --------------------------------------
+
+def hint(hints: Mapping[str, list[str]], name: str, default: Any = None) -> Any:
+    """A scheduler hint as Nova's filters read it: its one value, or the list when it has several."""
+    value = hints.get(name, default)
+    return value[0] if isinstance(value, list) and len(value) == 1 else value
+
+
+def cidr_passes(host_ip: str | None, near: Any, cidr: Any) -> bool:
+    """SimpleCIDRAffinityFilter: with a ``build_near_host_ip`` hint, a host whose address is in that
+    address's network of ``cidr`` (its hint, ``/24`` by default: a prefix length or a netmask). A host
+    without a known address, or a hint that names no network, passes nowhere."""
+    if not near:
+        return True
+    if not isinstance(near, str) or not isinstance(cidr, str) or not host_ip:
+        return False
+    try:
+        return ipaddress.ip_address(host_ip) in ipaddress.ip_network(near + cidr, strict=False)
+    except ValueError:
+        return False
+
+
+def _compare(op: Callable[[Any, Any], bool]) -> Callable[[list], Any]:
+    def check(args: list) -> bool:
+        if len(args) < 2:
+            return False
+        try:
+            return all(op(args[0], other) for other in args[1:])
+        except TypeError:  # a number against a word: Nova's scheduler fails; here the host does not pass
+            return False
+    return check
+
+
+_JSON_COMMANDS: dict[str, Callable[[list], Any]] = {
+    "=": _compare(operator.eq), "<": _compare(operator.lt), ">": _compare(operator.gt),
+    "<=": _compare(operator.le), ">=": _compare(operator.ge),
+    "in": lambda args: len(args) >= 2 and args[0] in args[1:],
+    "not": lambda args: [not arg for arg in args],
+    "or": any, "and": all,
+}
+
+
+def _lookup(text: str, host: Mapping[str, Any]) -> Any:
+    if not text:
+        return None
+    if not text.startswith("$"):
+        return text
+    name, *path = text[1:].split(".")
+    value = host.get(name)
+    for item in path:
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(item)
+    return value
+
+
+def _evaluate(query: Any, host: Mapping[str, Any]) -> Any:
+    if not query:
+        return True
+    if not isinstance(query, list) or query[0] not in _JSON_COMMANDS:
+        raise ValueError(f"not a JsonFilter command: {query!r}")
+    args = []
+    for arg in query[1:]:
+        if isinstance(arg, list):
+            arg = _evaluate(arg, host)
+        elif isinstance(arg, str):
+            arg = _lookup(arg, host)
+        if arg is not None:
+            args.append(arg)
+    return _JSON_COMMANDS[query[0]](args)
+
+
+def json_query_passes(query: Any, host: Mapping[str, Any]) -> bool:
+    """JsonFilter: the ``query`` hint, a JSON list ``[command, arg, ...]`` whose commands are ``=``, ``<``,
+    ``>``, ``<=``, ``>=`` (the first argument against each of the others), ``in``, ``not``, ``or`` and
+    ``and``; an argument is a nested list, a value, or ``$name`` / ``$name.key`` of the host's state
+    (unknown: left out). A host passes when the result is true (a list: one of it true). A query that is
+    not such JSON passes no host (Nova's scheduler fails the request)."""
+    if not query:
+        return True
+    try:
+        result = _evaluate(json.loads(query) if isinstance(query, str) else query, host)
+    except (ValueError, TypeError, IndexError):
+        return False
+    if isinstance(result, list):
+        return any(result)
+    return bool(result)

@@ -11,15 +11,16 @@ They act where Nova's scheduler runs its filters: at a build, and at every move 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from sqlalchemy import func, select
 
-from openkeel_compute.compute import filter_rules, flavor_copy, scheduler_hints
+from openkeel_compute.compute import compute_services, filter_rules, flavor_copy, scheduler_hints
 from openkeel_compute.compute.image_meta import image_from_system_metadata
-from openkeel_compute.db.models import AGGREGATE_HOSTS, AGGREGATE_METADATA, INSTANCES
+from openkeel_compute.db.models import AGGREGATE_HOSTS, AGGREGATE_METADATA, COMPUTE_SERVICES, INSTANCES
 
 LOG = logging.getLogger(__name__)
 
@@ -29,6 +30,10 @@ ISOLATED_HOSTS = "IsolatedHostsFilter"
 NUM_INSTANCES = "NumInstancesFilter"
 AGGREGATE_NUM_INSTANCES = "AggregateNumInstancesFilter"
 IMAGE_PROPERTIES = "AggregateImagePropertiesIsolation"
+SIMPLE_CIDR = "SimpleCIDRAffinityFilter"
+JSON = "JsonFilter"
+#: the hypervisor type the os-hypervisors API shows, and JsonFilter's $hypervisor_type
+HYPERVISOR_TYPE = "KubeVirt"
 _AGGREGATE_FILTERS = frozenset({EXTRA_SPECS, TENANCY, AGGREGATE_NUM_INSTANCES, IMAGE_PROPERTIES})
 
 #: the filters that act (the others of Nova's are accepted and have no effect on KubeVirt): ComputeFilter
@@ -40,6 +45,7 @@ ACTING = frozenset({
     "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
     scheduler_hints.DIFFERENT_HOST, scheduler_hints.SAME_HOST,
     EXTRA_SPECS, TENANCY, ISOLATED_HOSTS, NUM_INSTANCES, AGGREGATE_NUM_INSTANCES, IMAGE_PROPERTIES,
+    SIMPLE_CIDR, JSON,
 })
 
 
@@ -59,6 +65,9 @@ class FilterOptions:
     restrict_isolated_hosts_to_isolated_images: bool = True
     image_properties_namespace: str | None = None
     image_properties_separator: str = "."
+    #: [DEFAULT] reserved_host_memory_mb / reserved_host_disk_mb: in JsonFilter's $free_ram_mb, $free_disk_mb
+    reserved_host_memory_mb: int = 512
+    reserved_host_disk_mb: int = 0
 
     @classmethod
     def from_conf(cls, conf: Any) -> FilterOptions:
@@ -67,7 +76,9 @@ class FilterOptions:
                    isolated_images=tuple(f.isolated_images), isolated_hosts=tuple(f.isolated_hosts),
                    restrict_isolated_hosts_to_isolated_images=f.restrict_isolated_hosts_to_isolated_images,
                    image_properties_namespace=f.aggregate_image_properties_isolation_namespace or None,
-                   image_properties_separator=f.aggregate_image_properties_isolation_separator)
+                   image_properties_separator=f.aggregate_image_properties_isolation_separator,
+                   reserved_host_memory_mb=conf.reserved_host_memory_mb,
+                   reserved_host_disk_mb=conf.reserved_host_disk_mb)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +126,33 @@ def _instances_by_node(conn, other_than: str) -> dict[str, int]:
     return {node: int(count) for node, count in rows}
 
 
+def _hints(conn, uuid: str) -> dict[str, list[str]]:
+    raw = conn.execute(select(INSTANCES.c.scheduler_hints).where(INSTANCES.c.uuid == uuid)).scalar()
+    return json.loads(raw) if raw else {}
+
+
+def host_states(conn, options: FilterOptions, other_than: str) -> dict[str, dict[str, Any]]:
+    """{node: what JsonFilter's ``$name`` reads of it}, as Nova's scheduler's HostState: the compute
+    service's sizes and address, and the use of its servers (the request's own left out)."""
+    services = list(conn.execute(select(COMPUTE_SERVICES).where(COMPUTE_SERVICES.c.binary == "nova-compute")))
+    used = compute_services.usage(conn, [row.host for row in services])
+    counts = _instances_by_node(conn, other_than)
+    states: dict[str, dict[str, Any]] = {}
+    for row in services:
+        use = used.get(row.host, {})
+        disk_used_gb = options.reserved_host_disk_mb // 1024 + use.get("local_gb", 0)
+        states[row.host] = {
+            "host": row.host, "nodename": row.host, "hypervisor_hostname": row.host, "host_ip": row.host_ip,
+            "uuid": row.node_uuid, "hypervisor_type": HYPERVISOR_TYPE, "hypervisor_version": row.hypervisor_version,
+            "vcpus_total": row.vcpus, "vcpus_used": use.get("vcpus", 0), "total_usable_ram_mb": row.memory_mb,
+            "free_ram_mb": row.memory_mb - options.reserved_host_memory_mb - use.get("memory_mb", 0),
+            "total_usable_disk_gb": row.local_gb, "disk_mb_used": disk_used_gb * 1024,
+            "free_disk_mb": (row.local_gb - disk_used_gb) * 1024, "num_instances": counts.get(row.host, 0),
+            "num_io_ops": use.get("current_workload", 0),
+        }
+    return states
+
+
 def rules(conn, request: Request, options: FilterOptions) -> list[tuple[str, Callable[[str], bool]]]:
     """(filter name, whether a node passes) of each enabled filter this module implements."""
     enabled = set(options.enabled)
@@ -147,6 +185,17 @@ def rules(conn, request: Request, options: FilterOptions) -> list[tuple[str, Cal
         out.append((IMAGE_PROPERTIES, lambda n: filter_rules.image_properties_pass(
             of(n), request.image_properties, options.image_properties_namespace,
             options.image_properties_separator)))
+    hints = _hints(conn, request.uuid) if enabled & {SIMPLE_CIDR, JSON} else {}
+    near = filter_rules.hint(hints, "build_near_host_ip")
+    if SIMPLE_CIDR in enabled and near:
+        cidr = filter_rules.hint(hints, "cidr", "/24")
+        address = {row.host: row.host_ip for row in conn.execute(select(COMPUTE_SERVICES.c.host,
+                                                                        COMPUTE_SERVICES.c.host_ip))}
+        out.append((SIMPLE_CIDR, lambda n: filter_rules.cidr_passes(address.get(n), near, cidr)))
+    query = filter_rules.hint(hints, "query")
+    if JSON in enabled and query:
+        states = host_states(conn, options, request.uuid)
+        out.append((JSON, lambda n: filter_rules.json_query_passes(query, states.get(n, {}))))
     return out
 
 
