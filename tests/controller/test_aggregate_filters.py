@@ -5,6 +5,7 @@ passes ends in Nova's "No valid host was found. There are not enough hosts avail
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -52,9 +53,10 @@ def _boot(world, name: str, *, flavor: str = "small", image: str = IMAGE) -> dic
     return world.wait(got.json["server"]["id"], "ACTIVE")
 
 
-def _boot_failing(world, *, flavor: str = "small", image: str = IMAGE) -> None:
+def _boot_failing(world, *, flavor: str = "small", image: str = IMAGE, hints: dict | None = None) -> None:
     got = world.client.post("/v2.1/servers", headers=DEMO, json_body={"server": {
-        "name": "nowhere", "imageRef": image, "flavorRef": flavor, "networks": "none"}})
+        "name": "nowhere", "imageRef": image, "flavorRef": flavor, "networks": "none"},
+        **({"os:scheduler_hints": hints} if hints else {})})
     assert got.status_code == 202, got.text
     failed = world.wait(got.json["server"]["id"], "ERROR")
     assert (failed["fault"]["code"], failed["fault"]["message"]) == (500, NOT_ENOUGH)
@@ -172,9 +174,37 @@ def test_image_properties_keep_to_the_aggregates_that_match(image_properties_wor
     assert _host(_boot(world, "plain")) in NODES  # an image without os_distro goes anywhere
 
 
+@pytest.fixture(params=ENGINES)
+def hints_world(request, tmp_path, placement_service):
+    with _world(request, tmp_path, placement_service, "SimpleCIDRAffinityFilter", "JsonFilter") as world:
+        yield world
+
+
+def test_a_build_near_a_host_ip_keeps_to_its_network(hints_world):
+    world = hints_world
+    got = world.client.get("/v2.1/os-hypervisors/detail", headers=admin("2.53"))
+    address = {h["hypervisor_hostname"]: h["host_ip"] for h in got.json["hypervisors"]}
+    near = world.boot("near", hints={"build_near_host_ip": address[NODES[1]], "cidr": "/32"})
+    assert _host(near) == NODES[1]
+    _migrate_refused(world, near)  # the hints stay with the server
+    assert _host(world.boot("nearby", hints={"build_near_host_ip": address[NODES[1]]})) in NODES  # a /24
+    _boot_failing(world, hints={"build_near_host_ip": "10.9.9.9", "cidr": "/16"})
+
+
+def test_a_json_query_keeps_to_the_hosts_it_selects(hints_world):
+    world = hints_world
+    there = world.boot("there", hints={"query": json.dumps(["and", ["=", "$host", NODES[2]],
+                                                               [">=", "$free_ram_mb", 512]])})
+    assert _host(there) == NODES[2]
+    _action(world, there, {"os-migrateLive": {"host": None, "block_migration": "auto"}}, headers=admin("2.30"))
+    assert _host(world.wait(there["id"], "ACTIVE")) == NODES[2]
+    assert [m["status"] for m in world.migrations(there["id"])] == ["error"]
+    _boot_failing(world, hints={"query": json.dumps(["<", "$num_instances", 0])})
+
+
 def test_filters_without_effect_are_warned_of(tmp_path, caplog):
     conf = make_conf(tmp_path, filter_scheduler={
-        "enabled_filters": "ComputeFilter,NUMATopologyFilter,SameHostFilter,IoOpsFilter,NumInstancesFilter"})
+        "enabled_filters": "ComputeFilter,NUMATopologyFilter,SameHostFilter,IoOpsFilter,JsonFilter"})
     with caplog.at_level(logging.WARNING):
         assert service.warn_filters_without_effect(conf) == ["NUMATopologyFilter", "IoOpsFilter"]
     (record,) = [r for r in caplog.records if "no effect on KubeVirt" in r.getMessage()]

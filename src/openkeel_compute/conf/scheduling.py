@@ -66,7 +66,9 @@ FILTER_OPTS = [
                 "aggregates); AggregateMultiTenancyIsolation (filter_tenant_id aggregate metadata); "
                 "IsolatedHostsFilter (isolated_images, isolated_hosts); NumInstancesFilter and "
                 "AggregateNumInstancesFilter (max_instances_per_host, also as aggregate metadata); "
-                "AggregateImagePropertiesIsolation (image properties against aggregate metadata). Other "
+                "AggregateImagePropertiesIsolation (image properties against aggregate metadata); "
+                "SimpleCIDRAffinityFilter (the build_near_host_ip and cidr hints against the node's "
+                "address); JsonFilter (the query hint). Other "
                 "names are accepted and have no effect (the controller warns of them at its start)."),
     cfg.IntOpt("max_instances_per_host", default=50, min=1,
                help="The most servers a node may hold for NumInstancesFilter and AggregateNumInstancesFilter "
