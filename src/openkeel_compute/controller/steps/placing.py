@@ -117,14 +117,15 @@ def group_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
 def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None:
     """Before a start (os-start, or a hard reboot of a stopped server): a server whose node was deleted
     has its VM pinned to a node that will never take it again. Its resources are claimed on a node that
-    exists (one PUT at its consumer generation, which drops the old node's allocation), and the VM is
-    pinned there, as Nova's evacuate rebuilds the server of a gone host on another one. When no node can
+    exists and that the scheduler's filters let pass (one PUT at its consumer generation, which drops the
+    old node's allocation), and the VM is pinned there, as Nova's evacuate rebuilds the server of a gone
+    host on another one. When no node can
     take it the start fails as a Nova start does: the task goes back, the server stays SHUTOFF with
     "No valid host was found." as its fault (returned), and nothing moved."""
     node = server.get("node")
     if ctx.claims is None or not node or ctx.cluster.node_exists(node):
         return None
-    moved = ctx.claims.move(server, {node})
+    moved = ctx.claims.move(server, {node}, usable=move_filter(ctx, server))
     if moved is None:
         fault = NoValidHost(f"The server's node {node} is gone and no other node can take it").fault
         with transaction(ctx.engine) as conn:
@@ -159,8 +160,9 @@ def make_again(ctx: Context, server: dict[str, Any]) -> bool:
 
 def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
-    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
-    node and restarted. False when no attempt is left or no other node has room."""
+    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, to a node the scheduler's filters
+    and the group's hard policy let pass (``move_filter``), the VM is pinned to the new node and restarted.
+    False when no attempt is left or no other node has room."""
     assert ctx.claims is not None
     with reader(ctx.engine) as conn:
         tried = [n for n in (working_state.get(conn, server["uuid"], sysmeta.TRIED_NODES) or "").split(",") if n]
@@ -168,7 +170,7 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
         tried.append(server["node"])
     if len(tried) >= ctx.claims.max_attempts:
         return False
-    node = ctx.claims.move(server, set(tried))
+    node = ctx.claims.move(server, set(tried), usable=move_filter(ctx, server))  # Nova's alternates passed them
     if node is None:
         return False
     LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],
