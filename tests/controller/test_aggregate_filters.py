@@ -131,7 +131,7 @@ def test_isolated_images_keep_to_isolated_hosts(isolated_world):
     assert failed["fault"]["message"] == NOT_ENOUGH and _host(failed) == NODES[1]
 
 
-@pytest.mark.parametrize("engine_name", ENGINES[:1])
+@pytest.mark.parametrize("engine_name", ENGINES)
 def test_num_instances_per_host(engine_name, tmp_path, placement_service):
     with evacuate_world(engine_name, tmp_path, placement_service, filters=[*DEFAULT_FILTERS, "NumInstancesFilter"],
                         filter_options={"max_instances_per_host": "1"}) as world:
