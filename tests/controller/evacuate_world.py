@@ -106,13 +106,17 @@ class World:
 
 @contextlib.contextmanager
 def evacuate_world(engine_name: str, tmp_path, placement_url: str, *, notifying: bool = False,
-                   cinder_url: str | None = None, filters: list[str] | None = None) -> Iterator[World]:
+                   cinder_url: str | None = None, filters: list[str] | None = None,
+                   filter_options: dict[str, str] | None = None) -> Iterator[World]:
     """``notifying``: both notification formats go to oslo.messaging's in-memory driver; ``cinder_url``: the
-    (fake) Cinder the API and the controller use; ``filters``: [filter_scheduler] enabled_filters."""
+    (fake) Cinder the API and the controller use; ``filters``: [filter_scheduler] enabled_filters;
+    ``filter_options``: [filter_scheduler]'s other options."""
     policies.reset()
     extra: dict[str, Any] = {}
+    if filters is not None or filter_options:
+        extra["filter_scheduler"] = dict(filter_options or {})
     if filters is not None:
-        extra["filter_scheduler"] = {"enabled_filters": ",".join(filters)}
+        extra["filter_scheduler"]["enabled_filters"] = ",".join(filters)
     if cinder_url:
         extra["cinder"] = {"auth_type": "admin_token", "endpoint": cinder_url, "token": "cinder-admin",
                            "endpoint_template": cinder_url + "/v3/%(project_id)s"}

@@ -53,14 +53,47 @@ FILTER_OPTS = [
                     help="Filters the scheduler may use, as Nova's option (all of Nova's by default). Kept "
                     "for configuration files written for Nova: which filters act is enabled_filters' matter."),
     cfg.ListOpt("enabled_filters", default=list(DEFAULT_FILTERS),
-                help="Filters the scheduler uses, by Nova's class names. DifferentHostFilter and "
-                "SameHostFilter, off by default as in Nova, make the different_host and same_host scheduler "
-                "hints of a server act on where it is placed, at its build and at its moves (resize, cold "
-                "and live migration, evacuation, unshelve): a node holding one of the servers a "
-                "different_host hint names is refused, and with same_host only such a node is taken. The "
-                "server group filters, the compute service's state (ComputeFilter) and what Placement "
-                "matches (flavor and image requirements) always apply; other names are accepted and "
-                "have no effect."),
+                help="Filters the scheduler uses, by Nova's class names. They act at a server's build and at "
+                "its moves that ask the scheduler (resize, cold and live migration without a forced host, "
+                "evacuation, unshelve); a request no node passes ends in 'No valid host was found.'. Acting "
+                "on KubeVirt: ComputeFilter (the compute service's state), the server group filters and what "
+                "Placement matches (flavor and image requirements), which always apply, and, through the VM's node "
+                "requirements Kubernetes enforces, ComputeCapabilitiesFilter (capabilities: extra specs as "
+                "node labels) and ImagePropertiesFilter (the image's architecture); "
+                "DifferentHostFilter and SameHostFilter (the different_host and same_host scheduler hints); "
+                "AggregateInstanceExtraSpecsFilter (the flavor's unscoped and "
+                "aggregate_instance_extra_specs: extra specs against the metadata of the node's "
+                "aggregates); AggregateMultiTenancyIsolation (filter_tenant_id aggregate metadata); "
+                "IsolatedHostsFilter (isolated_images, isolated_hosts); NumInstancesFilter and "
+                "AggregateNumInstancesFilter (max_instances_per_host, also as aggregate metadata); "
+                "AggregateImagePropertiesIsolation (image properties against aggregate metadata); "
+                "SimpleCIDRAffinityFilter (the build_near_host_ip and cidr hints against the node's "
+                "address); JsonFilter (the query hint). Other "
+                "names are accepted and have no effect (the controller warns of them at its start)."),
+    cfg.IntOpt("max_instances_per_host", default=50, min=1,
+               help="The most servers a node may hold for NumInstancesFilter and AggregateNumInstancesFilter "
+               "(the latter's when none of the node's aggregates sets max_instances_per_host): a node "
+               "holding as many is refused."),
+    cfg.ListOpt("isolated_images", default=[],
+                help="Image UUIDs that IsolatedHostsFilter keeps to the nodes of isolated_hosts."),
+    cfg.ListOpt("isolated_hosts", default=[],
+                help="Nodes (compute service hosts) that IsolatedHostsFilter keeps for the images of "
+                "isolated_images."),
+    cfg.BoolOpt("restrict_isolated_hosts_to_isolated_images", default=True,
+                help="With IsolatedHostsFilter, the nodes of isolated_hosts take servers of isolated_images "
+                "only (with no isolated image, none at all). False: they take any image's servers too."),
+    cfg.StrOpt("aggregate_image_properties_isolation_namespace",
+               deprecated_for_removal=True, deprecated_since="33.0.0",
+               deprecated_reason="Filtering on arbitrary image properties is gone since Liberty: only Nova's "
+               "own image properties are compared, whatever the namespace.",
+               help="With AggregateImagePropertiesIsolation, only the aggregate metadata keys that begin "
+               "with this namespace and the separator are compared with the image's properties (all "
+               "keys when unset). Only keys that are Nova's image property names ever act."),
+    cfg.StrOpt("aggregate_image_properties_isolation_separator", default=".",
+               deprecated_for_removal=True, deprecated_since="33.0.0",
+               deprecated_reason="Filtering on arbitrary image properties is gone since Liberty.",
+               help="What separates aggregate_image_properties_isolation_namespace from the rest of an "
+               "aggregate metadata key."),
 ]
 
 service_group = cfg.OptGroup("placement_service", title="Embedded Placement",

@@ -11,6 +11,7 @@ from typing import Any
 from lightkube import Client
 
 from openkeel_compute import signals
+from openkeel_compute.compute import host_filters
 from openkeel_compute.conf import cinder as cinder_conf
 from openkeel_compute.conf.controller import default_identity
 from openkeel_compute.conf.kubevirt import mapping_options
@@ -201,12 +202,22 @@ def _with_usage_audit(conf: Any, engine: Any, notifier: Any, then: Any) -> Any:
     return work
 
 
+def warn_filters_without_effect(conf: Any) -> list[str]:
+    """One warning naming the enabled scheduler filters that do nothing here (returned)."""
+    names = host_filters.without_effect(conf.filter_scheduler.enabled_filters)
+    if names:
+        LOG.warning("[filter_scheduler] enabled_filters names filters that have no effect on KubeVirt: %s",
+                    ", ".join(names))
+    return names
+
+
 def run(conf: Any, kubeconfig: str | None = None, render_dir: str | None = None, once: bool = False,
         stop: threading.Event | None = None, placement_url: str | None = None,
         flavor_check: FlavorCheck | None = None) -> int:
     """Run the controller. With a cluster, servers' resources are claimed in the Placement of
     ``[placement]`` (or the embedded one at ``placement_url``) and the nodes are its providers."""
     metrics = Metrics()
+    warn_filters_without_effect(conf)
     engine = get_engine(conf)
     stop = stop or threading.Event()
     if not once:

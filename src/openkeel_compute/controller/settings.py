@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from openkeel_compute.compute.host_filters import FilterOptions
 from openkeel_compute.kubevirt.server import DEFAULT_SERVER_OPTIONS, ServerOptions
 
 #: seconds a server may stay in BUILD before it goes to ERROR (Nova's instance_build_timeout; Nova's
@@ -63,6 +64,8 @@ class ServerSettings:
     #: [filter_scheduler] enabled_filters (Nova's default: the scheduler hints' filters off)
     enabled_filters: tuple[str, ...] = ("ComputeFilter", "ComputeCapabilitiesFilter", "ImagePropertiesFilter",
                                         "ServerGroupAntiAffinityFilter", "ServerGroupAffinityFilter")
+    #: [filter_scheduler]'s options the filters read (their enabled_filters the same as above)
+    filter_options: FilterOptions | None = None
     #: [controller] orphan_interval: seconds between two sweeps for objects whose server is gone
     orphan_interval: float = 300.0
     #: [controller] server_watch, off for a single pass (--once)
@@ -83,6 +86,12 @@ class ServerSettings:
     #: rebuild, a power action) gives up: bounded in time (about two minutes with the delays above)
     step_attempts: int = 10
 
+    @property
+    def filters(self) -> FilterOptions:
+        """The filters' options, enabled_filters' names always those above."""
+        options = self.filter_options or FilterOptions()
+        return dataclasses.replace(options, enabled=self.enabled_filters)
+
     @classmethod
     def from_conf(cls, conf: Any, *, once: bool = False) -> ServerSettings:
         from openkeel_compute.conf.kubevirt import mapping_options
@@ -101,6 +110,7 @@ class ServerSettings:
                    resize_confirm_window=float(conf.resize_confirm_window),
                    allow_resize_to_same_host=conf.allow_resize_to_same_host,
                    enabled_filters=tuple(conf.filter_scheduler.enabled_filters),
+                   filter_options=FilterOptions.from_conf(conf),
                    orphan_interval=float(c.orphan_interval), watch=c.server_watch and not once,
                    keep_pod_address=c.keep_pod_address or "",
                    network_attachment_config=c.network_attachment_config or "",

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Any
 
 from openkeel_compute.compute import working_state
+from openkeel_compute.compute.host_filters import FilterOptions
 from openkeel_compute.compute.instances import cas, instance_faults
 from openkeel_compute.controller.claims import NoValidHost
 from openkeel_compute.controller.steps import placing
@@ -168,6 +169,32 @@ def test_a_build_no_other_node_can_take_stays_where_it_is(ctx, db, cluster):
     assert row_of(db, uuid)["node"] == "node-1" and cluster.calls == []
     with db_api.reader(db) as conn:
         assert working_state.get(conn, uuid, sysmeta.TRIED_NODES) is None
+
+
+def _isolating(ctx, claims):
+    """The context with IsolatedHostsFilter keeping node-2 for isolated images (none is: it takes nothing)."""
+    settings = dataclasses.replace(ctx.settings, enabled_filters=("ComputeFilter", "IsolatedHostsFilter"),
+                                   filter_options=FilterOptions(isolated_hosts=("node-2",)))
+    return dataclasses.replace(ctx, claims=claims, settings=settings)
+
+
+def test_an_alternate_is_one_the_scheduler_filters_let_pass(ctx, db, cluster):
+    uuid = boot(db)
+    _vm(cluster, uuid)
+    claims = FakeClaims(moves=["node-3"])
+    assert placing.try_alternate(_isolating(ctx, claims), _server(db, uuid, host="node-1", node="node-1"),
+                                 "project-1") is True
+    assert claims.excluded == [{"node-1", "node-2"}]  # node-2 refused by the filter
+
+
+def test_a_start_away_from_a_gone_node_goes_where_the_filters_let_it(ctx, db, cluster):
+    uuid = boot(db)
+    _vm(cluster, uuid)
+    claims = FakeClaims(moves=["node-3"])
+    server = _server(db, uuid, vm_state=states.STOPPED, task_state=task_states.POWERING_ON, host="gone-node",
+                     node="gone-node")
+    assert placing.start_where_it_can_run(_isolating(ctx, claims), server) is None
+    assert claims.excluded == [{"gone-node", "node-2"}] and row_of(db, uuid)["node"] == "node-3"
 
 
 # -- server groups ------------------------------------------------------------------------------------

@@ -105,7 +105,7 @@ def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: dict
     with reader(ctx.engine) as conn:
         rule = server_groups.placement_rule(conn, uuid)
         known = compute_services.hosts(conn)
-    group, hints = placing.group_filter(ctx, uuid), placing.hint_filter(ctx, uuid)
+    group, hints = placing.group_filter(ctx, uuid), placing.hint_filter(ctx, server)
 
     def usable(node: str) -> bool:
         if node == source or node not in known or (wanted and node != wanted):

@@ -149,7 +149,7 @@ def _claim(ctx: Context, row: ServerRow, server: dict[str, Any], migration: str)
             raise NoValidHost("the requested host is the server's own", filtered=True)
         provider = ctx.allocations.resize(uuid, migration, flavor, image_properties=image.get("properties"),
                                           zone=server.get("availability_zone"), cold=True, node=named,
-                                          usable=placing.move_filter(ctx, uuid))
+                                          usable=placing.move_filter(ctx, server))
         if provider:
             dest = ctx.claims.node_of(provider) if ctx.claims is not None else ctx.allocations.node_of(provider)
         else:

@@ -11,7 +11,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from openkeel_compute.compute import compute_services, scheduler_hints, server_groups, working_state
+from openkeel_compute.compute import compute_services, host_filters, server_groups, working_state
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import nodes, tasks
 from openkeel_compute.controller.claims import NoValidHost
@@ -45,13 +45,14 @@ def claim(ctx: Context, server: dict[str, Any]) -> Fault | None:
 
 def as_filters_allow(ctx: Context, server: dict[str, Any], node: str, *, groups: bool = True) -> str:
     """The node the scheduler's filters let the server run on, as Nova's late check on the chosen host: its
-    group's policy (compute/server_groups.py; not when ``groups`` is False) and its different_host /
-    same_host hints when their filters are enabled (compute/scheduler_hints.py). ``node`` when it satisfies
-    them all, else the claim moves to a node that does. When no node satisfies a hard policy or the hints,
-    the claim is given back and it is "No valid host"; a soft policy no node satisfies keeps the node."""
+    group's policy (compute/server_groups.py; not when ``groups`` is False) and the enabled filters that
+    read the node's aggregates and servers, the request and the server's different_host / same_host
+    hints (compute/host_filters.py). ``node`` when it satisfies them all, else the claim moves to a node
+    that does. When no node satisfies a hard policy or the filters, the claim is given back and it is
+    "No valid host"; a soft policy no node satisfies keeps the node."""
     with reader(ctx.engine) as conn:
         rule = server_groups.placement_rule(conn, server["uuid"]) if groups else None
-        hints = scheduler_hints.host_filter(conn, server["uuid"], ctx.settings.enabled_filters)
+        hints = host_filters.host_filter(conn, server, ctx.settings.filters)
     if rule is None and hints is None:
         return node
 
@@ -73,25 +74,29 @@ def as_filters_allow(ctx: Context, server: dict[str, Any], node: str, *, groups:
     if moved is None and rule is not None and rule[0] not in server_groups.HARD:  # soft: any node hints allow
         moved = ctx.claims.move(server, {node}, usable=hard)
     if moved is not None:
-        LOG.info("server %s: node %s breaks its group's policy or its scheduler hints, placed on %s",
+        LOG.info("server %s: node %s breaks its group's policy or the scheduler's filters, placed on %s",
                  server["uuid"], node, moved)
         return moved
     ctx.claims.release(server["uuid"])
     if rule is not None and rule[0] in server_groups.HARD and not policy(node):
         raise NoValidHost(f"No node satisfies the {rule[0]} policy of the server's group")
-    raise NoValidHost("No node satisfies the server's different_host / same_host hints", filtered=True)
+    raise NoValidHost("No node passes the scheduler's filters", filtered=True)
 
 
-def hint_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
-    """Which nodes a move of the server may go to under its different_host / same_host hints (None: no
-    hint acts; see compute/scheduler_hints.py)."""
+def hint_filter(ctx: Context, server: dict[str, Any], flavor: dict[str, Any] | None = None
+                ) -> Callable[[str], bool] | None:
+    """Which nodes a move of the server may go to under the enabled filters of compute/host_filters.py
+    (its different_host / same_host hints among them); ``flavor``: the one asked for when not its own (a
+    resize's new flavor). None: no filter acts."""
     with reader(ctx.engine) as conn:
-        return scheduler_hints.host_filter(conn, uuid, ctx.settings.enabled_filters)
+        return host_filters.host_filter(conn, server, ctx.settings.filters, flavor=flavor)
 
 
-def move_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
+def move_filter(ctx: Context, server: dict[str, Any], flavor: dict[str, Any] | None = None
+                ) -> Callable[[str], bool] | None:
     """``group_filter`` and ``hint_filter`` together: the nodes a resize or migration may go to."""
-    group, hints = group_filter(ctx, uuid), hint_filter(ctx, uuid)
+    uuid = server["uuid"]
+    group, hints = group_filter(ctx, uuid), hint_filter(ctx, server, flavor)
     if group is None or hints is None:
         return group or hints
     return lambda node: group(node) and hints(node)
@@ -112,14 +117,15 @@ def group_filter(ctx: Context, uuid: str) -> Callable[[str], bool] | None:
 def start_where_it_can_run(ctx: Context, server: dict[str, Any]) -> Fault | None:
     """Before a start (os-start, or a hard reboot of a stopped server): a server whose node was deleted
     has its VM pinned to a node that will never take it again. Its resources are claimed on a node that
-    exists (one PUT at its consumer generation, which drops the old node's allocation), and the VM is
-    pinned there, as Nova's evacuate rebuilds the server of a gone host on another one. When no node can
+    exists and that the scheduler's filters let pass (one PUT at its consumer generation, which drops the
+    old node's allocation), and the VM is pinned there, as Nova's evacuate rebuilds the server of a gone
+    host on another one. When no node can
     take it the start fails as a Nova start does: the task goes back, the server stays SHUTOFF with
     "No valid host was found." as its fault (returned), and nothing moved."""
     node = server.get("node")
     if ctx.claims is None or not node or ctx.cluster.node_exists(node):
         return None
-    moved = ctx.claims.move(server, {node})
+    moved = ctx.claims.move(server, {node}, usable=move_filter(ctx, server))
     if moved is None:
         fault = NoValidHost(f"The server's node {node} is gone and no other node can take it").fault
         with transaction(ctx.engine) as conn:
@@ -154,8 +160,9 @@ def make_again(ctx: Context, server: dict[str, Any]) -> bool:
 
 def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
     """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
-    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, the VM is pinned to the new
-    node and restarted. False when no attempt is left or no other node has room."""
+    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, to a node the scheduler's filters
+    and the group's hard policy let pass (``move_filter``), the VM is pinned to the new node and restarted.
+    False when no attempt is left or no other node has room."""
     assert ctx.claims is not None
     with reader(ctx.engine) as conn:
         tried = [n for n in (working_state.get(conn, server["uuid"], sysmeta.TRIED_NODES) or "").split(",") if n]
@@ -163,7 +170,7 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
         tried.append(server["node"])
     if len(tried) >= ctx.claims.max_attempts:
         return False
-    node = ctx.claims.move(server, set(tried))
+    node = ctx.claims.move(server, set(tried), usable=move_filter(ctx, server))  # Nova's alternates passed them
     if node is None:
         return False
     LOG.info("server %s: node %s cannot run it, trying %s (attempt %d of %d)", server["uuid"],

@@ -146,7 +146,7 @@ def _prepare(ctx: Context, row: ServerRow, server: dict[str, Any], vm: dict[str,
         provider = ctx.allocations.resize(uuid, migration, new_flavor,
                                           image_properties=image.get("properties"),
                                           zone=server.get("availability_zone"), cold=cold, node=named,
-                                          usable=placing.move_filter(ctx, uuid))
+                                          usable=placing.move_filter(ctx, server, copy.new or copy.cur))
         dest = None
         if provider:
             dest = ctx.claims.node_of(provider) if ctx.claims is not None else ctx.allocations.node_of(provider)
