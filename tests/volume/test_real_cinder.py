@@ -184,3 +184,28 @@ def test_attach_and_detach_with_a_real_cinder(real_world, real_cinder):
         client.delete(f"/v2.1/servers/{uuid}", headers=ADMIN)
         _settle(controller, lambda: client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code == 404)
         real_cinder.call("DELETE", f"/volumes/{volume_id}")
+
+
+def test_a_boot_volume_shows_its_device_in_a_real_cinder(real_world, real_cinder):
+    """Nova's compute sends the root's device name as the connector's mountpoint when it updates the
+    attachment: Cinder's volume then lists the server's attachment on /dev/vda."""
+    client, controller, _cluster = real_world
+    ADMIN = real_cinder.headers()
+    volume_id = real_cinder.create_volume()["id"]
+    got = real_cinder.call("POST", f"/volumes/{volume_id}/action", json={"os-set_bootable": {"bootable": True}})
+    assert got.status_code == 200, got.text
+    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
+        "name": "real-bfv", "flavorRef": "small", "networks": "none", "block_device_mapping_v2": [
+            {"source_type": "volume", "destination_type": "volume", "uuid": volume_id, "boot_index": 0}]}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    try:
+        assert _settle(controller, lambda: real_cinder.volume(volume_id)["status"] == "in-use")
+        shown = real_cinder.volume(volume_id)
+        assert [(a["server_id"], a["device"]) for a in shown["attachments"]] == [(uuid, "/dev/vda")]
+        listed = client.get(f"/v2.1/servers/{uuid}/os-volume_attachments", headers=ADMIN).json["volumeAttachments"]
+        assert [(a["volumeId"], a["device"]) for a in listed] == [(volume_id, "/dev/vda")]
+    finally:
+        client.delete(f"/v2.1/servers/{uuid}", headers=ADMIN)
+        _settle(controller, lambda: client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code == 404)
+        real_cinder.call("DELETE", f"/volumes/{volume_id}")

@@ -95,7 +95,7 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             return Failed(ports.NETWORK_FAILED)
         attachments.ensure(ctx, namespace, ports.networks_of(ctx, info))
     _stage(ctx, row, server, task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING)
-    refused = volumes.prepare(ctx, server)  # the Cinder volumes exported to the node, their claims made
+    refused = volumes.name_devices(ctx, server) or volumes.prepare(ctx, server)  # named, exported, claimed
     if refused:
         return give_up(ctx, row, server, refused)
     if ports.wanted(ctx, server) or server.get("block_devices"):

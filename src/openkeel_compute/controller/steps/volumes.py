@@ -7,7 +7,11 @@ boot volume as its root disk, no image import: controller/compose.py), then the 
 - ``build_refusal``: what a build cannot be given, before anything is claimed: no Cinder client
   ([cinder] unset in the controller's configuration). Volumes the boot makes (from an image, a snapshot
   or nothing) are made and reserved before ``prepare`` (steps/boot_volumes.py);
-- ``prepare`` (after the claim, before the VM): each attachment updated with the connector (its
+- ``name_devices`` (after the claim): each block device given its guest device name as Nova's compute
+  gives them at build (compute/device_names.py), recorded in its mapping (os-volume_attachments' ``device``);
+  none left on the bus ends the build with Nova's "Failure prepping block device.";
+- ``prepare`` (after the claim, before the VM): each attachment updated with the connector and the
+  mapping's device name as its ``mountpoint`` (Cinder shows it as the attachment's ``device``; its
   ``connection_info`` kept in block_device_mapping), then its PersistentVolume and claim applied; a
   Cinder failure or a volume type KubeVirt cannot use ends the build with Nova's "Failure prepping block
   device." or the type's refusal;
@@ -25,7 +29,7 @@ import json
 import logging
 from typing import Any
 
-from openkeel_compute.compute import block_device_rows
+from openkeel_compute.compute import block_device_rows, device_names
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.model import sysmeta
 
@@ -53,6 +57,26 @@ def connector(server: dict[str, Any]) -> dict[str, Any]:
     """The connector Cinder exports the volumes to: the server's node (Nova's compute host)."""
     return {"host": server.get("node") or server.get("host") or "", "platform": "x86_64", "os_type": "linux",
             "multipath": False, "do_local_attach": False}
+
+
+def name_devices(ctx: Any, server: dict[str, Any]) -> str | None:
+    """Each block device named as Nova's compute names it at build (the names recorded and kept in
+    ``server["block_devices"]``); the reason the build fails, or None."""
+    bdms = server.get("block_devices") or []
+    try:
+        names = device_names.default_names(bdms, server.get("system_metadata") or {},
+                                           server.get("root_device_name"))
+    except device_names.TooManyDisks as exc:
+        LOG.warning("server %s: its block devices cannot be named: %s", server["uuid"], exc)
+        return PREPPING
+    changed = [(bdm, names[str(bdm["uuid"])]) for bdm in bdms
+               if str(bdm.get("uuid")) in names and bdm.get("device_name") != names[str(bdm["uuid"])]]
+    if changed:
+        with transaction(ctx.engine) as conn:
+            for bdm, name in changed:
+                block_device_rows.set_fields(conn, str(bdm["uuid"]), device_name=name)
+                bdm["device_name"] = name
+    return None
 
 
 def prepare(ctx: Any, server: dict[str, Any]) -> str | None:
