@@ -12,8 +12,12 @@ Set OPENKEEL_TEMPEST_NETWORK_SHIM=0 to run Tempest unchanged.
 Tempest 47.0.0's ``LiveMigrationRemoteConsolesV26Test._verify_console_interaction`` is Python 2 code: it hands
 ``_WebSocket.send_frame`` a ``str`` (whose ``int(data[i])`` raises ValueError on the first letter) and adds the
 ``bytes`` ``receive_frame`` returns to a ``str``, so ``test_live_migration_serial_console`` fails against any
-cloud, Nova's included (upstream gates leave ``serial_console`` off). Here the same interaction runs with the
-line encoded and the replies decoded: the same URL, websocket, line, 120 s and assertion. Set
+cloud, Nova's included (upstream gates leave ``serial_console`` off). Its live migration then reads
+``self.block_migration``, which only ``LiveMigrationTest`` defines (``_migrate_server_to`` asks
+``getattr(self, 'block_migration', None)`` and then the attribute itself: AttributeError). Here the same
+interaction runs with the line encoded and the replies decoded (the same URL, websocket, line, 120 s and
+assertion) and the class gets ``block_migration = None``, the default that getattr means (the block migration
+then follows ``block_migration_for_live_migration``, as for LiveMigrationTest). Set
 OPENKEEL_TEMPEST_SERIAL_SHIM=0 to run it unchanged.
 """
 
@@ -81,6 +85,8 @@ def _install_serial():
         if cls.__name__ == "LiveMigrationRemoteConsolesV26Test" and \
                 "_verify_console_interaction" in cls.__dict__:
             cls._verify_console_interaction = _verify_console_interaction
+            if not hasattr(cls, "block_migration"):
+                cls.block_migration = None
         original(cls)
 
     base.BaseV2ComputeTest.skip_checks = classmethod(skip_checks)
