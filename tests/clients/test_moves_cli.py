@@ -242,7 +242,7 @@ def test_a_running_live_migration_force_completed_then_aborted(stack, cli, pair)
     _stall_migrations(stack, True)
     try:
         cli.ok("server", "migrate", "--live-migration", "--host", target, "mv-b")
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 120  # a loaded CI machine (2 cores)
         while not (live := [m for m in _migrations(stack, peer["id"]) if m["status"] == "running"]):
             assert time.monotonic() < deadline, _migrations(stack, peer["id"])
             time.sleep(0.2)
