@@ -63,13 +63,16 @@ class Delays:
     heartbeat_timeout: float = 300.0
     migration_unschedulable: float = 300.0
     snapshot: float = 1.0  # a VirtualMachineSnapshot InProgress → Succeeded (readyToUse)
+    # one second of KubeVirt's own migration timeouts (completionTimeoutPerGiB): a migration that does not
+    # converge runs completionTimeoutPerGiB × its data in GiB of these before post-copy or the abort
+    kubevirt_second: float = 1.0
 
     @classmethod
     def fast(cls) -> Delays:
         """Quick enough for tests, still with every phase visible for a moment."""
         return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01, hotplug=0.02, migration_step=0.02,
                    migration_transfer=0.05, pod_eviction=0.1, heartbeat_timeout=0.1, migration_unschedulable=0.2,
-                   snapshot=0.02)
+                   snapshot=0.02, kubevirt_second=0.002)
 
     @classmethod
     def from_scale(cls, scale: float) -> Delays:

@@ -11,8 +11,10 @@ after ``Delays.migration_transfer`` (completed, endTimestamp, the VMI on the tar
 the source pod Completed). Deleting the migration aborts it (KubeVirt keeps it, finalizer
 ``kubevirt.io/migrationJobFinalize``, until then): before the handoff it just fails; after, virt-handler aborts
 (abortRequested, abortStatus Aborting then Succeeded, failed, failureReason ``Live migration has been aborted``).
-Faults: ``migration-stall`` (the guest dirties memory faster than it moves: with ``allowPostCopy`` the migration
-switches to PostCopy and completes, without it is aborted on its completion timeout) and ``migration-failure``.
+Faults: ``migration-stall`` (the guest dirties memory faster than it moves: the pre-copy runs, phase Running,
+until its completion timeout, ``completionTimeoutPerGiB`` × the guest memory in GiB (virt-handler's migration
+monitor; ``Delays.kubevirt_second`` a second), then with ``allowPostCopy`` the migration switches to PostCopy
+and completes, without it is aborted) and ``migration-failure``.
 A node lost once the target is handed off (migrator.Migrator._node_lost): the target node not Ready stalls the
 transfer and the source aborts it (``Live migration has been aborted``); the target pod gone fails it; the source
 node not Ready freezes it until the source pod is gone and the VMI with it fails.
@@ -24,6 +26,7 @@ from typing import Any
 
 from openkeel_compute.emulator import admission
 from openkeel_compute.emulator.store import clone, now
+from openkeel_compute.kubevirt.quantity import to_bytes
 
 FINALIZER = "kubevirt.io/migrationJobFinalize"
 VMI_LABEL = "kubevirt.io/vmi-name"
@@ -40,6 +43,18 @@ DEFAULTS = {"allowAutoConverge": False, "allowPostCopy": False, "allowWorkloadDi
             "unsafeMigrationOverride": False, "maxDowntimeMs": 900, "utilityVolumesTimeout": 150}
 POLICY_FIELDS = ("allowAutoConverge", "allowPostCopy", "allowWorkloadDisruption", "bandwidthPerMigration",
                  "completionTimeoutPerGiB", "maxDowntimeMs")
+
+
+def completion_timeout(vmi: dict[str, Any], state: dict[str, Any]) -> float:
+    """KubeVirt's seconds before a migration that does not converge is switched to post-copy or aborted:
+    completionTimeoutPerGiB × the data it moves in GiB (the guest memory; at least 1 GiB's worth is not KubeVirt's:
+    it counts fractions, as here)."""
+    domain = (vmi.get("spec") or {}).get("domain") or {}
+    memory = (domain.get("memory") or {}).get("guest") or ((domain.get("resources") or {}).get("requests") or {}).get(
+        "memory") or "0"
+    per_gib = (state.get("migrationConfiguration") or {}).get("completionTimeoutPerGiB",
+                                                                DEFAULTS["completionTimeoutPerGiB"])
+    return float(per_gib) * float(to_bytes(memory)) / 1024**3
 
 
 def migrating(vmi: dict[str, Any] | None) -> bool:

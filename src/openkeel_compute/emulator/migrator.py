@@ -195,6 +195,9 @@ class Migrator:
             return
         stalled = self._fault("migration-stall", migration) is not None
         if stalled and state.get("mode") != "PostCopy":
+            if not self.lifecycle.due_key(f"{migration['metadata']['uid']}/completion",
+                                          mig.completion_timeout(vmi, state) * self.delays().kubevirt_second, clock):
+                return  # the monitor lets the pre-copy run until its completion timeout
             if (state.get("migrationConfiguration") or {}).get("allowPostCopy"):
                 self.store.put(self._vmi_state(vmi, mode="PostCopy"))  # the monitor switches to post-copy
             else:  # the monitor cancels it on its completion timeout
