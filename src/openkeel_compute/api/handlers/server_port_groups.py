@@ -7,11 +7,12 @@ addSecurityGroup/removeSecurityGroup and any change of a port's groups made in N
 server without ports shows no ``security_groups`` at all. The calls are made with the caller's token,
 after the request's database work, never inside a transaction.
 
-When Neutron fails, Nova's API fails the request as its ``expected_errors`` does: a token Neutron
-refuses is a 401 with webob's words (Nova's Unauthorized reaches its fault wrapper, which does not show
-an exception's own text; Nova's generic 500 naming NeutronAdminCredentialConfigurationInvalid for an admin's), Neutron's 403 is passed on with neutronclient's text, and anything else is Nova's
-generic 500 naming the exception its client raised (keystoneauth's ConnectFailure when Neutron cannot be
-reached, neutronclient's InternalServerError for a 500, ...).
+When Neutron fails, the request fails: a token Neutron refuses is a 401 with webob's words (Nova's
+Unauthorized reaches its fault wrapper, which does not show an exception's own text; Nova's generic 500
+naming NeutronAdminCredentialConfigurationInvalid for an admin's), Neutron's 403 is passed on with
+neutronclient's text. Anything else (Neutron unreachable, a 5xx, another refusal) is where Nova answers its
+generic 500 "Unexpected API Error" (an exception its view does not expect: Nova's own defect); OpenKeel
+answers 503 with what Neutron did, as its other Neutron calls do (docs/networking.md).
 
 Without [neutron] a server body shows the names kept with the server (compute/networks.py).
 """
@@ -54,10 +55,9 @@ def view_fault(exc: net_errors.NetworkError, *, admin: bool) -> faults.Fault:
     """Nova's answer when reading a server body's groups from Neutron fails."""
     if isinstance(exc, net_errors.Unauthorized):
         return faults.Fault(_UNEXPECTED.format(_ADMIN_REFUSED), 500) if admin else faults.Fault(_UNAUTHORIZED, 401)
+    if isinstance(exc, net_errors.NeutronError) and exc.status == 403:
+        return faults.Forbidden(exc.text)
+    # Nova's generic 500 here is its defect: the network service failing is a 503, with what it did
     if isinstance(exc, net_errors.NeutronError):
-        if exc.status == 403:
-            return faults.Forbidden(exc.text)
-        return faults.Fault(_UNEXPECTED.format(net_errors.client_exception(exc.status, exc.neutron_type)), 500)
-    if isinstance(exc, net_errors.NeutronUnavailable):
-        return faults.Fault(_UNEXPECTED.format(exc.cause), 500)
-    return faults.Fault(_UNEXPECTED.format(f"nova.exception.{exc.nova_exception}"), 500)
+        return faults.Fault(f"Neutron answered {exc.status} to the server's ports query: {exc.message}", 503)
+    return faults.Fault(exc.message, 503)
