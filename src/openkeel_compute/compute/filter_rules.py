@@ -15,6 +15,8 @@ import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from openkeel_compute.model import image_properties
+
 LOG = logging.getLogger(__name__)
 
 #: the scope of flavor extra specs AggregateInstanceExtraSpecsFilter reads beside the unscoped ones
@@ -151,40 +153,6 @@ def max_instances(aggregates: Sequence[Metadata], default: int) -> int:
 
 # --- AggregateImagePropertiesIsolation ------------------------------------------------------------------
 
-#: Nova's image properties (ImageMetaProps' fields): only these are compared with aggregate metadata
-_IMAGE_PROPERTY_WORDS = """
-hw_architecture hw_auto_disk_config hw_boot_menu hw_cdrom_bus hw_cpu_cores hw_cpu_max_cores
-hw_cpu_max_sockets hw_cpu_max_threads hw_cpu_policy hw_cpu_realtime_mask hw_cpu_sockets
-hw_cpu_thread_policy hw_cpu_threads hw_device_id hw_disk_bus hw_disk_type hw_emulation_architecture
-hw_ephemeral_encryption hw_ephemeral_encryption_format hw_ephemeral_encryption_secret_uuid
-hw_firmware_stateless hw_firmware_type hw_floppy_bus hw_input_bus hw_ipxe_boot hw_locked_memory
-hw_machine_type hw_maxphysaddr_bits hw_maxphysaddr_mode hw_mem_encryption hw_mem_encryption_model
-hw_mem_page_size hw_numa_cpus hw_numa_mem hw_numa_nodes hw_pci_numa_affinity_policy hw_pmu
-hw_pointer_model hw_qemu_guest_agent hw_redirected_usb_ports hw_rescue_bus hw_rescue_device
-hw_rng_model hw_scsi_model hw_serial_port_count hw_sound_model hw_time_hpet hw_tpm_model
-hw_tpm_version hw_usb_model hw_video_model hw_video_ram hw_vif_model hw_vif_multiqueue_enabled
-hw_viommu_model hw_virtio_packed_ring hw_vm_mode hw_watchdog_action img_bdm_v2 img_bittorrent
-img_block_device_mapping img_cache_in_nova img_compression_level img_config_drive
-img_hide_hypervisor_id img_hv_requested_version img_hv_type img_linked_clone img_mappings
-img_owner_id img_root_device_name img_signature img_signature_certificate_uuid
-img_signature_hash_method img_signature_key_type img_use_agent img_version os_admin_user
-os_command_line os_distro os_require_quiesce os_secure_boot os_skip_agent_inject_files_at_boot
-os_skip_agent_inject_ssh os_type traits_required
-"""
-IMAGE_PROPERTIES = frozenset(_IMAGE_PROPERTY_WORDS.split())
-#: the legacy names Nova still reads an image's properties under, and the property each one is
-LEGACY_IMAGE_PROPERTIES = {
-    "architecture": "hw_architecture", "owner_id": "img_owner_id", "vmware_disktype": "hw_disk_type",
-    "vmware_image_version": "img_version", "vmware_ostype": "os_distro", "auto_disk_config": "hw_auto_disk_config",
-    "ipxe_boot": "hw_ipxe_boot", "xenapi_device_id": "hw_device_id",
-    "xenapi_image_compression_level": "img_compression_level", "vmware_linked_clone": "img_linked_clone",
-    "xenapi_use_agent": "img_use_agent", "xenapi_skip_agent_inject_ssh": "os_skip_agent_inject_ssh",
-    "xenapi_skip_agent_inject_files_at_boot": "os_skip_agent_inject_files_at_boot",
-    "cache_in_nova": "img_cache_in_nova", "vm_mode": "hw_vm_mode", "bittorrent": "img_bittorrent",
-    "mappings": "img_mappings", "block_device_mapping": "img_block_device_mapping", "bdm_v2": "img_bdm_v2",
-    "root_device_name": "img_root_device_name", "hypervisor_version_requires": "img_hv_requested_version",
-    "hypervisor_type": "img_hv_type",
-}
 _BOOLEAN_WORDS = """
 hw_boot_menu hw_ephemeral_encryption hw_firmware_stateless hw_ipxe_boot hw_locked_memory hw_mem_encryption
 hw_pmu hw_qemu_guest_agent hw_time_hpet hw_vif_multiqueue_enabled hw_virtio_packed_ring img_bdm_v2
@@ -200,9 +168,9 @@ def image_property_values(properties: Mapping[str, str]) -> dict[str, str]:
     as the property it stands for, the new name winning), booleans as ``True``/``False``, the
     architecture in lower case; properties Nova does not know are left out."""
     out: dict[str, str] = {}
-    for key, value in sorted(properties.items(), key=lambda kv: kv[0] in IMAGE_PROPERTIES):
-        name = LEGACY_IMAGE_PROPERTIES.get(key, key)
-        if name not in IMAGE_PROPERTIES or value is None:
+    for key, value in sorted(properties.items(), key=lambda kv: kv[0] in image_properties.NAMES):
+        name = image_properties.LEGACY.get(key, key)
+        if name not in image_properties.NAMES or value is None:
             continue
         text = str(value)
         if name in _BOOLEAN_PROPERTIES:
@@ -223,7 +191,7 @@ def image_properties_pass(aggregates: Sequence[Metadata], properties: Mapping[st
     for key, options in merged(aggregates).items():
         if namespace and not key.startswith(namespace + separator):
             continue
-        if key not in IMAGE_PROPERTIES:
+        if key not in image_properties.NAMES:
             continue
         prop = values.get(key)
         if prop is not None and prop != "False" and prop != "" and prop not in options:

@@ -14,7 +14,7 @@ import json
 
 from openkeel_compute.compute import names, networks
 from openkeel_compute.compute.instances import instance_faults, store
-from openkeel_compute.model import states
+from openkeel_compute.model import image_properties, states
 
 COLLECTION = "servers"
 _PROGRESS_STATUSES = frozenset({"ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING"})
@@ -22,31 +22,7 @@ _FAULT_STATUSES = frozenset({"ERROR", "DELETED"})
 IMAGE_PREFIX = "image_"
 # The image properties 2.98 shows from system metadata: Nova's image property names and the
 # legacy names it still accepts. Other image_* keys (min_ram, disk_format, ...) are not shown.
-_IMAGE_PROPERTY_WORDS = """
-hw_architecture hw_auto_disk_config hw_boot_menu hw_cdrom_bus hw_cpu_cores hw_cpu_max_cores
-hw_cpu_max_sockets hw_cpu_max_threads hw_cpu_policy hw_cpu_realtime_mask hw_cpu_sockets
-hw_cpu_thread_policy hw_cpu_threads hw_device_id hw_disk_bus hw_disk_type hw_emulation_architecture
-hw_ephemeral_encryption hw_ephemeral_encryption_format hw_ephemeral_encryption_secret_uuid
-hw_firmware_stateless hw_firmware_type hw_floppy_bus hw_input_bus hw_ipxe_boot hw_locked_memory
-hw_machine_type hw_maxphysaddr_bits hw_maxphysaddr_mode hw_mem_encryption hw_mem_encryption_model
-hw_mem_page_size hw_numa_cpus hw_numa_mem hw_numa_nodes hw_pci_numa_affinity_policy hw_pmu
-hw_pointer_model hw_qemu_guest_agent hw_redirected_usb_ports hw_rescue_bus hw_rescue_device
-hw_rng_model hw_scsi_model hw_serial_port_count hw_sound_model hw_time_hpet hw_tpm_model
-hw_tpm_version hw_usb_model hw_video_model hw_video_ram hw_vif_model hw_vif_multiqueue_enabled
-hw_viommu_model hw_virtio_packed_ring hw_vm_mode hw_watchdog_action img_bdm_v2 img_bittorrent
-img_block_device_mapping img_cache_in_nova img_compression_level img_config_drive
-img_hide_hypervisor_id img_hv_requested_version img_hv_type img_linked_clone img_mappings
-img_owner_id img_root_device_name img_signature img_signature_certificate_uuid
-img_signature_hash_method img_signature_key_type img_use_agent img_version os_admin_user
-os_command_line os_distro os_require_quiesce os_secure_boot os_skip_agent_inject_files_at_boot
-os_skip_agent_inject_ssh os_type traits_required
-architecture auto_disk_config bdm_v2 bittorrent block_device_mapping cache_in_nova hypervisor_type
-hypervisor_version_requires ipxe_boot mappings owner_id root_device_name vm_mode vmware_disktype
-vmware_image_version vmware_linked_clone vmware_ostype xenapi_device_id
-xenapi_image_compression_level xenapi_skip_agent_inject_files_at_boot xenapi_skip_agent_inject_ssh
-xenapi_use_agent
-"""
-IMAGE_PROPERTIES = frozenset(_IMAGE_PROPERTY_WORDS.split())
+IMAGE_PROPERTIES = image_properties.ALL_NAMES
 
 
 @dataclasses.dataclass(slots=True)
