@@ -57,6 +57,8 @@ from openkeel_compute.controller.watch import Snapshot, WatchedObjects
 from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction, unavailable
 from openkeel_compute.model import operations as ops
+from openkeel_compute.model import states
+from openkeel_compute.model.states import task_states
 from openkeel_compute.placement.client import PlacementClient
 
 if TYPE_CHECKING:
@@ -208,6 +210,9 @@ class ServerLoop:
                 # [DEFAULT] force_config_drive: the server got a config drive, and says so as Nova's compute
                 # records it at build (its config_drive field "True")
                 forced = {"config_drive": "True"} if ctx.settings.options.force_config_drive else {}
+                for uuid in self._pass.spawning:  # the build's last stage (steps/build.py), unless it left it
+                    cas.save_state(conn, uuid, expected_task_state=task_states.BLOCK_DEVICE_MAPPING,
+                                   vm_state=states.BUILDING, task_state=task_states.SPAWNING)
                 for uuid, namespace, name in self._pass.placed:  # where the API and the next pass find them
                     cas.save_state(conn, uuid, namespace=namespace, vm_name=name, **forced)
                 if done:

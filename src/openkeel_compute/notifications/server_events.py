@@ -138,6 +138,14 @@ def volume_event(conn: Connection, action_id: int, action: str, phases: tuple[st
 _STATE = (INSTANCES.c.vm_state, INSTANCES.c.task_state, INSTANCES.c.display_name)
 
 
+def sends_updates() -> bool:
+    """Whether a state write is followed by ``instance.update`` (``[notifications] notify_on_state_change``):
+    such a notification shows the server as its transaction left it, so a writer that wants one per state
+    writes each state in its own transaction."""
+    emitter = _EMITTER
+    return emitter is not None and bool(emitter.wants_updates)
+
+
 def state_before(conn: Connection, uuid: str) -> dict[str, Any] | None:
     """The server's state before a write (None when no update notification would be sent)."""
     emitter = _EMITTER

@@ -100,11 +100,13 @@ class Wait(Exception):
 
 @dataclasses.dataclass
 class PassState:
-    """What the steps of one pass share: the namespaces known to exist, and where new servers' objects went
-    (written with the rows done, so that the API and the next pass find them)."""
+    """What the steps of one pass share: the namespaces known to exist, where new servers' objects went
+    (written with the rows done, so that the API and the next pass find them), and the builds whose guest is
+    being spawned (their task state ``spawning``, written with them: one transaction for the pass's builds)."""
 
     namespaces: set[str] = dataclasses.field(default_factory=set)
     placed: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)  # uuid, namespace, VM name
+    spawning: list[str] = dataclasses.field(default_factory=list)  # server uuids
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,6 +51,7 @@ from openkeel_compute.kubevirt.vmstatus import Fault
 from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model.states import task_states
 from openkeel_compute.network.errors import NeutronUnavailable
+from openkeel_compute.notifications import server_events
 
 LOG = logging.getLogger(__name__)
 
@@ -79,12 +80,17 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             return Failed(fault.message + fault.details, fault)
         if (server.get("host"), server.get("node")) != where:
             objects = ctx.objects(server)  # pinned to the node claimed (the pass's claims usually chose it)
-    if not _stage(ctx, row, server, task_states.SCHEDULING, None):  # placed: the build's own work starts
+    with_ports = ports.wanted(ctx, server)
+    # placed (the build's own work starts), networking and, with no ports to allocate between them,
+    # block_device_mapping: the stages with nothing done in between are written together
+    first = [(task_states.SCHEDULING, None), (None, task_states.NETWORKING)]
+    if not with_ports:
+        first.append((task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING))
+    if not _stages(ctx, row, server, first):
         return DONE
-    _stage(ctx, row, server, None, task_states.NETWORKING)
     namespace, name = ctx.namespace_of(server), server_vm_name(row.server_uuid)
     ctx.ensure_namespace(namespace, str(server["project_id"]))
-    if ports.wanted(ctx, server):  # Neutron: the ports bound to the claimed node, their networks on Multus
+    if with_ports:  # Neutron: the ports bound to the claimed node, their networks on Multus
         try:
             info = ports.allocate(ctx, server)
         except ports.AllocationFailed as exc:
@@ -94,41 +100,49 @@ def run(ctx: Context, row: ServerRow, server: dict[str, Any]) -> Outcome:
             LOG.warning("server %s: Neutron: %s", row.server_uuid, exc.message)
             return Failed(ports.NETWORK_FAILED)
         attachments.ensure(ctx, namespace, ports.networks_of(ctx, info))
-    _stage(ctx, row, server, task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING)
+        _stages(ctx, row, server, [(task_states.NETWORKING, task_states.BLOCK_DEVICE_MAPPING)])
     refused = volumes.name_devices(ctx, server) or volumes.prepare(ctx, server)  # named, exported, claimed
     if refused:
         return give_up(ctx, row, server, refused)
-    if ports.wanted(ctx, server) or server.get("block_devices"):
+    if with_ports or server.get("block_devices"):
         objects = ctx.objects(server)  # with the ports' interfaces and the volumes' claims made just now
     vm_edits.apply_server(ctx, objects, None)
     ctx.pass_state.placed.append((row.server_uuid, namespace, name))  # written with the rows done
     ctx.cluster.subresource(namespace, name, "start")
-    # the guest is being spawned: its root disk made from the image, then booted (the observation follows it)
-    _stage(ctx, row, server, task_states.BLOCK_DEVICE_MAPPING, task_states.SPAWNING)
+    # the guest is being spawned: its root disk made from the image, then booted (the observation follows it);
+    # the stage is written with the pass's rows done (servers.py), one transaction for the pass's builds
+    if server.get("task_state") != task_states.SPAWNING:
+        ctx.pass_state.spawning.append(row.server_uuid)
+        server["task_state"] = task_states.SPAWNING
     volumes.complete(ctx, server)
-    if ports.wanted(ctx, server):
+    if with_ports:
         return vif_wait.begin(ctx, server, ports.info_of(server) or [])
     return DONE
 
 
-def _stage(ctx: Context, row: ServerRow, server: dict[str, Any], expected: str | None, task: str | None) -> bool:
-    """The build moves on to its next stage as Nova's compute records them (visible as the task state):
-    placed (``expected`` scheduling: no task, the server in its zone, ``create.start`` sent), networking,
-    block_device_mapping, spawning. A stage already passed (a build tried again) is not written again.
-    False when the server left the build meanwhile (deleted)."""
-    order, current = vmstatus.BUILD_STAGES, server.get("task_state")
-    if current in order and order.index(current) > order.index(expected):
-        return True  # passed by an earlier attempt
-    changes: dict[str, Any] = {"task_state": task}
-    if expected == task_states.SCHEDULING and not server.get("availability_zone"):
-        changes["availability_zone"] = ctx.settings.options.default_availability_zone
+def _stages(ctx: Context, row: ServerRow, server: dict[str, Any], stages: list[tuple[str | None, str | None]]) -> bool:
+    """The build moves on through its next stages as Nova's compute records them (visible as the task
+    state): placed (``expected`` scheduling: no task, the server in its zone, ``create.start`` sent),
+    networking, block_device_mapping (spawning: see ``run``). One transaction for them all, or one each
+    when every state change is notified (each ``instance.update`` shows its own stage). A stage already
+    passed (a build tried again) is not written again. False when the server left the build (deleted)."""
+    if len(stages) > 1 and server_events.sends_updates():
+        return all(_stages(ctx, row, server, [stage]) for stage in stages)
+    order = vmstatus.BUILD_STAGES
     with transaction(ctx.engine) as conn:
-        if not cas.save_state(conn, row.server_uuid, expected_task_state=expected, vm_state=states.BUILDING,
-                              **changes):
-            return False
-        if expected == task_states.SCHEDULING:  # Nova's compute has the build now: create.start
-            tasks.notify_start(conn, row.server_uuid, row.request_id, events.BUILD, server.get("host"))
-    server.update(changes)
+        for expected, task in stages:
+            current = server.get("task_state")
+            if current in order and order.index(current) > order.index(expected):
+                continue  # passed by an earlier attempt
+            changes: dict[str, Any] = {"task_state": task}
+            if expected == task_states.SCHEDULING and not server.get("availability_zone"):
+                changes["availability_zone"] = ctx.settings.options.default_availability_zone
+            if not cas.save_state(conn, row.server_uuid, expected_task_state=expected,
+                                  vm_state=states.BUILDING, **changes):
+                return False
+            if expected == task_states.SCHEDULING:  # Nova's compute has the build now: create.start
+                tasks.notify_start(conn, row.server_uuid, row.request_id, events.BUILD, server.get("host"))
+            server.update(changes)
     return True
 
 
