@@ -42,8 +42,10 @@ def test_options_have_novas_names_and_defaults():
     conf = conf_mod.build_conf()
     assert "neutron" not in conf  # registered at its first use: a worker that never meets Neutron skips keystoneauth
     assert not neutron_conf.configured(conf)  # unset: the pod network, as scripts/serve runs by default
+    assert "neutron" not in conf  # no [neutron] section: known without registering keystoneauth's options
     assert conf.vif_plugging_is_fatal is True
     assert conf.vif_plugging_timeout == 300
+    neutron_conf.register_neutron_opts(conf)
     assert conf.neutron.service_type == "network"
     assert conf.neutron.valid_interfaces == ["internal", "public"]
     assert conf.neutron.auth_type is None

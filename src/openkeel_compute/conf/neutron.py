@@ -69,6 +69,10 @@ def register_neutron_opts(conf: cfg.ConfigOpts) -> None:
     register_client_opts(conf, GROUP, NEUTRON_OPTS, adapter=(SERVICE_TYPE, DEFAULT_VALID_INTERFACES))
 
 
+def _sections(conf: cfg.ConfigOpts) -> set[str]:
+    return set(conf.list_all_sections())  # the sections of the files parsed (none before they are)
+
+
 def list_opts() -> list[tuple]:
     from openkeel_compute.conf.keystoneauth import client_opts
 
@@ -77,7 +81,12 @@ def list_opts() -> list[tuple]:
 
 
 def configured(conf: cfg.ConfigOpts) -> bool:
-    """True when ``[neutron]`` names a credential (``auth_type``): Neutron is the network service."""
+    """True when ``[neutron]`` names a credential (``auth_type``): Neutron is the network service. Without
+    a ``[neutron]`` section (and its options not registered yet) that is known without importing keystoneauth,
+    so that a worker's reads (a server body asks this) start no client of other services."""
+    if not (GROUP in conf and "service_type" in conf[GROUP]) and GROUP not in _sections(conf):
+        conf.register_opts(VIF_OPTS)
+        return False
     register_neutron_opts(conf)
     try:
         return bool(conf.neutron.auth_type)
