@@ -64,10 +64,6 @@ def client_text(resp, message: str) -> str:
     return text
 
 
-def _path(exc: Exception) -> str:
-    return f"{type(exc).__module__}.{type(exc).__qualname__}"
-
-
 def _q(ident: str) -> str:
     return urllib.parse.quote(ident, safe="")
 
@@ -134,14 +130,14 @@ class Calls:
         try:
             resp = self.adapter.request(url, method, connect_retries=retries, **kwargs)
         except ks_exc.EndpointNotFound as exc:
-            raise errors.NeutronUnavailable(f"Neutron has no endpoint in the catalog: {exc}", _path(exc)) from None
+            raise errors.NeutronUnavailable(f"Neutron has no endpoint in the catalog: {exc}") from None
         except (ks_exc.ConnectFailure, ks_exc.ConnectTimeout, ks_exc.RetriableConnectionFailure,
                 ks_exc.UnknownConnectionError, ks_exc.SSLError, ks_exc.DiscoveryFailure) as exc:
-            raise errors.NeutronUnavailable(f"Neutron is unreachable: {exc}", _path(exc)) from None
+            raise errors.NeutronUnavailable(f"Neutron is unreachable: {exc}") from None
         except ks_exc.Unauthorized:
             raise errors.Unauthorized() from None
         except ks_exc.ClientException as exc:
-            raise errors.NeutronUnavailable(f"Neutron cannot be used: {exc}", _path(exc)) from None
+            raise errors.NeutronUnavailable(f"Neutron cannot be used: {exc}") from None
         if resp.status_code in ok:
             return resp.json() if resp.content else None
         message, kind = neutron_message(resp)
@@ -149,8 +145,7 @@ class Calls:
             LOG.warning("Neutron refused the %s credential: %s", "[neutron]" if self.admin else "caller's", message)
             raise errors.Unauthorized()
         if resp.status_code >= 500:
-            raise errors.NeutronUnavailable(f"Neutron answered {resp.status_code} to {method} {path}: {message}",
-                                            errors.client_exception(resp.status_code, kind))
+            raise errors.NeutronUnavailable(f"Neutron answered {resp.status_code} to {method} {path}: {message}")
         raise errors.NeutronError(message, resp.status_code, kind, text=client_text(resp, message))
 
     # -- reads ---------------------------------------------------------------------------------

@@ -17,36 +17,10 @@ class NetworkError(Exception):
 
 
 class NeutronUnavailable(NetworkError):
-    """Neutron could not be reached, or answered 5xx: Nova's API fails the request.
-
-    ``cause``: the class of the exception Nova's client raises then (where Nova's API answers its generic
-    500, the answer names it): keystoneauth's connection error, or neutronclient's for a 5xx."""
+    """Neutron could not be reached, or answered 5xx: Nova's API fails the request."""
 
     nova_exception = "NeutronClientException"
     code = 503
-
-    def __init__(self, message: str, cause: str = "neutronclient.common.exceptions.NeutronClientException") -> None:
-        super().__init__(message)
-        self.cause = cause
-
-
-# Neutron's error types neutronclient has an exception of its own for (``<type>Client``), and its exception
-# per status for the others (neutronclient/common/exceptions.py, exception_handler_v20)
-_CLIENT_TYPES = frozenset({
-    "NetworkNotFound", "PortNotFound", "StateInvalid", "NetworkInUse", "PortInUse", "IpAddressInUse",
-    "IpAddressAlreadyAllocated", "InvalidIpForNetwork", "InvalidIpForSubnet", "OverQuota",
-    "IpAddressGenerationFailure", "MacAddressInUse", "HostNotCompatibleWithFixedIps", "ExternalIpAddressExhausted"})
-_CLIENT_BY_STATUS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 409: "Conflict",
-                     500: "InternalServerError", 503: "ServiceUnavailable"}
-
-
-def client_exception(status: int, neutron_type: str | None) -> str:
-    """The neutronclient exception class (dotted path) Nova's client raises for Neutron's answer."""
-    if neutron_type in _CLIENT_TYPES:
-        name = f"{neutron_type}Client"
-    else:
-        name = _CLIENT_BY_STATUS.get(status, "NeutronClientException")
-    return f"neutronclient.common.exceptions.{name}"
 
 
 class NeutronError(NetworkError):
