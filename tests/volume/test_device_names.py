@@ -50,6 +50,20 @@ def test_names_past_z_and_the_ide_limit():
         device_names.default_names(bdms[:5], {"image_hw_disk_bus": "ide"})
 
 
+def test_an_attach_takes_the_next_name_of_the_images_bus():
+    """Nova's get_device_name_for_instance: the image's hw_disk_bus (virtio when none), the next free name."""
+    assert device_names.next_name(["/dev/vda"], {}) == "/dev/vdb"
+    assert device_names.next_name(["/dev/vda", "/dev/vdb", None, "vdd"], {}) == "/dev/vdc"
+    assert device_names.next_name(["/dev/sda"], {"image_hw_disk_bus": "scsi"}) == "/dev/sdb"
+    assert device_names.next_name(["/dev/sda"], {"image_hw_disk_bus": "nonsense"}) == "/dev/vda"
+    with pytest.raises(device_names.TooManyDisks, match=r"\(4\)"):
+        device_names.next_name(["hda", "hdb", "hdc", "hdd"], {"image_hw_disk_bus": "ide"})
+    taken = [f"vd{device_names._letters(i)}" for i in range(device_names.ATTACH_DEVICES)]
+    assert taken[-1] == "vdzz"
+    with pytest.raises(device_names.TooManyDisks, match=r"\(702\)"):
+        device_names.next_name(taken, {})
+
+
 def _settled(client, controller, uuid, timeout=30.0):
     deadline = time.monotonic() + timeout
     while True:

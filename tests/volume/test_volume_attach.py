@@ -131,6 +131,30 @@ def test_attach_hotplugs_and_detach_unplugs(volume_world, cinder, notified):
         ("compute.instance.volume.attach", "INFO", None), ("compute.instance.volume.detach", "INFO", None)]
 
 
+def test_an_attached_volume_is_named_on_the_images_disk_bus(volume_world, cinder, tmp_path):
+    """Nova's libvirt driver names an attached volume on the image's ``hw_disk_bus`` (a requested name is not
+    honoured): a server of a scsi image has its root on /dev/sda, a volume attached to it /dev/sdb."""
+    from openkeel_compute.images import local
+
+    client, controller, _cluster = volume_world
+    image = local.register(tmp_path / "images", tmp_path / "disk.raw", name="scsi", copy=True,
+                           properties={"hw_disk_bus": "scsi"})
+    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
+        "name": "s", "imageRef": image["id"], "flavorRef": "small", "networks": "none"}})
+    assert got.status_code == 202, got.text
+    uuid = got.json["server"]["id"]
+    assert _settle(controller, lambda: client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"][
+        "status"] == "ACTIVE")
+    volume = cinder.volume()
+    got = client.post(f"/v2.1/servers/{uuid}/os-volume_attachments", headers=ADMIN, json_body={
+        "volumeAttachment": {"volumeId": volume["id"], "device": "/dev/vdq"}})
+    assert got.status_code == 200, got.text
+    assert got.json["volumeAttachment"]["device"] == "/dev/sdb"
+    assert _settle(controller, lambda: cinder.volumes[volume["id"]]["status"] == "in-use")
+    update = [r for r in cinder.requests if r["method"] == "PUT" and "/attachments/" in r["path"]]
+    assert update[-1]["body"]["attachment"]["connector"]["mountpoint"] == "/dev/sdb"
+
+
 def test_refusals_write_nothing(volume_world, cinder):
     client, controller, _cluster = volume_world
     uuid = _server(client, controller)

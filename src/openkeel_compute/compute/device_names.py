@@ -28,6 +28,9 @@ DEVICE_TYPES = ("disk", "cdrom", "floppy", "lun")
 DEFAULT_BUS = {"disk": "virtio", "cdrom": "sata", "floppy": "fdc"}
 VOLUME_ORDER = ("volume", "snapshot", "image", "blank")
 IDE_DEVICES = 4
+#: the names an attach may give on another bus (two letters: vda..vdzz), OpenKeel's bound where Nova's
+#: ``[compute] max_disk_devices_to_attach`` (-1) sets none
+ATTACH_DEVICES = 26 + 26 * 26
 
 
 class TooManyDisks(ValueError):
@@ -59,12 +62,13 @@ def _bus(bdm: Mapping[str, Any], default: str | None, image: Mapping[str, str]) 
     return DEFAULT_BUS.get(kind, "virtio")
 
 
-def _free(taken: set[str], bus: str) -> str:
+def _free(taken: set[str], bus: str, most: int | None = None) -> str:
     prefix = PREFIX[bus]
+    most = IDE_DEVICES if bus == "ide" else most
     index = 0
     while True:
-        if bus == "ide" and index >= IDE_DEVICES:
-            raise TooManyDisks(f"The maximum allowed number of disk devices ({IDE_DEVICES}) to attach to a single "
+        if most is not None and index >= most:
+            raise TooManyDisks(f"The maximum allowed number of disk devices ({most}) to attach to a single "
                                f"instance has been exceeded.")
         name = prefix + _letters(index)
         if name not in taken:
@@ -108,3 +112,11 @@ def default_names(bdms: Sequence[Mapping[str, Any]], system_metadata: Mapping[st
             if bdm.get("destination_type") == "volume" and bdm.get("source_type") == source:
                 name(bdm, None)
     return {uuid: "/dev/" + dev for uuid, dev in names.items()}
+
+
+def next_name(used: Sequence[str | None], system_metadata: Mapping[str, str]) -> str:
+    """The name Nova's libvirt driver gives a volume attached to a built server (``get_device_name_for_instance``:
+    a requested name is not honoured): the next free name of the image's ``hw_disk_bus`` (virtio when it
+    names none), ``used`` the server's names (its root's among them). Raises TooManyDisks."""
+    taken = {strip_dev(name) for name in used if name}
+    return "/dev/" + _free(taken, _bus({}, None, system_metadata), ATTACH_DEVICES)

@@ -4,7 +4,8 @@ Nova 34.0.0's API answers them, in its order and with its messages.
 
 The API does what Nova's API and conductor do before they cast to the compute service: the state and
 lock checks, the volume read from Cinder as the caller, the already-attached rule, the device name
-(the next free ``/dev/vdX``, as Nova's libvirt driver picks it: a requested name is not honoured), the
+(the next free name of the image's disk bus, ``/dev/vdX`` on virtio, as Nova's libvirt driver picks it: a
+requested name is not honoured; compute/device_names.py), the
 block device row, the zone rule (``[cinder] cross_az_attach``), the multiattach rules, then Cinder's
 attachment (reserved, without a connector) or ``os-begin_detaching``; the instance action
 (``attach_volume``, ``detach_volume``, ``swap_volume``) and an outbox row the controller carries out
@@ -24,7 +25,7 @@ from openkeel_compute.api.handlers import volume_common, wsgi_path_params
 from openkeel_compute.api.handlers.server_common import actor_of, read_server
 from openkeel_compute.api.schemas import volume_attachments as schema
 from openkeel_compute.api.wsgi import Response, operation
-from openkeel_compute.compute import block_device_rows, preconditions
+from openkeel_compute.compute import block_device_rows, device_names, preconditions
 from openkeel_compute.compute.instances import instance_actions, instance_sysmeta, updates
 from openkeel_compute.model import operations as ops
 from openkeel_compute.model import states, sysmeta
@@ -33,6 +34,7 @@ from openkeel_compute.volume import errors as volume_errors
 
 LOG = logging.getLogger(__name__)
 ROOT_DEVICE = "/dev/vda"
+BUS_KEY = "image_hw_disk_bus"  # the image property, kept in system metadata
 MULTIATTACH_OLD = "Multiattach volumes are only supported starting with compute API version 2.60."
 
 
@@ -56,17 +58,14 @@ def _get_volume(req, volume_id: str, *, missing=faults.NotFound) -> dict:
         raise volume_common.answer(exc) from None
 
 
-def next_device(used: list[str | None]) -> str:
-    """The next free virtio device name (``/dev/vdb``, ...; ``vda`` is the root disk's)."""
-    taken = {str(name).removeprefix("/dev/") for name in used if name}
-    taken.add("vda")
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    for first in ("", *letters):
-        for last in letters:
-            if f"vd{first}{last}" not in taken:
-                return f"/dev/vd{first}{last}"
-    raise faults.Forbidden("The maximum allowed number of disk devices (702) to attach to a single instance "
-                           "has been exceeded.")
+def next_device(row: dict, used: list[str | None], bus: str | None) -> str:
+    """The attached volume's name (compute/device_names.py) on the image's disk bus ``bus``; none left is
+    Nova's 403."""
+    try:
+        return device_names.next_name([row.get("root_device_name") or ROOT_DEVICE, *used],
+                                      {BUS_KEY: bus} if bus else {})
+    except device_names.TooManyDisks as exc:
+        raise faults.Forbidden(str(exc)) from None
 
 
 def _already_attached(conn, row: dict, volume: dict) -> None:
@@ -114,8 +113,8 @@ def create(req, server_id):
             if volume.get("multiattach") and req.version >= (2, 60):  # KubeVirt: one claim, one server
                 raise faults.BadRequest(f"Volume {volume_id} has 'multiattach' set, which is not supported for "
                                         "this instance.")
-            device = next_device([row.get("root_device_name") or ROOT_DEVICE,
-                                  *(b["device_name"] for b in block_device_rows.of(conn, row["uuid"]))])
+            device = next_device(row, [b["device_name"] for b in block_device_rows.of(conn, row["uuid"])],
+                                 instance_sysmeta.system_metadata_item(conn, row["uuid"], BUS_KEY))
             _zone_check(req, row, volume)
             if volume.get("multiattach"):
                 raise faults.BadRequest(MULTIATTACH_OLD)
