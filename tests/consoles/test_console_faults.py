@@ -15,7 +15,7 @@ import time
 import websocket
 
 from tests.consoles.conftest import boot
-from tests.consoles.test_console_proxy import console_url, dropped, rfb_handshake, websocket_of
+from tests.consoles.test_console_proxy import console_url, delete, dropped, rfb_handshake, websocket_of
 
 TOKEN = re.compile(r"token(?:=|%3D)([0-9a-f-]{36})")
 
@@ -56,12 +56,7 @@ def test_sessions_end_and_tokens_die_with_their_server(stack):
     open_serial = websocket_of(stack, serial)
     again = websocket_of(stack, vnc)  # a second connection with the same token: as Nova, allowed
     again.close()
-    status, _ = stack.call("DELETE", f"/v2.1/servers/{server_id}", token="demo:demo")
-    assert status == 204
-    deadline = time.monotonic() + 30
-    while stack.call("GET", f"/v2.1/servers/{server_id}", token="demo:demo")[0] != 404:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    delete(stack, server_id)
     # the sessions open on the deleted server's display and serial port end with them
     assert _ends(open_vnc) and _ends(open_serial)
     # replays after the delete: refused at the proxy, unknown to os-console-auth-tokens

@@ -52,6 +52,16 @@ def dropped(ws: websocket.WebSocket) -> bool:
     return True
 
 
+def delete(stack, server_id: str, timeout: float = 120.0) -> None:
+    """The demo project deletes its server; returns once the API no longer shows it."""
+    status, _ = stack.call("DELETE", f"/v2.1/servers/{server_id}", token="demo:demo")
+    assert status == 204
+    deadline = time.monotonic() + timeout
+    while stack.call("GET", f"/v2.1/servers/{server_id}", token="demo:demo")[0] != 404:
+        assert time.monotonic() < deadline, f"{server_id} still shown {timeout} s after its delete"
+        time.sleep(0.2)
+
+
 def rfb_handshake(ws: websocket.WebSocket) -> tuple[int, int, str]:
     buffer = b""
 
@@ -112,10 +122,10 @@ def test_the_serial_console_echoes_a_typed_line(stack):
     ws = websocket_of(stack, url)
     try:
         banner = ws.recv()
-        assert b"login:" in banner or b"cloud-init" in banner or banner  # the guest's last console lines
+        assert banner  # the guest's last console lines come first
         ws.send_binary(b"hello openkeel\r")
         echoed = b""
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60  # ends as soon as the line is back
         while b"hello openkeel\r\n" not in echoed:
             assert time.monotonic() < deadline, echoed
             echoed += ws.recv()
@@ -131,12 +141,7 @@ def test_forged_expired_foreign_origin_and_deleted_tokens_are_refused(stack):
     assert dropped(websocket_of(stack, url, origin="http://evil.example:80"))
     ws = websocket_of(stack, url)  # still good
     ws.close()
-    status, _ = stack.call("DELETE", f"/v2.1/servers/{server_id}", token="demo:demo")
-    assert status == 204
-    deadline = time.monotonic() + 30
-    while stack.call("GET", f"/v2.1/servers/{server_id}", token="demo:demo")[0] != 404:
-        assert time.monotonic() < deadline
-        time.sleep(0.2)
+    delete(stack, server_id)
     assert dropped(websocket_of(stack, url))
 
 

@@ -19,6 +19,7 @@ from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
 from tests.databases import ENGINES, throwaway_database
 from tests.server_world import IMAGE, image_service, server_world
+from tests.server_world import out_of_build as _until_settled
 
 ADMIN = admin("2.96")
 GiB = 1024**3
@@ -53,16 +54,6 @@ def _zero_disk_boot(client):
         "server": {"name": "web-1", "imageRef": IMAGE, "flavorRef": "zero", "networks": "auto"}})
     assert got.status_code == 202, got.text
     return got.json["server"]["id"]
-
-
-def _until_settled(client, controller, uuid, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        controller.run_once()
-        server = client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"]
-        if server["status"] != "BUILD" or time.monotonic() > deadline:
-            return server
-        time.sleep(0.05)
 
 
 def _root_request(cluster, uuid):

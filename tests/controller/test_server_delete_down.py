@@ -39,7 +39,7 @@ def test_a_server_on_a_not_ready_node_is_deleted_without_waiting_for_it(world):
 
     got = world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO)
     assert got.status_code == 204, got.text
-    got = until(world.client, world.controller, uuid, lambda g: g.status_code == 404, timeout=20)
+    got = until(world.client, world.controller, uuid, lambda g: g.status_code == 404)
     assert got.status_code == 404, got.json
     assert _left(world, uuid) == []
     assert world.allocations(uuid) == set()

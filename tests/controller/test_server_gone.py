@@ -20,7 +20,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
 from tests.databases import ENGINES, throwaway_database
-from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world
+from tests.server_world import DEMO, IMAGE, IMAGE_ALT, SETTLE_SECONDS, image_service, server_world
 
 
 @pytest.fixture(params=ENGINES)
@@ -43,7 +43,7 @@ def _server(client, uuid):
     return client.get(f"/v2.1/servers/{uuid}", headers=DEMO).json["server"]
 
 
-def _until(client, controller, uuid, status, timeout=30.0):
+def _until(client, controller, uuid, status, timeout=SETTLE_SECONDS):
     deadline = time.monotonic() + timeout
     while True:
         controller.run_once()
@@ -144,7 +144,7 @@ def test_a_pause_of_a_guest_that_is_gone_ends_in_a_fault_at_once(world):
     uuid = _boot(client, controller)
     _remove_vm(cluster, uuid)
     _action(client, uuid, {"pause": None})
-    _until(client, controller, uuid, "SHUTOFF", timeout=10)  # the pause ended, then the power sync
+    _until(client, controller, uuid, "SHUTOFF")  # the pause ended, then the power sync
     actions = client.get(f"/v2.1/servers/{uuid}/os-instance-actions", headers=admin("2.96")).json["instanceActions"]
     (pause,) = [a for a in actions if a["action"] == "pause"]
     got = client.get(f"/v2.1/servers/{uuid}/os-instance-actions/{pause['request_id']}", headers=admin("2.96"))

@@ -17,7 +17,7 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
 from tests.databases import ENGINES, throwaway_database
-from tests.server_world import DEMO, IMAGE, image_service, server_world
+from tests.server_world import DEMO, IMAGE, SETTLE_SECONDS, image_service, server_world
 
 DEMO_PROJECT = "demo-project"
 
@@ -51,7 +51,7 @@ def _server(client, uuid, headers):
     return client.get(f"/v2.1/servers/{uuid}", headers=headers).json["server"]
 
 
-def _run_until(step, client, uuid, status, headers=DEMO, timeout=30.0):
+def _run_until(step, client, uuid, status, headers=DEMO, timeout=SETTLE_SECONDS):
     """Run ``step`` (a controller pass, or the server loop's alone) until the server is in ``status`` with no
     task."""
     deadline = time.monotonic() + timeout

@@ -71,7 +71,7 @@ def test_a_shelved_server_deleted_on_a_down_service_takes_its_image(world, shelv
     got = world.client.delete(f"/v2.1/servers/{uuid}", headers=DEMO)
     assert got.status_code == 204, got.text
     assert world.client.get(f"/v2.1/servers/{uuid}", headers=DEMO).status_code == 404  # deleted at once
-    until(world.client, world.controller, uuid, lambda g: not _exists(url, image_id), timeout=10)
+    until(world.client, world.controller, uuid, lambda g: not _exists(url, image_id))
     # only a shelved server's image is its own to delete
     assert _exists(url, image_id) is not shelved
     assert world.allocations(uuid) == set()

@@ -9,30 +9,15 @@ import re
 import pytest
 
 from tests._shared import shared_path
+from tests.scripts import conformance_lists
 from tests.scripts.checkout import ROOT
 
 AREAS = ("moves", "images", "consoles")
 
 
-def _expected(area: str):
-    for line in (ROOT / f"tests/conformance/tempest-{area}-expected.txt").read_text().splitlines():
-        if line.strip() and not line.startswith("#"):
-            uuid, test, reason = (part.strip() for part in line.split("|", 2))
-            yield uuid, test, reason
-
-
 @pytest.mark.parametrize("area", AREAS)
 def test_every_expected_failure_names_a_test_of_its_area_and_why(area):
-    listed = [line.strip() for line in
-              shared_path(f"reference/tempest/tempest-compute-{area}.txt").read_text().splitlines() if line.strip()]
-    seen = set()
-    for uuid, test, reason in _expected(area):
-        assert re.fullmatch(r"[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}", uuid), uuid
-        assert uuid not in seen, f"{uuid} twice"
-        seen.add(uuid)
-        [full] = [t for t in listed if f"id-{uuid}" in t and t.startswith(f"tempest.api.compute.{test}[")]
-        assert full, (test, uuid)
-        assert len(reason) > 30, reason
+    conformance_lists.checked(area)
 
 
 def test_the_area_phases_gate_run_by_default_and_share_the_admin_phase_openkeel():
@@ -57,7 +42,7 @@ def test_the_areas_tests_that_need_neutron_run_in_the_network_phase_with_their_f
              (ROOT / "tests/conformance/tempest-network-extra.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
     assert extra
-    expected = {uuid for area in AREAS for uuid, _, _ in _expected(area)}
+    expected = {uuid for area in AREAS for uuid, _, _ in conformance_lists.expected(area)}
     for uuid, test, reason, features in extra:
         assert sum(f"tempest.api.compute.{test}[id-{uuid}" in text for text in lists.values()) == 1, test
         assert uuid not in expected and len(reason) > 30, (uuid, reason)

@@ -18,77 +18,36 @@ tail, and fail under OPENKEEL_REQUIRE_SHARED=1.
 from __future__ import annotations
 
 import os
-import pathlib
 import shutil
-import subprocess
-import tempfile
-import time
+from collections.abc import Iterator
+from pathlib import Path
 
-import pytest
+from tests import shared_recipes
+from tests.shared_recipes import RECIPES, free_port
 
-from tests._shared import SHARED
-from tests.network.shared_neutron import _free_port
-from tests.network.shared_neutron import missing_prerequisite as _missing_services
-
-RECIPES = SHARED / "reference" / "tempest"
-START_TIMEOUT = 1200  # the first session installs Keystone's and Cinder's virtualenvs
+# Keystone's catalog names a compute API none answers at: the controller deletes attachments with a
+# service token, so Cinder does not ask the compute API about them
+SCRIPT = "cinder-up.sh"
 
 
-class SharedCinder:
+class SharedCinder(shared_recipes.RecipeStack):
     """A Keystone and a Cinder started from the recipes; ``services`` is cinder-up.sh's services dir."""
 
-    def __init__(self) -> None:
-        cache = pathlib.Path(os.environ.get("OPENKEEL_CACHE", pathlib.Path.home() / ".cache" / "openkeel"))
-        self.cache = cache
-        self.services = pathlib.Path(tempfile.mkdtemp(prefix="openkeel-cinder-"))
-        self.harness = self.services / "harness"
-        self.log = self.services / "bring-up.log"
-        self.seconds = 0.0
-        harness_venv = str(cache / "shared-neutron" / "harness-venv")
-        self.env = {
-            **os.environ, "OKC_SERVICES_DIR": str(self.services), "HARNESS_DIR": str(self.harness),
-            "VENV": harness_venv, "HVENV": harness_venv, "CINDER_VENV": str(cache / "shared-cinder" / "cinder-venv"),
-            "KS_PORT": str(_free_port()), "CINDER_PORT": str(_free_port()),
+    script = SCRIPT
+
+    def __init__(self, recipes: Path) -> None:
+        super().__init__(recipes, "openkeel-cinder-", {})
+        cinder_venv = self.cache / "shared-cinder" / "cinder-venv"
+        self.env.update({
+            "CINDER_VENV": str(cinder_venv), "CINDER_PORT": str(free_port()),
             "CINDER_DB_NAME": f"okc_test_cinder_{os.getpid()}", "CINDER_BACKENDS": "okc-nfs",
-            "CINDER_NFS_DIR": str(self.services / "nfs-export"), "PYTHONWARNINGS": "ignore"}
-        for name in ("OS_CLOUD", "OS_AUTH_URL", "OS_TOKEN", "OS_USERNAME", "OS_PASSWORD", "OS_PROJECT_NAME"):
-            self.env.pop(name, None)
-
-    def _run(self, script: str, *args: str, timeout: float = START_TIMEOUT) -> None:
-        with self.log.open("a") as out:
-            out.write(f"$ {script} {' '.join(args)}\n")
-            out.flush()
-            subprocess.run([str(RECIPES / script), *args], env=self.env, stdout=out, stderr=subprocess.STDOUT,
-                           stdin=subprocess.DEVNULL, timeout=timeout, check=True)
-
-    def start(self) -> None:
-        (self.cache / "shared-neutron").mkdir(parents=True, exist_ok=True)
-        (self.cache / "shared-cinder").mkdir(parents=True, exist_ok=True)
-        started = time.monotonic()
-        # no compute API listens there: the controller deletes attachments with a service token, so Cinder
-        # does not ask the compute API about them
-        self._run("keystone-up.sh", f"http://127.0.0.1:{_free_port()}/v2.1")
-        self._run("cinder-up.sh", "start")
-        self.seconds = time.monotonic() - started
-
-    def stop(self) -> None:
-        for script, arg in (("cinder-up.sh", "stop"), ("keystone-up.sh", "stop")):
-            try:
-                self._run(script, arg, timeout=120)
-            except (subprocess.SubprocessError, OSError):
-                pass
-        shutil.rmtree(self.services, ignore_errors=True)
-
-    def tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log.read_text().splitlines()[-lines:])
-        except OSError:
-            return ""
+            "CINDER_NFS_DIR": str(self.services / "nfs-export")})
+        cinder_venv.parent.mkdir(parents=True, exist_ok=True)
 
 
 def missing_prerequisite() -> str | None:
     """Why the recipes cannot start here (None when they can be tried)."""
-    why = _missing_services()
+    why = shared_recipes.missing_services()
     if why:
         return why
     if shutil.which("qemu-img") is None:
@@ -98,34 +57,8 @@ def missing_prerequisite() -> str | None:
     return None
 
 
-def session_cinder():
+def session_cinder() -> Iterator[Path]:
     """The generator behind the session fixture: yields cinder-up.sh's services dir."""
-    given = os.environ.get("OPENKEEL_TEST_CINDER_DIR")
-    if given:
-        yield pathlib.Path(given)
-        return
-    scripts = [RECIPES / "keystone-up.sh", RECIPES / "cinder-up.sh"]
-    if not all(path.exists() for path in scripts):
-        pytest.skip(f"no real Cinder: {RECIPES} has no keystone-up.sh and cinder-up.sh (../shared is absent), "
-                    "and OPENKEEL_TEST_CINDER_DIR names none")
-    required = os.environ.get("OPENKEEL_REQUIRE_SHARED") == "1"
-    why = missing_prerequisite()
-    if why:
-        reason = f"the shared Cinder cannot start here: {why}"
-        if required:
-            pytest.fail(reason + " and OPENKEEL_REQUIRE_SHARED=1", pytrace=False)
-        pytest.skip(reason)
-    cinder = SharedCinder()
-    try:
-        cinder.start()
-    except (subprocess.SubprocessError, OSError) as exc:
-        tail = cinder.tail()
-        cinder.stop()
-        reason = f"the shared Cinder did not start ({exc}):\n{tail}"
-        if required:
-            pytest.fail(reason + "\nand OPENKEEL_REQUIRE_SHARED=1", pytrace=False)
-        pytest.skip(reason)
-    try:
-        yield cinder.services
-    finally:
-        cinder.stop()
+    recipes = RECIPES
+    yield from shared_recipes.session("Cinder", SCRIPT, "OPENKEEL_TEST_CINDER_DIR", recipes, missing_prerequisite,
+                                      lambda: SharedCinder(recipes))

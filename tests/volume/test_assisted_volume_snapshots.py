@@ -11,12 +11,13 @@ import time
 import urllib.parse
 
 from tests.conftest import admin, user
+from tests.server_world import SETTLE_SECONDS
 
 ADMIN = admin("2.96")
 CREATE_INFO = {"snapshot_id": "snap-1", "type": "qcow2", "new_file": "volume-x.snap-1"}
 
 
-def _settled(client, controller, uuid, status="ACTIVE", timeout=30.0):
+def _settled(client, controller, uuid, status="ACTIVE", timeout=SETTLE_SECONDS):
     deadline = time.monotonic() + timeout
     while True:
         controller.run_once()

@@ -15,22 +15,13 @@ import sqlalchemy as sa
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.conftest import admin
-from tests.server_world import IMAGE
+from tests.server_world import IMAGE, SETTLE_SECONDS
+from tests.server_world import out_of_build as _settled
 
 ADMIN = admin("2.96")
 
 
-def _settled(client, controller, uuid, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        controller.run_once()
-        server = client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"]
-        if server["status"] != "BUILD" or time.monotonic() > deadline:
-            return server
-        time.sleep(0.02)
-
-
-def _gone(client, controller, uuid, timeout=30.0):
+def _gone(client, controller, uuid, timeout=SETTLE_SECONDS):
     assert client.delete(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code == 204
     deadline = time.monotonic() + timeout
     while client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).status_code != 404 and time.monotonic() < deadline:

@@ -15,6 +15,7 @@ from openkeel_compute.db import migration
 from tests.conftest import admin, make_conf
 from tests.databases import ENGINES, throwaway_database
 from tests.server_world import image_service, server_world
+from tests.server_world import out_of_build as _until_settled
 
 ADMIN = admin("2.96")
 
@@ -34,16 +35,6 @@ def world(request, tmp_path, cinder):
                 "flavor": {"name": "small", "ram": 512, "vcpus": 1, "disk": 1, "id": "small"}})
             assert got.status_code == 200, got.text
             yield client, controller, cluster
-
-
-def _until_settled(client, controller, uuid, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        controller.run_once()
-        server = client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"]
-        if server["status"] != "BUILD" or time.monotonic() > deadline:
-            return server
-        time.sleep(0.05)
 
 
 def _boot(client, bdms):

@@ -4,12 +4,11 @@ recorded in the mappings (os-volume_attachments' ``device``) and sent to Cinder 
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from openkeel_compute.compute import device_names
 from tests.conftest import admin
+from tests.server_world import out_of_build as _settled
 
 ADMIN = admin("2.96")
 
@@ -62,16 +61,6 @@ def test_an_attach_takes_the_next_name_of_the_images_bus():
     assert taken[-1] == "vdzz"
     with pytest.raises(device_names.TooManyDisks, match=r"\(702\)"):
         device_names.next_name(taken, {})
-
-
-def _settled(client, controller, uuid, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        controller.run_once()
-        server = client.get(f"/v2.1/servers/{uuid}", headers=ADMIN).json["server"]
-        if server["status"] != "BUILD" or time.monotonic() > deadline:
-            return server
-        time.sleep(0.05)
 
 
 def test_a_boot_sends_each_volumes_device_to_cinder_as_its_mountpoint(volume_world, cinder):

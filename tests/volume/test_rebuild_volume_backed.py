@@ -15,12 +15,12 @@ import time
 import pytest
 
 from tests.conftest import admin
-from tests.server_world import IMAGE, IMAGE_ALT
+from tests.server_world import IMAGE, IMAGE_ALT, SETTLE_SECONDS
 
 ADMIN = admin("2.96")
 
 
-def _settle(client, controller, uuid, timeout=30.0):
+def _settle(client, controller, uuid, timeout=SETTLE_SECONDS):
     deadline = time.monotonic() + timeout
     while True:
         controller.run_once()
@@ -168,7 +168,7 @@ def test_stopped_server_stays_stopped_on_its_volume(controller_world, cinder):
     assert _settle(client, controller, uuid)["status"] == "SHUTOFF"
     for version in ("2.92", "2.93"):
         assert _rebuild(client, uuid, IMAGE, version).status_code == 202
-        server = _settle(client, controller, uuid, timeout=15)
+        server = _settle(client, controller, uuid)
         assert (server["status"], server["OS-EXT-STS:task_state"]) == ("SHUTOFF", None), server
     assert _claims(cluster, uuid)[0] == {"root": f"vol-{root['id']}"}
     assert cinder.volumes[root["id"]]["status"] == "in-use"

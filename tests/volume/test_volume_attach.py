@@ -12,13 +12,13 @@ import sqlalchemy as sa
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.conftest import admin, user
-from tests.server_world import IMAGE, controller_running
+from tests.server_world import IMAGE, SETTLE_SECONDS, controller_running
 
 ADMIN = admin("2.96")
 UNKNOWN = "11111111-2222-3333-4444-555555555555"
 
 
-def _settle(controller, until, timeout=30.0):
+def _settle(controller, until, timeout=SETTLE_SECONDS):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         controller.run_once()

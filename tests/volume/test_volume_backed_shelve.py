@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 
 from tests.conftest import admin
+from tests.server_world import SETTLE_SECONDS
 
 ADMIN = admin("2.96")
 
 
-def _until(client, controller, uuid, status, timeout=30.0):
+def _until(client, controller, uuid, status, timeout=SETTLE_SECONDS):
     deadline = time.monotonic() + timeout
     while True:
         controller.run_once()
@@ -78,8 +79,8 @@ def test_a_volume_backed_server_shelves_offloaded_and_unshelves_on_its_volume(co
     assert ("compute_unshelve_instance", "Success") in events
 
 
-def test_the_volume_backed_shelve_notifies_shelve_offload_only(volume_world, cinder, notified):
-    client, controller, _cluster = volume_world
+def shelved_offloaded(client, controller, cinder) -> tuple[str, str]:
+    """A server booted from a new volume, then shelved (offloaded at once): its uuid and the volume's id."""
     root = cinder.volume(bootable=True, size=1)
     got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
         "name": "bfv", "flavorRef": "small", "networks": "none", "block_device_mapping_v2": [
@@ -88,6 +89,12 @@ def test_the_volume_backed_shelve_notifies_shelve_offload_only(volume_world, cin
     assert _until(client, controller, uuid, "ACTIVE")["status"] == "ACTIVE"
     assert client.post(f"/v2.1/servers/{uuid}/action", headers=ADMIN, json_body={"shelve": None}).status_code == 202
     assert _until(client, controller, uuid, "SHELVED_OFFLOADED")["status"] == "SHELVED_OFFLOADED"
+    return uuid, root["id"]
+
+
+def test_the_volume_backed_shelve_notifies_shelve_offload_only(volume_world, cinder, notified):
+    client, controller, _cluster = volume_world
+    shelved_offloaded(client, controller, cinder)
     sent = [event for event, _priority, _payload in notified()]
     assert "instance.shelve_offload.start" in sent and "instance.shelve_offload.end" in sent
     assert not [e for e in sent if e.startswith(("instance.shelve.", "compute.instance.shelve."))]

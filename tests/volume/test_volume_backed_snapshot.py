@@ -15,11 +15,12 @@ from openkeel_compute.compute.instances import instance_sysmeta
 from openkeel_compute.db import api as db_api
 from openkeel_compute.db import models
 from tests.conftest import admin
+from tests.server_world import SETTLE_SECONDS
 
 ADMIN = admin("2.96")
 
 
-def _until(client, controller, uuid, status, timeout=30.0):
+def _until(client, controller, uuid, status, timeout=SETTLE_SECONDS):
     deadline = time.monotonic() + timeout
     while True:
         controller.run_once()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.volume.test_volume_backed_shelve import ADMIN, _until
+from tests.volume.test_volume_backed_shelve import ADMIN, shelved_offloaded
 
 
 def _objects(cluster, uuid, volume_id):
@@ -18,17 +18,10 @@ def _objects(cluster, uuid, volume_id):
 
 
 def _offloaded(client, controller, cinder):
-    root = cinder.volume(bootable=True, size=1)
-    got = client.post("/v2.1/servers", headers=ADMIN, json_body={"server": {
-        "name": "bfv", "flavorRef": "small", "networks": "none", "block_device_mapping_v2": [
-            {"source_type": "volume", "destination_type": "volume", "uuid": root["id"], "boot_index": 0}]}})
-    uuid = got.json["server"]["id"]
-    assert _until(client, controller, uuid, "ACTIVE")["status"] == "ACTIVE"
-    assert client.post(f"/v2.1/servers/{uuid}/action", headers=ADMIN, json_body={"shelve": None}).status_code == 202
-    assert _until(client, controller, uuid, "SHELVED_OFFLOADED")["status"] == "SHELVED_OFFLOADED"
+    uuid, root = shelved_offloaded(client, controller, cinder)
     (reserved,) = cinder.attachments.values()
     assert reserved["status"] == "reserved"
-    return uuid, root["id"]
+    return uuid, root
 
 
 def _deleted(client, controller, cluster, cinder, uuid, volume_id):

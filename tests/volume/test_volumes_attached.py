@@ -4,22 +4,11 @@ view reads the server's block device mappings; an image boot without volumes sho
 
 from __future__ import annotations
 
-import time
-
 from tests.conftest import admin
 from tests.server_world import IMAGE
+from tests.server_world import out_of_build as _settled
 
 KEY = "os-extended-volumes:volumes_attached"
-
-
-def _settled(client, controller, uuid, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        controller.run_once()
-        server = client.get(f"/v2.1/servers/{uuid}", headers=admin("2.96")).json["server"]
-        if server["status"] != "BUILD" or time.monotonic() > deadline:
-            return server
-        time.sleep(0.05)
 
 
 def test_show_and_detail_list_the_servers_volumes(volume_world, cinder):

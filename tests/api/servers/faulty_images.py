@@ -24,7 +24,7 @@ from openkeel_compute.images import glance, local
 from openkeel_compute.placement import embedded
 from openkeel_compute.placement.client import PlacementClient
 from tests.conftest import admin, conf_on
-from tests.server_world import DEMO, IMAGE, IMAGE_ALT, server_world, until
+from tests.server_world import DEMO, IMAGE, IMAGE_ALT, server_world
 
 ATTEMPTS = 3  # the controller's step_attempts in these worlds: a failure is given up quickly
 CAPTURE_KINDS = ("VirtualMachineSnapshot", "VirtualMachineSnapshotContent", "VirtualMachineExport")
@@ -130,23 +130,6 @@ def fault_world(tmp_path: Path, db_engine: Any, placement_url: str, *, offload_t
         finally:
             with contextlib.suppress(Exception):
                 service.down()
-
-
-def settled(status: str) -> Any:
-    return lambda got: (got.status_code == 200 and got.json["server"]["status"] == status
-                        and got.json["server"]["OS-EXT-STS:task_state"] is None)
-
-
-def boot(client: Any, controller: Any, name: str = "web-1") -> str:
-    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
-        "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
-    assert flavor.status_code in (200, 409), flavor.text
-    got = client.post("/v2.1/servers", headers=DEMO, json_body={
-        "server": {"name": name, "imageRef": IMAGE, "flavorRef": "e2e", "networks": "auto"}})
-    assert got.status_code == 202, got.text
-    uuid = got.json["server"]["id"]
-    assert until(client, controller, uuid, settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
-    return uuid
 
 
 def task_of(client: Any, uuid: str) -> str | None:

@@ -16,6 +16,8 @@ from openkeel_compute.db import migration
 from openkeel_compute.images import glance
 from tests.conftest import admin, conf_on
 from tests.server_world import DEMO, IMAGE, IMAGE_ALT, image_service, server_world, until
+from tests.server_world import boot as _boot
+from tests.server_world import settled as _settled
 
 RECLAIM = 60.0
 
@@ -37,11 +39,6 @@ def _world(conf, tmp_path):
         make = lambda kube: make_loop(kube, engine, reclaim_interval=RECLAIM, now=lambda: clock[0])
         with server_world(conf, make) as (client, controller, cluster):
             yield client, controller, cluster, clock, conf
-
-
-def _settled(status):
-    return lambda got: (got.status_code == 200 and got.json["server"]["status"] == status
-                        and got.json["server"]["OS-EXT-STS:task_state"] is None)
 
 
 def _root_disks(cluster, uuid):
@@ -106,18 +103,6 @@ def test_rebuild_replaces_the_root_disk_and_keeps_the_state(world):
     assert until(client, controller, uuid, lambda g: g.status_code == 404).status_code == 404
     for kind in ("VirtualMachine", "VirtualMachineInstance", "DataVolume", "Secret"):
         assert [k for k in cluster.objects(kind) if k[1].startswith(uuid)] == [], kind
-
-
-def _boot(client, controller, name):
-    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
-        "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
-    assert flavor.status_code in (200, 409), flavor.text
-    got = client.post("/v2.1/servers", headers=DEMO, json_body={
-        "server": {"name": name, "imageRef": IMAGE, "flavorRef": "e2e", "networks": "auto"}})
-    assert got.status_code == 202, got.text
-    uuid = got.json["server"]["id"]
-    assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
-    return uuid
 
 
 def _vmis(cluster, uuid):

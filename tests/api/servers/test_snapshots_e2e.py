@@ -20,7 +20,9 @@ from openkeel_compute.db import api as db_api
 from openkeel_compute.db import migration
 from openkeel_compute.images import glance
 from tests.conftest import admin, conf_on
-from tests.server_world import DEMO, IMAGE, image_service, server_world, until
+from tests.server_world import DEMO, image_service, server_world, until
+from tests.server_world import boot as _boot
+from tests.server_world import settled as _settled
 
 ORDER = ["image_snapshot_pending", "image_snapshot", "image_pending_upload", "image_uploading", None]
 CAPTURE_KINDS = ("VirtualMachineSnapshot", "VirtualMachineSnapshotContent", "VirtualMachineExport")
@@ -37,23 +39,6 @@ def world(tmp_path, db_engine):
             make = lambda kube: make_loop(kube, engine, images=ImageAccess.from_conf(conf))
             with server_world(conf, make) as (client, controller, cluster):
                 yield client, controller, cluster, url, tmp_path
-
-
-def _settled(status):
-    return lambda got: (got.status_code == 200 and got.json["server"]["status"] == status
-                        and got.json["server"]["OS-EXT-STS:task_state"] is None)
-
-
-def _boot(client, controller, image=IMAGE, name="web-1"):
-    flavor = client.post("/v2.1/flavors", headers=admin(), json_body={
-        "flavor": {"name": "m1.e2e", "ram": 512, "vcpus": 1, "disk": 1, "id": "e2e"}})
-    assert flavor.status_code in (200, 409), flavor.text
-    got = client.post("/v2.1/servers", headers=DEMO, json_body={
-        "server": {"name": name, "imageRef": image, "flavorRef": "e2e", "networks": "auto"}})
-    assert got.status_code == 202, got.text
-    uuid = got.json["server"]["id"]
-    assert until(client, controller, uuid, _settled("ACTIVE")).json["server"]["status"] == "ACTIVE"
-    return uuid
 
 
 def _image(url, image_id):

@@ -15,15 +15,13 @@ from __future__ import annotations
 import pytest
 
 from tests.api.servers.faulty_images import (
-    boot,
     capture_left,
     events,
     fault_world,
     run_until_task,
-    settled,
 )
 from tests.conftest import admin
-from tests.server_world import DEMO, until
+from tests.server_world import DEMO, boot, settled, until
 
 ACTIONS = {
     "createImage": ({"createImage": {"name": "snap"}}, "image_pending_upload", "createImage",
