@@ -213,3 +213,20 @@ def test_floating_ip_allocate_associate_release(real):
     assert network_common.fip_device(real.caller, real.caller.show_floating_ip(fip["id"])) is None
     real.caller.delete_floating_ip(fip["id"])
     assert real.caller.show_floating_ip(fip["id"]) is None
+
+
+def test_the_metadata_services_security_groups(real):
+    """What the metadata service's EC2 security-groups read (metadata/service.py PortGroups, with the
+    [neutron] credential, as Nova's metadata API): the groups of the server's ports, a group on two ports
+    twice, a nameless group by its id; none for a server without ports."""
+    from openkeel_compute.metadata.service import PortGroups
+
+    server = str(uuid.uuid4())
+    web = _make(real, "security_group", {"name": "okc-md-web", "project_id": real.project})
+    nameless = _make(real, "security_group", {"name": "", "project_id": real.project})
+    for groups in ([web["id"]], [web["id"], nameless["id"]]):
+        _make(real, "port", {"network_id": real.private, "project_id": real.project, "device_id": server,
+                             "device_owner": "compute:nova", "security_groups": groups})
+    reading = PortGroups(real.conf)
+    assert sorted(reading(server)) == sorted(["okc-md-web", "okc-md-web", nameless["id"]])
+    assert reading(str(uuid.uuid4())) == ()

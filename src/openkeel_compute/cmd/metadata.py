@@ -3,8 +3,8 @@
     openkeel-compute metadata [--config-file FILE ...]
 
 Listens on [DEFAULT] metadata_listen:metadata_listen_port and answers the guests' metadata requests (the
-OpenStack and EC2 documents) from the database of [database] connection: database only, stateless, as the
-compute API (docs/metadata.md).
+OpenStack and EC2 documents) from the database of [database] connection (and the EC2 security groups from
+Neutron with [neutron]): stateless, as the compute API (docs/metadata.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""A server's metadata record from the database (the metadata service reads nothing else).
+"""A server's metadata record from the database (all the metadata service reads, but for the security groups
+from Neutron when it is the network service: service.PortGroups).
 
 ``by_uuid`` reads one live server; ``uuid_by_address`` finds the live server a fixed IP address belongs to
 (Nova asks Neutron for the port of the address; here the server's addresses, Nova's network info cache,
@@ -38,7 +39,7 @@ def by_uuid(conn: Connection, uuid: str) -> Record | None:
                   if a.get("OS-EXT-IPS:type", "fixed") == "fixed")
     floating = tuple(a["addr"] for entries in addresses.values() for a in entries
                      if a.get("OS-EXT-IPS:type") == "floating")
-    try:
+    try:  # the names asked for at boot: what a server on the pod network has (service.PortGroups with Neutron)
         groups = tuple(json.loads(system.get(sysmeta.SECURITY_GROUPS) or "[]") or ())
     except ValueError:
         groups = ()

@@ -1,7 +1,9 @@
 """The metadata service's WSGI application: Nova 34.0.0's metadata API (nova/api/metadata/handler.py).
 
-Database only and stateless, as the compute API is: each request names its server, and the documents are
-read from the database (kept ``[api] metadata_cache_expiration`` seconds per server). How the caller is
+Stateless, as the compute API is: each request names its server, and the documents are read from the
+database (kept ``[api] metadata_cache_expiration`` seconds per server). With ``[neutron]`` (Neutron is the
+network service) the EC2 ``security-groups`` are read from Neutron with them, as Nova's InstanceMetadata
+reads them (``port_groups``); without it the service reads the database only. How the caller is
 identified, as Nova's:
 
 - ``[neutron] service_metadata_proxy = true`` (Neutron's metadata proxy in front): the request must carry
@@ -13,15 +15,20 @@ identified, as Nova's:
 
 ``/`` lists the EC2 versions without identifying anyone. Paths the server's metadata does not have are 404.
 ``openstack/<version>/password``: GET answers the password the guest posted, POST stores one (409 when one
-is set, 400 over 255 × 4 bytes), as Nova's. Errors are webob's pages, as Nova's.
+is set, 400 over 255 × 4 bytes), as Nova's. Errors are webob's pages, as Nova's; a server's documents that
+cannot be read are 500 "An unknown error has occurred. Please try your request again." as Nova's, except
+when Neutron is unreachable or failing: 503 with the same words (Nova's 500 there is its catch-all, but the
+guest's request is fine and can be retried).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import hmac
 import json
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -44,6 +51,7 @@ from openkeel_compute.metadata.documents import (
     Site,
     ec2_print,
 )
+from openkeel_compute.network import errors as net_errors
 
 LOG = logging.getLogger(__name__)
 UNKNOWN = "An unknown error has occurred. Please try your request again."
@@ -76,12 +84,36 @@ class Cache:
             self._values.pop(key, None)
 
 
+class PortGroups:
+    """The names of a server's security groups as Nova's metadata API reads them when Neutron is the network
+    service (InstanceMetadata's ``get_instance_security_groups``): the groups of the server's ports, asked
+    with the ``[neutron]`` credential (the guest's request carries no token: Nova uses an admin context, so
+    its Neutron client loads ``[neutron]``'s auth plugin). Port after port in Neutron's order, a group on
+    two ports twice, one without a name by its id, none for a server without ports (network/port_groups.py,
+    the same reading as server bodies')."""
+
+    def __init__(self, conf: Any) -> None:
+        from openkeel_compute.network.client import NeutronClient
+
+        self.client = NeutronClient(conf)
+
+    def __call__(self, uuid: str) -> tuple[str, ...]:
+        from openkeel_compute.network import port_groups
+
+        found = port_groups.by_server(self.client.admin(), [uuid])
+        return tuple(port_groups.names(found.get(uuid, [])))
+
+
 class MetadataApp:
     def __init__(self, engine: Engine, *, proxy: bool = False, shared_secret: str = "",
                  use_forwarded_for: bool = False, cache_expiration: int = 15, site: Site | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 security_groups: Callable[[str], tuple[str, ...]] | None = None) -> None:
+        """``security_groups``: a server's group names from the network service (``PortGroups`` with
+        ``[neutron]``); None: the names kept with the server at boot."""
         self.engine, self.proxy, self.secret = engine, proxy, shared_secret
         self.use_forwarded_for, self.site = use_forwarded_for, site or Site()
+        self.security_groups = security_groups
         self.cache = Cache(cache_expiration, clock)
         if proxy and not shared_secret:
             LOG.warning("metadata_proxy_shared_secret is not configured, the metadata information returned by "
@@ -89,19 +121,25 @@ class MetadataApp:
 
     @classmethod
     def from_conf(cls, conf: Any, engine: Engine) -> MetadataApp:
-        from openkeel_compute.conf.neutron import register_neutron_opts
+        from openkeel_compute.conf import neutron as neutron_conf
 
-        register_neutron_opts(conf)
+        if any(name.startswith("OS_NEUTRON__") for name in os.environ):
+            # [neutron] given by the environment only (deploy/: the Secret's shared secret)
+            neutron_conf.register_neutron_opts(conf)
+        # without [neutron] nothing of it is registered (keystoneauth stays unloaded): Nova's defaults
+        with_neutron = neutron_conf.configured(conf)
+        proxy, secret = False, ""
+        if neutron_conf.GROUP in conf and "service_metadata_proxy" in conf[neutron_conf.GROUP]:
+            proxy, secret = conf.neutron.service_metadata_proxy, conf.neutron.metadata_proxy_shared_secret
         static: dict[str, Any] = {}
         if conf.api.vendordata_jsonfile_path:
             with open(conf.api.vendordata_jsonfile_path, encoding="utf-8") as f:
                 static = json.load(f)
         site = Site(dhcp_domain=conf.api.dhcp_domain or "", vendordata_providers=tuple(conf.api.vendordata_providers),
                     static_vendor_data=static)
-        return cls(engine, proxy=conf.neutron.service_metadata_proxy,
-                   shared_secret=conf.neutron.metadata_proxy_shared_secret,
-                   use_forwarded_for=conf.api.use_forwarded_for,
-                   cache_expiration=conf.api.metadata_cache_expiration, site=site)
+        return cls(engine, proxy=proxy, shared_secret=secret, use_forwarded_for=conf.api.use_forwarded_for,
+                   cache_expiration=conf.api.metadata_cache_expiration, site=site,
+                   security_groups=PortGroups(conf) if with_neutron else None)
 
     # -- who asks -------------------------------------------------------------------------------------
 
@@ -112,6 +150,10 @@ class MetadataApp:
             return found
         with reader(self.engine) as conn:
             record = records.by_uuid(conn, uuid)
+        if record is not None and self.security_groups is not None:
+            # as Nova's InstanceMetadata: read once the server is found, outside the database's transaction,
+            # and kept with the documents (a change in Neutron shows once they expire); a failure keeps nothing
+            record = dataclasses.replace(record, security_groups=self.security_groups(record.uuid))
         if record is not None:
             self.cache.set(key, record)
         return record
@@ -169,6 +211,17 @@ class MetadataApp:
             record = self._by_instance_id(req) if self.proxy else self._by_address(self._address(req))
         except webob.exc.HTTPException:
             raise
+        except net_errors.Unauthorized:
+            # [neutron]'s credential refused: the operator's to fix (Nova's
+            # NeutronAdminCredentialConfigurationInvalid, its 500)
+            LOG.exception("Failed to get metadata: Neutron refused the [neutron] credential")
+            raise webob.exc.HTTPInternalServerError(explanation=UNKNOWN) from None
+        except net_errors.NetworkError as exc:
+            # Nova answers its catch-all 500; the network service failing is a 503 (nothing is wrong with the
+            # guest's request, which it can retry), with Nova's words: what Neutron did is for the log only
+            LOG.warning("Failed to get metadata: the security groups could not be read from Neutron: %s",
+                        exc.message)
+            raise webob.exc.HTTPServiceUnavailable(explanation=UNKNOWN) from None
         except Exception:
             LOG.exception("Failed to get metadata")
             raise webob.exc.HTTPInternalServerError(explanation=UNKNOWN) from None
