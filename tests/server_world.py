@@ -68,11 +68,13 @@ def with_placement(url: str, cluster: Emulator, servers: Any) -> PlacementClient
 
 @contextlib.contextmanager
 def server_world(conf: Any, make_servers: Callable[[Any], Any],
-                 placement_url: str | None = None, *, nodes: int = 1) -> Iterator[tuple[Client, Any, Emulator]]:
+                 placement_url: str | None = None, *, nodes: int = 1, read_images: bool = False
+                 ) -> Iterator[tuple[Client, Any, Emulator]]:
     """(API client, controller, cluster); ``make_servers(kube client)`` gives the controller's server loop,
     which claims in the Placement at ``placement_url`` when one is given (the ``placement_service`` fixture);
-    the cluster has ``nodes`` Ready nodes."""
-    cluster = Emulator(delays=Delays.fast(), tick=0.01, nodes=nodes).start()
+    the cluster has ``nodes`` Ready nodes. ``read_images``: the cluster's imports read the images (only for
+    a world whose image endpoint is served; most tests' is not: 127.0.0.1:9292)."""
+    cluster = Emulator(delays=Delays.fast(), tick=0.01, nodes=nodes, read_images=read_images).start()
     kube = make_client(cluster.kubeconfig())
     servers = make_servers(kube)
     if placement_url is not None:

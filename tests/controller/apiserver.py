@@ -21,7 +21,7 @@ class RunningApiServer(Emulator):
 
 
 def _serve_in_child(conn) -> None:
-    server = Emulator(delays=Delays.fast()).start()
+    server = Emulator(delays=Delays.fast(), read_images=False).start()  # its image URLs are never served
     conn.send(server.port)
     while True:
         command, args = conn.recv()

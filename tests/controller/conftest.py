@@ -17,7 +17,7 @@ from tests.databases import ENGINES, throwaway_database
 
 @pytest.fixture
 def apiserver():
-    server = Emulator(delays=Delays.fast(), tick=0.01).start()
+    server = Emulator(delays=Delays.fast(), tick=0.01, read_images=False).start()  # image URLs never served
     yield server
     server.stop()
 

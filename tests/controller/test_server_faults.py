@@ -49,7 +49,8 @@ FOREIGN = "0b1c2d3e-0000-4000-8000-0000000f0e19"
 
 
 def _cluster(**slower) -> Emulator:
-    return Emulator(delays=dataclasses.replace(Delays.fast(), **slower), tick=0.01).start()
+    return Emulator(delays=dataclasses.replace(Delays.fast(), **slower), tick=0.01,
+                    read_images=False).start()  # its image URLs are never served
 
 
 def _faults(engine, uuid: str) -> list[dict]:

@@ -21,7 +21,7 @@ NS = "ok-project"
 
 @pytest.fixture
 def cluster():
-    emulator = Emulator(delays=Delays.fast(), tick=0.01).start()
+    emulator = Emulator(delays=Delays.fast(), tick=0.01, read_images=False).start()  # glance.example: never served
     emulator.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}})
     emulator.seed(header_secret())  # what server_vm's import sends (an import waits for its Secrets)
     yield emulator
@@ -103,7 +103,8 @@ def kept(tmp_path):
 
     def start(delays: Delays | None = None, run: bool = True, **kwargs) -> Emulator:
         """``run=False``: read back only (no controllers, no journal thread, no port)."""
-        emulator = Emulator(delays=delays or Delays.fast(), tick=0.01, state_dir=tmp_path / "state", **kwargs)
+        emulator = Emulator(delays=delays or Delays.fast(), tick=0.01, state_dir=tmp_path / "state",
+                            **{"read_images": False, **kwargs})  # glance.example: never served
         started.append(emulator)
         return emulator.start() if run else emulator
 

@@ -53,7 +53,7 @@ def _entries(path) -> list[dict]:
 
 def test_a_controller_client_is_logged_with_its_user_agent(tmp_path):
     log = tmp_path / "audit.jsonl"
-    with Emulator(delays=Delays.fast(), tick=0.01, audit_log=str(log)) as cluster:
+    with Emulator(delays=Delays.fast(), tick=0.01, audit_log=str(log), read_images=False) as cluster:
         client = make_client(cluster.kubeconfig(), timeout=5)
         assert LeaderElector(Gateway(client), "lease", "default", "me", duration=15, renew_interval=5).try_acquire_or_renew()
         list(client.list(Namespace))
@@ -71,7 +71,7 @@ def test_a_controller_client_is_logged_with_its_user_agent(tmp_path):
 def test_watches_and_subresource_verbs_are_logged(tmp_path, monkeypatch):
     log = tmp_path / "audit.jsonl"
     monkeypatch.setenv(ENV, str(log))  # the environment variable alone turns it on
-    with Emulator(delays=Delays.fast(), tick=0.01) as cluster:
+    with Emulator(delays=Delays.fast(), tick=0.01, read_images=False) as cluster:
         cluster.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "ok-project"}})
         cluster.seed(server_vm())
         base = f"{cluster.url}/apis"

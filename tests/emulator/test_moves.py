@@ -36,7 +36,7 @@ POLICY = create_global_resource("migrations.kubevirt.io", "v1alpha1", "Migration
 
 @pytest.fixture
 def nodes3():
-    emulator = Emulator(delays=Delays.fast(), tick=0.01, nodes=3).start()
+    emulator = Emulator(delays=Delays.fast(), tick=0.01, nodes=3, read_images=False).start()  # image URLs never served
     emulator.seed({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {"tier": "gold"}}})
     client = make_client(emulator.kubeconfig(), timeout=5)
     client.create(CIT.from_dict(instancetype()))

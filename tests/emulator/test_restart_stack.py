@@ -15,14 +15,16 @@ from openkeel_compute.controller.kube import make_client
 from openkeel_compute.images import local
 from tests.emulator.conftest import DV
 from tests.scripts.checkout import clean_env
-from tests.scripts.stack import Stack
+from tests.scripts.stack import Stack, free_port
 
 STATES = {"web": "ACTIVE", "off": "SHUTOFF", "still": "PAUSED", "grown": "VERIFY_RESIZE"}
 
 
 @pytest.fixture
 def stack(tmp_path):
-    stack = Stack(tmp_path)
+    # the image service keeps its port across the restart, as Glance keeps its endpoint: the import cut off
+    # reads the image from it again (the built-in cluster's imports read their images)
+    stack = Stack(tmp_path, "--image-port", str(free_port()))
     yield stack
     if stack.proc is not None and stack.proc.poll() is None:
         stack.stop()

@@ -6,7 +6,15 @@ import datetime as dt
 
 import pytest
 
-from openkeel_compute.kubevirt.vmstatus import BUILD_TIMEOUT_MESSAGE, VM_GONE_MESSAGE, addresses, observe
+from openkeel_compute.kubevirt.vmstatus import (
+    BUILD_TIMEOUT_MESSAGE,
+    VM_GONE_MESSAGE,
+    addresses,
+    download_fault,
+    download_reason,
+    import_failure_message,
+    observe,
+)
 from openkeel_compute.model.states import status_from_state
 from tests.kubevirt.objects import (
     IMPORTING,
@@ -108,6 +116,35 @@ def test_import_failure_fault_names_the_disk_and_reason():
     fault = run(server("building", launched=False), vm(), None, [failed]).fault
     assert fault.message == (f"Build of instance {UUID} aborted: the disk {UUID}-root could not be imported from "
                              "the image (Error): Unable to connect to http data source: 401")
+
+
+@pytest.mark.parametrize(("message", "reason"), [
+    ("Unable to connect to http data source: expected status code 200, got 404. Status: 404 Not Found",
+     "Image img-1 could not be found."),
+    ("Unable to connect to http data source: expected status code 200, got 403. Status: 403 Forbidden",
+     "Not authorized for image img-1."),
+    ("Unable to connect to http data source: expected status code 200, got 500. Status: 500 Internal Server Error",
+     "HTTP 500 Internal Server Error"),
+    (('Unable to connect to http data source: HTTP request errored: Get "http://10.0.0.5:9292/v2/images/img-1/file": '
+     "dial tcp 10.0.0.5:9292: connect: connection refused"),
+     "Connection to glance host http://10.0.0.5:9292 failed: dial tcp 10.0.0.5:9292: connect: connection refused"),
+])
+def test_an_image_that_cannot_be_downloaded_is_novas_download_failure(message, reason):
+    assert download_reason("img-1", message) == reason
+    assert download_fault(UUID, "img-1", message, "d", 1, 1) == (500, reason, "d")  # reschedules off
+    assert download_fault(UUID, "img-1", message, "d", 3, 3).message == (
+        f"Exceeded maximum number of retries. Exceeded max scheduling attempts 3 for instance {UUID}. "
+        f"Last exception: {reason}")
+    assert download_fault(UUID, "img-1", message, "d", 1, 3).message == (
+        "Exceeded maximum number of retries. Exhausted all hosts available for retrying build failures for "
+        f"instance {UUID}.")
+
+
+def test_an_importer_restarted_on_an_error_is_a_failed_import_once_restarted_enough():
+    running = cond("Running", "False", "Error", "Unable to connect to http data source: x")
+    assert import_failure_message([dv("ImportInProgress", None, running, restarts=2)]) is None
+    assert import_failure_message([dv("ImportInProgress", None, running, restarts=3)]) == (
+        "Unable to connect to http data source: x")
 
 
 @pytest.mark.parametrize(("age", "timeout", "vm_state"), [

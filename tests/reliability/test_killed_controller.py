@@ -223,7 +223,7 @@ def _world(engine_name, tmp_path, placement_service, *, nodes: int = 1):
     policies.reset()
     placement = PlacementClient.for_endpoint(placement_service, embedded.TOKEN)
     reset_placement(placement)  # the embedded Placement is shared by the run's tests: start from empty
-    cluster = Emulator(delays=Delays.fast(), tick=0.01, nodes=nodes).start()
+    cluster = Emulator(delays=Delays.fast(), tick=0.01, nodes=nodes, read_images=False).start()  # images never served
     with throwaway_database(engine_name, tmp_path) as url, image_service(tmp_path) as glance_url:
         conf = make_conf(tmp_path, database={"connection": url}, glance={"api_servers": glance_url},
                          placement=placement_overrides(placement_service))

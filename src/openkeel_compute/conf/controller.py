@@ -41,6 +41,12 @@ OPTS = [
                help="Ready worker nodes the built-in cluster has (emulated-node-1 … emulated-node-N), each "
                     "16 CPUs, 64 GiB of memory and 500 GiB of disk; each becomes a resource provider in "
                     "Placement, so this is how many servers the built-in cluster can hold."),
+    cfg.BoolOpt("emulator_read_images", default=True,
+                help="Whether the built-in cluster's image imports read each server's image from the image "
+                     "service, as CDI's importer does on a real cluster: a server whose image cannot be "
+                     "downloaded (deleted, a bad URL, the image service down) then fails to build, as with "
+                     "Nova. False: every import succeeds without reading its image (an image service the "
+                     "built-in cluster cannot reach); a server then boots even from an image that is gone."),
     cfg.StrOpt("render_dir", default="$state_path/rendered",
                help="Directory that receives one YAML file per object when there is no cluster "
                     "(ready for `kubectl apply -f`)."),

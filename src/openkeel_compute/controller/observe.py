@@ -38,7 +38,13 @@ from openkeel_compute.db import models
 from openkeel_compute.db.api import reader, transaction
 from openkeel_compute.kubevirt.names import server_vm_name
 from openkeel_compute.kubevirt.server import image_token_secret, pod_address_annotation
-from openkeel_compute.kubevirt.vmstatus import Observation, observe
+from openkeel_compute.kubevirt.vmstatus import (
+    IMPORT_FAILED_DETAILS,
+    Observation,
+    download_fault,
+    import_failure_message,
+    observe,
+)
 from openkeel_compute.model import events, states, sysmeta
 from openkeel_compute.model.states import task_states
 from openkeel_compute.placement.errors import PlacementError, PlacementUnavailable
@@ -58,6 +64,8 @@ _BUILD_STEPS: dict[tuple[str, str | None], int] = {(states.BUILDING, task): i fo
 _BUILD_STEPS[(states.ACTIVE, None)] = len(_BUILD_STEPS)
 
 Write = Callable[[Connection], None]
+#: Nova's [scheduler] max_attempts default, for a build failure's fault when no Placement gives alternates
+NOVA_MAX_ATTEMPTS = 3
 
 
 def root_device_name(system_metadata: dict[str, str]) -> str:
@@ -222,6 +230,11 @@ class Observer:
                 and (seen.fault.details or "").startswith("KubeVirt: Unschedulable")
                 and placing.try_alternate(ctx, server, namespace)):
             return seen  # building again, on another node
+        if (server.get("vm_state") == states.BUILDING and seen.vm_state == states.ERROR and view[0] is not None
+                and seen.fault is not None and (seen.fault.details or "").startswith(IMPORT_FAILED_DETAILS)):
+            seen = self._download_failed(ctx, server, namespace, view, seen)
+            if seen.vm_state != states.ERROR:
+                return seen  # building again, on another node
         if seen.deleted:
             self._deleted(ctx, server, namespace, writes)
             return seen
@@ -238,6 +251,25 @@ class Observer:
         if ctx.settings.keep_pod_address and view[0] is not None and seen.addresses:
             _keep_address(ctx, namespace, uuid, view[0], seen.addresses)
         return seen
+
+    def _download_failed(self, ctx: Context, server: dict[str, Any], namespace: str, view: ObjectView,
+                         seen: Observation) -> Observation:
+        """A build whose image could not be imported (CDI's importer failed and was restarted, or gave up) is
+        Nova's build whose image could not be downloaded: Nova's compute reschedules it, so it is tried again
+        on an alternate node while one is left (its disk imported again); then it ends in ERROR with the
+        fault Nova's conductor gives it, the claim given back and the VM deleted with its disks."""
+        failing = [dv["metadata"]["name"] for dv in view[2] if import_failure_message([dv]) is not None]
+        if ctx.claims is not None and placing.try_alternate(ctx, server, namespace, reimport=failing):
+            return seen._replace(vm_state=states.BUILDING, task_state=task_states.SPAWNING, fault=None)
+        # without Placement there is one choice of host, as a Nova whose scheduler finds no alternate
+        max_attempts = ctx.claims.max_attempts if ctx.claims is not None else NOVA_MAX_ATTEMPTS
+        fault = download_fault(str(server["uuid"]), str(server.get("image_ref") or ""),
+                               import_failure_message(view[2]) or "", seen.fault.details if seen.fault else "",
+                               len(placing.tried_nodes(ctx, server)) or 1, max_attempts)
+        LOG.warning("server %s: its image could not be imported: %s", server["uuid"], fault.details)
+        # nothing of a failed build stays in the cluster (Nova destroys the guest it could not spawn)
+        ctx.cluster.delete_server(namespace, str(server["uuid"]))
+        return seen._replace(fault=fault, host=None)
 
     def _deleted(self, ctx: Context, server: dict[str, Any], namespace: str, writes: list[Write] | None) -> None:
         uuid = server["uuid"]

@@ -10,7 +10,10 @@ One pass (``Lifecycle.step``) looks at every object and moves it on when its tim
 - VirtualMachineInstance: Pending → Scheduling → Scheduled → Running, with node, launcher pod and a
   pod-network IP in ``status.interfaces``; stopping ends in Succeeded and the object goes away, with its
   pod. The pods and the guest's console log are launcher.py's.
-- DataVolume: Pending → ImportScheduled → ImportInProgress (progress) → Succeeded (CDI v1.64 phases).
+- DataVolume: Pending → ImportScheduled → ImportInProgress (progress) → Succeeded (CDI v1.64 phases). The
+  importer pod reads the HTTP source (importer.py); a source it cannot read leaves the DataVolume
+  ImportInProgress with Running=False (reason Error, the importer's message) while the pod waits out
+  kubelet's back-off, then restarts it (``status.restartCount`` grows), as CDI does for a failing import.
 - Garbage collection: objects whose owners are all gone are deleted.
 """
 
@@ -24,6 +27,7 @@ from typing import Any
 
 from openkeel_compute.emulator import disks, migrations, networks, nodes, scheduling
 from openkeel_compute.emulator.faults import IMPORT_MESSAGE, UNSCHEDULABLE_MESSAGE, Fault
+from openkeel_compute.emulator.importer import Importer, source_of
 from openkeel_compute.emulator.launcher import Launchers
 from openkeel_compute.emulator.migrator import Migrator
 from openkeel_compute.emulator.nodes import NodeLifecycle
@@ -66,13 +70,17 @@ class Delays:
     # one second of KubeVirt's own migration timeouts (completionTimeoutPerGiB): a migration that does not
     # converge runs completionTimeoutPerGiB × its data in GiB of these before post-copy or the abort
     kubevirt_second: float = 1.0
+    # kubelet's first back-off before it restarts a failed importer container (doubling each time, at most
+    # import_backoff_max), as for any container of a pod that restarts on failure
+    import_backoff: float = 10.0
+    import_backoff_max: float = 300.0
 
     @classmethod
     def fast(cls) -> Delays:
         """Quick enough for tests, still with every phase visible for a moment."""
         return cls(0.02, 0.05, 0.01, 0.02, 0.02, 0.02, 0.01, hotplug=0.02, migration_step=0.02,
                    migration_transfer=0.05, pod_eviction=0.1, heartbeat_timeout=0.1, migration_unschedulable=0.2,
-                   snapshot=0.02, kubevirt_second=0.002)
+                   snapshot=0.02, kubevirt_second=0.002, import_backoff=0.02, import_backoff_max=0.1)
 
     @classmethod
     def from_scale(cls, scale: float) -> Delays:
@@ -82,16 +90,24 @@ class Delays:
 
 
 
+def _importer_stopped(dv: dict[str, Any]) -> bool:
+    """KubeVirt's test of a DataVolume in error besides phase Failed: its importer stopped running on an
+    error (Running=False, reason Error or ImagePullFailed), while CDI restarts it."""
+    running = next((c for c in (dv.get("status") or {}).get("conditions") or () if c.get("type") == "Running"), {})
+    return running.get("status") == "False" and running.get("reason") in ("Error", "ImagePullFailed")
+
+
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
             "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
 
 
 class Lifecycle:
-    def __init__(self, store: Store, delays: Delays, faults: list[Fault]) -> None:
+    def __init__(self, store: Store, delays: Delays, faults: list[Fault], importer: Importer | None = None) -> None:
         self.store = store
         self.delays = delays
         self.faults = faults
+        self.importer = importer or Importer()
         self.launchers = Launchers(store, NODE)
         self.since: dict[str, float] = {}  # uid -> monotonic time the object entered its current phase
         self.ips = 0
@@ -335,9 +351,9 @@ class Lifecycle:
             return
         if phase not in (None, "Pending", "ImportScheduled", "ImportInProgress"):
             return
-        if (phase == "ImportInProgress" and self._fault("import-failure", ns, dv["metadata"]["name"], *owners) is None
-                and not self._due(dv, self.delays.import_duration, clock)
-                and self._progress(dv, clock) == status.get("progress")):
+        fault = self._fault("import-failure", ns, dv["metadata"]["name"], *owners) if self.faults else None
+        if phase == "ImportInProgress" and fault is None:
+            self._import_attempt(dv, status, clock)
             return
         new = own_copy(dv)
         if phase is None:
@@ -364,28 +380,69 @@ class Lifecycle:
             new["status"].update(phase="ImportInProgress", progress="0.00%", conditions=[
                 condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
                 condition("Ready", "False", "TransferRunning"), condition("Running", "True", "Pod is running")])
-        elif phase == "ImportInProgress":
-            fault = self._fault("import-failure", ns, dv["metadata"]["name"], *owners)
-            if fault is not None:
-                new["status"].update(phase="Failed", restartCount=1, conditions=[
-                    condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                    condition("Ready", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE),
-                    condition("Running", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE)])
-            elif self._due(dv, self.delays.import_duration, clock):
-                new["status"].update(phase="Succeeded", progress="100.0%", conditions=[
-                    condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
-                    condition("Ready", "True"), condition("Running", "False", "Completed")])
-            else:
-                progress = self._progress(dv, clock)
-                if progress == status.get("progress"):
-                    return
-                new["status"]["progress"] = progress
-                self._write(new)
-                return
+        elif phase == "ImportInProgress" and fault is not None:
+            # an import CDI gives up on (a fatal error, as a checksum that does not match): phase Failed
+            new["status"].update(phase="Failed", restartCount=1, conditions=[
+                condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                condition("Ready", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE),
+                condition("Running", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE)])
         else:
             return
         self._moved(dv, clock)
         self._write(new)
+
+    def _import_attempt(self, dv: dict[str, Any], status: dict[str, Any], clock: float) -> None:
+        """An import under way: the importer pod reads the source (importer.py) while the progress grows;
+        Succeeded once both the import's time is up and the source was read to its end. A source the pod
+        cannot read ends the attempt as CDI v1.64 shows it: phase still ImportInProgress (only a fatal error
+        fails a DataVolume), Running=False with the container's reason (Error) and the importer's message,
+        Ready=False; kubelet restarts the container after its back-off (10 s, doubling, at most 5 min) and
+        ``status.restartCount`` counts the restarts. A real cluster tries again for ever; OpenKeel's
+        controller gives the build up after a few restarts (kubevirt/vmstatus.py)."""
+        uid, name = dv["metadata"]["uid"], dv["metadata"]["name"]
+        restarts = int(status.get("restartCount") or 0)
+        running = next((c for c in status.get("conditions") or () if c.get("type") == "Running"), {})
+        if running.get("status") == "False":  # the pod failed: its container waits out the back-off
+            backoff = min(self.delays.import_backoff * 2 ** restarts, self.delays.import_backoff_max)
+            if not self._due(dv, backoff, clock):
+                return
+            self.importer.forget(uid)
+            new = own_copy(dv)
+            new["status"].update(restartCount=restarts + 1, conditions=[
+                condition("Bound", "True", "Bound", f"PVC {name} Bound"),
+                condition("Ready", "False", "TransferRunning"), condition("Running", "True", "Pod is running")])
+            self._moved(dv, clock)
+            self._write(new)
+            return
+        if ((dv.get("spec") or {}).get("source") or {}).get("http"):
+            done, failure = self.importer.outcome(uid, lambda: source_of(dv, self._lookup))
+        else:  # a blank disk, a clone, …: nothing to read from outside the cluster
+            done, failure = True, None
+        if done and failure is not None:
+            new = own_copy(dv)
+            new["status"]["conditions"] = [condition("Bound", "True", "Bound", f"PVC {name} Bound"),
+                                           condition("Ready", "False"), condition("Running", "False", "Error", failure)]
+            self._moved(dv, clock)
+            self._write(new)
+            return
+        if done and self._due(dv, self.delays.import_duration, clock):
+            self.importer.forget(uid)
+            new = own_copy(dv)
+            new["status"].update(phase="Succeeded", progress="100.0%", conditions=[
+                condition("Bound", "True", "Bound", f"PVC {name} Bound"),
+                condition("Ready", "True"), condition("Running", "False", "Completed")])
+            self._moved(dv, clock)
+            self._write(new)
+            return
+        progress = self._progress(dv, clock)
+        if progress != status.get("progress"):
+            new = own_copy(dv)
+            new["status"]["progress"] = progress
+            self._write(new)
+
+    def _lookup(self, kind: str, name: str, namespace: str | None) -> dict[str, Any] | None:
+        """An object the importer reads (a kind the built-in cluster does not serve is never there)."""
+        return self.store.lookup(kind, name, namespace) if kind in BY_KIND else None
 
     def _progress(self, dv: dict[str, Any], clock: float) -> str:
         """An import's status.progress now."""
@@ -767,7 +824,7 @@ class Lifecycle:
             printable = "Migrating"
         elif phase == "Running":
             printable = "Paused" if paused else "Running"
-        elif "Failed" in dv_phases:
+        elif "Failed" in dv_phases or any(_importer_stopped(dv) for dv in dvs):
             printable = "DataVolumeError"
         elif conditions.get("PodScheduled", {}).get("reason") == "Unschedulable":
             printable = "ErrorUnschedulable"

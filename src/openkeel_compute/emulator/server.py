@@ -32,6 +32,7 @@ import yaml
 from openkeel_compute.emulator import consoles, guest, snapshots, subresources
 from openkeel_compute.emulator.audit import AuditLog
 from openkeel_compute.emulator.faults import API_MESSAGES, Fault
+from openkeel_compute.emulator.importer import Importer
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
 from openkeel_compute.emulator.persist import Persistence
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
@@ -178,10 +179,13 @@ class Emulator:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, delays: Delays | None = None,
                  tick: float = 0.05, audit_log: str | None = None, nodes: int = 1,
-                 state_dir: str | os.PathLike | None = None) -> None:
+                 state_dir: str | os.PathLike | None = None, read_images: bool = True) -> None:
         """``nodes``: how many Ready worker nodes the cluster has (``emulated-node-1`` … ``-N``, each a
         typical worker, see ``node``). ``state_dir``: where the cluster is kept (persist.py), so that a new
         Emulator on the same directory finds every object as it was; None keeps it in memory only.
+        ``read_images``: CDI's importer reads each DataVolume's HTTP source, and an import whose source
+        cannot be read fails and is retried as on a real cluster (importer.py); False: every import succeeds
+        without reading it (a cluster whose image URLs are never served).
         Raises persist.StateError when another process uses that directory."""
         if nodes < 1:
             raise ValueError("the built-in cluster needs at least one node")
@@ -190,7 +194,7 @@ class Emulator:
         self.audit = AuditLog.from_env(audit_log)
         self.store = Store()
         self.faults: list[Fault] = []
-        self.lifecycle = Lifecycle(self.store, delays or Delays(), self.faults)
+        self.lifecycle = Lifecycle(self.store, delays or Delays(), self.faults, Importer(enabled=read_images))
         self.tick = tick
         self.hold_after: int | None = None  # see _maybe_hold
         self.holding = threading.Event()
@@ -281,6 +285,7 @@ class Emulator:
         self.down()
         for thread in self._threads:
             thread.join(2)
+        self.lifecycle.importer.close()
         if self.persistence is not None:  # after the controllers: their last changes are in the last snapshot
             self.persistence.close()
             self.persistence = None

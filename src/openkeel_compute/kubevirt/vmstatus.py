@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import datetime as dt
 import ipaddress
+import re
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple, TypedDict
 
@@ -168,6 +170,63 @@ def _import_failure(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
+#: the details of a build's fault when its root disk could not be imported (``_start_failure``)
+IMPORT_FAILED_DETAILS = "KubeVirt: DataVolumeError: "
+_IMPORTER_PREFIX = "Unable to connect to http data source: "
+_NETWORK_ERROR = re.compile(r'^HTTP request errored: Get "(?P<url>[^"]*)": (?P<reason>.*)$', re.DOTALL)
+_STATUS = re.compile(r"^expected status code 200, got (?P<code>[0-9]+)\.")
+
+
+def import_failure_message(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
+    """The message of the failed import (CDI's importer's, in the Running condition), or None."""
+    for dv in data_volumes:
+        status = dv.get("status") or {}
+        running = _conditions(dv).get("Running")
+        if status.get("phase") == "Failed" or (
+                int(status.get("restartCount") or 0) >= IMPORT_RETRIES and _is(running, "False")):
+            return str((running or {}).get("message") or "")
+    return None
+
+
+def download_reason(image_id: str, importer_message: str) -> str:
+    """What Nova's compute reports when it cannot download the image (the exception its image API raises
+    for Glance's answer): Glance's 404 (the image deleted) is ImageNotFound, 401/403 ImageNotAuthorized, an
+    image service that does not answer GlanceConnectionFailed."""
+    text = importer_message.removeprefix(_IMPORTER_PREFIX)
+    status = _STATUS.match(text)
+    if status is not None:
+        code = int(status.group("code"))
+        if code == 404:
+            return f"Image {image_id} could not be found."
+        if code in (401, 403):
+            return f"Not authorized for image {image_id}."
+        return f"HTTP {text.partition('Status: ')[2] or code}"  # glanceclient's error, Nova passes it on
+    network = _NETWORK_ERROR.match(text)
+    if network is not None:
+        parts = urllib.parse.urlsplit(network.group("url"))
+        return f"Connection to glance host {parts.scheme}://{parts.netloc} failed: {network.group('reason')}"
+    return text
+
+
+def download_fault(uuid: str, image_id: str, importer_message: str, details: str, tried: int,
+                   max_attempts: int) -> Fault:
+    """Nova's fault for a build whose image could not be downloaded, once no other node is left to try.
+
+    Nova's compute reschedules such a build (the download failed on this host); its conductor ends it once
+    the alternates are used up: ``tried`` nodes tried, ``max_attempts`` Nova's ``[scheduler] max_attempts``.
+    With reschedules off (max_attempts 1) the fault is the download's own reason."""
+    reason = download_reason(image_id, importer_message)
+    if max_attempts <= 1:
+        message = reason
+    elif tried >= max_attempts:
+        message = (f"Exceeded maximum number of retries. Exceeded max scheduling attempts {max_attempts} for "
+                   f"instance {uuid}. Last exception: {reason}")
+    else:
+        message = (f"Exceeded maximum number of retries. Exhausted all hosts available for retrying build "
+                   f"failures for instance {uuid}.")
+    return Fault(500, message, details)
+
+
 #: KubeVirt's reasons (its VM controller's ``Failure`` condition) for a VM whose instancetype or preference
 #: is not in the cluster: OpenKeel applies a new VM before them, so for a moment each new VM has one
 SIZING_NOT_FOUND = ("FailedFindInstancetype", "FailedFindPreference")
@@ -185,7 +244,7 @@ def _start_failure(vm: Mapping[str, Any] | None, vmi: Mapping[str, Any] | None, 
         return Fault(500, f"No valid host was found. {message}", f"KubeVirt: Unschedulable: {message}")
     imported = _import_failure(data_volumes)
     if imported:
-        return Fault(500, f"Build of instance {uuid} aborted: {imported}", f"KubeVirt: DataVolumeError: {imported}")
+        return Fault(500, f"Build of instance {uuid} aborted: {imported}", f"{IMPORT_FAILED_DETAILS}{imported}")
     synchronized = vmi_conditions.get("Synchronized")
     if synchronized is not None and _is(synchronized, "False") and synchronized.get("reason") in (
             "FailedPvcNotFound", "ErrImagePull", "ImagePullBackOff"):

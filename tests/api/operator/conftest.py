@@ -20,7 +20,7 @@ from tests.wsgi_client import Client
 
 @pytest.fixture
 def cluster():
-    server = Emulator(delays=Delays.fast(), tick=0.01, nodes=3).start()
+    server = Emulator(delays=Delays.fast(), tick=0.01, nodes=3, read_images=False).start()  # images never served
     yield server
     server.stop()
 

@@ -103,10 +103,11 @@ class ImageService:
 
 
 @contextlib.contextmanager
-def fault_world(tmp_path: Path, db_engine: Any, placement_url: str, *, offload_time: int = 0
-                ) -> Iterator[tuple[Any, Any, Any, ImageService, Path, PlacementClient]]:
+def fault_world(tmp_path: Path, db_engine: Any, placement_url: str, *, offload_time: int = 0, nodes: int = 1,
+                read_images: bool = False) -> Iterator[tuple[Any, Any, Any, ImageService, Path, PlacementClient]]:
     """(client, controller, cluster, image service, tmp_path, Placement): the controller gives a failing
-    step up after ATTEMPTS attempts, without waiting between them; the image service is not retried."""
+    step up after ATTEMPTS attempts, without waiting between them; the image service is not retried.
+    ``nodes``: the cluster's; ``read_images``: its imports read their images from the image service."""
     with conf_on(db_engine, tmp_path, controller={"poll_interval": "0.05", "workers": "4"}) as conf:
         conf.set_override("shelved_offload_time", offload_time)
         engine = db_api.get_engine(conf)
@@ -124,7 +125,8 @@ def fault_world(tmp_path: Path, db_engine: Any, placement_url: str, *, offload_t
             make = lambda kube: make_loop(kube, engine, images=ImageAccess.from_conf(conf), step_attempts=ATTEMPTS,
                                           retry_delay=0.0, retry_max_delay=0.0,
                                           shelved_offload_time=float(offload_time))
-            with server_world(conf, make, placement_url) as (client, controller, cluster):
+            with server_world(conf, make, placement_url, nodes=nodes, read_images=read_images) as (
+                    client, controller, cluster):
                 yield client, controller, cluster, service, tmp_path, PlacementClient.for_endpoint(
                     placement_url, embedded.TOKEN)
         finally:

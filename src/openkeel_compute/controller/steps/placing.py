@@ -8,13 +8,14 @@ cannot run it tries another one).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from openkeel_compute.compute import compute_services, host_filters, server_groups, working_state
 from openkeel_compute.compute.instances import cas
 from openkeel_compute.controller import nodes, tasks
 from openkeel_compute.controller.claims import NoValidHost
+from openkeel_compute.controller.desired import ObjectKey
 from openkeel_compute.controller.steps import ports, vm_edits
 from openkeel_compute.controller.steps.base import Context
 from openkeel_compute.db.api import reader, transaction
@@ -158,16 +159,25 @@ def make_again(ctx: Context, server: dict[str, Any]) -> bool:
     return True
 
 
-def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
-    """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
-    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, to a node the scheduler's filters
-    and the group's hard policy let pass (``move_filter``), the VM is pinned to the new node and restarted.
-    False when no attempt is left or no other node has room."""
-    assert ctx.claims is not None
+def tried_nodes(ctx: Context, server: dict[str, Any]) -> list[str]:
+    """The nodes the build was tried on, its current one included (Nova's retry hosts)."""
     with reader(ctx.engine) as conn:
         tried = [n for n in (working_state.get(conn, server["uuid"], sysmeta.TRIED_NODES) or "").split(",") if n]
     if server.get("node") and server["node"] not in tried:
         tried.append(server["node"])
+    return tried
+
+
+def try_alternate(ctx: Context, server: dict[str, Any], namespace: str, reimport: Sequence[str] = ()) -> bool:
+    """A build whose node cannot run it moves to another node Placement offers (Nova's alternates),
+    until ``[scheduler] max_attempts`` nodes were tried: the claim moves, to a node the scheduler's filters
+    and the group's hard policy let pass (``move_filter``), the VM is pinned to the new node and restarted.
+    ``reimport``: the DataVolumes whose import failed (an image that could not be downloaded): they are
+    deleted instead, so that KubeVirt makes them again from the VM's templates and the new attempt downloads
+    the image again, as Nova's compute on the alternate host does. False when no attempt is left or no
+    other node has room."""
+    assert ctx.claims is not None
+    tried = tried_nodes(ctx, server)
     if len(tried) >= ctx.claims.max_attempts:
         return False
     node = ctx.claims.move(server, set(tried), usable=move_filter(ctx, server))  # Nova's alternates passed them
@@ -180,7 +190,11 @@ def try_alternate(ctx: Context, server: dict[str, Any], namespace: str) -> bool:
         working_state.put(conn, server["uuid"], sysmeta.TRIED_NODES, ",".join([*tried, node]))
     server["host"] = server["node"] = node
     vm_edits.apply_server(ctx, ctx.objects(server), ctx.cluster.look(namespace, server["uuid"])[0])
-    ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")
+    if reimport:
+        for name in reimport:
+            ctx.cluster.delete(ObjectKey("DataVolume", namespace, name))
+    else:
+        ctx.cluster.subresource(namespace, server_vm_name(server["uuid"]), "restart")
     return True
 
 
