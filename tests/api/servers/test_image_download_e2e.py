@@ -6,9 +6,9 @@ again), as Nova reschedules to an alternate host."""
 
 from __future__ import annotations
 
-from tests.api.servers.faulty_images import of_server, settled
+from tests.api.servers.faulty_images import of_server
 from tests.conftest import admin
-from tests.server_world import DEMO, IMAGE, until
+from tests.server_world import DEMO, IMAGE, settled, until
 
 
 def _boot(client, service):
