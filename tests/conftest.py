@@ -91,7 +91,9 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("db_engine", list(marker.args) if marker else ENGINES, indirect=True)
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's loadgroup reads the groups
 def pytest_collection_modifyitems(config, items):
+    _one_worker_per_module_fixture(items)
     # A module marked ``engines_subset`` (a heavy matrix) runs every case on SQLite and, on PostgreSQL
     # and MariaDB, the first case of each test function: every function on every engine, the full matrix
     # once.
@@ -108,6 +110,18 @@ def pytest_collection_modifyitems(config, items):
     if drop:
         config.hook.pytest_deselected(items=drop)
         items[:] = keep
+
+
+def _one_worker_per_module_fixture(items) -> None:
+    """The tests of a module that share a module-scoped fixture (a served stack, a Nova oracle, a real Glance)
+    run on one worker (``--dist loadgroup``, scripts/test): split over two workers, each would build the
+    fixture again, and tests that go on from one another's state would see two worlds."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        fixtures = getattr(getattr(item, "_fixtureinfo", None), "name2fixturedefs", {})
+        if any(defs and defs[-1].scope == "module" for defs in fixtures.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ reason (and the log's tail), and fail under OPENKEEL_REQUIRE_SHARED=1.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import pathlib
 import shutil
@@ -37,6 +39,20 @@ def free_port() -> int:
 
 def cache_dir() -> pathlib.Path:
     return pathlib.Path(os.environ.get("OPENKEEL_CACHE", pathlib.Path.home() / ".cache" / "openkeel"))
+
+
+@contextlib.contextmanager
+def locked(path: pathlib.Path) -> Iterator[None]:
+    """Held by one process at a time (an exclusive lock on ``path``): the recipes build a virtualenv that
+    is missing, and two test processes building the same one at once (two workers, or two runs on one
+    machine) break each other's pip."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def missing_services() -> str | None:
@@ -81,11 +97,12 @@ class RecipeStack:
 
     def start(self, compute_url: str) -> None:
         """``compute_url``: the compute API Keystone's catalog names (none answers there in these tests)."""
-        (self.cache / "shared-neutron").mkdir(parents=True, exist_ok=True)
         started = time.monotonic()
-        self._run("keystone-up.sh", compute_url)
-        for args in self.steps:
-            self._run(self.script, *args)
+        with locked(self.cache / "shared-neutron" / ".harness.lock"):  # Keystone's venv, every service's
+            self._run("keystone-up.sh", compute_url)
+        with locked(self.cache / f".{self.script}.lock"):  # the service's own venv
+            for args in self.steps:
+                self._run(self.script, *args)
         self.seconds = time.monotonic() - started
 
     def stop(self) -> None:

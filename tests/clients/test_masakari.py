@@ -30,6 +30,7 @@ import pytest
 from tests._shared import shared_path
 from tests.clients.keystone_tokens import KeystoneTokens
 from tests.scripts.checkout import free_port
+from tests.shared_recipes import locked
 
 CACHE = pathlib.Path(os.environ.get("OKC_SERVICES_CACHE", pathlib.Path.home() / ".cache" / "okc-services"))
 NODES = ("emulated-node-1", "emulated-node-2", "emulated-node-3")
@@ -81,7 +82,7 @@ def _masakari_python(tmp_path) -> pathlib.Path:
         return python
     constraints = shared_path("reference/tempest/services-constraints.txt")
     log = tmp_path / "masakari-venv.log"
-    with log.open("w") as out:
+    with locked(venv.parent / ".masakari-venv.lock"), log.open("w") as out:
         for argv in (["python3.11", "-m", "venv", str(venv)],
                      [str(venv / "bin" / "pip"), "install", "-q", "-c", str(constraints), "masakari==22.0.0"]):
             if subprocess.run(argv, stdout=out, stderr=out, timeout=900, check=False).returncode:

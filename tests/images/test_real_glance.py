@@ -26,6 +26,7 @@ from openkeel_compute.compute.boot_checks import BootRefused, check_boot
 from openkeel_compute.images import errors
 from tests._shared import shared_path
 from tests.images.conftest import make_client
+from tests.shared_recipes import locked
 
 CACHE = pathlib.Path(os.environ.get("OKC_SERVICES_CACHE", pathlib.Path.home() / ".cache" / "okc-services"))
 
@@ -65,8 +66,9 @@ def real_glance(tmp_path_factory):
             pytest.fail(f"{' '.join(argv)} failed; see {log}:\n" + log.read_text()[-3000:], pytrace=False)
 
     try:
-        run("keystone-up.sh", "http://127.0.0.1:9/v2.1")
-        run("glance-up.sh", "start")
+        with locked(CACHE / ".bring-up.lock"):  # the venvs below ~/.cache/okc-services, built once
+            run("keystone-up.sh", "http://127.0.0.1:9/v2.1")
+            run("glance-up.sh", "start")
         run("glance-up.sh", "images")
         keystone = _read_env(state / "harness" / "keystone.env")
         images = _read_env(state / "images.env")
