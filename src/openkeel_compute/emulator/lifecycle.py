@@ -97,6 +97,11 @@ def _importer_stopped(dv: dict[str, Any]) -> bool:
     return running.get("status") == "False" and running.get("reason") in ("Error", "ImagePullFailed")
 
 
+def _bound(name: str) -> dict[str, Any]:
+    """A DataVolume's Bound condition once its claim is bound."""
+    return condition("Bound", "True", "Bound", f"PVC {name} Bound")
+
+
 def _owner(obj: dict[str, Any]) -> dict[str, Any]:
     return {"apiVersion": obj["apiVersion"], "kind": obj["kind"], "name": obj["metadata"]["name"],
             "uid": obj["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}
@@ -363,7 +368,7 @@ class Lifecycle:
         elif phase == "Pending" and self._due(dv, self.delays.import_scheduled / 2, clock):
             self._claim(dv)
             new["status"].update(phase="ImportScheduled", conditions=[
-                condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                _bound(dv["metadata"]["name"]),
                 condition("Ready", "False"), condition("Running", "False", "Pending")])
         elif phase == "ImportScheduled" and self._due(dv, self.delays.import_scheduled / 2, clock):
             missing = self._missing_secrets(dv)
@@ -373,17 +378,17 @@ class Lifecycle:
                 if running.get("message") == message:
                     return
                 new["status"]["conditions"] = [
-                    condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                    _bound(dv["metadata"]["name"]),
                     condition("Ready", "False"), condition("Running", "False", "Pending", message)]
                 self._write(new)
                 return
             new["status"].update(phase="ImportInProgress", progress="0.00%", conditions=[
-                condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                _bound(dv["metadata"]["name"]),
                 condition("Ready", "False", "TransferRunning"), condition("Running", "True", "Pod is running")])
         elif phase == "ImportInProgress" and fault is not None:
             # an import CDI gives up on (a fatal error, as a checksum that does not match): phase Failed
             new["status"].update(phase="Failed", restartCount=1, conditions=[
-                condition("Bound", "True", "Bound", f"PVC {dv['metadata']['name']} Bound"),
+                _bound(dv["metadata"]["name"]),
                 condition("Ready", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE),
                 condition("Running", "False", fault.reason or "Error", fault.message or IMPORT_MESSAGE)])
         else:
@@ -409,7 +414,7 @@ class Lifecycle:
             self.importer.forget(uid)
             new = own_copy(dv)
             new["status"].update(restartCount=restarts + 1, conditions=[
-                condition("Bound", "True", "Bound", f"PVC {name} Bound"),
+                _bound(name),
                 condition("Ready", "False", "TransferRunning"), condition("Running", "True", "Pod is running")])
             self._moved(dv, clock)
             self._write(new)
@@ -420,7 +425,7 @@ class Lifecycle:
             done, failure = True, None
         if done and failure is not None:
             new = own_copy(dv)
-            new["status"]["conditions"] = [condition("Bound", "True", "Bound", f"PVC {name} Bound"),
+            new["status"]["conditions"] = [_bound(name),
                                            condition("Ready", "False"), condition("Running", "False", "Error", failure)]
             self._moved(dv, clock)
             self._write(new)
@@ -429,7 +434,7 @@ class Lifecycle:
             self.importer.forget(uid)
             new = own_copy(dv)
             new["status"].update(phase="Succeeded", progress="100.0%", conditions=[
-                condition("Bound", "True", "Bound", f"PVC {name} Bound"),
+                _bound(name),
                 condition("Ready", "True"), condition("Running", "False", "Completed")])
             self._moved(dv, clock)
             self._write(new)

@@ -156,15 +156,23 @@ def _progress(data_volumes: Sequence[Mapping[str, Any]]) -> int | None:
     return int(min(values)) if values else None
 
 
+def _failed_import(dv: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The Running condition of a DataVolume whose import failed ({} when it has none), None while it has not:
+    phase Failed (a fatal error), or an importer restarted IMPORT_RETRIES times and stopped on an error again."""
+    status = dv.get("status") or {}
+    running = _conditions(dv).get("Running")
+    if status.get("phase") == "Failed" or (int(status.get("restartCount") or 0) >= IMPORT_RETRIES
+                                           and _is(running, "False")):
+        return running or {}
+    return None
+
+
 def _import_failure(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
     for dv in data_volumes:
-        status = dv.get("status") or {}
-        running = _conditions(dv).get("Running")
-        failed = status.get("phase") == "Failed" or (
-            int(status.get("restartCount") or 0) >= IMPORT_RETRIES and _is(running, "False"))
-        if failed:
-            reason = (running or {}).get("reason") or status.get("phase")
-            message = (running or {}).get("message") or "the import failed"
+        running = _failed_import(dv)
+        if running is not None:
+            reason = running.get("reason") or (dv.get("status") or {}).get("phase")
+            message = running.get("message") or "the import failed"
             name = (dv.get("metadata") or {}).get("name", "")
             return f"the disk {name} could not be imported from the image ({reason}): {message}"
     return None
@@ -180,11 +188,9 @@ _STATUS = re.compile(r"^expected status code 200, got (?P<code>[0-9]+)\.")
 def import_failure_message(data_volumes: Sequence[Mapping[str, Any]]) -> str | None:
     """The message of the failed import (CDI's importer's, in the Running condition), or None."""
     for dv in data_volumes:
-        status = dv.get("status") or {}
-        running = _conditions(dv).get("Running")
-        if status.get("phase") == "Failed" or (
-                int(status.get("restartCount") or 0) >= IMPORT_RETRIES and _is(running, "False")):
-            return str((running or {}).get("message") or "")
+        running = _failed_import(dv)
+        if running is not None:
+            return str(running.get("message") or "")
     return None
 
 
