@@ -47,6 +47,13 @@ OPTS = [
                      "downloaded (deleted, a bad URL, the image service down) then fails to build, as with "
                      "Nova. False: every import succeeds without reading its image (an image service the "
                      "built-in cluster cannot reach); a server then boots even from an image that is gone."),
+    cfg.PortOpt("emulator_guest_ssh_port", default=22,
+                help="The port on which the built-in cluster's running guests answer SSH (as Ubuntu's "
+                     "OpenSSH: the user ubuntu with the server's key pair, commands run over the files of its "
+                     "boot disk), on those of their addresses this machine has: a loopback network "
+                     "(a Neutron subnet in 127.0.0.0/8 without DHCP) or an address added to an interface. "
+                     "0: no guest answers. Port 22 needs the privilege to bind it (root or "
+                     "CAP_NET_BIND_SERVICE); without it the guests stay unreachable."),
     cfg.StrOpt("render_dir", default="$state_path/rendered",
                help="Directory that receives one YAML file per object when there is no cluster "
                     "(ready for `kubectl apply -f`)."),

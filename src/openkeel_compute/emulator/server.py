@@ -36,6 +36,7 @@ from openkeel_compute.emulator.importer import Importer
 from openkeel_compute.emulator.lifecycle import NODE, Delays, Lifecycle
 from openkeel_compute.emulator.persist import Persistence
 from openkeel_compute.emulator.resources import BY_KIND, BY_PATH, RESOURCES, Resource
+from openkeel_compute.emulator.sshd import GuestSSH
 from openkeel_compute.emulator.store import ApiError, Store, fields_match, labels_match, now
 
 LOG = logging.getLogger(__name__)
@@ -179,13 +180,16 @@ class Emulator:
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0, delays: Delays | None = None,
                  tick: float = 0.05, audit_log: str | None = None, nodes: int = 1,
-                 state_dir: str | os.PathLike | None = None, read_images: bool = True) -> None:
+                 state_dir: str | os.PathLike | None = None, read_images: bool = True,
+                 guest_ssh_port: int | None = 22) -> None:
         """``nodes``: how many Ready worker nodes the cluster has (``emulated-node-1`` … ``-N``, each a
         typical worker, see ``node``). ``state_dir``: where the cluster is kept (persist.py), so that a new
         Emulator on the same directory finds every object as it was; None keeps it in memory only.
         ``read_images``: CDI's importer reads each DataVolume's HTTP source, and an import whose source
         cannot be read fails and is retried as on a real cluster (importer.py); False: every import succeeds
         without reading it (a cluster whose image URLs are never served).
+        ``guest_ssh_port``: the port on which running guests answer SSH where their addresses are this
+        machine's (sshd.py); None: no guest answers.
         Raises persist.StateError when another process uses that directory."""
         if nodes < 1:
             raise ValueError("the built-in cluster needs at least one node")
@@ -207,8 +211,11 @@ class Emulator:
         self.restored: int | None = None  # objects read back from state_dir (None: kept in memory only)
         # the volume copies of VirtualMachineSnapshots (emulator/snapshots.py): kept with the cluster's state
         self._scratch = None if state_dir is not None else tempfile.TemporaryDirectory(prefix="emulator-snapshots-")
-        self.lifecycle.snapshots.data_dir = (pathlib.Path(state_dir) / "snapshot-data" if state_dir is not None
-                                             else pathlib.Path(self._scratch.name))  # type: ignore[union-attr]
+        kept = pathlib.Path(state_dir if state_dir is not None else self._scratch.name)  # type: ignore[union-attr]
+        self.lifecycle.snapshots.data_dir = kept / "snapshot-data"
+        # the files of the guests' boot disks (sshd.py, guestshell.py): kept with the cluster's state too
+        self.sshd = GuestSSH(self.store, kept / "guest-disks", guest_ssh_port) if guest_ssh_port is not None \
+            else None
         if state_dir is not None:
             self.persistence = Persistence(state_dir, self.store, self.lifecycle)
             self.restored = len(self.persistence.open().objects)  # (not kept: it would hold old objects)
@@ -286,6 +293,8 @@ class Emulator:
         for thread in self._threads:
             thread.join(2)
         self.lifecycle.importer.close()
+        if self.sshd is not None:
+            self.sshd.close()
         if self.persistence is not None:  # after the controllers: their last changes are in the last snapshot
             self.persistence.close()
             self.persistence = None
@@ -304,6 +313,8 @@ class Emulator:
             started = time.monotonic()
             try:
                 self.lifecycle.step()
+                if self.sshd is not None:
+                    self.sshd.sync()
             except Exception:  # keep the cluster alive; the defect is in the log
                 LOG.exception("emulated KubeVirt controllers")
             # A large cluster's pass takes a while: leave the API server at least as long again.

@@ -26,7 +26,8 @@ def emulated_cluster(conf: Any) -> Iterator[str]:
     state_dir = c.emulator_state_dir or None
     try:
         emulator = Emulator(host=c.emulator_host, port=c.emulator_port, delays=Delays.from_scale(c.emulator_delay_scale),
-                            nodes=c.emulator_nodes, state_dir=state_dir, read_images=c.emulator_read_images).start()
+                            nodes=c.emulator_nodes, state_dir=state_dir, read_images=c.emulator_read_images,
+                            guest_ssh_port=c.emulator_guest_ssh_port or None).start()
     except StateError as exc:
         raise OperatorError(str(exc)) from None
     if emulator.restored:
