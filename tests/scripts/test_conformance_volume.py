@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 
+from tests._shared import shared_path
 from tests.scripts import conformance_lists
 from tests.scripts.checkout import ROOT
 
@@ -44,4 +45,28 @@ def test_a_failure_expected_without_neutron_gates_with_it(tmp_path):
     assert kept == ["# without Neutron: a comment stays",
                     "b | servers.B.test_b | needs a guest (without Neutron: not the start of the reason)"]
     marked = [uuid for uuid, _test, reason in conformance_lists.expected("volume") if reason.startswith("without Neutron:")]
-    assert marked == ["b68bd8d6-855d-4212-b59b-2e704044dace"]
+    assert marked == ["b68bd8d6-855d-4212-b59b-2e704044dace", "6652dab9-ea24-4c93-ab5a-93d79c3041cf"]
+
+
+def test_the_tests_that_log_in_to_their_guest_run_on_their_own_with_validation(tmp_path):
+    """tempest-guest-ssh.txt's tests leave the volume phase's main run (when Neutron is there) for a run of their
+    own on the loopback guest network, with validation on; their results join the phase's before its gate."""
+    script = (ROOT / "scripts/conformance").read_text()
+    [helper] = re.findall(r"(guest_ssh_tests\(\) \{\n.*?\n\}\n)", script, re.DOTALL)
+    listed = [line.strip() for line in
+              shared_path("reference/tempest/tempest-compute-volume.txt").read_text().splitlines() if line.strip()]
+    (tmp_path / "load.txt").write_text("\n".join(listed) + "\n")
+    command = f"GUEST_SSH_LIST={ROOT}/tests/conformance/tempest-guest-ssh.txt\n{helper}guest_ssh_tests {tmp_path}/load.txt"
+    found = subprocess.run(["bash", "-c", command], check=True, capture_output=True, text=True).stdout.split()
+    ssh = [line.split("|")[0].strip() for line in
+           (ROOT / "tests/conformance/tempest-guest-ssh.txt").read_text().splitlines()
+           if line.strip() and not line.startswith("#")]
+    assert len(found) == len(ssh) == 1 and all(any(f"id-{u}" in t for t in found) for u in ssh)
+    [body] = re.findall(r"run_volume_phase\(\) \{\n(.*?)\n\}\n", script, re.DOTALL)
+    assert '--load-list "$RUN/volume-run-list.txt"' in body
+    assert 'run_guest_ssh_tempest volume "$RUN/volume-ssh-list.txt" 1' in body
+    assert 'cat "$RUN/tempest-volume-ssh.subunit" >> "$RUN/tempest-volume.subunit"' in body
+    [runner] = re.findall(r"run_guest_ssh_tempest\(\) \{\n(.*?)\n\}\n", script, re.DOTALL)
+    for setting in ("run_validation=true fixed_network_name=$net network_for_ssh=$net", "connect_method = fixed",
+                    "image_ssh_user = ubuntu", "auth_method = keypair"):
+        assert setting in runner, setting
