@@ -76,7 +76,8 @@ def test_api_configuration_loads_and_passes_status(rendered, render, tmp_path, d
     assert "no [controller] kubeconfig" in checks["Kubernetes"][1]
 
 
-PASSWORDS = ("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "OS_SERVICE_USER__PASSWORD", "OS_PLACEMENT__PASSWORD")
+PASSWORDS = ("OS_KEYSTONE_AUTHTOKEN__PASSWORD", "OS_SERVICE_USER__PASSWORD", "OS_PLACEMENT__PASSWORD",
+             "OS_NEUTRON__PASSWORD", "OS_CINDER__PASSWORD")
 
 
 @pytest.mark.parametrize("render", ["production", "dev"])
@@ -86,6 +87,8 @@ def test_keystone_passwords_come_from_the_secret(rendered, render, deployment, p
     from keystoneauth1 import loading
     from keystonemiddleware import auth_token
 
+    from openkeel_compute.conf import cinder as cinder_conf
+    from openkeel_compute.conf import neutron as neutron_conf
     from openkeel_compute.controller import images
     from openkeel_compute.placement import client as placement_client
 
@@ -100,11 +103,14 @@ def test_keystone_passwords_come_from_the_secret(rendered, render, deployment, p
         monkeypatch.setenv(name, f"value of {name}")
     conf = build_conf(args)
     images.register_opts(conf)  # [service_user]: the controller registers it when it starts
+    neutron_conf.register_neutron_opts(conf)  # [neutron] and [cinder]: at their first use
+    cinder_conf.register_cinder_opts(conf)
     assert placement_client.configured(conf)
     for group, opts in auth_token.list_opts():
         conf.register_opts(opts, group=group)
     groups = {"OS_KEYSTONE_AUTHTOKEN__PASSWORD": "keystone_authtoken", "OS_SERVICE_USER__PASSWORD": "service_user",
-              "OS_PLACEMENT__PASSWORD": "placement"}
+              "OS_PLACEMENT__PASSWORD": "placement", "OS_NEUTRON__PASSWORD": "neutron",
+              "OS_CINDER__PASSWORD": "cinder"}
     keystones = set()
     for name in passwords:
         group = groups[name]
@@ -114,6 +120,10 @@ def test_keystone_passwords_come_from_the_secret(rendered, render, deployment, p
         keystones.add(conf[group].auth_url)
     assert len(keystones) == 1, keystones  # one Keystone, named alike everywhere
     assert conf.placement.region_name == "RegionOne" and conf.placement.valid_interfaces == ["internal", "public"]
+    # Neutron and Cinder found in the same catalog, with Nova's service tokens beside the caller's
+    assert conf.neutron.region_name == "RegionOne" and conf.neutron.valid_interfaces == ["internal", "public"]
+    assert conf.cinder.os_region_name == "RegionOne" and conf.cinder.catalog_info == "volumev3::internalURL"
+    assert conf.service_user.send_service_user_token is True
 
 
 def test_controller_reaches_the_cluster_with_the_in_cluster_kubeconfig(rendered, tmp_path, database, capsys):

@@ -154,7 +154,8 @@ def test_console_proxy_probes_budget_service_and_spread(rendered):
 @pytest.mark.parametrize("render", ["production", "dev"])
 def test_metadata_service_probes_budget_service_and_config(rendered, render):
     """nova-api-metadata's place: `openkeel-compute metadata` on port 8775 behind a Service of that port, no
-    Kubernetes token, the database and (optional) Neutron proxy secret only, its own options last."""
+    Kubernetes token, the database, the (optional) Neutron proxy secret and the service user's password for
+    [neutron] (the EC2 security groups) only, its own options last."""
     objects = rendered[render]
     deployment = find(objects, "Deployment", "openkeel-compute-metadata")
     pod = deployment["spec"]["template"]["spec"]
@@ -176,8 +177,11 @@ def test_metadata_service_probes_budget_service_and_config(rendered, render):
     assert [(p["port"], p["targetPort"]) for p in service["spec"]["ports"]] == [(8775, "metadata")]
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"]
             if "secretKeyRef" in e.get("valueFrom", {})}
-    assert set(refs) == {"OS_DATABASE__CONNECTION", "OS_NEUTRON__METADATA_PROXY_SHARED_SECRET"}
+    assert set(refs) == {"OS_DATABASE__CONNECTION", "OS_NEUTRON__METADATA_PROXY_SHARED_SECRET",
+                         "OS_NEUTRON__PASSWORD"}
     assert refs["OS_NEUTRON__METADATA_PROXY_SHARED_SECRET"]["optional"] is True
+    assert refs["OS_NEUTRON__PASSWORD"]["name"].startswith("openkeel-compute-keystone")  # dev: a generated name
+    assert refs["OS_NEUTRON__PASSWORD"]["key"] == "password" and "optional" not in refs["OS_NEUTRON__PASSWORD"]
     own = configparser.ConfigParser(interpolation=None)
     own.read_string(find(objects, "ConfigMap", "openkeel-compute-config")["data"]["metadata.conf"])
     assert own["DEFAULT"]["metadata_listen_port"] == "8775" and own["DEFAULT"]["metadata_listen"] == "0.0.0.0"
