@@ -186,18 +186,26 @@ def next_interface_name(taken: set[str]) -> str:
     return f"enp{slot}s0"
 
 
+def boot_disk(spec: dict[str, Any]) -> tuple[dict[str, Any], str | None] | None:
+    """(the disk the guest boots from: the lowest bootOrder, else the first, its claim's name or None), None
+    for a VMI without disks."""
+    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
+    if not disks:
+        return None
+    first = min(disks, key=lambda d: (d.get("bootOrder") is None, d.get("bootOrder") or 0, disks.index(d)))
+    volume = next((v for v in spec.get("volumes") or () if v.get("name") == first.get("name")), {})
+    return first, (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get(
+        "claimName")
+
+
 def _root_filesystem(vmi: dict[str, Any], lookup: Lookup) -> dict[str, Any]:
     """The root filesystem the guest reports: ext4 on the first partition of its boot disk."""
-    spec = vmi.get("spec") or {}
-    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
     total = 0
     serial = ""
-    if disks:
-        first = min(disks, key=lambda d: (d.get("bootOrder") is None, d.get("bootOrder") or 0, disks.index(d)))
+    boot = boot_disk(vmi.get("spec") or {})
+    if boot is not None:
+        first, claim = boot
         serial = first.get("serial") or ""
-        volume = next((v for v in spec.get("volumes") or () if v.get("name") == first.get("name")), {})
-        claim = (volume.get("dataVolume") or {}).get("name") or (volume.get("persistentVolumeClaim") or {}).get(
-            "claimName")
         pvc = lookup("PersistentVolumeClaim", claim, vmi["metadata"].get("namespace")) if claim else None
         size = (((pvc or {}).get("status") or {}).get("capacity") or {}).get("storage")
         if size:

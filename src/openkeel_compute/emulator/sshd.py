@@ -61,23 +61,7 @@ class Guest:
     disk_id: str  # the boot disk's claim uid (the VMI's uid for a disk that lives with it)
 
 
-_ADDRESSES: dict[str, tuple[str, frozenset[str]]] = {}  # VMI uid -> (resourceVersion, its IPv4 addresses)
-
-
 def _ipv4s(vmi: dict[str, Any], store: Store) -> frozenset[str]:
-    """The VMI's IPv4 addresses (read again only when the VMI changed)."""
-    meta = vmi["metadata"]
-    kept = _ADDRESSES.get(meta.get("uid") or "")
-    if kept is not None and kept[0] == meta.get("resourceVersion"):
-        return kept[1]
-    if len(_ADDRESSES) > 100_000:
-        _ADDRESSES.clear()
-    addresses = _read_ipv4s(vmi, store)
-    _ADDRESSES[meta.get("uid") or ""] = (meta.get("resourceVersion") or "", addresses)
-    return addresses
-
-
-def _read_ipv4s(vmi: dict[str, Any], store: Store) -> frozenset[str]:
     found: set[str] = set()
     for ips in guest.configured_addresses(vmi.get("spec") or {}, vmi["metadata"].get("namespace"),
                                           store.lookup).values():
@@ -90,17 +74,6 @@ def _read_ipv4s(vmi: dict[str, Any], store: Store) -> frozenset[str]:
             if ipaddress.ip_address(ip).version == 4:
                 out.add(ip)
     return frozenset(out)
-
-
-def _boot_claim(vmi: dict[str, Any]) -> str | None:
-    spec = vmi.get("spec") or {}
-    disks = ((spec.get("domain") or {}).get("devices") or {}).get("disks") or []
-    if not disks:
-        return None
-    first = min(disks, key=lambda d: (d.get("bootOrder") is None, d.get("bootOrder") or 0, disks.index(d)))
-    volume = next((v for v in spec.get("volumes") or () if v.get("name") == first.get("name")), {})
-    return ((volume.get("dataVolume") or {}).get("name")
-            or (volume.get("persistentVolumeClaim") or {}).get("claimName"))
 
 
 def _running(vmi: dict[str, Any]) -> bool:
@@ -253,6 +226,9 @@ class GuestSSH:
         self._last = 0.0
         self._swept = 0.0
         self._keys = threading.Lock()
+        # VMI uid -> (its resourceVersion, the Guest it is while it runs or None, its IPv4 addresses): read
+        # again only when the VMI changed, so that a look at a thousand guests costs a thousand comparisons
+        self._seen: dict[str, tuple[str, Guest | None, frozenset[str]]] = {}
 
     # -- what sessions ask -----------------------------------------------------------------------------
 
@@ -260,13 +236,15 @@ class GuestSSH:
         """The running guest that has ``address`` now."""
         with self.store.lock:
             for vmi in self.store.of_kind("VirtualMachineInstance"):
-                if _running(vmi) and address in _ipv4s(vmi, self.store):
-                    return self._guest_of(vmi)
+                found, addresses = self._look(vmi)
+                if found is not None and address in addresses:
+                    return found
         return None
 
     def _guest_of(self, vmi: dict[str, Any]) -> Guest:
         meta = vmi["metadata"]
-        claim_name = _boot_claim(vmi)
+        boot = guest.boot_disk(vmi.get("spec") or {})
+        claim_name = boot[1] if boot is not None else None
         claim = self.store.lookup("PersistentVolumeClaim", claim_name, meta.get("namespace")) if claim_name else None
         disk_id = ((claim or {}).get("metadata") or {}).get("uid") or meta.get("uid")
         return Guest(meta.get("namespace"), meta["name"], meta.get("uid") or "",
@@ -300,17 +278,20 @@ class GuestSSH:
             return
         self._last = clock
         wanted: dict[str, Guest] = {}
-        claims: set[str] = set()
+        sweep = clock - self._swept >= SWEEP_EVERY
+        alive: set[str] = set()
         with self.store.lock:
-            for claim in self.store.of_kind("PersistentVolumeClaim"):
-                claims.add(claim["metadata"].get("uid") or "")
-            for vmi in self.store.of_kind("VirtualMachineInstance"):
-                claims.add(vmi["metadata"].get("uid") or "")
-                if not _running(vmi):
-                    continue
-                found = self._guest_of(vmi)
-                for address in _ipv4s(vmi, self.store):
-                    wanted.setdefault(address, found)
+            vmis = self.store.of_kind("VirtualMachineInstance")
+            for vmi in vmis:
+                found, addresses = self._look(vmi)
+                if found is not None:
+                    for address in addresses:
+                        wanted.setdefault(address, found)
+            uids = {vmi["metadata"].get("uid") or "" for vmi in vmis}
+            for uid in [u for u in self._seen if u not in uids]:
+                del self._seen[uid]
+            if sweep:
+                alive = uids | {c["metadata"].get("uid") or "" for c in self.store.of_kind("PersistentVolumeClaim")}
         for address, listener in list(self.listeners.items()):
             if wanted.get(address) != listener.guest:
                 listener.close()
@@ -326,9 +307,22 @@ class GuestSSH:
             self.listeners[address] = _Listener(self, address, found, sock)
             LOG.info("built-in cluster: guest %s/%s answers SSH on %s:%d", found.namespace, found.name, address,
                      self.port)
-        if clock - self._swept >= SWEEP_EVERY:
+        if sweep:
             self._swept = clock
-            self._sweep(claims | {g.disk_id for g in wanted.values()})
+            self._sweep(alive | {g.disk_id for g in wanted.values()})
+
+    def _look(self, vmi: dict[str, Any]) -> tuple[Guest | None, frozenset[str]]:
+        """(the Guest the VMI is if it runs, else None; its IPv4 addresses), read again when it changed.
+        The caller holds the store's lock."""
+        meta = vmi["metadata"]
+        uid, rv = meta.get("uid") or "", meta.get("resourceVersion") or ""
+        kept = self._seen.get(uid)
+        if kept is not None and kept[0] == rv:
+            return kept[1], kept[2]
+        found = self._guest_of(vmi) if _running(vmi) else None
+        addresses = _ipv4s(vmi, self.store) if found is not None else frozenset()
+        self._seen[uid] = (rv, found, addresses)
+        return found, addresses
 
     def _bind(self, address: str) -> socket.socket | None:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
