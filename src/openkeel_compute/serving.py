@@ -23,6 +23,7 @@ import os
 import signal
 import sys
 import time
+from typing import NoReturn
 
 # A worker that dies within this many seconds of its start is taken as failing to start (a
 # configuration or code error every new worker would repeat): the supervisor then stops.
@@ -117,6 +118,9 @@ def _worker(host: str, port: int, threads: int) -> None:
     serve_in_process(host, port, threads, granian_application)
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 class Supervisor:
     """Forks ``workers`` worker processes and keeps them running; stops them all on a signal."""
 
@@ -127,23 +131,36 @@ class Supervisor:
         self.status = 0
 
     def _spawn(self) -> None:
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _worker(self.host, self.port, self.threads)
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-            except BaseException:  # noqa: BLE001 - a worker reports and exits, never returns into the loop
-                import traceback
+        # A stop signal must find every worker in ``children``: held from before the fork until the new pid is
+        # recorded (it arriving in between left that worker running and the supervisor waiting for it).
+        held = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        try:
+            pid = os.fork()
+            if pid == 0:
+                for sig in _STOP_SIGNALS:  # the worker's own: a signal held for it now ends it as by default
+                    signal.signal(sig, signal.SIG_DFL)
+                signal.pthread_sigmask(signal.SIG_SETMASK, held)
+                self._work()
+            self.children[pid] = time.monotonic()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
-                traceback.print_exc()
-                code = 1
-            finally:
-                sys.stdout.flush()
-                sys.stderr.flush()
-            os._exit(code)
-        self.children[pid] = time.monotonic()
+    def _work(self) -> NoReturn:
+        """The forked child: run the worker, exit with its status, never return into the supervisor's loop."""
+        code = 0
+        try:
+            _worker(self.host, self.port, self.threads)
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:  # noqa: BLE001 - a worker reports and exits, never returns into the loop
+            import traceback
+
+            traceback.print_exc()
+            code = 1
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        os._exit(code)
 
     def _stop(self, signum, _frame) -> None:
         self.stopping = True
@@ -154,7 +171,7 @@ class Supervisor:
                 pass
 
     def run(self) -> int:
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        for sig in _STOP_SIGNALS:
             signal.signal(sig, self._stop)
         for _ in range(self.workers):
             self._spawn()

@@ -76,6 +76,37 @@ def test_the_supervisor_replaces_a_worker_that_dies_after_starting_and_stops_on_
         proc.wait()
 
 
+_STOP_DURING_FORK = """
+import os, signal, sys, time
+from openkeel_compute import serving
+serving._STARTING_S = 0.0
+def worker(host, port, threads):
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.write(1, f"worker {os.getpid()}\\n".encode())
+    time.sleep(120)
+serving._worker = worker
+real_fork = os.fork
+def fork():
+    pid = real_fork()
+    if pid:  # the stop signal comes at the worst moment: the worker forked, its pid not yet recorded
+        os.kill(os.getpid(), signal.SIGTERM)
+    return pid
+os.fork = fork
+sys.exit(serving.Supervisor("127.0.0.1", 0, 1, 1).run())
+"""
+
+
+def test_a_stop_signal_during_a_fork_stops_the_new_worker_too():
+    """A signal the supervisor gets between a fork and recording the new worker's pid stopped every worker but
+    that one, and the supervisor waited for it (a shutdown that hung during a respawn)."""
+    proc = subprocess.Popen([sys.executable, "-c", _STOP_DURING_FORK], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.wait(timeout=30) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+
+
 def test_the_supervisor_stops_when_a_worker_dies_while_starting():
     proc = subprocess.Popen([sys.executable, "-c", _FAKE, "600"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
