@@ -54,6 +54,11 @@ class Result:
     stderr: str = ""
     status: int = 0
 
+    def fail(self, message: str, status: int = 1) -> None:
+        """One operand's error: its line on standard error, the command's status."""
+        self.stderr += message + "\n"
+        self.status = status
+
 
 @dataclasses.dataclass
 class Shell:
@@ -201,8 +206,7 @@ def _touch(shell: Shell, args: list[str]) -> Result:
     for name in names:
         path = shell._host(name)
         if not path.parent.is_dir():
-            out.stderr += f"touch: cannot touch '{name}': No such file or directory\n"
-            out.status = 1
+            out.fail(f"touch: cannot touch '{name}': No such file or directory")
         else:
             path.touch()
     return out
@@ -214,11 +218,9 @@ def _cat(shell: Shell, args: list[str]) -> Result:
     for name in names:
         path = shell._host(name)
         if path.is_dir():
-            out.stderr += f"cat: {name}: Is a directory\n"
-            out.status = 1
+            out.fail(f"cat: {name}: Is a directory")
         elif not path.exists():
-            out.stderr += f"cat: {name}: No such file or directory\n"
-            out.status = 1
+            out.fail(f"cat: {name}: No such file or directory")
         else:
             out.stdout += path.read_text(encoding="utf-8", errors="replace")
     return out
@@ -230,19 +232,16 @@ def _rm(shell: Shell, args: list[str]) -> Result:
     for name in names:
         path = shell._host(name)
         if path == shell.disk.root:
-            out.stderr += "rm: it is dangerous to operate recursively on '/'\n"
-            out.status = 1
+            out.fail("rm: it is dangerous to operate recursively on '/'")
         elif path.is_dir() and not path.is_symlink():
             if "r" in flags or "R" in flags:
                 shutil.rmtree(path)
             else:
-                out.stderr += f"rm: cannot remove '{name}': Is a directory\n"
-                out.status = 1
+                out.fail(f"rm: cannot remove '{name}': Is a directory")
         elif path.exists():
             path.unlink()
         elif "f" not in flags:
-            out.stderr += f"rm: cannot remove '{name}': No such file or directory\n"
-            out.status = 1
+            out.fail(f"rm: cannot remove '{name}': No such file or directory")
     return out
 
 
@@ -252,11 +251,9 @@ def _mkdir(shell: Shell, args: list[str]) -> Result:
     for name in names:
         path = shell._host(name)
         if path.exists() and "p" not in flags:
-            out.stderr += f"mkdir: cannot create directory '{name}': File exists\n"
-            out.status = 1
+            out.fail(f"mkdir: cannot create directory '{name}': File exists")
         elif not path.parent.is_dir() and "p" not in flags:
-            out.stderr += f"mkdir: cannot create directory '{name}': No such file or directory\n"
-            out.status = 1
+            out.fail(f"mkdir: cannot create directory '{name}': No such file or directory")
         else:
             path.mkdir(parents=True, exist_ok=True)
     return out
@@ -273,8 +270,7 @@ def _ls(shell: Shell, args: list[str]) -> Result:
         elif path.exists():
             out.stdout += f"{name}\n"
         else:
-            out.stderr += f"ls: cannot access '{name}': No such file or directory\n"
-            out.status = 2
+            out.fail(f"ls: cannot access '{name}': No such file or directory", 2)
     return out
 
 

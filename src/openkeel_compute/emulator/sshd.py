@@ -178,8 +178,8 @@ class _Listener:
                 if channel is not None:
                     threading.Thread(target=self._exec, args=(session, channel), daemon=True).start()
         except (paramiko.SSHException, OSError, EOFError) as exc:
-            LOG.debug("guest %s/%s: SSH session on %s ended: %s", self.guest.namespace, self.guest.name,
-                      self.address, exc)
+            LOG.debug("guest %s/%s: SSH session on %s ended: %s", current.namespace, current.name, self.address,
+                      exc)
         finally:
             self.transports.discard(transport)
             transport.close()
@@ -256,9 +256,7 @@ class GuestSSH:
         return vmi if vmi is not None and vmi["metadata"].get("uid") == guest_.uid else None
 
     def disk(self, guest_: Guest) -> Disk:
-        root = self.data_dir / guest_.disk_id
-        root.mkdir(parents=True, exist_ok=True)
-        return Disk(root)
+        return Disk(self.data_dir / guest_.disk_id)  # made, with a cloud image's top folders, at its first use
 
     def host_key(self, guest_: Guest) -> paramiko.PKey:
         path = self.disk(guest_).path(HOST_KEY)
