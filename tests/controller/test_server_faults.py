@@ -348,9 +348,9 @@ def test_without_a_service_credential_no_token_secret(tmp_path, apiserver, kube,
 
 @contextlib.contextmanager
 def _importing(tmp_path, db, conf):
-    """A cluster whose imports take 3 s, the controller with a service token, and a server booted there
+    """A cluster whose imports take 30 s, the controller with a service token, and a server booted there
     whose root disk is still importing: (cluster, client, the server loop, both loops, server uuid)."""
-    cluster = _cluster(import_duration=3.0)
+    cluster = _cluster(import_duration=30.0)
     client = make_client(cluster.kubeconfig())
     ctl_here = controller_for(conf, cluster)
     try:
@@ -368,7 +368,10 @@ def _importing(tmp_path, db, conf):
 def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
     with _importing(tmp_path, db, conf) as (cluster, client, servers, both, uuid):
         namespace = row_of(db, uuid)["namespace"]
-        dvs = client.list(DATA_VOLUME, namespace=namespace)
+        # the cluster's own VM controller makes the DataVolume from the VM's template, a moment later
+        deadline = time.monotonic() + 20
+        while not (dvs := client.list(DATA_VOLUME, namespace=namespace)) and time.monotonic() < deadline:
+            time.sleep(0.02)
         assert [(d.to_dict().get("status") or {}).get("phase") != "Succeeded" for d in dvs] == [True]
         servers.objects.images.auth.token = "svc-token-2"  # keystoneauth handed out a new token
         both.run_once()
