@@ -1,13 +1,16 @@
 """The live Nova 34.0.0 oracles of ../shared/nova-oracle for differential tests: start one on a free
 port (or use one already running, given by URL), ask it, and compare its answers with OpenKeel's.
 
-Skips with the reason when ../shared or the oracle's virtualenv is absent (a failure under
-OPENKEEL_REQUIRE_SHARED=1 for ../shared, as tests/_shared.py does).
+An oracle's virtualenv is made by its own script the first time a test needs it (``oracle_script``):
+one test makes it while the other workers wait for it, whichever test comes first. Skips with the reason
+when ../shared is absent or the virtualenv cannot be made (a failure under OPENKEEL_REQUIRE_SHARED=1, as
+tests/_shared.py does).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import pathlib
@@ -18,14 +21,17 @@ import urllib.parse
 import urllib.request
 from collections.abc import Iterator
 
-import pytest
-
-from tests._shared import shared_path
+from tests._shared import shared_path, unavailable
 
 HOME = pathlib.Path(os.environ.get("HOME", "/root"))
 FLAVOR_ORACLE_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", HOME / ".cache" / "nova-oracle" / "venv"))
 SERVERS_ORACLE_VENV = pathlib.Path(os.environ.get("NOVA_SERVERS_ORACLE_VENV",
                                                   HOME / ".cache" / "nova-servers-oracle" / "venv"))
+# Each script of ../shared/nova-oracle, its virtualenv and the variable that names that virtualenv to it.
+_VENVS = {"run-oracle.sh": (FLAVOR_ORACLE_VENV, "NOVA_ORACLE_VENV"),
+          "run-servers-oracle.sh": (SERVERS_ORACLE_VENV, "NOVA_SERVERS_ORACLE_VENV")}
+# Written into a virtualenv once its script started an oracle from it.
+_READY = ".openkeel-oracle-started"
 # Headers that differ by nature between two answers (time, request ids, the server's software).
 _VOLATILE = {"date", "server", "connection", "x-openstack-request-id", "x-compute-request-id", "content-length"}
 
@@ -37,32 +43,70 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def oracle_script(script: str) -> pathlib.Path:
+    """../shared/nova-oracle/``script``, with its oracle's virtualenv made when it was never started here.
+
+    The script makes its virtualenv itself when it starts an oracle and finds none (a minute or two of pip);
+    two test workers doing it at once would write the same virtualenv, so the first one here starts and
+    stops an oracle under a lock and marks the virtualenv, and the others wait for it.
+    """
+    path = shared_path(f"nova-oracle/{script}")
+    venv, variable = _VENVS[script]
+    if (venv / _READY).exists():
+        return path
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"{venv.name}.openkeel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (venv / _READY).exists():
+            port = free_port()
+            env = {**os.environ, variable: str(venv)}
+            try:
+                done = subprocess.run([str(path), "start", str(port)], capture_output=True, text=True, timeout=900,
+                                      env=env, check=False)
+            except subprocess.TimeoutExpired:
+                done = subprocess.CompletedProcess([], 1, "", "did not start within 900 s")
+            finally:
+                subprocess.run([str(path), "stop", str(port)], capture_output=True, timeout=120, env=env,
+                               check=False)
+            if done.returncode != 0:
+                unavailable(f"the Nova oracle's virtualenv {venv} could not be made by ../shared/nova-oracle/"
+                            f"{script} start: {done.stderr.strip()[-1500:]}")
+            (venv / _READY).write_text(f"{script} started an oracle from this virtualenv\n")
+    return path
+
+
+def oracle_python(script: str) -> pathlib.Path:
+    """The Python of ``script``'s oracle virtualenv (Nova 34.0.0 installed), made when absent."""
+    oracle_script(script)
+    return _VENVS[script][0] / "bin" / "python"
+
+
 @contextlib.contextmanager
-def running(script: str, venv: pathlib.Path, url_variable: str) -> Iterator[str]:
+def running(script: str, url_variable: str) -> Iterator[str]:
     """The URL of a fresh oracle started with ../shared/nova-oracle/``script`` (stopped afterwards),
     or of the one named by the environment variable ``url_variable``."""
     if os.environ.get(url_variable):
         yield os.environ[url_variable].rstrip("/")
         return
-    path = shared_path(f"nova-oracle/{script}")
-    if not (venv / "bin" / "python").exists():
-        pytest.skip(f"the Nova oracle's virtualenv {venv} is absent: run ../shared/nova-oracle/{script} start once")
+    path = oracle_script(script)
+    venv, variable = _VENVS[script]
+    env = {**os.environ, variable: str(venv)}
     port = free_port()
-    subprocess.run([str(path), "start", str(port)], check=True, capture_output=True, timeout=600)
+    subprocess.run([str(path), "start", str(port)], check=True, capture_output=True, timeout=600, env=env)
     try:
         yield f"http://127.0.0.1:{port}"
     finally:
-        subprocess.run([str(path), "stop", str(port)], check=False, capture_output=True, timeout=120)
+        subprocess.run([str(path), "stop", str(port)], check=False, capture_output=True, timeout=120, env=env)
 
 
 def flavor_oracle() -> contextlib.AbstractContextManager[str]:
     """nova-api alone (no compute service, no Glance, Neutron, Cinder, Ironic or Manila)."""
-    return running("run-oracle.sh", FLAVOR_ORACLE_VENV, "OPENKEEL_NOVA_ORACLE_URL")
+    return running("run-oracle.sh", "OPENKEEL_NOVA_ORACLE_URL")
 
 
 def servers_oracle() -> contextlib.AbstractContextManager[str]:
     """nova-api with conductor, scheduler, fake computes, Placement and Neutron/Glance/Cinder fixtures."""
-    return running("run-servers-oracle.sh", SERVERS_ORACLE_VENV, "OPENKEEL_SERVERS_ORACLE_URL")
+    return running("run-servers-oracle.sh", "OPENKEEL_SERVERS_ORACLE_URL")
 
 
 class Answer:

@@ -22,9 +22,7 @@ MOMENTS = ("2026-01-01 00:00:00", "2026-01-10 12:00:00", "2026-03-15 00:00:00.00
 
 
 def test_audit_periods_are_the_ones_novas_own_function_computes():
-    python = oracles.FLAVOR_ORACLE_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"Nova's installed source is absent: no virtualenv at {oracles.FLAVOR_ORACLE_VENV}")
+    python = oracles.oracle_python("run-oracle.sh")  # Nova's installed source
     script = ("import datetime, json, sys\nfrom nova import utils\nout = []\n"
               "for unit, moment in json.load(sys.stdin):\n"
               "    try:\n"

@@ -15,12 +15,10 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
-
 from openkeel_compute.api import census, microversion, router
+from tests.api import oracles
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
-NOVA_VENV = pathlib.Path(os.environ.get("NOVA_ORACLE_VENV", "/root/.cache/nova-oracle/venv"))
 
 # The operations other issues were to bring: every one is routed now, so none may answer the 404 of an
 # unknown route (the list stays, empty, for the rule above).
@@ -28,11 +26,8 @@ TO_COME: set[str] = set()
 
 
 def _nova_python() -> pathlib.Path:
-    python = NOVA_VENV / "bin" / "python"
-    if not python.exists():
-        pytest.skip(f"Nova's installed source is absent: no virtualenv at {NOVA_VENV} (made by "
-                    "../shared/nova-oracle/run-oracle.sh start; set NOVA_ORACLE_VENV)")
-    return python
+    """Nova's installed source: the flavor oracle's virtualenv (made by its script when absent)."""
+    return oracles.oracle_python("run-oracle.sh")
 
 
 def test_the_committed_table_is_what_novas_route_table_says():

@@ -18,8 +18,7 @@ import urllib.request
 import pytest
 
 from openkeel_compute.compute.boot_checks import BootRefused, check_boot
-from tests._shared import shared_path
-from tests.api.oracles import free_port
+from tests.api.oracles import free_port, oracle_script
 
 BASE_IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"
 
@@ -90,7 +89,7 @@ class Oracle:
 
 @pytest.fixture(scope="module")
 def oracle():
-    script = shared_path("nova-oracle/run-servers-oracle.sh")
+    script = oracle_script("run-servers-oracle.sh")
     port = _free_port()
     subprocess.run([str(script), "start", str(port)], check=True, capture_output=True, timeout=600)
     try:

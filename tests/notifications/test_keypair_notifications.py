@@ -196,17 +196,16 @@ def test_messages_match_what_nova_sends_for_the_same_key_pairs(make_conf) -> Non
     import subprocess
 
     from openkeel_compute.notifications import ApiNotifier
-    from tests.notifications.oracle_venv import ORACLE_PYTHON, ORACLE_VENV
+    from tests.api.oracles import oracle_python
 
-    if not ORACLE_PYTHON.exists():
-        pytest.skip(f"Nova oracle venv not found at {ORACLE_VENV} (set NOVA_ORACLE_VENV)")
+    nova_python = oracle_python("run-oracle.sh")
     start = {"user_id": "fake", "name": "my-key", "type": "ssh", "fingerprint": None, "public_key": None}
     stored = dict(start, fingerprint="1e:2c:9b:56:79:4b:45:77:f9:ca:7a:98:2c:b0:d5:3c", public_key=ED25519)
     x509 = dict(stored, name="cert é", type="x509", user_id=None)
     cases = [("create", "start", start), ("create", "end", stored), ("import", "start", dict(start, public_key=ED25519)),
              ("import", "end", stored), ("delete", "start", x509), ("delete", "end", x509)]
     script = pathlib.Path(__file__).with_name("nova_oracle_keypairs.py")
-    done = subprocess.run([str(ORACLE_PYTHON), "-W", "ignore", str(script)], capture_output=True, text=True,
+    done = subprocess.run([str(nova_python), "-W", "ignore", str(script)], capture_output=True, text=True,
                           timeout=120, check=False, input=json.dumps(
                               [{"action": a, "phase": p, "keypair": k} for a, p, k in cases]))
     assert done.returncode == 0, f"oracle script failed:\n{done.stderr[-3000:]}"

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from openkeel_compute.notifications import FlavorAction, build_flavor_payload
+from tests.api.oracles import oracle_python
 from tests.notifications.conftest import SAMPLE_FLAVOR, SAMPLE_FLAVOR_AFTER_UPDATES
-from tests.notifications.oracle_venv import ORACLE_PYTHON, ORACLE_VENV
 
 ORACLE_SCRIPT = pathlib.Path(__file__).with_name("nova_oracle_payloads.py")
 
@@ -44,11 +44,10 @@ CASES = [
 
 @pytest.mark.oracle
 def test_payloads_match_what_nova_builds_for_the_same_flavor() -> None:
-    if not ORACLE_PYTHON.exists():
-        pytest.skip(f"Nova oracle venv not found at {ORACLE_VENV} (set NOVA_ORACLE_VENV)")
+    nova_python = oracle_python("run-oracle.sh")
     request = [{"action": action.value, "flavor": flavor} for action, flavor in CASES]
     completed = subprocess.run(
-        [str(ORACLE_PYTHON), "-W", "ignore", str(ORACLE_SCRIPT)],
+        [str(nova_python), "-W", "ignore", str(ORACLE_SCRIPT)],
         input=json.dumps(request),
         capture_output=True,
         text=True,

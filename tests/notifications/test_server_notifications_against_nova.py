@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 
 from tests._shared import shared_path
-from tests.api.oracles import SERVERS_ORACLE_VENV, free_port
+from tests.api.oracles import free_port, oracle_python
 from tests.conftest import admin
 from tests.databases import ENGINES
 from tests.notifications.server_world import notifying_world
@@ -157,11 +157,7 @@ def _shape(message: dict[str, Any]) -> tuple[str, str, str, str | None, str | No
 @contextlib.contextmanager
 def nova_oracle() -> Iterator[str]:
     script = shared_path("nova-oracle/servers_oracle.py")
-    python = SERVERS_ORACLE_VENV / "bin" / "python"
-    if not python.exists() or not (SERVERS_ORACLE_VENV / "lib").exists() or not list(
-            SERVERS_ORACLE_VENV.glob("lib/python3*/site-packages/nova/__init__.py")):
-        pytest.skip(f"the servers oracle's virtualenv {SERVERS_ORACLE_VENV} is absent: "
-                    "run ../shared/nova-oracle/run-servers-oracle.sh start once")
+    python = oracle_python("run-servers-oracle.sh")  # its virtualenv made once, whichever test comes first
     port = free_port()
     tmp = pathlib.Path(os.environ.get("TMPDIR", "/tmp")) / f"nova-notifications-{port}"
     tmp.mkdir(parents=True, exist_ok=True)

@@ -16,9 +16,8 @@ import urllib.request
 
 import pytest
 
-from tests._shared import shared_path
 from tests.api.keypairs_quotas.helpers import ED25519
-from tests.api.oracles import free_port
+from tests.api.oracles import free_port, oracle_script
 
 
 def _certificate() -> str:
@@ -203,7 +202,7 @@ def _free_port() -> int:
 def _oracles():
     """The oracles of the module, one per database engine (started when first asked for): the exchanges
     create key pairs and set quotas, so each engine's run needs an oracle as fresh as the first's."""
-    script = shared_path("nova-oracle/run-servers-oracle.sh")
+    script = oracle_script("run-servers-oracle.sh")
     started: dict[str, int] = {}
 
     def url(engine: str) -> str:

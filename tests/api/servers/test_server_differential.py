@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import pathlib
 import socket
 import sys
 
-import pytest
-
-from tests._shared import ROOT, shared_path
-
-VENV = pathlib.Path(os.environ.get("HOME", "~")) / ".cache" / "nova-servers-oracle" / "venv"
+from tests._shared import ROOT
+from tests.api import oracles
 
 
 def _tool():
@@ -38,10 +34,7 @@ def _free_port() -> int:
 
 
 def test_200_generated_requests_answer_as_nova(capsys):
-    shared_path("nova-oracle/run-servers-oracle.sh")
-    if not VENV.is_dir():
-        pytest.skip(f"the servers oracle's venv {VENV} is absent: run ../shared/nova-oracle/run-servers-oracle.sh "
-                    "start once to build it")
+    oracles.oracle_script("run-servers-oracle.sh")  # its virtualenv made once, whichever test comes first
     tool = _tool()
     base = int(os.environ.get("OPENKEEL_DIFF_PORT", "0"))
     oracle = tool.Oracle(base or _free_port())
