@@ -43,6 +43,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _script_env(script: str) -> dict[str, str]:
+    """The environment ``script`` runs in: the variable that names its virtualenv set to the one used here."""
+    venv, variable = _VENVS[script]
+    return {**os.environ, variable: str(venv)}
+
+
 def oracle_script(script: str) -> pathlib.Path:
     """../shared/nova-oracle/``script``, with its oracle's virtualenv made when it was never started here.
 
@@ -51,15 +57,14 @@ def oracle_script(script: str) -> pathlib.Path:
     stops an oracle under a lock and marks the virtualenv, and the others wait for it.
     """
     path = shared_path(f"nova-oracle/{script}")
-    venv, variable = _VENVS[script]
+    venv = _VENVS[script][0]
     if (venv / _READY).exists():
         return path
     venv.parent.mkdir(parents=True, exist_ok=True)
     with open(venv.parent / f"{venv.name}.openkeel.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not (venv / _READY).exists():
-            port = free_port()
-            env = {**os.environ, variable: str(venv)}
+            port, env = free_port(), _script_env(script)
             try:
                 done = subprocess.run([str(path), "start", str(port)], capture_output=True, text=True, timeout=900,
                                       env=env, check=False)
@@ -88,10 +93,7 @@ def running(script: str, url_variable: str) -> Iterator[str]:
     if os.environ.get(url_variable):
         yield os.environ[url_variable].rstrip("/")
         return
-    path = oracle_script(script)
-    venv, variable = _VENVS[script]
-    env = {**os.environ, variable: str(venv)}
-    port = free_port()
+    path, env, port = oracle_script(script), _script_env(script), free_port()
     subprocess.run([str(path), "start", str(port)], check=True, capture_output=True, timeout=600, env=env)
     try:
         yield f"http://127.0.0.1:{port}"

@@ -369,9 +369,9 @@ def test_a_renewed_token_is_written_while_the_import_runs(tmp_path, db, conf):
     with _importing(tmp_path, db, conf) as (cluster, client, servers, both, uuid):
         namespace = row_of(db, uuid)["namespace"]
         # the cluster's own VM controller makes the DataVolume from the VM's template, a moment later
-        deadline = time.monotonic() + 20
-        while not (dvs := client.list(DATA_VOLUME, namespace=namespace)) and time.monotonic() < deadline:
-            time.sleep(0.02)
+        [template] = cluster.get("VirtualMachine", uuid, namespace)["spec"]["dataVolumeTemplates"]
+        cluster.wait_for("DataVolume", template["metadata"]["name"], namespace, lambda o: o is not None, timeout=20)
+        dvs = client.list(DATA_VOLUME, namespace=namespace)
         assert [(d.to_dict().get("status") or {}).get("phase") != "Succeeded" for d in dvs] == [True]
         servers.objects.images.auth.token = "svc-token-2"  # keystoneauth handed out a new token
         both.run_once()
